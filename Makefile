@@ -1,0 +1,89 @@
+# The two commands of the README:
+#   make run   set up and start the whole console (web, worker, beat) with demo data
+#   make test  set up and run the whole test suite on PostgreSQL
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Django 6 needs Python 3.12+: take the newest one found (pyenv installs included).
+PYTHON ?= $(shell for p in python3.14 python3.13 python3.12 \
+	$$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -V -r) python3; do \
+	  command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; \
+	done)
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+HOST ?= 127.0.0.1
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: help run test setup setup-dev services browser-deps migrate lint fmt messages bench clean
+
+help:
+	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
+	@echo "make test   run the whole test suite on PostgreSQL"
+	@echo "make lint   ruff"
+
+$(BIN)/python:
+	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is required (Django 6). Install it and retry." >&2; exit 1; fi
+	@echo "Creating $(VENV) with $(PYTHON)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: requirements.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $(VENV)/.installed $@
+
+setup: $(VENV)/.installed
+setup-dev: $(VENV)/.installed-dev
+
+run: setup
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+	@echo
+	@echo "  GPU Console:  http://$(HOST):$(PORT)/"
+	@echo "  E-mails (verification, resets) are printed below by the web process."
+	@echo "  Ctrl-C stops web, worker and beat."
+	@echo
+	PORT=$(PORT) HOST=$(HOST) $(BIN)/honcho -f Procfile start
+
+# PostgreSQL and Redis: start the local servers when they are installed but stopped.
+services:
+	@pg_isready -q -h 127.0.0.1 -p 5432 || { \
+	  echo "Starting PostgreSQL"; \
+	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start; \
+	  for i in $$(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done; }
+	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || { \
+	  echo "Starting Redis"; \
+	  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no; \
+	  for i in $$(seq 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.2; done; }
+
+# Debian's Chromium for the browser tests (Playwright may not download its own here).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium for the browser tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "WARNING: chromium could not be installed; browser tests will be skipped" >&2; }
+
+test: setup-dev services browser-deps
+	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: setup-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: setup-dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Refresh the zh-Hans catalogue after adding strings (the compiled .mo is committed).
+messages: setup-dev
+	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete -i ".venv/*" -i "staticfiles/*"
+	$(BIN)/python manage.py compilemessages -l zh_Hans -i ".venv"
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache

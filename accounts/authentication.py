@@ -1,0 +1,42 @@
+"""REST API authentication with the console's API tokens (``Authorization: Bearer gpuc_…``)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from rest_framework import authentication, exceptions
+
+from accounts.models import APIToken
+
+TOKEN_PREFIX = "gpuc_"  # noqa: S105 (a public marker, not a secret)
+
+
+def token_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class APITokenAuthentication(authentication.BaseAuthentication):
+    keywords = ("bearer", "token")
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].decode(errors="replace").lower() not in self.keywords:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(_("Invalid Authorization header: expected 'Bearer <token>'."))
+        raw = header[1].decode(errors="replace")
+        token = APIToken.objects.select_related("user").filter(digest=token_digest(raw), user__is_active=True).first()
+        now = timezone.now()
+        if token is None or not token.is_active(now):
+            raise exceptions.AuthenticationFailed(_("The API token is invalid, expired or revoked."))
+        # One write per resolution interval, not per request: a busy client must not hammer the row.
+        stale_before = now - settings.API_TOKEN_LAST_USED_RESOLUTION
+        if token.last_used_at is None or token.last_used_at < stale_before:
+            APIToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token.user, token
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="api"'

@@ -1,0 +1,60 @@
+"""Project-wide fixtures: the personas alice (owner), bob (same team, later) and charlie (stranger)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from accounts.tests.factories import UserFactory
+
+
+@pytest.fixture
+def alice(db):
+    return UserFactory(email="alice@example.com", display_name="Alice")
+
+
+@pytest.fixture
+def bob(db):
+    return UserFactory(email="bob@example.com", display_name="Bob")
+
+
+@pytest.fixture
+def charlie(db):
+    return UserFactory(email="charlie@example.com", display_name="Charlie")
+
+
+@pytest.fixture
+def staff(db):
+    return UserFactory(email="staff@example.com", is_staff=True, is_superuser=True)
+
+
+def _client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def client_for():
+    """``client_for(alice)`` → a test client logged in as alice."""
+    return _client_for
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    return _client_for(alice)
+
+
+@pytest.fixture
+def charlie_client(charlie) -> Client:
+    return _client_for(charlie)
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    """Rate limits and throttles live in the cache: every test starts with none spent."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

@@ -1,0 +1,26 @@
+"""The ASGI entry point: Django for HTTP, Channels for WebSockets.
+
+WebSocket routes come from ``console.routing``; they pass the session (so consumers know the user)
+and accept only connections whose Origin is one of ALLOWED_HOSTS, which stops cross-site WebSocket
+hijacking of a logged-in user's session.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from console.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -1,0 +1,31 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from django.views.i18n import JavaScriptCatalog
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from console import views
+from console.api import json_not_found
+
+api_v1 = [
+    path("account/", include("accounts.api_urls")),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("dashboard/", views.dashboard, name="dashboard"),
+    path("healthz", views.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("allauth.urls")),
+    path("account/", include("accounts.urls")),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    re_path(r"^api/", json_not_found),
+]
+
+# Sections whose issues have not landed yet show a 'coming soon' page instead of a broken link.
+for section in ("instances", "apps", "storage", "billing", "quota"):
+    urlpatterns.append(path(f"{section}/", views.coming_soon, {"section": section}, name=section))

@@ -1,0 +1,32 @@
+// Small progressive enhancements; every page works without them.
+(function () {
+  "use strict";
+  // Copy buttons: <button data-copy="#element-id"> or data-copy-text="literal".
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-copy], [data-copy-text]");
+    if (!button) return;
+    var text = button.getAttribute("data-copy-text");
+    if (text === null) {
+      var target = document.querySelector(button.getAttribute("data-copy"));
+      text = target ? target.textContent.trim() : "";
+    }
+    var done = function () {
+      var label = button.textContent;
+      button.textContent = button.getAttribute("data-copied-label") || "✓";
+      setTimeout(function () { button.textContent = label; }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done);
+    } else {
+      var area = document.createElement("textarea");
+      area.value = text; document.body.appendChild(area); area.select();
+      try { document.execCommand("copy"); done(); } finally { area.remove(); }
+    }
+  });
+  // Close an open <details class="menu"> when clicking elsewhere.
+  document.addEventListener("click", function (event) {
+    document.querySelectorAll("details.menu[open]").forEach(function (menu) {
+      if (!menu.contains(event.target)) menu.removeAttribute("open");
+    });
+  });
+})();
