@@ -1,0 +1,212 @@
+"""The ledger: accounts, transactions and their entries; priced units (SKUs) and the meters that use them.
+
+Money is an integer number of fen (1/100 CNY) everywhere. The ledger is double-entry and append-only:
+every transaction's entries sum to zero, and rows are never updated or deleted (the ORM refuses, and
+on PostgreSQL a trigger refuses too). An account's ``balance`` is a cache of the sum of its entries,
+kept in the same database transaction as the entries; ``ledger_check`` proves the two agree.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class AppendOnlyError(Exception):
+    """Ledger rows are history: corrections are new transactions, never edits."""
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model.__name__} rows cannot be updated.")
+
+    def delete(self):
+        raise AppendOnlyError(f"{self.model.__name__} rows cannot be deleted.")
+
+    def _raw_delete(self, using):
+        raise AppendOnlyError(f"{self.model.__name__} rows cannot be deleted.")
+
+
+class AppendOnlyModel(models.Model):
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnlyError(f"{type(self).__name__} rows cannot be updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError(f"{type(self).__name__} rows cannot be deleted.")
+
+
+class LedgerAccount(models.Model):
+    """A place money sits. Users own wallet accounts; the platform owns the system accounts.
+
+    ``floor`` is the lowest balance spending may reach (0 for wallets); ``None`` means unbounded,
+    as for the platform's side of each posting (revenue, the gateway's clearing account…).
+    """
+
+    class Kind(models.TextChoices):
+        CASH = "cash", _("Paid balance")  # a user's money from top-ups
+        TRIAL = "trial", _("Trial credit")  # a user's trial credit: spent first, never paid out
+        TRIAL_POOL = "trial_pool", _("Trial credit pool")  # where trial credit comes from
+        REVENUE = "revenue", _("Revenue")  # usage charges land here
+        TRIAL_REVENUE = "trial_revenue", _("Usage paid with trial credit")
+        GATEWAY = "gateway", _("Payment gateway clearing")  # money in flight from/to the gateway
+        ADJUSTMENTS = "adjustments", _("Staff adjustments")  # the other side of staff corrections
+
+    USER_KINDS = (Kind.CASH, Kind.TRIAL)
+
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger_accounts"
+    )
+    currency = models.CharField(max_length=3, default="CNY")
+    balance = models.BigIntegerField(_("balance (fen)"), default=0)
+    floor = models.BigIntegerField(_("floor (fen)"), null=True, blank=True, default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = _("ledger account")
+        verbose_name_plural = _("ledger accounts")
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "owner"], name="billing_account_one_per_kind_owner"),
+            models.UniqueConstraint(
+                fields=["kind"], condition=models.Q(owner__isnull=True), name="billing_account_one_system_per_kind"
+            ),
+            # The last line of defence: even a bug in a service cannot push a wallet below its floor.
+            models.CheckConstraint(
+                condition=models.Q(floor__isnull=True) | models.Q(balance__gte=models.F("floor")),
+                name="billing_account_balance_above_floor",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.owner or 'platform'}"
+
+
+class Transaction(AppendOnlyModel):
+    """One movement of money: a set of entries that sum to zero, posted at most once per key."""
+
+    class Kind(models.TextChoices):
+        TRIAL_GRANT = "trial_grant", _("Trial credit")
+        TRIAL_EXPIRY = "trial_expiry", _("Trial credit expired")
+        TOPUP = "topup", _("Top-up")
+        REFUND = "refund", _("Refund")
+        USAGE = "usage", _("Usage")
+        ADJUSTMENT = "adjustment", _("Adjustment")
+
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
+    description = models.CharField(_("description"), max_length=255, blank=True)
+    # The user whose money moved (for fast per-user history); null for platform-only postings.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="transactions"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("transaction")
+        verbose_name_plural = _("transactions")
+        indexes = [models.Index(fields=["user", "-created_at"], name="billing_tx_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk}"
+
+
+class Entry(AppendOnlyModel):
+    """One leg of a transaction: ``amount`` fen added to (or, if negative, taken from) ``account``."""
+
+    transaction = models.ForeignKey(Transaction, on_delete=models.PROTECT, related_name="entries")
+    account = models.ForeignKey(LedgerAccount, on_delete=models.PROTECT, related_name="entries")
+    amount = models.BigIntegerField(_("amount (fen)"))
+
+    class Meta:
+        verbose_name = _("entry")
+        verbose_name_plural = _("entries")
+        constraints = [models.CheckConstraint(condition=~models.Q(amount=0), name="billing_entry_nonzero")]
+
+    def __str__(self) -> str:
+        return f"{self.amount:+d} → {self.account_id}"
+
+
+class Sku(models.Model):
+    """A priced unit: ``price_fen`` per ``unit_seconds`` per unit of quantity.
+
+    A GPU model is priced per card-hour (unit_seconds=3600, quantity = cards); disk per GB-day
+    (unit_seconds=86400, quantity = GB). Other apps create their SKUs with ``sku_upsert``.
+    """
+
+    code = models.CharField(_("code"), max_length=64, unique=True)
+    name = models.CharField(_("name"), max_length=128)
+    unit = models.CharField(_("unit"), max_length=32)  # shown to people: "card-hour", "GB-day"
+    price_fen = models.PositiveBigIntegerField(_("price (fen per unit)"))
+    unit_seconds = models.PositiveIntegerField(_("seconds per unit"))
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["code"]
+        verbose_name = _("SKU")
+        verbose_name_plural = _("SKUs")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Meter(models.Model):
+    """Usage of ``quantity`` units of an SKU by one user for one resource (``ref``), from start to stop.
+
+    The price is fixed when the meter starts. ``settled_seconds``/``charged_fen`` say how far billing
+    has got; what is owed at any time is ``round(price × quantity × seconds / unit_seconds)`` computed
+    once from the start, and each settlement posts the difference from ``charged_fen``, so the total
+    is exact to one fen however many settlements it took.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="meters")
+    sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="meters")
+    ref = models.CharField(_("resource"), max_length=200)
+    description = models.CharField(_("description"), max_length=255, blank=True)
+    quantity = models.PositiveIntegerField(_("quantity"))
+    price_fen = models.PositiveBigIntegerField(_("price (fen per unit)"))
+    unit_seconds = models.PositiveIntegerField()
+    started_at = models.DateTimeField(_("started"))
+    stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
+    settled_seconds = models.BigIntegerField(default=0)
+    charged_fen = models.BigIntegerField(_("charged (fen)"), default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        verbose_name = _("meter")
+        verbose_name_plural = _("meters")
+        constraints = [
+            # One open meter per resource: starting twice is a no-op, not a double charge.
+            models.UniqueConstraint(
+                fields=["ref"], condition=models.Q(stopped_at__isnull=True), name="billing_meter_one_open_per_ref"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["stopped_at"], name="billing_meter_open", condition=models.Q(stopped_at__isnull=True))
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sku} × {self.quantity} for {self.ref}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.stopped_at is None
+
+    @property
+    def hourly_fen(self) -> float:
+        """Display only: the price per hour of this meter (never used to compute a charge)."""
+        return self.price_fen * self.quantity * 3600 / self.unit_seconds
