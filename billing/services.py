@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -264,3 +265,64 @@ def meter_settle(*, meter: Meter, until: datetime) -> int:
     if charged < due:
         logger.info("meter %s: %s fen owed beyond the balance", meter.pk, due - charged)
     return charged
+
+
+# --- Trial credit ---------------------------------------------------------------------------------
+
+
+class TrialUnavailable(BillingError):
+    code = "trial_unavailable"
+
+
+def trial_claim(*, user) -> Transaction:
+    """Grant the one-time trial credit to a user whose e-mail address is verified.
+
+    Keyed by user, so any number of concurrent or repeated claims grant it once; a repeat returns
+    the original grant. Refused (``TrialUnavailable``) for an unverified address or when the credit
+    is set to zero.
+    """
+    from allauth.account.models import EmailAddress
+
+    amount = int(settings.BILLING_TRIAL_CREDIT_FEN)
+    if amount <= 0:
+        raise TrialUnavailable("No trial credit is offered.")
+    if not EmailAddress.objects.filter(user=user, verified=True).exists():
+        raise TrialUnavailable("Verify your e-mail address to claim the trial credit.")
+    expires_at = None
+    if settings.BILLING_TRIAL_CREDIT_TTL_DAYS:
+        expires_at = (timezone.now() + timedelta(days=int(settings.BILLING_TRIAL_CREDIT_TTL_DAYS))).isoformat()
+    txn, _ = ledger_post(
+        key=f"trial:grant:{user.pk}",
+        kind=Transaction.Kind.TRIAL_GRANT,
+        user=user,
+        legs=[(account_get(kind=Kind.TRIAL_POOL), -amount), (account_get(user=user, kind=Kind.TRIAL), amount)],
+        description="Trial credit",
+        metadata={"expires_at": expires_at},
+    )
+    return txn
+
+
+def trial_claimed(*, user) -> bool:
+    return Transaction.objects.filter(idempotency_key=f"trial:grant:{user.pk}").exists()
+
+
+# --- Paying for what runs -------------------------------------------------------------------------
+
+
+def launch_check(*, user, extra_hourly_fen: int) -> None:
+    """Refuse (``InsufficientFunds``) a launch the balance cannot pay for a minimum time.
+
+    The balance must cover everything the user already runs plus the new resource for
+    ``BILLING_MIN_RUNWAY_S`` (10 minutes by default), so a launch never starts already out of money.
+    """
+    from billing.selectors import runway_get
+
+    runway = runway_get(user=user)
+    hourly = runway.burn_fen_per_hour + max(extra_hourly_fen, 0)
+    needed = amount_owed(price_fen=hourly, quantity=1, unit_seconds=3600, seconds=settings.BILLING_MIN_RUNWAY_S)
+    if runway.balance_fen < needed:
+        minutes = settings.BILLING_MIN_RUNWAY_S // 60
+        raise InsufficientFunds(
+            f"Your balance ¥{runway.balance_fen / 100:.2f} does not cover {minutes} minutes at "
+            f"¥{hourly / 100:.2f}/h (¥{needed / 100:.2f} needed). Top up or claim your trial credit."
+        )

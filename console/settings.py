@@ -318,3 +318,8 @@ LOGGING = {
 CONSOLE_SITE_NAME = os.environ.get("CONSOLE_SITE_NAME", "GPU Console")
 # API tokens: how long an unused token's last-used time may lag (one write per interval, not per call).
 API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+# --- Billing ---------------------------------------------------------------------------------------
+BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
+BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
+BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
