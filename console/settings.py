@@ -323,3 +323,47 @@ API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
 BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
 BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
 BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
+
+# --- Instances -------------------------------------------------------------------------------------
+# The simulated cloud's demo fleet: 8-card nodes of every seeded model in both regions (560 cards).
+SIMULATED_FLEET = [
+    {"region": region, "gpu": gpu, "nodes": nodes, "cards": 8}
+    for region in ("cn-north-1", "cn-east-1")
+    for gpu, nodes in (
+        ("h200", 3),
+        ("h800", 4),
+        ("a800-80g", 8),
+        ("a100-40g", 4),
+        ("l40s", 5),
+        ("rtx-4090", 8),
+        ("rtx-3090", 3),
+    )
+]
+PROVISIONING_BACKENDS = {
+    "default": {
+        "BACKEND": "instances.backends.fake.FakeBackend",
+        "OPTIONS": {
+            "FLEET": SIMULATED_FLEET,
+            "BOOT_DELAY_S": float(os.environ.get("SIMULATED_BOOT_DELAY_S", "0" if TESTING else "15")),
+        },
+    },
+}
+INSTANCES_DEFAULT_GPU_QUOTA = int(os.environ.get("INSTANCES_DEFAULT_GPU_QUOTA", "8"))  # cards per model
+INSTANCES_DISK_DEFAULT_GB = 50
+INSTANCES_DISK_MIN_GB = 20
+INSTANCES_DISK_MAX_GB = 2048
+INSTANCES_DISK_PRICE_FEN_PER_GB_DAY = int(os.environ.get("INSTANCES_DISK_PRICE_FEN_PER_GB_DAY", "1"))  # ¥0.01
+INSTANCES_POLL_INTERVAL_S = 2  # how soon a worker looks again at a booting machine
+INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
+INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up
+INSTANCES_RECONCILE_INTERVAL_S = 30
+INSTANCES_QUOTA_MAX_DAYS = 365
+BILLING_OUT_OF_FUNDS_HOOK = "instances.services.instances_stop_for_funds"
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
+        "instances-auto-stop": {"task": "instances.tasks.instances_auto_stop_task", "schedule": 30.0},
+        "instances-quota-expire": {"task": "instances.tasks.quota_grants_expire_task", "schedule": 300.0},
+    }
+)
+INSTANCES_REDRIVE_AFTER_S = 60  # a busy instance whose task vanished is re-driven after this long

@@ -1,8 +1,12 @@
-"""The GPU catalogue (regions, GPU models, images). Instances themselves come with the instances issue."""
+"""The GPU catalogue (regions, GPU models, images), nodes, instances and their history, GPU quota."""
 
 from __future__ import annotations
 
+import uuid
+
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -65,3 +69,348 @@ class Image(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# --- Capacity as the provisioning backends report it -----------------------------------------------
+
+
+class Node(models.Model):
+    """A host with GPUs of one model, as its backend reports it; the unit of placement.
+
+    ``total_cards`` comes from the backend (``nodes_sync``); ``free_cards`` is the console's own count
+    of cards not held by an instance, taken and given back with conditional updates
+    (``free_cards = free_cards - n WHERE free_cards >= n``), so two launches can never share a card.
+    """
+
+    backend_alias = models.CharField(_("backend"), max_length=32)
+    name = models.CharField(_("name"), max_length=96)
+    region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="nodes")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="nodes")
+    total_cards = models.PositiveSmallIntegerField(_("cards"))
+    free_cards = models.SmallIntegerField(_("free cards"))
+    is_healthy = models.BooleanField(_("healthy"), default=True)
+    last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
+
+    class Meta:
+        ordering = ["region", "gpu_model", "name"]
+        verbose_name = _("node")
+        verbose_name_plural = _("nodes")
+        constraints = [
+            models.UniqueConstraint(fields=["backend_alias", "name"], name="instances_node_unique_name"),
+            # The last line of defence against oversubscription: a bug cannot hand out a card twice.
+            models.CheckConstraint(
+                condition=models.Q(free_cards__gte=0) & models.Q(free_cards__lte=models.F("total_cards")),
+                name="instances_node_free_cards_in_range",
+            ),
+        ]
+        indexes = [models.Index(fields=["region", "gpu_model", "free_cards"], name="instances_node_placement")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# --- Instances ----------------------------------------------------------------------------------------
+
+
+class Instance(models.Model):
+    """A GPU machine a user rents. Its UUID is the provider-side name, so retries find, never duplicate.
+
+    ``status`` only changes through ``instances.services.instance_transition`` (compare-and-set plus an
+    event row); ``backend_state`` is opaque to the console and owned by the region's backend.
+    """
+
+    class Status(models.TextChoices):
+        REQUESTED = "requested", _("Requested")  # accepted by the console; nothing placed yet
+        SCHEDULING = "scheduling", _("Scheduling")  # choosing a node with enough free cards
+        PROVISIONING = "provisioning", _("Provisioning")  # cards reserved; the backend creates and boots it
+        RUNNING = "running", _("Running")  # up and billed per second for its GPUs
+        RESTARTING = "restarting", _("Restarting")  # rebooting on the same node; GPUs kept (and billed)
+        STOPPING = "stopping", _("Stopping")  # shutting down; GPUs are freed when it is stopped
+        STOPPED = "stopped", _("Stopped")  # GPUs freed; the disk is kept and billed as storage
+        STARTING = "starting", _("Starting")  # placed again on a node; the backend boots it
+        RELEASING = "releasing", _("Releasing")  # being destroyed with its disk
+        RELEASED = "released", _("Released")  # gone for good; nothing is billed
+        FAILED = "failed", _("Failed")  # could not be created; nothing was billed
+        LOST = "lost", _("Lost")  # the backend no longer has it (a node failed); billing closed
+
+    BADGE_COLOURS = {
+        Status.REQUESTED: "blue",
+        Status.SCHEDULING: "blue",
+        Status.PROVISIONING: "blue",
+        Status.RUNNING: "green",
+        Status.RESTARTING: "yellow",
+        Status.STOPPING: "yellow",
+        Status.STOPPED: "",
+        Status.STARTING: "blue",
+        Status.RELEASING: "yellow",
+        Status.RELEASED: "",
+        Status.FAILED: "red",
+        Status.LOST: "red",
+    }
+    # States in which the instance holds cards on a node (they count against quota and capacity).
+    HOLDING_GPUS = (
+        Status.REQUESTED,
+        Status.SCHEDULING,
+        Status.PROVISIONING,
+        Status.RUNNING,
+        Status.RESTARTING,
+        Status.STOPPING,
+        Status.STARTING,
+    )
+    # States that end with a worker's action: shown with a spinner, watched by the reconciler.
+    BUSY = (
+        Status.REQUESTED,
+        Status.SCHEDULING,
+        Status.PROVISIONING,
+        Status.RESTARTING,
+        Status.STOPPING,
+        Status.STARTING,
+        Status.RELEASING,
+    )
+    GPU_COUNTS = (1, 2, 4, 8)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
+    name = models.CharField(_("name"), max_length=64)
+    region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="instances")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="instances")
+    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))
+    image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="instances")
+    disk_gb = models.PositiveIntegerField(_("disk (GB)"))
+    ssh_keys = models.ManyToManyField("accounts.SSHKey", blank=True, related_name="instances")
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.REQUESTED)
+    status_reason = models.CharField(_("reason"), max_length=255, blank=True)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.PROTECT, related_name="instances")
+    backend_alias = models.CharField(_("backend"), max_length=32)
+    backend_state = models.JSONField(_("backend state"), default=dict, blank=True)
+    # The price per hour when running, fixed at launch for display (billing keeps its own copy).
+    hourly_price_fen = models.PositiveIntegerField(_("price per hour (fen)"))
+    auto_stop_at = models.DateTimeField(_("stop at"), null=True, blank=True)
+    auto_stop_idle_minutes = models.PositiveIntegerField(_("stop after idle minutes"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
+    status_changed_at = models.DateTimeField(_("status changed"), default=timezone.now)
+    running_since = models.DateTimeField(_("running since"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("instance")
+        verbose_name_plural = _("instances")
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="instances_owner_recent"),
+            models.Index(fields=["status"], name="instances_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(gpu_count__in=(1, 2, 4, 8)), name="instances_gpu_count_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def key(self) -> str:
+        """The provider-side name: stable across retries, unique across the fleet."""
+        return str(self.id)
+
+    @property
+    def badge_colour(self) -> str:
+        return self.BADGE_COLOURS.get(self.status, "")
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in self.BUSY
+
+    def can_start(self) -> bool:
+        return self.status == self.Status.STOPPED
+
+    def can_stop(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+    def can_restart(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+    def can_release(self) -> bool:
+        return self.status not in (self.Status.RELEASING, self.Status.RELEASED)
+
+
+class InstanceEvent(models.Model):
+    """One change of an instance's status, with why: the timeline users see and the clock billing reads."""
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="events")
+    old = models.CharField(_("from"), max_length=16, blank=True)
+    new = models.CharField(_("to"), max_length=16)
+    reason = models.CharField(_("reason"), max_length=255, blank=True)
+    created_at = models.DateTimeField(_("time"), default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name = _("instance event")
+        verbose_name_plural = _("instance events")
+        indexes = [models.Index(fields=["instance", "created_at"], name="instances_event_timeline")]
+
+    def __str__(self) -> str:
+        return f"{self.old or '∅'} → {self.new}"
+
+    @property
+    def new_label(self) -> str:
+        return Instance.Status(self.new).label if self.new in Instance.Status.values else self.new
+
+    @property
+    def badge_colour(self) -> str:
+        return Instance.BADGE_COLOURS.get(self.new, "")
+
+
+class StrayMachine(models.Model):
+    """A machine a backend reports that no live instance owns: listed for staff, never billed to anyone."""
+
+    backend_alias = models.CharField(_("backend"), max_length=32)
+    key = models.CharField(_("key"), max_length=64)
+    detail = models.CharField(_("detail"), max_length=255, blank=True)
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
+    resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        verbose_name = _("stray machine")
+        verbose_name_plural = _("stray machines")
+        constraints = [models.UniqueConstraint(fields=["backend_alias", "key"], name="instances_stray_unique_key")]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+# --- GPU quota ---------------------------------------------------------------------------------------------
+
+
+class GpuQuota(models.Model):
+    """How many cards of a model a user may hold at once; ``cards=None`` means the default setting.
+
+    The row is also the lock that serialises one user's launches of one model, so two concurrent
+    launches cannot both fit under the same quota.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="gpu_quotas")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.CASCADE, related_name="quotas")
+    cards = models.PositiveIntegerField(_("cards"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("GPU quota")
+        verbose_name_plural = _("GPU quotas")
+        constraints = [models.UniqueConstraint(fields=["user", "gpu_model"], name="instances_quota_one_per_model")]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.gpu_model}: {self.cards}"
+
+
+class QuotaRequest(models.Model):
+    """A user's request to hold up to ``cards`` cards of a model for ``duration_days``; staff decide.
+
+    An approval grants ``granted_cards`` (possibly fewer) until ``expires_at``; after that the quota
+    falls back to the base one on its own (the effective quota ignores expired grants, and a periodic
+    task marks them expired).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")  # waiting for staff
+        APPROVED = "approved", _("Approved")  # granted until expires_at
+        DENIED = "denied", _("Denied")  # refused, with a message
+        EXPIRED = "expired", _("Expired")  # was approved; the grant has ended
+        CANCELLED = "cancelled", _("Cancelled")  # withdrawn by the user
+
+    BADGE_COLOURS = {
+        Status.PENDING: "yellow",
+        Status.APPROVED: "green",
+        Status.DENIED: "red",
+        Status.EXPIRED: "",
+        Status.CANCELLED: "",
+    }
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quota_requests")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="quota_requests")
+    cards = models.PositiveIntegerField(_("cards"))
+    duration_days = models.PositiveIntegerField(_("duration (days)"))
+    reason = models.TextField(_("reason"))
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.PENDING)
+    granted_cards = models.PositiveIntegerField(_("granted cards"), null=True, blank=True)
+    message = models.TextField(_("message from staff"), blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+    created_at = models.DateTimeField(_("requested"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("quota request")
+        verbose_name_plural = _("quota requests")
+        indexes = [models.Index(fields=["status", "expires_at"], name="instances_quota_req_status")]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.gpu_model} × {self.cards}"
+
+    @property
+    def badge_colour(self) -> str:
+        return self.BADGE_COLOURS.get(self.status, "")
+
+
+class QuotaAudit(models.Model):
+    """Who did what to a quota request, when: append-only, one row per decision or automatic change."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="audit")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(_("action"), max_length=32)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(_("time"), default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name = _("quota audit entry")
+        verbose_name_plural = _("quota audit entries")
+
+    def __str__(self) -> str:
+        return f"{self.action} #{self.request_id}"
+
+
+# --- The simulated cloud's own tables ---------------------------------------------------------------------
+# The simulated backend keeps its fleet in the database so web, worker and beat processes see one
+# cloud. The console never reads these tables; it talks to the backend through its contract only.
+
+
+class SimulatedNode(models.Model):
+    """A host in the simulated cloud."""
+
+    backend_alias = models.CharField(max_length=32)
+    name = models.CharField(max_length=96)
+    region_slug = models.CharField(max_length=50)
+    gpu_slug = models.CharField(max_length=50)
+    cards = models.PositiveSmallIntegerField()
+    is_lost = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["backend_alias", "name"], name="instances_simnode_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SimulatedMachine(models.Model):
+    """A machine in the simulated cloud, named by the console's key."""
+
+    backend_alias = models.CharField(max_length=32)
+    key = models.CharField(max_length=64)
+    node = models.ForeignKey(SimulatedNode, null=True, on_delete=models.SET_NULL, related_name="machines")
+    cards = models.PositiveSmallIntegerField()
+    power = models.CharField(max_length=16, default="on")  # on, off
+    spec = models.JSONField(default=dict)
+    ready_at = models.DateTimeField(null=True)  # None while on: never boots (an injected hang)
+    last_active_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["backend_alias", "key"], name="instances_simmachine_unique")]
+
+    def __str__(self) -> str:
+        return self.key

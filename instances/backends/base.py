@@ -1,0 +1,128 @@
+"""The contract every provisioning backend fulfils.
+
+A backend is one provider (a simulated cloud, a Slurm cluster, a Kubernetes namespace…). The console
+calls it from Celery workers, possibly twice for the same thing and possibly concurrently, so:
+
+- every method may be repeated with the same ``key``; repeats are harmless ("already exists" and
+  "already gone" count as done);
+- ``key`` is the instance's UUID and the provider-side name, so a retry finds the machine it made
+  instead of buying a second one;
+- ``state`` is the opaque dict the backend returned last time; the console stores it verbatim on the
+  instance and hands it back; the backend owns (and versions) its shape;
+- errors say whether retrying can help: ``TransientBackendError`` (retried with backoff) or
+  ``PermanentBackendError`` (the operation fails, with the message shown to the user).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class BackendError(Exception):
+    """Base of backend failures; the message is shown to the instance's owner, so keep it plain."""
+
+
+class TransientBackendError(BackendError):
+    """The provider may succeed later (timeout, throttling, a node briefly unreachable)."""
+
+
+class PermanentBackendError(BackendError):
+    """Retrying cannot help (invalid spec, no such image, the node refused it)."""
+
+
+class Observed(enum.StrEnum):
+    """What the provider says a machine is doing."""
+
+    PENDING = "pending"  # exists, not yet usable (booting, rebooting)
+    RUNNING = "running"  # usable
+    STOPPED = "stopped"  # powered off; its disk is kept
+    GONE = "gone"  # the provider has no machine by that key (never made, destroyed, or lost)
+    UNKNOWN = "unknown"  # the provider cannot tell right now: never treat this as GONE
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """What to create: everything the provider needs, nothing it must look up in the console."""
+
+    node: str  # the node the console placed it on (see ``nodes``)
+    gpu_model: str  # slug
+    gpu_count: int
+    image: str  # slug
+    disk_gb: int
+    ssh_public_keys: tuple[str, ...] = ()
+    region: str = ""
+    owner_ref: str = ""  # an opaque owner label for the provider's own accounting
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: Observed
+    idle_seconds: int | None = None  # how long the GPUs have been idle, when the provider knows
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A host as the provider reports it."""
+
+    name: str
+    region: str  # region slug
+    gpu_model: str  # GPU model slug
+    cards: int
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    key: str
+    node: str
+    cards: int
+    observed: Observed
+    extra: dict = field(default_factory=dict)
+
+
+class ProvisioningBackend:
+    """One provider. Every method may be repeated with the same key; repeats are harmless."""
+
+    def __init__(self, *, alias: str, options: dict | None = None) -> None:
+        self.alias = alias
+        self.options = options or {}
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node the provider has, with its cards and health. The console places on these."""
+        raise NotImplementedError
+
+    def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        """Create and boot machine ``key`` on ``spec.node``, or return the one that exists.
+
+        Returns the state to persist. Does not wait for the boot: ``poll`` says when it is RUNNING.
+        """
+        raise NotImplementedError
+
+    def start(self, *, key: str, state: dict, node: str) -> dict:
+        """Boot the stopped machine ``key`` on ``node`` (it may have moved), keeping its disk.
+
+        Starting a running machine is a no-op. Raises ``PermanentBackendError`` when it is gone.
+        """
+        raise NotImplementedError
+
+    def stop(self, *, key: str, state: dict) -> dict:
+        """Power off machine ``key`` keeping its disk; its GPUs go back to the node. Stopped counts as done."""
+        raise NotImplementedError
+
+    def restart(self, *, key: str, state: dict) -> dict:
+        """Reboot machine ``key`` in place, keeping its GPUs."""
+        raise NotImplementedError
+
+    def destroy(self, *, key: str, state: dict) -> None:
+        """Destroy machine ``key`` and its disk. Already gone counts as success."""
+        raise NotImplementedError
+
+    def poll(self, *, key: str, state: dict) -> Observation:
+        """PENDING, RUNNING, STOPPED, GONE or UNKNOWN (provider unreachable: never treat as GONE)."""
+        raise NotImplementedError
+
+    def machines(self) -> list[MachineInfo]:
+        """Every machine the provider has, for the reconciler to compare with the console's records."""
+        raise NotImplementedError

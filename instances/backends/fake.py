@@ -1,0 +1,236 @@
+"""The simulated cloud: the embedded default backend, and the one tests use.
+
+It behaves like a provider, not like a mock. Its fleet of nodes lives in its own tables, so web,
+worker and beat processes all see one cloud; machines take ``BOOT_DELAY_S`` to boot; a node refuses
+a machine that does not fit; a lost node takes its machines with it. Faults are injected through
+``OPTIONS`` (in settings, or per test with ``override_settings``)::
+
+    "OPTIONS": {
+        "FLEET": [{"region": "cn-north-1", "gpu": "a800-80g", "nodes": 4, "cards": 8}, ...],
+        "BOOT_DELAY_S": 20,            # seconds from create/start/restart to RUNNING
+        "FAIL_CREATE_TRANSIENT": 0.0,  # share of creates refused with a transient error (nothing made)
+        "FAIL_CREATE_PERMANENT": 0.0,  # share of creates refused for good
+        "LOSE_CREATE_RESPONSE": 0.0,   # share of creates that make the machine, then time out
+        "HANG_CREATE": 0.0,            # share of machines that never finish booting
+        "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
+        "SEED": None,                  # seed the fault dice for repeatable runs
+    }
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from instances.backends.base import (
+    InstanceSpec,
+    MachineInfo,
+    NodeInfo,
+    Observation,
+    Observed,
+    PermanentBackendError,
+    ProvisioningBackend,
+    TransientBackendError,
+)
+
+STATE_VERSION = 1
+
+
+class FakeBackend(ProvisioningBackend):
+    def __init__(self, *, alias: str, options: dict | None = None) -> None:
+        super().__init__(alias=alias, options=options)
+        seed = self.options.get("SEED")
+        self._dice = random.Random(seed)
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _roll(self, option: str) -> bool:
+        rate = float(self.options.get(option, 0) or 0)
+        return rate > 0 and self._dice.random() < rate
+
+    def _reachable(self) -> None:
+        if self.options.get("UNREACHABLE"):
+            raise TransientBackendError("The provider's API did not answer in time.")
+
+    def _boot_ready_at(self):
+        return timezone.now() + timedelta(seconds=float(self.options.get("BOOT_DELAY_S", 0)))
+
+    def _machines(self):
+        from instances.models import SimulatedMachine
+
+        return SimulatedMachine.objects.filter(backend_alias=self.alias)
+
+    def _ensure_fleet(self) -> None:
+        from instances.models import SimulatedNode
+
+        fleet = self.options.get("FLEET") or []
+        if not fleet or SimulatedNode.objects.filter(backend_alias=self.alias).exists():
+            return
+        rows = [
+            SimulatedNode(
+                backend_alias=self.alias,
+                name=f"{group['region']}-{group['gpu']}-{index:02d}",
+                region_slug=group["region"],
+                gpu_slug=group["gpu"],
+                cards=int(group.get("cards", 8)),
+            )
+            for group in fleet
+            for index in range(1, int(group.get("nodes", 1)) + 1)
+        ]
+        SimulatedNode.objects.bulk_create(rows, ignore_conflicts=True)
+
+    def _used_cards(self, node) -> int:
+        return self._machines().filter(node=node, power="on").aggregate(n=Sum("cards"))["n"] or 0
+
+    def _place(self, *, machine_cards: int, node_name: str):
+        """Lock the node and check the machine fits, as a real host would refuse an oversubscription."""
+        from instances.models import SimulatedNode
+
+        node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
+        if node is None:
+            raise PermanentBackendError(f"Node {node_name} does not exist.")
+        if node.is_lost:
+            raise PermanentBackendError(f"Node {node_name} is out of service.")
+        if self._used_cards(node) + machine_cards > node.cards:
+            raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
+        return node
+
+    def _state(self, machine) -> dict:
+        return {"v": STATE_VERSION, "machine": machine.pk, "node": machine.node.name if machine.node else ""}
+
+    def _observe(self, machine, now) -> Observation:
+        if machine.node is not None and machine.node.is_lost:
+            return Observation(Observed.GONE, detail=f"node {machine.node.name} was lost")
+        if machine.power == "off":
+            return Observation(Observed.STOPPED)
+        if machine.ready_at is None or machine.ready_at > now:
+            return Observation(Observed.PENDING, detail="booting")
+        idle_from = max(machine.last_active_at, machine.ready_at)
+        return Observation(Observed.RUNNING, idle_seconds=max(0, int((now - idle_from).total_seconds())))
+
+    # --- the contract ---------------------------------------------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        from instances.models import SimulatedNode
+
+        self._reachable()
+        self._ensure_fleet()
+        return [
+            NodeInfo(name=n.name, region=n.region_slug, gpu_model=n.gpu_slug, cards=n.cards, healthy=not n.is_lost)
+            for n in SimulatedNode.objects.filter(backend_alias=self.alias).order_by("name")
+        ]
+
+    def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        from instances.models import SimulatedMachine
+
+        self._reachable()
+        existing = self._machines().select_related("node").filter(key=key).first()
+        if existing is not None:
+            return self._state(existing)
+        if self._roll("FAIL_CREATE_TRANSIENT"):
+            raise TransientBackendError("The provider is busy; try again shortly.")
+        if self._roll("FAIL_CREATE_PERMANENT"):
+            raise PermanentBackendError(f"The provider could not allocate {spec.gpu_count} × {spec.gpu_model}.")
+        self._ensure_fleet()
+        try:
+            with transaction.atomic():
+                node = self._place(machine_cards=spec.gpu_count, node_name=spec.node)
+                machine = SimulatedMachine.objects.create(
+                    backend_alias=self.alias,
+                    key=key,
+                    node=node,
+                    cards=spec.gpu_count,
+                    spec={
+                        "gpu_model": spec.gpu_model,
+                        "image": spec.image,
+                        "disk_gb": spec.disk_gb,
+                        "ssh_keys": len(spec.ssh_public_keys),
+                        "owner": spec.owner_ref,
+                    },
+                    ready_at=None if self._roll("HANG_CREATE") else self._boot_ready_at(),
+                )
+        except IntegrityError:  # a twin request created it first: that machine is ours
+            return self._state(self._machines().select_related("node").get(key=key))
+        if self._roll("LOSE_CREATE_RESPONSE"):
+            raise TransientBackendError("The provider accepted the request but its answer was lost.")
+        return self._state(machine)
+
+    def start(self, *, key: str, state: dict, node: str) -> dict:
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update().filter(key=key).first()
+            if machine is None:
+                raise PermanentBackendError("The machine no longer exists.")
+            if machine.power == "on":
+                return self._state(machine)
+            machine.node = self._place(machine_cards=machine.cards, node_name=node)
+            machine.power = "on"
+            machine.ready_at = self._boot_ready_at()
+            machine.last_active_at = timezone.now()
+            machine.save(update_fields=["node", "power", "ready_at", "last_active_at"])
+        return self._state(machine)
+
+    def stop(self, *, key: str, state: dict) -> dict:
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update().select_related("node").filter(key=key).first()
+            if machine is None or (machine.node is not None and machine.node.is_lost):
+                raise PermanentBackendError("The machine no longer exists.")
+            if machine.power == "on":
+                # Powered off, it gives its GPUs back to the node; the disk stays.
+                machine.power = "off"
+                machine.node = None
+                machine.save(update_fields=["power", "node"])
+        return self._state(machine)
+
+    def restart(self, *, key: str, state: dict) -> dict:
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update().select_related("node").filter(key=key).first()
+            if machine is None or machine.power != "on" or (machine.node and machine.node.is_lost):
+                raise PermanentBackendError("Only a running machine can be restarted.")
+            machine.ready_at = self._boot_ready_at()
+            machine.last_active_at = timezone.now()
+            machine.save(update_fields=["ready_at", "last_active_at"])
+        return self._state(machine)
+
+    def destroy(self, *, key: str, state: dict) -> None:
+        self._reachable()
+        self._machines().filter(key=key).delete()
+
+    def poll(self, *, key: str, state: dict) -> Observation:
+        if self.options.get("UNREACHABLE"):
+            return Observation(Observed.UNKNOWN, detail="provider unreachable")
+        machine = self._machines().select_related("node").filter(key=key).first()
+        if machine is None:
+            return Observation(Observed.GONE)
+        return self._observe(machine, timezone.now())
+
+    def machines(self) -> list[MachineInfo]:
+        self._reachable()
+        now = timezone.now()
+        return [
+            MachineInfo(
+                key=m.key,
+                node=m.node.name if m.node else "",
+                cards=m.cards,
+                observed=self._observe(m, now).state,
+            )
+            for m in self._machines().select_related("node")
+        ]
+
+    # --- the simulator's own levers (tests, demos) -----------------------------------------------------
+
+    def node_lose(self, *, name: str) -> None:
+        """A node fails: its machines are gone, and it takes no new ones."""
+        from instances.models import SimulatedNode
+
+        SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_lost=True)
+
+    def machine_touch(self, *, key: str) -> None:
+        """Someone used the machine's GPUs just now (resets its idle clock)."""
+        self._machines().filter(key=key).update(last_active_at=timezone.now())

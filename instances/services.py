@@ -1,0 +1,995 @@
+"""The instances app's verbs: launch, start, stop, restart, release, rename, auto-stop, sync, reconcile,
+and GPU quota requests. Views, the API and Celery tasks all call these; nothing else changes an instance.
+
+Every status change goes through ``instance_transition`` (compare-and-set + event + billing + live
+push, in one transaction); every verb starts with its guard, so running it twice does nothing more.
+Operations that need the provider are split in two: the request-time verb (``instance_stop``) moves
+the instance to the busy state and enqueues a task on commit; the task's verb (``instance_stop_execute``)
+talks to the backend and finishes the move. The reconciler (``instances_reconcile``) repairs whatever a
+lost task or a crashed worker left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, Max, Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
+from instances.backends import (
+    InstanceSpec,
+    Observed,
+    PermanentBackendError,
+    TransientBackendError,
+    backend_aliases,
+    get_backend,
+)
+from instances.models import (
+    GpuModel,
+    GpuQuota,
+    Image,
+    Instance,
+    InstanceEvent,
+    Node,
+    QuotaAudit,
+    QuotaRequest,
+    Region,
+    StrayMachine,
+)
+
+logger = logging.getLogger(__name__)
+
+S = Instance.Status
+
+
+# --- Errors -------------------------------------------------------------------------------------------
+
+
+class InstanceError(Exception):
+    """A refusal the user can act on: ``code`` is machine-readable, the message is for people."""
+
+    code = "invalid"
+    field: str | None = None
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if field is not None:
+            self.field = field
+
+
+class LaunchInvalid(InstanceError):
+    code = "invalid"
+
+
+class NoCapacity(InstanceError):
+    code = "no_capacity"
+
+
+class QuotaExceeded(InstanceError):
+    code = "quota_exceeded"
+
+
+class FundsTooLow(InstanceError):
+    code = "insufficient_funds"
+
+
+class OperationNotAllowed(InstanceError):
+    code = "invalid_state"
+
+
+class QuotaRequestInvalid(InstanceError):
+    code = "invalid"
+
+
+class InvalidTransition(Exception):
+    """A programming error: the table below does not allow this move."""
+
+    def __init__(self, src: str, dst: str) -> None:
+        super().__init__(f"{src} → {dst} is not an allowed transition")
+        self.src, self.dst = src, dst
+
+
+# --- The state machine --------------------------------------------------------------------------------
+
+ALLOWED: dict[str, frozenset[str]] = {
+    S.REQUESTED: frozenset({S.SCHEDULING, S.FAILED, S.RELEASING}),
+    S.SCHEDULING: frozenset({S.PROVISIONING, S.FAILED, S.RELEASING}),
+    S.PROVISIONING: frozenset({S.RUNNING, S.FAILED, S.LOST, S.RELEASING}),
+    S.RUNNING: frozenset({S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST}),
+    S.RESTARTING: frozenset({S.RUNNING, S.STOPPING, S.RELEASING, S.LOST}),
+    S.STOPPING: frozenset({S.STOPPED, S.RELEASING, S.LOST}),
+    S.STOPPED: frozenset({S.STARTING, S.RELEASING, S.LOST}),
+    # A start that cannot complete (the provider refused) goes back to stopped, disk intact.
+    S.STARTING: frozenset({S.RUNNING, S.STOPPED, S.RELEASING, S.LOST}),
+    S.RELEASING: frozenset({S.RELEASED}),
+    S.RELEASED: frozenset(),
+    S.FAILED: frozenset({S.RELEASING}),
+    S.LOST: frozenset({S.RELEASING}),
+}
+# Where the GPUs go back to the node, and where metering changes (see ``_on_enter``).
+_FREES_GPUS = frozenset({S.STOPPED, S.RELEASED, S.FAILED, S.LOST})
+_CLOSES_GPU_METER = frozenset({S.STOPPING, S.RELEASING, S.FAILED, S.LOST})
+_CLOSES_DISK_METER = frozenset({S.RUNNING, S.RELEASING, S.RELEASED, S.FAILED, S.LOST})
+
+
+def gpu_meter_ref(instance_id) -> str:
+    return f"instance:{instance_id}:gpu"
+
+
+def disk_meter_ref(instance_id) -> str:
+    return f"instance:{instance_id}:disk"
+
+
+def instance_transition(*, instance_id, src: str, dst: str, reason: str = "", **changes) -> bool:
+    """Move an instance from ``src`` to ``dst`` if it is still in ``src``; ``False`` if someone moved it first.
+
+    In one transaction: the compare-and-set, the event row, the meters and the cards the new state
+    implies, and any extra field ``changes``. Browsers are told after the commit.
+    """
+    if dst not in ALLOWED.get(src, frozenset()):
+        raise InvalidTransition(src, dst)
+    now = timezone.now()
+    fields = {"status": dst, "status_changed_at": now, "status_reason": reason[:255], **changes}
+    if dst == S.RUNNING:
+        fields["running_since"] = now
+    with transaction.atomic():
+        moved = Instance.objects.filter(pk=instance_id, status=src).update(**fields)
+        if not moved:
+            return False
+        InstanceEvent.objects.create(instance_id=instance_id, old=src, new=dst, reason=reason[:255], created_at=now)
+        instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
+        _on_enter(instance=instance, dst=dst, at=now)
+        transaction.on_commit(lambda: _notify(instance))
+    return True
+
+
+def _on_enter(*, instance: Instance, dst: str, at: datetime) -> None:
+    """What entering ``dst`` means for billing and capacity. Runs once per transition (it follows the CAS)."""
+    if dst in _CLOSES_GPU_METER:
+        meter_stop(ref=gpu_meter_ref(instance.pk), at=at)
+    if dst in _CLOSES_DISK_METER:
+        meter_stop(ref=disk_meter_ref(instance.pk), at=at)
+    if dst == S.RUNNING:
+        meter_start(
+            user=instance.owner,
+            sku=gpu_sku_upsert(gpu_model=instance.gpu_model),
+            quantity=instance.gpu_count,
+            ref=gpu_meter_ref(instance.pk),
+            description=f"{instance.name}: {instance.gpu_count} × {instance.gpu_model.name}",
+            at=at,
+        )
+    if dst == S.STOPPED:
+        meter_start(
+            user=instance.owner,
+            sku=disk_sku_upsert(),
+            quantity=instance.disk_gb,
+            ref=disk_meter_ref(instance.pk),
+            description=f"{instance.name}: {instance.disk_gb} GB disk (stopped)",
+            at=at,
+        )
+    if dst in _FREES_GPUS:
+        _gpus_free(instance=instance)
+
+
+def _notify(instance: Instance) -> None:
+    from console.live import notify_user
+
+    try:
+        notify_user(
+            user_id=instance.owner_id,
+            payload={"type": "instance", "id": str(instance.pk), "status": instance.status},
+        )
+    except Exception:  # best effort: the page shows the truth on its next load
+        logger.warning("live notify failed for instance %s", instance.pk, exc_info=True)
+
+
+# --- Billing's units -------------------------------------------------------------------------------------
+
+
+def gpu_sku_code(gpu_model: GpuModel) -> str:
+    return f"gpu.{gpu_model.slug}"
+
+
+def gpu_sku_upsert(*, gpu_model: GpuModel):
+    return sku_upsert(
+        code=gpu_sku_code(gpu_model),
+        name=f"{gpu_model.name} GPU",
+        unit="card-hour",
+        price_fen=gpu_model.price_per_card_hour_fen,
+        unit_seconds=3600,
+    )
+
+
+def disk_sku_upsert():
+    return sku_upsert(
+        code="disk.gb",
+        name="Instance disk",
+        unit="GB-day",
+        price_fen=settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
+        unit_seconds=86400,
+    )
+
+
+def catalogue_skus_sync() -> None:
+    """Price every GPU model and the disk in billing (run after the catalogue changes)."""
+    for gpu_model in GpuModel.objects.all():
+        gpu_sku_upsert(gpu_model=gpu_model)
+    disk_sku_upsert()
+
+
+# --- Capacity and placement ------------------------------------------------------------------------------
+
+
+def nodes_sync(*, alias: str) -> int:
+    """Bring the console's nodes in line with what backend ``alias`` reports; returns how many it has.
+
+    New nodes arrive with all cards free; a node whose card count changed keeps its allocations; a
+    node that is unhealthy or no longer reported takes no new placements.
+    """
+    infos = get_backend(alias).nodes()
+    regions = {r.slug: r for r in Region.objects.all()}
+    gpus = {g.slug: g for g in GpuModel.objects.all()}
+    existing = {n.name: n for n in Node.objects.filter(backend_alias=alias)}
+    now = timezone.now()
+    seen = []
+    for info in infos:
+        region, gpu = regions.get(info.region), gpus.get(info.gpu_model)
+        if region is None or gpu is None:
+            logger.warning("node %s: unknown region %r or GPU model %r", info.name, info.region, info.gpu_model)
+            continue
+        seen.append(info.name)
+        node = existing.get(info.name)
+        if node is None:
+            Node.objects.get_or_create(
+                backend_alias=alias,
+                name=info.name,
+                defaults={
+                    "region": region,
+                    "gpu_model": gpu,
+                    "total_cards": info.cards,
+                    "free_cards": info.cards,
+                    "is_healthy": info.healthy,
+                },
+            )
+        elif node.total_cards != info.cards or node.is_healthy != info.healthy:
+            with transaction.atomic():
+                node = Node.objects.select_for_update().get(pk=node.pk)
+                node.free_cards = max(0, min(info.cards, node.free_cards + info.cards - node.total_cards))
+                node.total_cards = info.cards
+                node.is_healthy = info.healthy
+                node.last_seen_at = now
+                node.save(update_fields=["free_cards", "total_cards", "is_healthy", "last_seen_at"])
+    Node.objects.filter(backend_alias=alias, name__in=seen).update(last_seen_at=now)
+    Node.objects.filter(backend_alias=alias, is_healthy=True).exclude(name__in=seen).update(is_healthy=False)
+    return len(seen)
+
+
+def _nodes_ensure(*, region: Region) -> None:
+    if not Node.objects.filter(backend_alias=region.backend_alias).exists():
+        nodes_sync(alias=region.backend_alias)
+
+
+def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
+    """Take ``count`` cards on one node: best fit (the fullest node that fits), never oversubscribing.
+
+    Best fit keeps empty nodes empty for 8-card requests. The conditional update re-checks the free
+    count under the row lock, so when two launches race for the last cards exactly one wins.
+    """
+    for _attempt in range(5):
+        candidates = list(
+            Node.objects.filter(region=region, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count)
+            .order_by("free_cards", "name")
+            .values_list("pk", flat=True)[:16]
+        )
+        if not candidates:
+            break
+        for pk in candidates:
+            taken = Node.objects.filter(pk=pk, is_healthy=True, free_cards__gte=count).update(
+                free_cards=F("free_cards") - count
+            )
+            if taken:
+                return Node.objects.get(pk=pk)
+    raise NoCapacity(
+        _("No node in %(region)s has %(count)d free %(gpu)s cards right now. Try fewer cards or another region.")
+        % {"region": region.name, "count": count, "gpu": gpu_model.name},
+        field="gpu_count",
+    )
+
+
+def _gpus_free(*, instance: Instance) -> None:
+    # Clearing ``node`` first, conditionally, makes giving the cards back happen exactly once.
+    if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(node=None):
+        Node.objects.filter(pk=instance.node_id).update(free_cards=F("free_cards") + instance.gpu_count)
+
+
+# --- Quota ---------------------------------------------------------------------------------------------------
+
+
+def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None) -> int:
+    """The cards of ``gpu_model`` the user may hold: the base quota, or a larger unexpired grant."""
+    now = now or timezone.now()
+    base = GpuQuota.objects.filter(user=user, gpu_model=gpu_model).values_list("cards", flat=True).first()
+    if base is None:
+        base = settings.INSTANCES_DEFAULT_GPU_QUOTA
+    granted = (
+        QuotaRequest.objects.filter(
+            user=user, gpu_model=gpu_model, status=QuotaRequest.Status.APPROVED, expires_at__gt=now
+        ).aggregate(m=Max("granted_cards"))["m"]
+        or 0
+    )
+    return max(base, granted)
+
+
+def quota_usage(*, user, gpu_model: GpuModel) -> int:
+    return (
+        Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS).aggregate(
+            n=Sum("gpu_count")
+        )["n"]
+        or 0
+    )
+
+
+def _quota_check(*, user, gpu_model: GpuModel, count: int, exclude=None) -> None:
+    """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
+    GpuQuota.objects.get_or_create(user=user, gpu_model=gpu_model)
+    GpuQuota.objects.select_for_update().get(user=user, gpu_model=gpu_model)
+    limit = quota_effective(user=user, gpu_model=gpu_model)
+    used = quota_usage(user=user, gpu_model=gpu_model)
+    if used + count > limit:
+        raise QuotaExceeded(
+            _(
+                "Your quota for %(gpu)s is %(limit)d cards and %(used)d are in use, so %(count)d more would "
+                "exceed it. Request more on the GPU quota page."
+            )
+            % {"gpu": gpu_model.name, "limit": limit, "used": used, "count": count},
+            field="gpu_count",
+        )
+
+
+def _funds_check(*, user, hourly_fen: int) -> None:
+    try:
+        launch_check(user=user, extra_hourly_fen=hourly_fen)
+    except InsufficientFunds as exc:
+        raise FundsTooLow(str(exc)) from exc
+
+
+# --- Launch ---------------------------------------------------------------------------------------------------
+
+
+def instance_hourly_price(*, gpu_model: GpuModel, gpu_count: int) -> int:
+    return gpu_model.price_per_card_hour_fen * gpu_count
+
+
+def instance_launch(
+    *,
+    user,
+    region: Region,
+    gpu_model: GpuModel,
+    gpu_count: int,
+    image: Image,
+    disk_gb: int,
+    ssh_keys=(),
+    name: str = "",
+) -> Instance:
+    """Validate, reserve cards on a node and record the instance; a worker creates the machine.
+
+    Refused before anything is created when the choice is invalid, over quota, without capacity or
+    without the balance to run it for the minimum runway. Nothing is billed until it is running.
+    """
+    if gpu_count not in Instance.GPU_COUNTS:
+        raise LaunchInvalid(_("Choose 1, 2, 4 or 8 GPUs."), field="gpu_count")
+    if not (settings.INSTANCES_DISK_MIN_GB <= disk_gb <= settings.INSTANCES_DISK_MAX_GB):
+        raise LaunchInvalid(
+            _("The disk must be between %(min)d and %(max)d GB.")
+            % {"min": settings.INSTANCES_DISK_MIN_GB, "max": settings.INSTANCES_DISK_MAX_GB},
+            field="disk_gb",
+        )
+    for obj, field, label in (
+        (region, "region", _("region")),
+        (gpu_model, "gpu_model", _("GPU model")),
+        (image, "image", _("image")),
+    ):
+        if not obj.is_active:
+            raise LaunchInvalid(_("That %(what)s is not available.") % {"what": label}, field=field)
+    ssh_keys = list(ssh_keys)
+    if any(key.user_id != user.pk for key in ssh_keys):
+        raise LaunchInvalid(_("Choose SSH keys from your own account."), field="ssh_keys")
+    name = (name or "").strip() or f"{gpu_model.slug}-{timezone.now():%m%d-%H%M%S}"
+    if len(name) > 64:
+        raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
+    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count)
+    _nodes_ensure(region=region)
+    gpu_sku_upsert(gpu_model=gpu_model)
+
+    with transaction.atomic():
+        _quota_check(user=user, gpu_model=gpu_model, count=gpu_count)
+        _funds_check(user=user, hourly_fen=hourly)
+        instance = Instance.objects.create(
+            owner=user,
+            name=name,
+            region=region,
+            gpu_model=gpu_model,
+            gpu_count=gpu_count,
+            image=image,
+            disk_gb=disk_gb,
+            backend_alias=region.backend_alias,
+            hourly_price_fen=hourly,
+            status=S.REQUESTED,
+        )
+        if ssh_keys:
+            instance.ssh_keys.set(ssh_keys)
+        InstanceEvent.objects.create(
+            instance=instance, old="", new=S.REQUESTED, reason=_("Launched by %(who)s") % {"who": user.email}
+        )
+        instance_transition(instance_id=instance.pk, src=S.REQUESTED, dst=S.SCHEDULING, reason=_("Finding a node"))
+        # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
+        node = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count)
+        instance_transition(
+            instance_id=instance.pk,
+            src=S.SCHEDULING,
+            dst=S.PROVISIONING,
+            reason=_("Placed on %(node)s") % {"node": node.name},
+            node=node,
+        )
+        _enqueue("instance_provision_task", instance.pk)
+    instance.refresh_from_db()
+    return instance
+
+
+def _enqueue(task_name: str, instance_id, **kwargs) -> None:
+    from instances import tasks
+
+    task = getattr(tasks, task_name)
+    transaction.on_commit(lambda: task.apply_async(args=[str(instance_id)], **kwargs))
+
+
+def _spec(instance: Instance) -> InstanceSpec:
+    return InstanceSpec(
+        node=instance.node.name if instance.node else "",
+        gpu_model=instance.gpu_model.slug,
+        gpu_count=instance.gpu_count,
+        image=instance.image.slug,
+        disk_gb=instance.disk_gb,
+        ssh_public_keys=tuple(instance.ssh_keys.values_list("public_key", flat=True)),
+        region=instance.region.slug,
+        owner_ref=f"user-{instance.owner_id}",
+    )
+
+
+def _get(instance_id) -> Instance | None:
+    return (
+        Instance.objects.select_related("gpu_model", "image", "region", "node", "owner").filter(pk=instance_id).first()
+    )
+
+
+def instance_provision(*, instance_id) -> None:
+    """Task body: have the provider create the machine placed at launch, then see whether it is up.
+
+    Repeatable: the machine is named by the instance's key, so a second run (a redelivered task, or a
+    rerun after a worker died between the provider's answer and our update) finds the same machine.
+    """
+    instance = _get(instance_id)
+    if instance is None or instance.status != S.PROVISIONING:
+        return
+    backend = get_backend(instance.backend_alias)
+    try:
+        state = backend.create(key=instance.key, spec=_spec(instance))
+    except PermanentBackendError as exc:
+        _launch_fail(instance=instance, reason=str(exc))
+        return
+    Instance.objects.filter(pk=instance.pk, status=S.PROVISIONING).update(backend_state=state)
+    instance_sync(instance_id=instance.pk)
+
+
+def _launch_fail(*, instance: Instance, reason: str) -> None:
+    if instance_transition(
+        instance_id=instance.pk, src=S.PROVISIONING, dst=S.FAILED, reason=_("Launch failed: %(r)s") % {"r": reason}
+    ):
+        _destroy_quietly(instance)
+
+
+def _destroy_quietly(instance: Instance) -> None:
+    """Make sure nothing is left at the provider; if it cannot answer now, the reconciler will."""
+    try:
+        get_backend(instance.backend_alias).destroy(key=instance.key, state=instance.backend_state)
+    except (TransientBackendError, PermanentBackendError):
+        logger.warning("destroy of %s deferred to the reconciler", instance.pk, exc_info=True)
+
+
+# --- Sync: compare the provider's truth with ours and move on -----------------------------------------------
+
+
+def instance_sync(*, instance_id) -> bool:
+    """Poll the provider and advance the instance; returns True when it should be polled again soon.
+
+    Handles every state: a boot that finished, a machine the provider lost, an operation a dead task
+    left half-done (re-driven after ``INSTANCES_REDRIVE_AFTER_S``), an operation that took too long.
+    UNKNOWN (provider unreachable) changes nothing.
+    """
+    instance = _get(instance_id)
+    if instance is None or instance.status in (S.RELEASED, S.FAILED, S.LOST):
+        return False
+    backend = get_backend(instance.backend_alias)
+    observation = backend.poll(key=instance.key, state=instance.backend_state)
+    seen = observation.state
+    status = instance.status
+    age = (timezone.now() - instance.status_changed_at).total_seconds()
+    redrive = age >= getattr(settings, "INSTANCES_REDRIVE_AFTER_S", 60)
+    gone_reason = observation.detail or _("the provider no longer has this machine")
+    if seen == Observed.UNKNOWN:
+        return status in Instance.BUSY
+    if status in (S.REQUESTED, S.SCHEDULING):
+        # Only inside the launch transaction; seen from outside it means that request died mid-way.
+        if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
+            instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=_("Launch was interrupted"))
+        return False
+    if status == S.PROVISIONING:
+        if seen == Observed.RUNNING:
+            node = instance.node.name if instance.node else ""
+            instance_transition(
+                instance_id=instance.pk, src=status, dst=S.RUNNING, reason=_("Booted on %(node)s") % {"node": node}
+            )
+            return False
+        if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
+            _launch_fail(
+                instance=instance,
+                reason=_("the machine did not boot within %(m)d minutes")
+                % {"m": settings.INSTANCES_PROVISION_TIMEOUT_S // 60},
+            )
+            return False
+        if seen == Observed.GONE and redrive:
+            _enqueue("instance_provision_task", instance.pk)  # the create never happened: try again
+        return True
+    if status in (S.STARTING, S.RESTARTING):
+        if seen == Observed.RUNNING:
+            reason = _("Started") if status == S.STARTING else _("Restarted")
+            instance_transition(instance_id=instance.pk, src=status, dst=S.RUNNING, reason=reason)
+            return False
+        if seen == Observed.GONE:
+            instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
+            return False
+        if age > settings.INSTANCES_OPERATION_TIMEOUT_S and status == S.STARTING:
+            _stop_quietly(instance)
+            instance_transition(
+                instance_id=instance.pk, src=status, dst=S.STOPPED, reason=_("The machine did not start in time")
+            )
+            return False
+        if redrive and (seen == Observed.STOPPED and status == S.STARTING):
+            _enqueue("instance_start_task", instance.pk)
+        return True
+    if status == S.STOPPING:
+        if seen == Observed.STOPPED:
+            instance_transition(instance_id=instance.pk, src=status, dst=S.STOPPED, reason=_("Stopped; disk kept"))
+            return False
+        if seen == Observed.GONE:
+            instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
+            return False
+        if redrive:
+            _enqueue("instance_stop_task", instance.pk)
+        return True
+    if status == S.RELEASING:
+        if seen == Observed.GONE:
+            instance_transition(instance_id=instance.pk, src=status, dst=S.RELEASED, reason=_("Released"))
+            return False
+        if redrive:
+            _enqueue("instance_release_task", instance.pk)
+        return True
+    if status in (S.RUNNING, S.STOPPED) and seen == Observed.GONE:
+        instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
+    elif (
+        status == S.RUNNING
+        and seen == Observed.STOPPED
+        # Powered off behind our back: follow the provider so the GPUs stop being billed.
+        and instance_transition(
+            instance_id=instance.pk, src=status, dst=S.STOPPING, reason=_("Stopped by the provider")
+        )
+    ):
+        instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=_("Stopped; disk kept"))
+    return False
+
+
+def _stop_quietly(instance: Instance) -> None:
+    try:
+        get_backend(instance.backend_alias).stop(key=instance.key, state=instance.backend_state)
+    except (TransientBackendError, PermanentBackendError):
+        logger.warning("stop of %s failed", instance.pk, exc_info=True)
+
+
+# --- Operations ------------------------------------------------------------------------------------------
+
+
+def _refuse(instance: Instance, verb: str) -> None:
+    raise OperationNotAllowed(
+        _("A %(status)s instance cannot be %(verb)s.") % {"status": instance.get_status_display().lower(), "verb": verb}
+    )
+
+
+def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
+    """Stop a running instance: GPUs freed, disk kept (and billed as storage). Stopping twice is harmless."""
+    if instance.status in (S.STOPPING, S.STOPPED):
+        return instance
+    if instance.status not in (S.RUNNING, S.RESTARTING):
+        _refuse(instance, _("stopped"))
+    with transaction.atomic():
+        if instance_transition(
+            instance_id=instance.pk, src=instance.status, dst=S.STOPPING, reason=reason or _("Stop requested")
+        ):
+            _enqueue("instance_stop_task", instance.pk)
+    instance.refresh_from_db()
+    return instance
+
+
+def instance_stop_execute(*, instance_id) -> None:
+    """Task body: power the machine off at the provider, then record it stopped."""
+    instance = _get(instance_id)
+    if instance is None or instance.status != S.STOPPING:
+        return
+    try:
+        get_backend(instance.backend_alias).stop(key=instance.key, state=instance.backend_state)
+    except PermanentBackendError as exc:
+        instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.LOST, reason=str(exc))
+        return
+    instance_sync(instance_id=instance.pk)
+
+
+def instance_start(*, instance: Instance, reason: str = "") -> Instance:
+    """Start a stopped instance: it needs cards again (placement, quota, balance), or stays stopped with why."""
+    if instance.status in (S.STARTING, S.RUNNING):
+        return instance
+    if instance.status != S.STOPPED:
+        _refuse(instance, _("started"))
+    gpu_model, region = instance.gpu_model, instance.region
+    _nodes_ensure(region=region)
+    with transaction.atomic():
+        _quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.gpu_count)
+        _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
+        node = _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)
+        moved = instance_transition(
+            instance_id=instance.pk,
+            src=S.STOPPED,
+            dst=S.STARTING,
+            reason=reason or _("Start requested; placed on %(node)s") % {"node": node.name},
+            node=node,
+        )
+        if not moved:  # someone else started (or released) it first: give the cards back
+            transaction.set_rollback(True)
+        else:
+            _enqueue("instance_start_task", instance.pk)
+    instance.refresh_from_db()
+    return instance
+
+
+def instance_start_execute(*, instance_id) -> None:
+    instance = _get(instance_id)
+    if instance is None or instance.status != S.STARTING:
+        return
+    try:
+        state = get_backend(instance.backend_alias).start(
+            key=instance.key, state=instance.backend_state, node=instance.node.name if instance.node else ""
+        )
+    except PermanentBackendError as exc:
+        instance_transition(
+            instance_id=instance.pk, src=S.STARTING, dst=S.STOPPED, reason=_("Start failed: %(r)s") % {"r": exc}
+        )
+        return
+    Instance.objects.filter(pk=instance.pk, status=S.STARTING).update(backend_state=state)
+    instance_sync(instance_id=instance.pk)
+
+
+def instance_restart(*, instance: Instance, reason: str = "") -> Instance:
+    """Reboot in place, keeping the GPUs (and their meter)."""
+    if instance.status == S.RESTARTING:
+        return instance
+    if instance.status != S.RUNNING:
+        _refuse(instance, _("restarted"))
+    with transaction.atomic():
+        if instance_transition(
+            instance_id=instance.pk, src=S.RUNNING, dst=S.RESTARTING, reason=reason or _("Restart requested")
+        ):
+            _enqueue("instance_restart_task", instance.pk)
+    instance.refresh_from_db()
+    return instance
+
+
+def instance_restart_execute(*, instance_id) -> None:
+    instance = _get(instance_id)
+    if instance is None or instance.status != S.RESTARTING:
+        return
+    try:
+        get_backend(instance.backend_alias).restart(key=instance.key, state=instance.backend_state)
+    except PermanentBackendError as exc:
+        instance_transition(instance_id=instance.pk, src=S.RESTARTING, dst=S.LOST, reason=str(exc))
+        return
+    instance_sync(instance_id=instance.pk)
+
+
+def instance_release(*, instance: Instance, reason: str = "") -> Instance:
+    """Destroy the instance and its disk; billing closes now. Releasing twice is harmless."""
+    if instance.status in (S.RELEASING, S.RELEASED):
+        return instance
+    with transaction.atomic():
+        if instance_transition(
+            instance_id=instance.pk, src=instance.status, dst=S.RELEASING, reason=reason or _("Release requested")
+        ):
+            _enqueue("instance_release_task", instance.pk)
+    instance.refresh_from_db()
+    return instance
+
+
+def instance_release_execute(*, instance_id) -> None:
+    instance = _get(instance_id)
+    if instance is None or instance.status != S.RELEASING:
+        return
+    get_backend(instance.backend_alias).destroy(key=instance.key, state=instance.backend_state)
+    instance_transition(instance_id=instance.pk, src=S.RELEASING, dst=S.RELEASED, reason=_("Released; disk deleted"))
+
+
+def instance_rename(*, instance: Instance, name: str) -> Instance:
+    name = (name or "").strip()
+    if not name:
+        raise LaunchInvalid(_("Give the instance a name."), field="name")
+    if len(name) > 64:
+        raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
+    if instance.status == S.RELEASED:
+        _refuse(instance, _("renamed"))
+    Instance.objects.filter(pk=instance.pk).update(name=name)
+    instance.name = name
+    transaction.on_commit(lambda: _notify(instance))
+    return instance
+
+
+def instance_auto_stop_set(
+    *, instance: Instance, at: datetime | None = None, idle_minutes: int | None = None
+) -> Instance:
+    """Stop automatically at ``at`` and/or after ``idle_minutes`` of idle GPUs; ``None`` clears a rule."""
+    if at is not None and at <= timezone.now():
+        raise LaunchInvalid(_("Choose a time in the future."), field="auto_stop_at")
+    if idle_minutes is not None and not (5 <= idle_minutes <= 7 * 24 * 60):
+        raise LaunchInvalid(_("Idle minutes must be between 5 and 10080."), field="auto_stop_idle_minutes")
+    if instance.status in (S.RELEASING, S.RELEASED, S.FAILED, S.LOST):
+        _refuse(instance, _("scheduled"))
+    Instance.objects.filter(pk=instance.pk).update(auto_stop_at=at, auto_stop_idle_minutes=idle_minutes)
+    instance.auto_stop_at, instance.auto_stop_idle_minutes = at, idle_minutes
+    transaction.on_commit(lambda: _notify(instance))
+    return instance
+
+
+def instances_auto_stop(*, now: datetime | None = None) -> int:
+    """Periodic: stop instances whose stop time has come or whose GPUs have idled long enough."""
+    now = now or timezone.now()
+    stopped = 0
+    due = Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_at__lte=now)
+    for instance in due:
+        instance_stop(instance=instance, reason=_("Auto-stop: the scheduled time was reached"))
+        Instance.objects.filter(pk=instance.pk).update(auto_stop_at=None)
+        stopped += 1
+    for instance in Instance.objects.filter(status=S.RUNNING, auto_stop_idle_minutes__isnull=False):
+        observation = get_backend(instance.backend_alias).poll(key=instance.key, state=instance.backend_state)
+        if observation.idle_seconds is not None and observation.idle_seconds >= instance.auto_stop_idle_minutes * 60:
+            instance_stop(
+                instance=instance,
+                reason=_("Auto-stop: GPUs idle for %(m)d minutes") % {"m": instance.auto_stop_idle_minutes},
+            )
+            stopped += 1
+    return stopped
+
+
+def instances_stop_for_funds(*, user_id: int) -> int:
+    """Billing's out-of-funds hook: stop the user's running instances, keeping their disks."""
+    stopped = 0
+    for instance in Instance.objects.filter(owner_id=user_id, status__in=(S.RUNNING, S.RESTARTING)):
+        instance_stop(
+            instance=instance,
+            reason=_("Stopped because the balance ran out; the disk is kept. Top up to start it again."),
+        )
+        stopped += 1
+    return stopped
+
+
+# --- The reconciler ---------------------------------------------------------------------------------------
+
+
+def instances_reconcile() -> dict:
+    """Periodic: compare every backend's truth with the database and repair the drift.
+
+    - instances in a busy state, or whose machine disagrees with their status, are synced (which
+      advances, re-drives or times them out);
+    - machines of instances that are released or failed are destroyed (a crash leaked them);
+    - machines no instance knows are recorded as ``StrayMachine`` for staff and logged, never touched.
+    """
+    report = {"synced": 0, "destroyed": 0, "stray": 0, "unreachable": []}
+    now = timezone.now()
+    for alias in backend_aliases():
+        backend = get_backend(alias)
+        try:
+            nodes_sync(alias=alias)
+            machines = {m.key: m for m in backend.machines()}
+        except TransientBackendError:
+            report["unreachable"].append(alias)
+            logger.warning("backend %s unreachable; reconcile skipped", alias)
+            continue
+        live = Instance.objects.filter(backend_alias=alias).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
+        for instance_id, status in live.values_list("pk", "status"):
+            machine = machines.get(str(instance_id))
+            settled = machine is not None and (
+                (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
+                or (status == S.STOPPED and machine.observed == Observed.STOPPED)
+            )
+            if not settled:
+                try:
+                    instance_sync(instance_id=instance_id)
+                except (TransientBackendError, PermanentBackendError):
+                    logger.warning("sync of %s failed", instance_id, exc_info=True)
+                report["synced"] += 1
+        known = {
+            str(pk): status
+            for pk, status in Instance.objects.filter(pk__in=_uuids(machines)).values_list("pk", "status")
+        }
+        stray_keys = []
+        for key, machine in machines.items():
+            status = known.get(key)
+            if status in (S.RELEASED, S.FAILED, S.LOST):
+                logger.warning("destroying leaked machine %s of a %s instance", key, status)
+                try:
+                    backend.destroy(key=key, state={})
+                    report["destroyed"] += 1
+                except (TransientBackendError, PermanentBackendError):
+                    logger.warning("destroy of leaked %s failed", key, exc_info=True)
+            elif status is None:
+                stray_keys.append(key)
+                detail = f"{machine.cards} GPU(s) on {machine.node or '?'}, {machine.observed}"
+                stray, created = StrayMachine.objects.get_or_create(
+                    backend_alias=alias, key=key, defaults={"detail": detail, "first_seen_at": now, "last_seen_at": now}
+                )
+                if not created:
+                    StrayMachine.objects.filter(pk=stray.pk).update(last_seen_at=now, detail=detail, resolved_at=None)
+                logger.warning("backend %s has a machine the console does not know: %s (%s)", alias, key, detail)
+        report["stray"] += len(stray_keys)
+        StrayMachine.objects.filter(backend_alias=alias, resolved_at__isnull=True).exclude(key__in=stray_keys).update(
+            resolved_at=now
+        )
+    return report
+
+
+def _uuids(keys) -> list:
+    import uuid
+
+    out = []
+    for key in keys:
+        try:
+            out.append(uuid.UUID(key))
+        except ValueError:
+            continue
+    return out
+
+
+# --- GPU quota requests ------------------------------------------------------------------------------------
+
+
+def _quota_audit(*, request: QuotaRequest, actor, action: str, **detail) -> None:
+    QuotaAudit.objects.create(request=request, actor=actor, action=action, detail=detail)
+
+
+def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days: int, reason: str) -> QuotaRequest:
+    """Ask to hold up to ``cards`` cards of a model for ``duration_days``. One pending request per model."""
+    current = quota_effective(user=user, gpu_model=gpu_model)
+    if cards <= current:
+        raise QuotaRequestInvalid(
+            _("Your quota for %(gpu)s is already %(n)d cards.") % {"gpu": gpu_model.name, "n": current}, field="cards"
+        )
+    if cards > 512:
+        raise QuotaRequestInvalid(_("Ask for at most 512 cards; contact sales beyond that."), field="cards")
+    if not (1 <= duration_days <= settings.INSTANCES_QUOTA_MAX_DAYS):
+        raise QuotaRequestInvalid(
+            _("Choose between 1 and %(n)d days.") % {"n": settings.INSTANCES_QUOTA_MAX_DAYS}, field="duration_days"
+        )
+    if not (reason or "").strip():
+        raise QuotaRequestInvalid(_("Tell us what the GPUs are for."), field="reason")
+    with transaction.atomic():
+        GpuQuota.objects.get_or_create(user=user, gpu_model=gpu_model)
+        GpuQuota.objects.select_for_update().get(user=user, gpu_model=gpu_model)
+        if QuotaRequest.objects.filter(user=user, gpu_model=gpu_model, status=QuotaRequest.Status.PENDING).exists():
+            raise QuotaRequestInvalid(
+                _("You already have a pending request for %(gpu)s.") % {"gpu": gpu_model.name}, field="gpu_model"
+            )
+        request = QuotaRequest.objects.create(
+            user=user, gpu_model=gpu_model, cards=cards, duration_days=duration_days, reason=reason.strip()
+        )
+        _quota_audit(request=request, actor=user, action="requested", cards=cards, duration_days=duration_days)
+    return request
+
+
+def _quota_decided_notify(request: QuotaRequest) -> None:
+    from console.live import notify_user
+
+    if request.status == QuotaRequest.Status.APPROVED:
+        subject = _("Your %(gpu)s quota request was approved") % {"gpu": request.gpu_model.name}
+        body = _("You may now hold up to %(n)d %(gpu)s cards until %(until)s.") % {
+            "n": request.granted_cards,
+            "gpu": request.gpu_model.name,
+            "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
+        }
+    elif request.status == QuotaRequest.Status.DENIED:
+        subject = _("Your %(gpu)s quota request was declined") % {"gpu": request.gpu_model.name}
+        body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}
+    else:
+        subject = _("Your extra %(gpu)s quota has expired") % {"gpu": request.gpu_model.name}
+        body = _("Your quota for %(gpu)s is back to the standard amount.") % {"gpu": request.gpu_model.name}
+    if request.message:
+        body += "\n\n" + request.message
+    send_mail(subject, body, None, [request.user.email], fail_silently=True)
+    try:
+        notify_user(
+            user_id=request.user_id,
+            payload={"type": "quota", "id": request.pk, "status": request.status, "message": subject},
+        )
+    except Exception:
+        logger.warning("live notify failed for quota request %s", request.pk, exc_info=True)
+
+
+def quota_request_approve(
+    *, request_id: int, staff, cards: int | None = None, days: int | None = None, message: str = ""
+) -> QuotaRequest:
+    """Grant ``cards`` (at most what was asked) until ``days`` from now. Only a pending request moves."""
+    with transaction.atomic():
+        request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
+        if request.status != QuotaRequest.Status.PENDING:
+            raise OperationNotAllowed(_("This request was already decided."))
+        cards = request.cards if cards is None else cards
+        days = request.duration_days if days is None else days
+        if not (1 <= cards <= request.cards):
+            raise QuotaRequestInvalid(_("Grant between 1 and %(n)d cards.") % {"n": request.cards}, field="cards")
+        if not (1 <= days <= settings.INSTANCES_QUOTA_MAX_DAYS):
+            raise QuotaRequestInvalid(
+                _("Choose between 1 and %(n)d days.") % {"n": settings.INSTANCES_QUOTA_MAX_DAYS}, field="days"
+            )
+        now = timezone.now()
+        request.status = QuotaRequest.Status.APPROVED
+        request.granted_cards = cards
+        request.expires_at = now + timedelta(days=days)
+        request.decided_by, request.decided_at, request.message = staff, now, message.strip()
+        request.save(update_fields=["status", "granted_cards", "expires_at", "decided_by", "decided_at", "message"])
+        _quota_audit(request=request, actor=staff, action="approved", cards=cards, days=days, message=request.message)
+        transaction.on_commit(lambda: _quota_decided_notify(request))
+    return request
+
+
+def quota_request_deny(*, request_id: int, staff, message: str) -> QuotaRequest:
+    if not (message or "").strip():
+        raise QuotaRequestInvalid(_("Tell the user why."), field="message")
+    with transaction.atomic():
+        request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
+        if request.status != QuotaRequest.Status.PENDING:
+            raise OperationNotAllowed(_("This request was already decided."))
+        request.status = QuotaRequest.Status.DENIED
+        request.decided_by, request.decided_at, request.message = staff, timezone.now(), message.strip()
+        request.save(update_fields=["status", "decided_by", "decided_at", "message"])
+        _quota_audit(request=request, actor=staff, action="denied", message=request.message)
+        transaction.on_commit(lambda: _quota_decided_notify(request))
+    return request
+
+
+def quota_grants_expire(*, now: datetime | None = None) -> int:
+    """Periodic: mark ended grants expired (the effective quota already ignores them) and tell the user."""
+    now = now or timezone.now()
+    expired = 0
+    for request_id in QuotaRequest.objects.filter(status=QuotaRequest.Status.APPROVED, expires_at__lte=now).values_list(
+        "pk", flat=True
+    ):
+        with transaction.atomic():
+            moved = QuotaRequest.objects.filter(pk=request_id, status=QuotaRequest.Status.APPROVED).update(
+                status=QuotaRequest.Status.EXPIRED
+            )
+            if moved:
+                request = QuotaRequest.objects.select_related("user", "gpu_model").get(pk=request_id)
+                _quota_audit(request=request, actor=None, action="expired")
+                transaction.on_commit(lambda request=request: _quota_decided_notify(request))
+                expired += 1
+    return expired

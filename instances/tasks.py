@@ -1,0 +1,85 @@
+"""Celery tasks: thin wrappers that take IDs and call a service.
+
+Every task is safe to run twice (each service starts with its guard) and is acknowledged only after
+it ran (``acks_late``), so a worker killed halfway leaves the message to be delivered again. Transient
+provider errors retry with exponential backoff; permanent ones are handled by the service.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+
+from instances import services
+from instances.backends import TransientBackendError
+
+RETRY = {
+    "autoretry_for": (TransientBackendError,),
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 8,
+    "acks_late": True,
+}
+
+
+def _poll_again_later(instance_id: str, again: bool) -> None:
+    # Eager mode (tests) would run the countdown task at once and spin; there the test or the
+    # reconciler polls instead.
+    if again and not settings.CELERY_TASK_ALWAYS_EAGER:
+        instance_poll_task.apply_async(args=[instance_id], countdown=settings.INSTANCES_POLL_INTERVAL_S)
+
+
+@shared_task(**RETRY)
+def instance_provision_task(instance_id: str) -> None:
+    services.instance_provision(instance_id=instance_id)
+    _poll_again_later(instance_id, _busy(instance_id))
+
+
+@shared_task(**RETRY)
+def instance_poll_task(instance_id: str) -> None:
+    _poll_again_later(instance_id, services.instance_sync(instance_id=instance_id))
+
+
+@shared_task(**RETRY)
+def instance_stop_task(instance_id: str) -> None:
+    services.instance_stop_execute(instance_id=instance_id)
+    _poll_again_later(instance_id, _busy(instance_id))
+
+
+@shared_task(**RETRY)
+def instance_start_task(instance_id: str) -> None:
+    services.instance_start_execute(instance_id=instance_id)
+    _poll_again_later(instance_id, _busy(instance_id))
+
+
+@shared_task(**RETRY)
+def instance_restart_task(instance_id: str) -> None:
+    services.instance_restart_execute(instance_id=instance_id)
+    _poll_again_later(instance_id, _busy(instance_id))
+
+
+@shared_task(**RETRY)
+def instance_release_task(instance_id: str) -> None:
+    services.instance_release_execute(instance_id=instance_id)
+
+
+@shared_task(acks_late=True)
+def instances_reconcile_task() -> dict:
+    return services.instances_reconcile()
+
+
+@shared_task(acks_late=True)
+def instances_auto_stop_task() -> int:
+    return services.instances_auto_stop()
+
+
+@shared_task(acks_late=True)
+def quota_grants_expire_task() -> int:
+    return services.quota_grants_expire()
+
+
+def _busy(instance_id: str) -> bool:
+    from instances.models import Instance
+
+    return Instance.objects.filter(pk=instance_id, status__in=Instance.BUSY).exists()

@@ -1,0 +1,78 @@
+"""Fixtures for the instances app: a small simulated fleet, the catalogue, money, a launch helper."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from billing.models import LedgerAccount, Transaction
+from billing.services import account_get, ledger_post
+from instances.catalogue import catalogue_seed
+from instances.models import GpuModel, Image, Instance, Region
+
+# Two 8-card A800 nodes and one 8-card H800 node in cn-north-1; one A800 node in cn-east-1.
+SMALL_FLEET = [
+    {"region": "cn-north-1", "gpu": "a800-80g", "nodes": 2, "cards": 8},
+    {"region": "cn-north-1", "gpu": "h800", "nodes": 1, "cards": 8},
+    {"region": "cn-east-1", "gpu": "a800-80g", "nodes": 1, "cards": 8},
+]
+
+
+def backends(**options) -> dict:
+    """A PROVISIONING_BACKENDS value: the simulated cloud with the small fleet and ``options``."""
+    return {
+        "default": {
+            "BACKEND": "instances.backends.fake.FakeBackend",
+            "OPTIONS": {"FLEET": SMALL_FLEET, "BOOT_DELAY_S": 0, **options},
+        }
+    }
+
+
+@pytest.fixture(autouse=True)
+def small_fleet(settings):
+    settings.PROVISIONING_BACKENDS = backends()
+    settings.INSTANCES_REDRIVE_AFTER_S = 0
+
+
+def simulate(**options):
+    """``with simulate(FAIL_CREATE_PERMANENT=1):`` — the simulated cloud misbehaving for a block."""
+    return override_settings(PROVISIONING_BACKENDS=backends(**options))
+
+
+@pytest.fixture
+def catalogue(db):
+    catalogue_seed()
+
+
+def fund(user, fen: int) -> None:
+    """Top up ``user`` with ``fen`` of paid money (as a payment would)."""
+    ledger_post(
+        key=f"test:topup:{user.pk}:{Transaction.objects.count()}",
+        kind=Transaction.Kind.TOPUP,
+        user=user,
+        legs=[(account_get(kind=LedgerAccount.Kind.GATEWAY), -fen), (account_get(user=user, kind="cash"), fen)],
+    )
+
+
+@pytest.fixture
+def rich_alice(alice, catalogue):
+    fund(alice, 1_000_000)
+    return alice
+
+
+def launch(user, *, gpu="a800-80g", count=1, region="cn-north-1", disk_gb=50, image="pytorch-2.5-cu124", name=""):
+    from instances.services import instance_launch
+
+    return instance_launch(
+        user=user,
+        region=Region.objects.get(slug=region),
+        gpu_model=GpuModel.objects.get(slug=gpu),
+        gpu_count=count,
+        image=Image.objects.get(slug=image),
+        disk_gb=disk_gb,
+        name=name,
+    )
+
+
+def statuses(instance: Instance) -> list[tuple[str, str]]:
+    return list(instance.events.order_by("created_at", "id").values_list("old", "new"))
