@@ -177,7 +177,7 @@ class FakeBackend(ProvisioningBackend):
     def stop(self, *, key: str, state: dict) -> dict:
         self._reachable()
         with transaction.atomic():
-            machine = self._machines().select_for_update().select_related("node").filter(key=key).first()
+            machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
             if machine is None or (machine.node is not None and machine.node.is_lost):
                 raise PermanentBackendError("The machine no longer exists.")
             if machine.power == "on":
@@ -190,7 +190,7 @@ class FakeBackend(ProvisioningBackend):
     def restart(self, *, key: str, state: dict) -> dict:
         self._reachable()
         with transaction.atomic():
-            machine = self._machines().select_for_update().select_related("node").filter(key=key).first()
+            machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
             if machine is None or machine.power != "on" or (machine.node and machine.node.is_lost):
                 raise PermanentBackendError("Only a running machine can be restarted.")
             machine.ready_at = self._boot_ready_at()

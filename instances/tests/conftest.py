@@ -76,3 +76,18 @@ def launch(user, *, gpu="a800-80g", count=1, region="cn-north-1", disk_gb=50, im
 
 def statuses(instance: Instance) -> list[tuple[str, str]]:
     return list(instance.events.order_by("created_at", "id").values_list("old", "new"))
+
+
+def committed():
+    """Run the on-commit callbacks (tasks, eagerly) of the block, as a real commit would."""
+    from django.test import TestCase
+
+    return TestCase.captureOnCommitCallbacks(execute=True)
+
+
+def running(user, **kwargs) -> Instance:
+    """Launch and let the (eager) worker bring it up."""
+    with committed():
+        instance = launch(user, **kwargs)
+    instance.refresh_from_db()
+    return instance

@@ -1,0 +1,80 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from instances.backends import TransientBackendError, get_backend
+from instances.models import Instance, Node
+from instances.services import instance_provision, instance_sync, instances_reconcile
+from instances.tasks import instance_provision_task
+from instances.tests.conftest import committed, launch, simulate
+
+S = Instance.Status
+
+
+def test_a_transient_create_failure_is_retried_with_backoff(rich_alice):
+    assert instance_provision_task.autoretry_for == (TransientBackendError,)
+    assert instance_provision_task.retry_backoff is True
+    assert instance_provision_task.acks_late is True
+    instance = launch(rich_alice)
+    with simulate(FAIL_CREATE_TRANSIENT=1), pytest.raises(TransientBackendError):
+        instance_provision(instance_id=instance.pk)  # the task body: the error reaches Celery's retry
+    instance.refresh_from_db()
+    assert instance.status == S.PROVISIONING  # still waiting: nothing failed for good
+    instance_provision_task.apply(args=[str(instance.pk)])  # the provider recovered
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
+
+
+def test_a_permanent_create_failure_fails_the_instance_with_the_reason_and_frees_its_cards(rich_alice):
+    with simulate(FAIL_CREATE_PERMANENT=1), committed():
+        instance = launch(rich_alice, count=4)
+    instance.refresh_from_db()
+    assert instance.status == S.FAILED
+    assert "could not allocate 4 × a800-80g" in instance.status_reason
+    assert instance.events.last().reason == instance.status_reason
+    assert instance.node is None
+    assert all(n.free_cards == n.total_cards for n in Node.objects.all())
+
+
+def test_a_machine_that_never_boots_fails_after_the_timeout_and_is_destroyed(rich_alice, settings):
+    with simulate(HANG_CREATE=1), committed():
+        instance = launch(rich_alice)
+    instance.refresh_from_db()
+    assert instance.status == S.PROVISIONING
+    Instance.objects.filter(pk=instance.pk).update(
+        status_changed_at=timezone.now() - timedelta(seconds=settings.INSTANCES_PROVISION_TIMEOUT_S + 1)
+    )
+    instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == S.FAILED
+    assert "did not boot" in instance.status_reason
+    assert get_backend("default").machines() == []
+
+
+def test_an_unreachable_provider_changes_nothing(rich_alice):
+    with committed():
+        instance = launch(rich_alice)
+    with simulate(UNREACHABLE=True):
+        assert instances_reconcile()["unreachable"] == ["default"]
+        instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
+
+
+def test_a_lost_node_marks_its_instances_lost_with_the_reason_and_stops_billing(rich_alice):
+    from billing.models import Meter
+
+    with committed():
+        instance = launch(rich_alice)
+    instance.refresh_from_db()
+    get_backend("default").node_lose(name=instance.node.name)
+
+    with committed():
+        instances_reconcile()
+
+    instance.refresh_from_db()
+    assert instance.status == S.LOST
+    assert "was lost" in instance.status_reason
+    assert not Meter.objects.filter(ref__startswith=f"instance:{instance.pk}", stopped_at__isnull=True).exists()
+    assert Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason.split()[-1]).is_healthy is False

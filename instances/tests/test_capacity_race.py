@@ -1,0 +1,67 @@
+"""100 concurrent launches for the last 8 free cards, on PostgreSQL, with real threads.
+
+The launches come from 50 threads (two each, back to back) so the test fits in PostgreSQL's default
+100 connections alongside other test runs; 50 transactions still race for the same node row at once.
+"""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from instances.backends import get_backend
+from instances.models import Instance, Node
+from instances.services import NoCapacity
+from instances.tests.conftest import fund, launch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_hundred_concurrent_launches_never_oversubscribe_a_node(settings, django_user_model):
+    from instances.catalogue import catalogue_seed
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are the point: PostgreSQL only")
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
+    catalogue_seed()
+    users = []
+    for n in range(20):
+        user = django_user_model.objects.create_user(email=f"racer{n}@example.com", password="x" * 12)
+        fund(user, 1_000_000)
+        users.append(user)
+    from instances.services import nodes_sync
+
+    nodes_sync(alias="default")  # the node table exists before the race, as in production
+
+    threads_n, per_thread = 50, 2
+    barrier = threading.Barrier(threads_n)
+    won, refused, errors = [], [], []
+
+    def racer(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            for j in range(per_thread):
+                try:
+                    won.append(launch(users[(i + j) % 20], gpu="h800", count=1).pk)
+                except NoCapacity:
+                    refused.append(i)
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert errors == []
+    assert len(won) == 8
+    assert len(refused) == 92
+    node = Node.objects.get(gpu_model__slug="h800")
+    assert node.free_cards == 0
+    held = sum(Instance.objects.filter(node=node).values_list("gpu_count", flat=True))
+    assert held == node.total_cards
+    machines = [m for m in get_backend("default").machines() if m.node == node.name]
+    assert len(machines) == 8  # the provider agrees: every winner got a machine, nobody a second
