@@ -8,6 +8,7 @@ from console.api import json_not_found
 
 api_v1 = [
     path("account/", include("accounts.api_urls")),
+    path("", include("instances.api_urls")),
 ]
 
 urlpatterns = [
@@ -17,6 +18,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("account/", include("accounts.urls")),
+    path("instances/", include("instances.urls")),
+    path("quota/", include("instances.quota_urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/v1/", include(api_v1)),
@@ -27,5 +30,5 @@ urlpatterns = [
 ]
 
 # Sections whose issues have not landed yet show a 'coming soon' page instead of a broken link.
-for section in ("instances", "apps", "storage", "billing", "quota"):
+for section in ("apps", "storage", "billing"):
     urlpatterns.append(path(f"{section}/", views.coming_soon, {"section": section}, name=section))

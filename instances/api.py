@@ -1,0 +1,347 @@
+"""The REST API for instances, the catalogue and GPU quota. Same services, same errors as the pages.
+
+Domain refusals map to the console's error format: a field problem is a 400 with ``fields``; a
+business refusal is a 409 whose ``code`` says which (``no_capacity``, ``quota_exceeded``,
+``insufficient_funds``, ``invalid_state``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.models import SSHKey
+from console.api import ServiceError
+from instances import selectors, services
+from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
+
+
+def _raise(exc: services.InstanceError):
+    if isinstance(exc, services.LaunchInvalid | services.QuotaRequestInvalid):
+        raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
+    raise ServiceError(detail=exc.message, code=exc.code) from exc
+
+
+# --- Serializers ----------------------------------------------------------------------------------------
+
+
+class InstanceSerializer(serializers.ModelSerializer):
+    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    image = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status_display = serializers.CharField(source="get_status_display", read_only=True)
+    ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Instance
+        fields = [
+            "id",
+            "name",
+            "status",
+            "status_display",
+            "status_reason",
+            "region",
+            "gpu_model",
+            "gpu_count",
+            "image",
+            "disk_gb",
+            "ssh_keys",
+            "hourly_price_fen",
+            "auto_stop_at",
+            "auto_stop_idle_minutes",
+            "created_at",
+            "status_changed_at",
+            "running_since",
+        ]
+        read_only_fields = fields
+
+
+class LaunchSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
+    image = serializers.SlugRelatedField(slug_field="slug", queryset=Image.objects.filter(is_active=True))
+    disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
+    ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:  # (schema generation has none)
+            # Another user's key id is "does not exist", as any other stranger's object.
+            self.fields["ssh_keys"].child_relation.queryset = request.user.ssh_keys.all()
+
+
+class RenameSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+
+
+class AutoStopSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(required=False, allow_null=True)
+    idle_minutes = serializers.IntegerField(required=False, allow_null=True)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = InstanceEvent
+        fields = ["old", "new", "reason", "created_at"]
+
+
+class GpuModelSerializer(serializers.ModelSerializer):
+    free_cards = serializers.SerializerMethodField()
+    free_cards_by_region = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GpuModel
+        fields = [
+            "slug",
+            "name",
+            "vendor",
+            "memory_gb",
+            "price_per_card_hour_fen",
+            "cpu_cores_per_card",
+            "ram_gb_per_card",
+            "free_cards",
+            "free_cards_by_region",
+        ]
+
+    def _capacity(self) -> dict:
+        return self.context["capacity"]
+
+    def get_free_cards(self, obj) -> int:
+        return sum(v["free"] for (_r, g), v in self._capacity().items() if g == obj.pk)
+
+    def get_free_cards_by_region(self, obj) -> dict[str, dict[str, int]]:
+        regions = self.context["regions"]
+        return {
+            regions[r]: {"free": v["free"], "largest_on_one_node": v["best"]}
+            for (r, g), v in self._capacity().items()
+            if g == obj.pk and r in regions
+        }
+
+
+class ImageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Image
+        fields = ["slug", "name", "framework", "framework_version", "cuda_version", "python_version", "os"]
+
+
+class RegionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Region
+        fields = ["slug", "name"]
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "gpu_model",
+            "cards",
+            "duration_days",
+            "reason",
+            "status",
+            "granted_cards",
+            "message",
+            "decided_at",
+            "expires_at",
+            "created_at",
+        ]
+        read_only_fields = ["id", "status", "granted_cards", "message", "decided_at", "expires_at", "created_at"]
+
+
+# --- Views ----------------------------------------------------------------------------------------------------
+
+_action_response = {200: InstanceSerializer, 409: OpenApiResponse(description=_("Not allowed in this state"))}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your instances", tags=["instances"]),
+    retrieve=extend_schema(summary="Get one instance", tags=["instances"]),
+    create=extend_schema(
+        summary="Launch an instance",
+        tags=["instances"],
+        request=LaunchSerializer,
+        responses={
+            201: InstanceSerializer,
+            400: OpenApiResponse(description=_("Invalid choice")),
+            409: OpenApiResponse(description="no_capacity, quota_exceeded or insufficient_funds"),
+        },
+    ),
+)
+class InstanceViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = InstanceSerializer
+    lookup_value_converter = "uuid"
+
+    def get_queryset(self):
+        include_released = self.request.query_params.get("released") == "1" or self.action != "list"
+        return selectors.instance_list_for(user=self.request.user, include_released=include_released).prefetch_related(
+            "ssh_keys"
+        )
+
+    def create(self, request, *args, **kwargs):
+        launch = LaunchSerializer(data=request.data, context={"request": request})
+        launch.is_valid(raise_exception=True)
+        try:
+            instance = services.instance_launch(user=request.user, **launch.validated_data)
+        except services.InstanceError as exc:
+            _raise(exc)
+        return Response(InstanceSerializer(instance).data, status=status.HTTP_201_CREATED)
+
+    def _act(self, verb, **kwargs):
+        instance = self.get_object()
+        try:
+            instance = verb(instance=instance, **kwargs)
+        except services.InstanceError as exc:
+            _raise(exc)
+        return Response(InstanceSerializer(instance).data)
+
+    @extend_schema(summary="Start a stopped instance", tags=["instances"], request=None, responses=_action_response)
+    @action(detail=True, methods=["post"])
+    def start(self, request, pk=None):
+        return self._act(services.instance_start)
+
+    @extend_schema(summary="Stop (GPUs freed, disk kept)", tags=["instances"], request=None, responses=_action_response)
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        return self._act(services.instance_stop)
+
+    @extend_schema(summary="Restart in place", tags=["instances"], request=None, responses=_action_response)
+    @action(detail=True, methods=["post"])
+    def restart(self, request, pk=None):
+        return self._act(services.instance_restart)
+
+    @extend_schema(
+        summary="Release (destroy with its disk)", tags=["instances"], request=None, responses=_action_response
+    )
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        return self._act(services.instance_release)
+
+    @extend_schema(summary="Rename", tags=["instances"], request=RenameSerializer, responses=_action_response)
+    @action(detail=True, methods=["post"])
+    def rename(self, request, pk=None):
+        body = RenameSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._act(services.instance_rename, name=body.validated_data["name"])
+
+    @extend_schema(
+        summary="Set or clear auto-stop", tags=["instances"], request=AutoStopSerializer, responses=_action_response
+    )
+    @action(detail=True, methods=["post"], url_path="auto-stop")
+    def auto_stop(self, request, pk=None):
+        body = AutoStopSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._act(
+            services.instance_auto_stop_set,
+            at=body.validated_data.get("at"),
+            idle_minutes=body.validated_data.get("idle_minutes"),
+        )
+
+    @extend_schema(summary="Status history", tags=["instances"], responses=EventSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def events(self, request, pk=None):
+        instance = self.get_object()
+        return Response(EventSerializer(selectors.instance_events(instance=instance), many=True).data)
+
+
+class CatalogueView(APIView):
+    @extend_schema(
+        summary="GPU models (with free cards now and prices), images and regions",
+        tags=["catalogue"],
+        responses=inline_serializer(
+            "Catalogue",
+            {
+                "gpu_models": GpuModelSerializer(many=True),
+                "images": ImageSerializer(many=True),
+                "regions": RegionSerializer(many=True),
+            },
+        ),
+    )
+    def get(self, request):
+        regions = {r.pk: r.slug for r in Region.objects.filter(is_active=True)}
+        context = {"capacity": selectors.capacity_by_region_model(), "regions": regions}
+        return Response(
+            {
+                "gpu_models": GpuModelSerializer(
+                    GpuModel.objects.filter(is_active=True), many=True, context=context
+                ).data,
+                "images": ImageSerializer(selectors.images_active(), many=True).data,
+                "regions": RegionSerializer(Region.objects.filter(is_active=True), many=True).data,
+            }
+        )
+
+
+class QuotaView(APIView):
+    @extend_schema(
+        summary="Your GPU quota per model and what is in use",
+        tags=["quota"],
+        responses=inline_serializer(
+            "QuotaRow",
+            {
+                "gpu_model": serializers.CharField(),
+                "limit": serializers.IntegerField(),
+                "base": serializers.IntegerField(),
+                "used": serializers.IntegerField(),
+                "grant_until": serializers.DateTimeField(allow_null=True),
+                "pending_request": serializers.BooleanField(),
+            },
+            many=True,
+        ),
+    )
+    def get(self, request):
+        return Response(
+            [
+                {
+                    "gpu_model": row["gpu_model"].slug,
+                    "limit": row["limit"],
+                    "base": row["base"],
+                    "used": row["used"],
+                    "grant_until": row["grant_until"],
+                    "pending_request": row["pending"],
+                }
+                for row in selectors.quota_table_for(user=request.user)
+            ]
+        )
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Your quota requests", tags=["quota"]),
+    retrieve=extend_schema(summary="One quota request", tags=["quota"]),
+    create=extend_schema(summary="Ask for more GPU quota", tags=["quota"]),
+)
+class QuotaRequestViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    serializer_class = QuotaRequestSerializer
+
+    def get_queryset(self):
+        return selectors.quota_requests_for(user=self.request.user)
+
+    def create(self, request, *args, **kwargs):
+        body = QuotaRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            created = services.quota_request_create(
+                user=request.user,
+                gpu_model=data["gpu_model"],
+                cards=data["cards"],
+                duration_days=data["duration_days"],
+                reason=data["reason"],
+            )
+        except services.InstanceError as exc:
+            _raise(exc)
+        return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)

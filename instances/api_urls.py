@@ -1,0 +1,14 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from instances import api
+
+router = SimpleRouter()
+router.register("instances", api.InstanceViewSet, basename="api-instance")
+router.register("quota/requests", api.QuotaRequestViewSet, basename="api-quota-request")
+
+urlpatterns = [
+    path("catalogue/", api.CatalogueView.as_view(), name="api-catalogue"),
+    path("quota/", api.QuotaView.as_view(), name="api-quota"),
+    *router.urls,
+]

@@ -1,0 +1,80 @@
+"""Forms of the instance and quota pages. They validate shapes; the services decide."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+
+from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
+
+
+class LaunchForm(forms.Form):
+    region = forms.ModelChoiceField(
+        label=_("Region"), queryset=Region.objects.filter(is_active=True), empty_label=None, widget=forms.RadioSelect
+    )
+    gpu_model = forms.ModelChoiceField(
+        label=_("GPU model"),
+        queryset=GpuModel.objects.filter(is_active=True),
+        empty_label=None,
+        widget=forms.RadioSelect,
+    )
+    gpu_count = forms.TypedChoiceField(
+        label=_("GPUs"),
+        choices=[(n, str(n)) for n in Instance.GPU_COUNTS],
+        coerce=int,
+        initial=1,
+        widget=forms.RadioSelect,
+    )
+    image = forms.ModelChoiceField(label=_("Image"), queryset=Image.objects.filter(is_active=True), empty_label=None)
+    disk_gb = forms.IntegerField(
+        label=_("Disk (GB)"),
+        min_value=settings.INSTANCES_DISK_MIN_GB,
+        max_value=settings.INSTANCES_DISK_MAX_GB,
+        initial=settings.INSTANCES_DISK_DEFAULT_GB,
+    )
+    ssh_keys = forms.ModelMultipleChoiceField(
+        label=_("SSH keys"), queryset=None, required=False, widget=forms.CheckboxSelectMultiple
+    )
+    name = forms.CharField(label=_("Name"), max_length=64, required=False, help_text=_("Optional; one is made up."))
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["ssh_keys"].queryset = user.ssh_keys.all()
+        self.fields["ssh_keys"].initial = list(user.ssh_keys.values_list("pk", flat=True))
+        first_region = self.fields["region"].queryset.first()
+        first_gpu = self.fields["gpu_model"].queryset.first()
+        self.fields["region"].initial = first_region.pk if first_region else None
+        self.fields["gpu_model"].initial = first_gpu.pk if first_gpu else None
+
+
+class RenameForm(forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=64)
+
+
+class AutoStopForm(forms.Form):
+    at = forms.DateTimeField(
+        label=_("Stop at"), required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    idle_minutes = forms.IntegerField(
+        label=_("Stop after idle minutes"), required=False, min_value=5, max_value=7 * 24 * 60
+    )
+
+
+class QuotaRequestForm(forms.ModelForm):
+    class Meta:
+        model = QuotaRequest
+        fields = ["gpu_model", "cards", "duration_days", "reason"]
+        labels = {"cards": _("Cards you need at once"), "duration_days": _("For how many days")}
+        widgets = {"reason": forms.Textarea(attrs={"rows": 3})}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_model"].queryset = GpuModel.objects.filter(is_active=True)
+        self.fields["duration_days"].initial = 30
+
+
+class QuotaDecisionForm(forms.Form):
+    cards = forms.IntegerField(label=_("Cards"), min_value=1, required=False)
+    days = forms.IntegerField(label=_("Days"), min_value=1, required=False)
+    message = forms.CharField(label=_("Message to the user"), required=False, max_length=2000)

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from instances import views
+
+urlpatterns = [
+    path("", views.instance_list, name="instances"),
+    path("launch/", views.instance_launch, name="instance_launch"),
+    path("<uuid:pk>/", views.instance_detail, name="instance_detail"),
+    path("<uuid:pk>/rename/", views.instance_rename, name="instance_rename"),
+    path("<uuid:pk>/auto-stop/", views.instance_auto_stop, name="instance_auto_stop"),
+    path("<uuid:pk>/<slug:action>/", views.instance_action, name="instance_action"),
+]

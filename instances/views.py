@@ -1,0 +1,216 @@
+"""Pages: the instance list, launch, detail (with its live partials), GPU quota and the staff review.
+
+Each view serves its whole page or, for htmx and the live channel, the partial it is made of, so a
+live update swaps in exactly what a reload would show.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from instances import selectors, services
+from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
+from instances.models import Instance, QuotaRequest
+
+ACTIONS = {
+    "start": services.instance_start,
+    "stop": services.instance_stop,
+    "restart": services.instance_restart,
+    "release": services.instance_release,
+}
+PROVISIONING_STEPS = [
+    ("requested", _("Request accepted")),
+    ("scheduling", _("GPUs reserved on a node")),
+    ("provisioning", _("Machine created and booting")),
+    ("running", _("Running")),
+]
+
+
+@login_required
+def instance_list(request: HttpRequest) -> HttpResponse:
+    show_released = request.GET.get("released") == "1"
+    qs = selectors.instance_list_for(user=request.user, include_released=show_released)
+    page = Paginator(qs, 25).get_page(request.GET.get("page"))
+    context = {"page": page, "instances": page.object_list, "show_released": show_released}
+    if request.htmx:
+        return render(request, "instances/_instance_table.html", context)
+    return render(request, "instances/list.html", context)
+
+
+@login_required
+def instance_launch(request: HttpRequest) -> HttpResponse:
+    form = LaunchForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            instance = services.instance_launch(user=request.user, **data)
+        except services.InstanceError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
+            return redirect("instance_detail", pk=instance.pk)
+    options = selectors.launch_options_for(user=request.user)
+    return render(
+        request,
+        "instances/launch.html",
+        {"form": form, "options": options, "has_ssh_key": request.user.ssh_keys.exists()},
+    )
+
+
+@login_required
+def instance_detail(request: HttpRequest, pk) -> HttpResponse:
+    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    if request.GET.get("partial") == "row":
+        return render(request, "instances/_instance_row.html", {"instance": instance})
+    events = list(selectors.instance_events(instance=instance))
+    reached = {e.new for e in events}
+    steps = [(key, label, key in reached) for key, label in PROVISIONING_STEPS]
+    context = {
+        "instance": instance,
+        "events": events,
+        "steps": steps,
+        "show_steps": instance.status
+        in (Instance.Status.REQUESTED, Instance.Status.SCHEDULING, Instance.Status.PROVISIONING)
+        or instance.status == Instance.Status.FAILED,
+        "rename_form": RenameForm(initial={"name": instance.name}),
+        "auto_stop_form": AutoStopForm(
+            initial={"at": instance.auto_stop_at, "idle_minutes": instance.auto_stop_idle_minutes}
+        ),
+        "ssh_keys": instance.ssh_keys.all(),
+    }
+    if request.GET.get("partial") == "body":
+        return render(request, "instances/_detail_body.html", context)
+    return render(request, "instances/detail.html", context)
+
+
+def _back(request: HttpRequest, instance: Instance) -> HttpResponse:
+    if request.htmx and request.POST.get("from") == "list":
+        return render(request, "instances/_instance_row.html", {"instance": instance})
+    if request.POST.get("from") == "list":
+        return redirect("instances")
+    return redirect("instance_detail", pk=instance.pk)
+
+
+@login_required
+@require_POST
+def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
+    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    verb = ACTIONS.get(action)
+    if verb is None:
+        raise Http404
+    try:
+        instance = verb(instance=instance)
+    except services.InstanceError as exc:
+        messages.error(request, exc.message)
+    return _back(request, instance)
+
+
+@login_required
+@require_POST
+def instance_rename(request: HttpRequest, pk) -> HttpResponse:
+    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    form = RenameForm(request.POST)
+    if form.is_valid():
+        try:
+            services.instance_rename(instance=instance, name=form.cleaned_data["name"])
+            messages.success(request, _("Renamed."))
+        except services.InstanceError as exc:
+            messages.error(request, exc.message)
+    else:
+        messages.error(request, _("Give the instance a name of at most 64 characters."))
+    return redirect("instance_detail", pk=instance.pk)
+
+
+@login_required
+@require_POST
+def instance_auto_stop(request: HttpRequest, pk) -> HttpResponse:
+    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    form = AutoStopForm(request.POST)
+    if form.is_valid():
+        try:
+            services.instance_auto_stop_set(
+                instance=instance, at=form.cleaned_data["at"], idle_minutes=form.cleaned_data["idle_minutes"]
+            )
+            messages.success(request, _("Auto-stop saved."))
+        except services.InstanceError as exc:
+            messages.error(request, exc.message)
+    else:
+        messages.error(request, _("Check the auto-stop time and minutes."))
+    return redirect("instance_detail", pk=instance.pk)
+
+
+# --- GPU quota ------------------------------------------------------------------------------------------
+
+
+@login_required
+def quota(request: HttpRequest) -> HttpResponse:
+    form = QuotaRequestForm(request.POST or None, initial={"gpu_model": request.GET.get("gpu")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.quota_request_create(user=request.user, **form.cleaned_data)
+        except services.InstanceError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, _("Request sent. Staff usually decide within a working day."))
+            return redirect("quota")
+    return render(
+        request,
+        "instances/quota.html",
+        {
+            "rows": selectors.quota_table_for(user=request.user),
+            "requests": selectors.quota_requests_for(user=request.user)[:20],
+            "form": form,
+        },
+    )
+
+
+@staff_member_required
+def quota_review(request: HttpRequest) -> HttpResponse:
+    pending = [
+        {
+            "request": r,
+            "context": selectors.quota_request_context(request=r),
+            "form": QuotaDecisionForm(initial={"cards": r.cards, "days": r.duration_days}),
+        }
+        for r in selectors.quota_requests_pending()
+    ]
+    recent = QuotaRequest.objects.exclude(status=QuotaRequest.Status.PENDING).select_related(
+        "user", "gpu_model", "decided_by"
+    )[:20]
+    return render(request, "instances/quota_review.html", {"pending": pending, "recent": recent})
+
+
+@staff_member_required
+@require_POST
+def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
+    quota_request = get_object_or_404(QuotaRequest, pk=pk)
+    form = QuotaDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("Check the cards and days."))
+        return redirect("quota_review")
+    data = form.cleaned_data
+    try:
+        if decision == "approve":
+            services.quota_request_approve(
+                request_id=quota_request.pk,
+                staff=request.user,
+                cards=data["cards"],
+                days=data["days"],
+                message=data["message"],
+            )
+            messages.success(request, _("Approved; %(user)s has been told.") % {"user": quota_request.user.email})
+        elif decision == "deny":
+            services.quota_request_deny(request_id=quota_request.pk, staff=request.user, message=data["message"])
+            messages.success(request, _("Declined; %(user)s has been told.") % {"user": quota_request.user.email})
+        else:
+            raise Http404
+    except services.InstanceError as exc:
+        messages.error(request, exc.message)
+    return redirect("quota_review")

@@ -1,0 +1,141 @@
+// Instances: live status over the per-user WebSocket, and the launch page's price and "why not".
+(function () {
+  "use strict";
+
+  // --- Live status -------------------------------------------------------------------------------
+  // The server says which instance changed; the page fetches the same partial a reload would render.
+  function refresh(id) {
+    document.querySelectorAll('[data-live-instance="' + id + '"]').forEach(function (el) {
+      var url = el.getAttribute("data-live-url");
+      if (url && window.htmx) {
+        window.htmx.ajax("GET", url, { target: el, swap: "outerHTML" });
+      }
+    });
+    // A new instance in the list (launched from another tab or the API): reload the table.
+    var list = document.querySelector("[data-live-list]");
+    if (list && !document.querySelector('[data-live-instance="' + id + '"]') && window.htmx) {
+      window.htmx.ajax("GET", window.location.pathname + window.location.search, { target: "#instance-table", swap: "outerHTML" });
+    }
+  }
+
+  function toast(text) {
+    var box = document.createElement("div");
+    box.className = "alert info live-toast";
+    box.setAttribute("role", "status");
+    box.textContent = text;
+    var content = document.getElementById("content");
+    if (content) content.insertBefore(box, content.firstChild);
+  }
+
+  function connect(delay) {
+    if (!("WebSocket" in window)) return;
+    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
+    var socket = new WebSocket(scheme + window.location.host + "/ws/events/");
+    socket.onopen = function () { delay = 1000; document.documentElement.setAttribute("data-live", "on"); };
+    socket.onmessage = function (message) {
+      var event;
+      try { event = JSON.parse(message.data); } catch (e) { return; }
+      if (event.type === "instance") refresh(event.id);
+      if (event.type === "quota" && event.message) toast(event.message);
+    };
+    socket.onclose = function (event) {
+      document.documentElement.setAttribute("data-live", "off");
+      if (event.code === 4401) return; // logged out
+      setTimeout(function () { connect(Math.min(delay * 2, 30000)); }, delay);
+    };
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (document.querySelector("[data-live-instance], [data-live-list]") || document.body.classList.contains("app")) {
+      connect(1000);
+    }
+    launchPage();
+  });
+
+  // --- The launch page -------------------------------------------------------------------------------
+  function fmt(template, values) {
+    return template.replace(/%\((\w+)\)s/g, function (_, key) { return values[key]; });
+  }
+  function cny(fen) {
+    var sign = fen < 0 ? "-" : "";
+    fen = Math.abs(Math.round(fen));
+    var yuan = Math.floor(fen / 100), cents = fen % 100;
+    return sign + "¥" + yuan.toLocaleString("en") + "." + (cents < 10 ? "0" : "") + cents;
+  }
+  // Billing's rounding: round(price × seconds / 3600), halves up, in integers.
+  function owed(hourlyFen, seconds) {
+    return Math.floor((2 * hourlyFen * seconds + 3600) / 7200);
+  }
+
+  function launchPage() {
+    var form = document.getElementById("launch-form");
+    var data = document.getElementById("launch-options");
+    var strings = document.getElementById("launch-strings");
+    if (!form || !data || !strings) return;
+    var options = JSON.parse(data.textContent);
+    var s = strings.dataset;
+    var button = document.getElementById("launch-button");
+    var why = document.getElementById("launch-why");
+
+    function value(name) {
+      var checked = form.querySelector('input[name="' + name + '"]:checked');
+      if (checked) return checked.value;
+      var field = form.querySelector('[name="' + name + '"]');
+      return field ? field.value : "";
+    }
+
+    function reasonFor(gpu, region, count) {
+      var cap = gpu.regions[region] || { free: 0, best: 0 };
+      if (cap.best < count) {
+        return { text: fmt(s.capacity, { count: count, gpu: gpu.name, best: cap.best }) };
+      }
+      if (gpu.used + count > gpu.quota) {
+        return { text: fmt(s.quota, { used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
+      }
+      var hourly = gpu.price_fen * count;
+      var needed = owed(options.burn_fen_per_hour + hourly, options.min_runway_s);
+      if (options.balance_fen < needed) {
+        return { text: fmt(s.funds, { balance: cny(options.balance_fen), minutes: Math.round(options.min_runway_s / 60), needed: cny(needed) }), link: s.billingUrl, label: s.fundsLink };
+      }
+      return null;
+    }
+
+    function update() {
+      var region = value("region");
+      var count = parseInt(value("gpu_count") || "1", 10);
+      var gpuId = value("gpu_model");
+      var disk = parseInt(value("disk_gb") || "0", 10) || 0;
+      var chosen = null;
+      options.gpus.forEach(function (gpu) {
+        var card = form.querySelector('.gpu-card[data-gpu="' + gpu.id + '"]');
+        if (!card) return;
+        var cap = gpu.regions[region] || { free: 0, best: 0 };
+        card.querySelector("[data-free]").textContent = cap.free > 0 ? fmt(s.free, { free: cap.free, best: cap.best }) : s.none;
+        var reason = reasonFor(gpu, region, count);
+        card.classList.toggle("unavailable", !!reason);
+        card.querySelector("[data-why]").textContent = reason ? reason.text : "";
+        if (String(gpu.id) === gpuId) { chosen = gpu; card.classList.add("selected"); } else { card.classList.remove("selected"); }
+      });
+      if (!chosen) return;
+      document.getElementById("price-hour").textContent = cny(chosen.price_fen * count) + "/h";
+      document.getElementById("price-detail").textContent = fmt(s.detail, {
+        count: count, price: cny(chosen.price_fen), disk: cny(disk * options.disk_price_fen_per_gb_day)
+      });
+      var reason = reasonFor(chosen, region, count);
+      button.disabled = !!reason;
+      why.hidden = !reason;
+      why.textContent = "";
+      if (reason) {
+        why.appendChild(document.createTextNode(reason.text + " "));
+        if (reason.link) {
+          var a = document.createElement("a");
+          a.href = reason.link; a.textContent = reason.label;
+          why.appendChild(a);
+        }
+      }
+    }
+    form.addEventListener("change", update);
+    form.addEventListener("input", update);
+    update();
+  }
+})();
