@@ -90,7 +90,7 @@
         return { text: fmt(s.capacity, { count: count, gpu: gpu.name, best: cap.best }) };
       }
       if (gpu.used + count > gpu.quota) {
-        return { text: fmt(s.quota, { used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
+        return { text: fmt(s.quota, { count: count, used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
       }
       var hourly = gpu.price_fen * count;
       var needed = owed(options.burn_fen_per_hour + hourly, options.min_runway_s);
