@@ -367,3 +367,5 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 INSTANCES_REDRIVE_AFTER_S = 60  # a busy instance whose task vanished is re-driven after this long
+# Benchmarks and multi-tenant brokers can give the console's tasks a queue of their own.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")

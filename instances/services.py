@@ -198,6 +198,13 @@ def gpu_sku_code(gpu_model: GpuModel) -> str:
 
 
 def gpu_sku_upsert(*, gpu_model: GpuModel):
+    """The GPU model's SKU, priced from the catalogue. Read-only when it is already right: every
+    instance that starts running passes here, and an update would make them queue on the SKU's row."""
+    from billing.models import Sku
+
+    sku = Sku.objects.filter(code=gpu_sku_code(gpu_model)).first()
+    if sku is not None and sku.price_fen == gpu_model.price_per_card_hour_fen and sku.unit_seconds == 3600:
+        return sku
     return sku_upsert(
         code=gpu_sku_code(gpu_model),
         name=f"{gpu_model.name} GPU",
@@ -208,6 +215,11 @@ def gpu_sku_upsert(*, gpu_model: GpuModel):
 
 
 def disk_sku_upsert():
+    from billing.models import Sku
+
+    sku = Sku.objects.filter(code="disk.gb").first()
+    if sku is not None and sku.price_fen == settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY and sku.unit_seconds == 86400:
+        return sku
     return sku_upsert(
         code="disk.gb",
         name="Instance disk",
@@ -406,7 +418,6 @@ def instance_launch(
         raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
     hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count)
     _nodes_ensure(region=region)
-    gpu_sku_upsert(gpu_model=gpu_model)
 
     with transaction.atomic():
         _quota_check(user=user, gpu_model=gpu_model, count=gpu_count)
@@ -439,8 +450,7 @@ def instance_launch(
             node=node,
         )
         _enqueue("instance_provision_task", instance.pk)
-    instance.refresh_from_db()
-    return instance
+    return _get(instance.pk)
 
 
 def _enqueue(task_name: str, instance_id, **kwargs) -> None:

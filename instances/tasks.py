@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from instances import services
 from instances.backends import TransientBackendError
 
 RETRY = {
-    "autoretry_for": (TransientBackendError,),
+    # A database hiccup (failover, too many connections) is as transient as a provider's: every
+    # service starts with its guard, so running it again is safe.
+    "autoretry_for": (TransientBackendError, OperationalError, InterfaceError),
     "retry_backoff": True,
     "retry_backoff_max": 60,
     "retry_jitter": True,

@@ -37,7 +37,11 @@ PROVISIONING_STEPS = [
 def instance_list(request: HttpRequest) -> HttpResponse:
     show_released = request.GET.get("released") == "1"
     qs = selectors.instance_list_for(user=request.user, include_released=show_released)
-    page = Paginator(qs, 25).get_page(request.GET.get("page"))
+    try:
+        per_page = min(max(int(request.GET.get("page_size", 25)), 10), 100)
+    except ValueError:
+        per_page = 25
+    page = Paginator(qs, per_page).get_page(request.GET.get("page"))
     context = {"page": page, "instances": page.object_list, "show_released": show_released}
     if request.htmx:
         return render(request, "instances/_instance_table.html", context)

@@ -13,7 +13,7 @@ S = Instance.Status
 
 
 def test_a_transient_create_failure_is_retried_with_backoff(rich_alice):
-    assert instance_provision_task.autoretry_for == (TransientBackendError,)
+    assert TransientBackendError in instance_provision_task.autoretry_for
     assert instance_provision_task.retry_backoff is True
     assert instance_provision_task.acks_late is True
     instance = launch(rich_alice)

@@ -65,3 +65,13 @@ def test_a_failed_launch_costs_nothing(rich_alice):
     assert instance.status == S.FAILED
     assert not Meter.objects.filter(ref__startswith=f"instance:{instance.pk}").exists()
     assert balance_get(user=rich_alice).total == before
+
+
+def test_a_price_change_in_the_catalogue_reprices_the_sku_for_the_next_meter(rich_alice):
+    from instances.models import GpuModel
+
+    first = running(rich_alice)
+    GpuModel.objects.filter(slug="a800-80g").update(price_per_card_hour_fen=210)
+    second = running(rich_alice)
+    assert _open(gpu_meter_ref(first.pk)).price_fen == 190  # an open meter keeps its price
+    assert _open(gpu_meter_ref(second.pk)).price_fen == 210

@@ -1,0 +1,282 @@
+"""Benchmark: 200 launches from 20 concurrent API clients, a real Celery worker, the simulated cloud.
+
+Creates its own PostgreSQL database (console_bench_launch), starts the console under uvicorn and a
+Celery worker (Redis broker, on a queue of its own) as subprocesses, with the simulated backend at
+zero boot delay. Each client launches 10 one-card instances through ``POST /api/v1/instances/``,
+spread over every GPU model and region. Latency is measured from just before the request to the
+instance's ``running`` event (the moment billing starts). Then it stops what it started, drops the
+database and prints one JSON line.
+
+    .venv/bin/python bench/launch.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB_NAME = "console_bench_launch"
+ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+QUEUE = f"bench-launch-{os.getpid()}"
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
+PER_CLIENT = int(os.environ.get("BENCH_PER_CLIENT", "10"))
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
+WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "2"))
+
+ENV = {
+    "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+    "REDIS_URL": REDIS_URL,
+    "DJANGO_SETTINGS_MODULE": "console.settings",
+    "DJANGO_DEBUG": "0",
+    "CONSOLE_ENV": "bench",
+    "CONSOLE_VAR_DIR": str(Path(tempfile.gettempdir()) / f"{DB_NAME}-var"),
+    "CELERY_TASK_ALWAYS_EAGER": "0",
+    "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
+    "SIMULATED_BOOT_DELAY_S": "0",
+    "INSTANCES_DEFAULT_GPU_QUOTA": "64",
+    "LOG_LEVEL": "WARNING",
+}
+os.environ.update(ENV)
+
+
+def admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+    admin(f'CREATE DATABASE "{DB_NAME}"')
+    started: list[subprocess.Popen] = []
+    try:
+        result = run(started)
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        from django.db import connections
+
+        connections.close_all()
+        admin(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        try:
+            import redis
+
+            redis.Redis.from_url(REDIS_URL).delete(QUEUE)
+        except Exception:  # noqa: S110 - best effort cleanup of our own queue
+            pass
+    print(json.dumps(result))
+
+
+def run(started: list[subprocess.Popen]) -> dict:
+    import django
+
+    django.setup()
+    import httpx
+    from django.core.management import call_command
+
+    from accounts.authentication import token_digest
+    from accounts.models import APIToken, User
+    from instances.catalogue import catalogue_seed
+    from instances.models import Instance, InstanceEvent, Region
+    from instances.services import catalogue_skus_sync, nodes_sync
+    from instances.tests.conftest import fund
+
+    call_command("migrate", verbosity=0)
+    catalogue_seed()
+    catalogue_skus_sync()
+    nodes_sync(alias="default")
+    tokens = []
+    for n in range(CLIENTS):
+        user = User.objects.create_user(email=f"client{n}@example.com", password=None)
+        fund(user, 10_000_000)
+        raw = "gpuc_" + secrets.token_urlsafe(32)
+        APIToken.objects.create(user=user, name="bench", prefix=raw[:12], digest=token_digest(raw))
+        tokens.append(raw)
+    combos = [
+        (r.slug, g)
+        for r in Region.objects.all()
+        for g in ("h200", "h800", "a800-80g", "a100-40g", "l40s", "rtx-4090", "rtx-3090")
+    ]
+
+    port = free_port()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if not os.environ.get("BENCH_VERBOSE") else {}
+    started.append(
+        subprocess.Popen(
+            [
+                str(ROOT / ".venv/bin/celery"),
+                "-A",
+                "console",
+                "worker",
+                "-Q",
+                QUEUE,
+                "--concurrency",
+                str(WORKER_CONCURRENCY),
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "WARNING",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_CONN_MAX_AGE": "60"},
+            **quiet,
+        )
+    )
+    # Under ASGI every request runs in a thread of its own: persistent connections would pile up
+    # (one per thread), so the web processes connect per request, as Django advises for ASGI.
+    started.append(
+        subprocess.Popen(
+            [
+                str(ROOT / ".venv/bin/uvicorn"),
+                "console.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(WEB_WORKERS),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_CONN_MAX_AGE": "0"},
+            **quiet,
+        )
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        raise RuntimeError("the web server did not start")
+
+    def launch(client: httpx.Client, token: str, region: str, gpu: str, name: str) -> tuple[float, float, str]:
+        t0 = time.time()
+        response = client.post(
+            "/api/v1/instances/",
+            json={
+                "region": region,
+                "gpu_model": gpu,
+                "gpu_count": 1,
+                "image": "pytorch-2.5-cu124",
+                "disk_gb": 50,
+                "name": name,
+            },
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        elapsed = time.time() - t0
+        if response.status_code != 201:
+            raise RuntimeError(f"launch refused: {response.status_code} {response.text}")
+        return t0, elapsed, response.json()["id"]
+
+    def wait_running(ids: list[str], timeout: float) -> dict[str, float]:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            done = dict(
+                InstanceEvent.objects.filter(instance_id__in=ids, new="running").values_list(
+                    "instance_id", "created_at"
+                )
+            )
+            failed = Instance.objects.filter(pk__in=ids, status="failed").count()
+            if len(done) + failed >= len(ids):
+                return {str(k): v.timestamp() for k, v in done.items()}
+            time.sleep(0.05)
+        raise RuntimeError(f"only {len(done)} of {len(ids)} instances reached running in {timeout}s")
+
+    # Warm up: the worker's first task imports everything; the web workers open their connections.
+    with httpx.Client(base_url=base, timeout=30) as client:
+        warm = [launch(client, tokens[0], "cn-north-1", "rtx-4090", f"warm-{i}")[2] for i in range(WEB_WORKERS * 2)]
+    wait_running(warm, 60)
+    warm_ids = set(warm)
+
+    requests: list[tuple[float, float, str]] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(CLIENTS)
+
+    def client_thread(n: int) -> None:
+        with httpx.Client(base_url=base, timeout=60) as client:
+            client.get("/healthz")
+            barrier.wait()
+            for i in range(PER_CLIENT):
+                region, gpu = combos[(n * PER_CLIENT + i) % len(combos)]
+                try:
+                    outcome = launch(client, tokens[n], region, gpu, f"c{n}-{i}")
+                except Exception as exc:
+                    with lock:
+                        errors.append(str(exc)[:200])
+                    continue
+                with lock:
+                    requests.append(outcome)
+
+    threads = [threading.Thread(target=client_thread, args=(n,)) for n in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = [i for _, _, i in requests]
+    if errors:
+        print("refused:", errors[:5], file=sys.stderr)
+    running_at = wait_running(ids, 120)
+    to_running = [(running_at[i] - t0) * 1000 for t0, _, i in requests if i in running_at]
+    api = [elapsed * 1000 for _, elapsed, _ in requests]
+    first = min(t0 for t0, _, _ in requests)
+    last = max(running_at.values())
+    failed = Instance.objects.filter(pk__in=ids, status="failed").count()
+    assert not (warm_ids & set(ids))
+    return {
+        "launches": len(CLIENTS * [0]) * PER_CLIENT,
+        "clients": CLIENTS,
+        "accepted": len(requests),
+        "refused": len(errors),
+        "failed": failed,
+        "request_to_running_p50_ms": round(statistics.median(to_running), 1),
+        "request_to_running_p99_ms": round(percentile(to_running, 99), 1),
+        "api_post_p50_ms": round(statistics.median(api), 1),
+        "api_post_p99_ms": round(percentile(api, 99), 1),
+        "throughput_running_per_s": round(len(to_running) / (last - first), 1),
+        "wall_s": round(last - first, 2),
+        "worker_concurrency": WORKER_CONCURRENCY,
+        "web_workers": WEB_WORKERS,
+        "errors_sample": errors[:3],
+    }
+
+
+if __name__ == "__main__":
+    main()
