@@ -298,16 +298,16 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
         candidates = list(
             Node.objects.filter(region=region, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count)
             .order_by("free_cards", "name")
-            .values_list("pk", flat=True)[:16]
+            .values_list("pk", "name")[:16]
         )
         if not candidates:
             break
-        for pk in candidates:
+        for pk, name in candidates:
             taken = Node.objects.filter(pk=pk, is_healthy=True, free_cards__gte=count).update(
                 free_cards=F("free_cards") - count
             )
             if taken:
-                return Node.objects.get(pk=pk)
+                return Node(pk=pk, name=name, region=region, gpu_model=gpu_model)
     raise NoCapacity(
         _("No node in %(region)s has %(count)d free %(gpu)s cards right now. Try fewer cards or another region.")
         % {"region": region.name, "count": count, "gpu": gpu_model.name},
@@ -324,10 +324,17 @@ def _gpus_free(*, instance: Instance) -> None:
 # --- Quota ---------------------------------------------------------------------------------------------------
 
 
-def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None) -> int:
-    """The cards of ``gpu_model`` the user may hold: the base quota, or a larger unexpired grant."""
+_UNSET = object()
+
+
+def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None, base=_UNSET) -> int:
+    """The cards of ``gpu_model`` the user may hold: the base quota, or a larger unexpired grant.
+
+    ``base`` is the user's quota row's ``cards`` when the caller already holds it.
+    """
     now = now or timezone.now()
-    base = GpuQuota.objects.filter(user=user, gpu_model=gpu_model).values_list("cards", flat=True).first()
+    if base is _UNSET:
+        base = GpuQuota.objects.filter(user=user, gpu_model=gpu_model).values_list("cards", flat=True).first()
     if base is None:
         base = settings.INSTANCES_DEFAULT_GPU_QUOTA
     granted = (
@@ -348,11 +355,10 @@ def quota_usage(*, user, gpu_model: GpuModel) -> int:
     )
 
 
-def _quota_check(*, user, gpu_model: GpuModel, count: int, exclude=None) -> None:
+def _quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
     """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
-    GpuQuota.objects.get_or_create(user=user, gpu_model=gpu_model)
-    GpuQuota.objects.select_for_update().get(user=user, gpu_model=gpu_model)
-    limit = quota_effective(user=user, gpu_model=gpu_model)
+    quota, _created = GpuQuota.objects.select_for_update().get_or_create(user=user, gpu_model=gpu_model)
+    limit = quota_effective(user=user, gpu_model=gpu_model, base=quota.cards)
     used = quota_usage(user=user, gpu_model=gpu_model)
     if used + count > limit:
         raise QuotaExceeded(
@@ -422,6 +428,13 @@ def instance_launch(
     with transaction.atomic():
         _quota_check(user=user, gpu_model=gpu_model, count=gpu_count)
         _funds_check(user=user, hourly_fen=hourly)
+        # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
+        node = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count)
+        now = timezone.now()
+        # Nobody else can see the row before this transaction commits, so the walk through
+        # requested → scheduling → provisioning is written at once (the path the table allows).
+        path = [("", S.REQUESTED), (S.REQUESTED, S.SCHEDULING), (S.SCHEDULING, S.PROVISIONING)]
+        assert all(dst in ALLOWED[src] for src, dst in path[1:])
         instance = Instance.objects.create(
             owner=user,
             name=name,
@@ -432,24 +445,25 @@ def instance_launch(
             disk_gb=disk_gb,
             backend_alias=region.backend_alias,
             hourly_price_fen=hourly,
-            status=S.REQUESTED,
+            status=S.PROVISIONING,
+            status_reason=_("Placed on %(node)s") % {"node": node.name},
+            node_id=node.pk,
+            created_at=now,
+            status_changed_at=now,
         )
         if ssh_keys:
             instance.ssh_keys.set(ssh_keys)
-        InstanceEvent.objects.create(
-            instance=instance, old="", new=S.REQUESTED, reason=_("Launched by %(who)s") % {"who": user.email}
-        )
-        instance_transition(instance_id=instance.pk, src=S.REQUESTED, dst=S.SCHEDULING, reason=_("Finding a node"))
-        # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
-        node = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count)
-        instance_transition(
-            instance_id=instance.pk,
-            src=S.SCHEDULING,
-            dst=S.PROVISIONING,
-            reason=_("Placed on %(node)s") % {"node": node.name},
-            node=node,
+        reasons = [
+            _("Launched by %(who)s") % {"who": user.email},
+            _("Finding a node"),
+            instance.status_reason,
+        ]
+        InstanceEvent.objects.bulk_create(
+            InstanceEvent(instance=instance, old=old, new=new, reason=reason, created_at=now)
+            for (old, new), reason in zip(path, reasons, strict=True)
         )
         _enqueue("instance_provision_task", instance.pk)
+        transaction.on_commit(lambda: _notify(instance))
     return _get(instance.pk)
 
 
