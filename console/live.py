@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from console.consumers import user_group
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid = 0
+_loop_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per process, kept running in a daemon thread.
+
+    ``async_to_sync`` would start a fresh loop for every call, and channels_redis keeps its Redis
+    connections per loop, so each push would connect anew (10-25 ms). On one long-lived loop the
+    connections are reused and a push costs about a millisecond.
+    """
+    global _loop, _loop_pid
+    with _loop_lock:
+        # A forked child (Celery's prefork pool) inherits the object but not the thread running it.
+        if _loop is None or _loop.is_closed() or _loop_pid != os.getpid():
+            _loop, _loop_pid = asyncio.new_event_loop(), os.getpid()
+            threading.Thread(target=_loop.run_forever, name="live-notify", daemon=True).start()
+    return _loop
 
 
 def notify_user(*, user_id: int, payload: dict) -> None:
@@ -13,4 +37,10 @@ def notify_user(*, user_id: int, payload: dict) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    async_to_sync(layer.group_send)(user_group(user_id), {"type": "user.event", "payload": payload})
+    message = {"type": "user.event", "payload": payload}
+    if type(layer).__module__.startswith("channels_redis"):
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(user_group(user_id), message), _background_loop())
+        future.result(timeout=5)
+        return
+    # The in-memory layer lives in the loop of the process's consumers: no background loop there.
+    async_to_sync(layer.group_send)(user_group(user_id), message)
