@@ -301,6 +301,7 @@ class CatalogueView(APIView):
         ),
     )
     def get(self, request):
+        services.nodes_ensure()
         regions = {r.pk: r.slug for r in Region.objects.filter(is_active=True)}
         context = {"capacity": selectors.capacity_by_region_model(), "regions": regions}
         return Response(

@@ -283,6 +283,17 @@ def nodes_sync(*, alias: str) -> int:
     return len(seen)
 
 
+def nodes_ensure() -> None:
+    """Sync every backend's nodes once, when the console has none yet (a fresh install, a new backend)."""
+    known = set(Node.objects.values_list("backend_alias", flat=True).distinct())
+    for alias in backend_aliases():
+        if alias not in known:
+            try:
+                nodes_sync(alias=alias)
+            except TransientBackendError:
+                logger.warning("backend %s unreachable; its capacity shows once it answers", alias)
+
+
 def _nodes_ensure(*, region: Region) -> None:
     if not Node.objects.filter(backend_alias=region.backend_alias).exists():
         nodes_sync(alias=region.backend_alias)

@@ -60,6 +60,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
             return redirect("instance_detail", pk=instance.pk)
+    services.nodes_ensure()
     options = selectors.launch_options_for(user=request.user)
     return render(
         request,

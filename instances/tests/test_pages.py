@@ -21,10 +21,7 @@ def test_the_list_is_an_empty_state_with_a_launch_button_at_first(alice_client, 
     assert reverse("instance_launch") in body
 
 
-def test_the_launch_page_shows_models_prices_and_free_cards(rich_alice, alice_client):
-    from instances.services import nodes_sync
-
-    nodes_sync(alias="default")
+def test_the_launch_page_shows_models_prices_and_free_cards_on_a_fresh_install(rich_alice, alice_client):
     page = alice_client.get(reverse("instance_launch"))
     body = page.content.decode()
     assert page.status_code == 200

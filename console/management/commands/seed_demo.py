@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from instances.catalogue import catalogue_seed
+from instances.services import catalogue_skus_sync, nodes_ensure
 
 DEMO_STAFF_EMAIL = "admin@example.com"
 
@@ -20,6 +21,8 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, **options) -> None:
         catalogue_seed()
+        catalogue_skus_sync()
+        nodes_ensure()
         User = get_user_model()
         password = os.environ.get("CONSOLE_DEMO_PASSWORD", "gpu-console-demo")
         staff, created = User.objects.get_or_create(
