@@ -8,6 +8,7 @@ business refusal is a 409 whose ``code`` says which (``no_capacity``, ``quota_ex
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import Prefetch
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view, inline_serializer
@@ -88,6 +89,24 @@ class InstanceSerializer(serializers.ModelSerializer):
 
 
 _DATETIME = serializers.DateTimeField()
+LIST_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "status_reason",
+    "region__slug",
+    "gpu_model__slug",
+    "image__slug",
+    "gpu_count",
+    "disk_gb",
+    "hourly_price_fen",
+    "auto_stop_at",
+    "auto_stop_idle_minutes",
+    "created_at",
+    "status_changed_at",
+    "running_since",
+    "owner_id",
+)
 
 
 class LaunchSerializer(serializers.Serializer):
@@ -217,9 +236,11 @@ class InstanceViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Instance.objects.none()
         include_released = self.request.query_params.get("released") == "1" or self.action != "list"
-        return selectors.instance_list_for(user=self.request.user, include_released=include_released).prefetch_related(
-            "ssh_keys"
-        )
+        qs = selectors.instance_list_for(user=self.request.user, include_released=include_released)
+        if self.action == "list":
+            # Only what the representation reads: the joined models' slugs, not their every column.
+            qs = qs.only(*LIST_FIELDS)
+        return qs.prefetch_related(Prefetch("ssh_keys", queryset=SSHKey.objects.only("pk")))
 
     def create(self, request, *args, **kwargs):
         launch = LaunchSerializer(data=request.data, context={"request": request})
