@@ -35,6 +35,9 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
 PER_CLIENT = int(os.environ.get("BENCH_PER_CLIENT", "10"))
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
 WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "2"))
+# "asgi" (the Procfile's server, one DB connection per request) or "wsgi" (uvicorn's WSGI mode: a
+# fixed thread pool, so each thread keeps its connection, as under gunicorn's threaded workers).
+WEB_INTERFACE = os.environ.get("BENCH_WEB_INTERFACE", "asgi")
 
 ENV = {
     "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
@@ -274,6 +277,7 @@ def run(started: list[subprocess.Popen]) -> dict:
         "wall_s": round(last - first, 2),
         "worker_concurrency": WORKER_CONCURRENCY,
         "web_workers": WEB_WORKERS,
+        "web_interface": WEB_INTERFACE,
         "errors_sample": errors[:3],
     }
 
