@@ -67,6 +67,30 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q / 100 * (len(values) - 1)))]
 
 
+def cpu_seconds(roots: list[int]) -> float:
+    """User+system CPU of the processes under ``roots`` (they and their descendants), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    total = 0.0
+    for pid, seconds in cpu.items():
+        node = pid
+        while node > 1:
+            if node in roots:
+                total += seconds
+                break
+            node = parents.get(node, 0)
+    return total
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -248,6 +272,8 @@ def run(started: list[subprocess.Popen]) -> dict:
                 with lock:
                     requests.append(outcome)
 
+    roots = [p.pid for p in started]
+    cpu_before = cpu_seconds(roots)
     threads = [threading.Thread(target=client_thread, args=(n,)) for n in range(CLIENTS)]
     for thread in threads:
         thread.start()
@@ -257,6 +283,7 @@ def run(started: list[subprocess.Popen]) -> dict:
     if errors:
         print("refused:", errors[:5], file=sys.stderr)
     running_at = wait_running(ids, 120)
+    cpu_used = cpu_seconds(roots) - cpu_before
     to_running = [(running_at[i] - t0) * 1000 for t0, _, i in requests if i in running_at]
     api = [elapsed * 1000 for _, elapsed, _ in requests]
     first = min(t0 for t0, _, _ in requests)
@@ -275,6 +302,9 @@ def run(started: list[subprocess.Popen]) -> dict:
         "api_post_p99_ms": round(percentile(api, 99), 1),
         "throughput_running_per_s": round(len(to_running) / (last - first), 1),
         "wall_s": round(last - first, 2),
+        "web_and_worker_cpu_ms_per_launch": round(cpu_used * 1000 / max(1, len(requests)), 1),
+        "cpu_cores": os.cpu_count(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "worker_concurrency": WORKER_CONCURRENCY,
         "web_workers": WEB_WORKERS,
         "web_interface": WEB_INTERFACE,
