@@ -76,29 +76,80 @@ def asgi_server(settings):
     thread.join(timeout=10)
 
 
-def test_the_instance_page_follows_provisioning_to_running_live(asgi_server, settings, tmp_path):
-    from playwright.sync_api import expect, sync_playwright
-
+def _booting_instance(settings):
+    """alice, and an instance of hers that is booting until the test says otherwise."""
+    from accounts.tests.factories import UserFactory
     from instances.catalogue import catalogue_seed
-    from instances.models import SimulatedMachine
-    from instances.services import instance_sync
     from instances.tests.conftest import SMALL_FLEET, fund, launch
 
     settings.PROVISIONING_BACKENDS = {
         "default": {
             "BACKEND": "instances.backends.fake.FakeBackend",
-            "OPTIONS": {"FLEET": SMALL_FLEET, "BOOT_DELAY_S": 3600},  # boots when the test says so
+            "OPTIONS": {"FLEET": SMALL_FLEET, "BOOT_DELAY_S": 3600},
         }
     }
-    from accounts.tests.factories import UserFactory
-
     catalogue_seed()
     alice = UserFactory(email="alice@example.com")
     fund(alice, 100_000)
-    instance = launch(alice, name="live-one")  # committed: the (eager) worker created the machine; it boots
+    instance = launch(alice, name="live-one")
     instance.refresh_from_db()
     assert instance.status == "provisioning"
+    return alice, instance
 
+
+def _finish_boot_in_a_worker(instance) -> None:
+    """The provider finishes the boot and a worker's poll notices, in a thread of its own (as a
+    worker process would be: the test's thread runs Playwright's event loop)."""
+    from instances.models import SimulatedMachine
+    from instances.services import instance_sync
+
+    def worker():
+        from django.db import connection
+
+        try:
+            SimulatedMachine.objects.filter(key=str(instance.pk)).update(ready_at=timezone.now() - timedelta(seconds=1))
+            instance_sync(instance_id=instance.pk)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(timeout=30)
+
+
+def test_without_a_websocket_a_busy_instance_page_polls_until_it_settles(asgi_server, settings):
+    from playwright.sync_api import expect, sync_playwright
+
+    alice, instance = _booting_instance(settings)
+    client = Client()
+    client.force_login(alice)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            context = browser.new_context()
+            context.add_init_script("delete window.WebSocket;")  # a proxy that drops WebSockets
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": asgi_server}])
+            page = context.new_page()
+            page.goto(f"{asgi_server}/instances/{instance.pk}/")
+            badge = page.locator("#instance-body h1 .badge")
+            expect(badge).to_have_text("Provisioning")
+            _finish_boot_in_a_worker(instance)
+            expect(badge).to_have_text("Running", timeout=10_000)
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def test_the_instance_page_follows_provisioning_to_running_live(asgi_server, settings, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    alice, instance = _booting_instance(settings)
     client = Client()
     client.force_login(alice)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
@@ -124,24 +175,10 @@ def test_the_instance_page_follows_provisioning_to_running_live(asgi_server, set
             expect(list_page.locator(f"#instance-{instance.pk} .badge")).to_have_text("Provisioning")
             expect(list_page.locator("html")).to_have_attribute("data-live", "on")
 
-            # The provider finishes the boot; the worker's poll notices (in a thread of its own, as a
-            # worker process would be: this one runs Playwright's event loop).
-            def worker():
-                from django.db import connection
+            _finish_boot_in_a_worker(instance)
 
-                try:
-                    SimulatedMachine.objects.filter(key=str(instance.pk)).update(
-                        ready_at=timezone.now() - timedelta(seconds=1)
-                    )
-                    instance_sync(instance_id=instance.pk)
-                finally:
-                    connection.close()
-
-            thread = threading.Thread(target=worker)
-            thread.start()
-            thread.join(timeout=30)
-
-            expect(badge).to_have_text("Running")
+            # Well within the 4 s poll that a page without the live channel would fall back to.
+            expect(badge).to_have_text("Running", timeout=3000)
             expect(page.get_by_text("Booted on")).to_be_visible()
             expect(list_page.locator(f"#instance-{instance.pk} .badge")).to_have_text("Running")
             page.screenshot(path=str(tmp_path / "running.png"), full_page=True)
