@@ -13,6 +13,7 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "LOSE_CREATE_RESPONSE": 0.0,   # share of creates that make the machine, then time out
         "HANG_CREATE": 0.0,            # share of machines that never finish booting
         "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
+        "LOST_NODES": [],              # names of nodes that have failed (their machines are gone)
         "SEED": None,                  # seed the fault dice for repeatable runs
     }
 """
@@ -93,17 +94,20 @@ class FakeBackend(ProvisioningBackend):
         node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
         if node is None:
             raise PermanentBackendError(f"Node {node_name} does not exist.")
-        if node.is_lost:
+        if self._is_lost(node):
             raise PermanentBackendError(f"Node {node_name} is out of service.")
         if self._used_cards(node) + machine_cards > node.cards:
             raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
         return node
 
+    def _is_lost(self, node) -> bool:
+        return node.is_lost or node.name in (self.options.get("LOST_NODES") or ())
+
     def _state(self, machine) -> dict:
         return {"v": STATE_VERSION, "machine": machine.pk, "node": machine.node.name if machine.node else ""}
 
     def _observe(self, machine, now) -> Observation:
-        if machine.node is not None and machine.node.is_lost:
+        if machine.node is not None and self._is_lost(machine.node):
             return Observation(Observed.GONE, detail=f"node {machine.node.name} was lost")
         if machine.power == "off":
             return Observation(Observed.STOPPED)
@@ -120,7 +124,9 @@ class FakeBackend(ProvisioningBackend):
         self._reachable()
         self._ensure_fleet()
         return [
-            NodeInfo(name=n.name, region=n.region_slug, gpu_model=n.gpu_slug, cards=n.cards, healthy=not n.is_lost)
+            NodeInfo(
+                name=n.name, region=n.region_slug, gpu_model=n.gpu_slug, cards=n.cards, healthy=not self._is_lost(n)
+            )
             for n in SimulatedNode.objects.filter(backend_alias=self.alias).order_by("name")
         ]
 
@@ -178,7 +184,7 @@ class FakeBackend(ProvisioningBackend):
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
-            if machine is None or (machine.node is not None and machine.node.is_lost):
+            if machine is None or (machine.node is not None and self._is_lost(machine.node)):
                 raise PermanentBackendError("The machine no longer exists.")
             if machine.power == "on":
                 # Powered off, it gives its GPUs back to the node; the disk stays.
@@ -191,7 +197,7 @@ class FakeBackend(ProvisioningBackend):
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
-            if machine is None or machine.power != "on" or (machine.node and machine.node.is_lost):
+            if machine is None or machine.power != "on" or (machine.node and self._is_lost(machine.node)):
                 raise PermanentBackendError("Only a running machine can be restarted.")
             machine.ready_at = self._boot_ready_at()
             machine.last_active_at = timezone.now()

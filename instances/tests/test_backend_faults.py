@@ -78,3 +78,17 @@ def test_a_lost_node_marks_its_instances_lost_with_the_reason_and_stops_billing(
     assert "was lost" in instance.status_reason
     assert not Meter.objects.filter(ref__startswith=f"instance:{instance.pk}", stopped_at__isnull=True).exists()
     assert Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason.split()[-1]).is_healthy is False
+
+
+def test_a_node_lost_by_settings_takes_no_placements_and_loses_its_machines(rich_alice):
+    with committed():
+        instance = launch(rich_alice, count=8)
+    instance.refresh_from_db()
+    lost = instance.node.name
+    with simulate(LOST_NODES=[lost]), committed():
+        instances_reconcile()
+        instance.refresh_from_db()
+        assert instance.status == S.LOST
+        assert Node.objects.get(name=lost).is_healthy is False
+        placed = launch(rich_alice, count=8)
+    assert placed.node.name != lost
