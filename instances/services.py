@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import F, Max, Sum
+from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -329,7 +330,10 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
 def _gpus_free(*, instance: Instance) -> None:
     # Clearing ``node`` first, conditionally, makes giving the cards back happen exactly once.
     if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(node=None):
-        Node.objects.filter(pk=instance.node_id).update(free_cards=F("free_cards") + instance.gpu_count)
+        # Capped at the node's size: the provider may have shrunk the node while the cards were out.
+        Node.objects.filter(pk=instance.node_id).update(
+            free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+        )
 
 
 # --- Quota ---------------------------------------------------------------------------------------------------

@@ -108,3 +108,14 @@ def test_a_stopped_instance_cannot_be_restarted(rich_alice):
     instance.refresh_from_db()
     with pytest.raises(OperationNotAllowed):
         instance_restart(instance=instance)
+
+
+def test_cards_given_back_to_a_node_that_shrank_meanwhile_never_exceed_its_size(rich_alice):
+    instance = running(rich_alice, count=8)
+    Node.objects.filter(pk=instance.node_id).update(total_cards=4, free_cards=0)  # the provider shrank it
+    with committed():
+        instance_stop(instance=instance)
+    instance.refresh_from_db()
+    node = Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason.split()[-1])
+    assert instance.status == S.STOPPED
+    assert node.free_cards == 4
