@@ -146,16 +146,17 @@ def instance_transition(*, instance_id, src: str, dst: str, reason: str = "", **
             return False
         InstanceEvent.objects.create(instance_id=instance_id, old=src, new=dst, reason=reason[:255], created_at=now)
         instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
-        _on_enter(instance=instance, dst=dst, at=now)
+        _on_enter(instance=instance, src=src, dst=dst, at=now)
         transaction.on_commit(lambda: _notify(instance))
     return True
 
 
-def _on_enter(*, instance: Instance, dst: str, at: datetime) -> None:
+def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     """What entering ``dst`` means for billing and capacity. Runs once per transition (it follows the CAS)."""
     if dst in _CLOSES_GPU_METER:
         meter_stop(ref=gpu_meter_ref(instance.pk), at=at)
-    if dst in _CLOSES_DISK_METER:
+    # A disk meter is open only from STOPPED on; a fresh boot has none to close (the hot path).
+    if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
         meter_stop(ref=disk_meter_ref(instance.pk), at=at)
     if dst == S.RUNNING:
         meter_start(
@@ -523,8 +524,11 @@ def instance_provision(*, instance_id) -> None:
     except PermanentBackendError as exc:
         _launch_fail(instance=instance, reason=str(exc))
         return
-    Instance.objects.filter(pk=instance.pk, status=S.PROVISIONING).update(backend_state=state)
-    instance_sync(instance_id=instance.pk)
+    if Instance.objects.filter(pk=instance.pk, status=S.PROVISIONING).update(backend_state=state):
+        instance.backend_state = state
+        instance_sync(instance_id=instance.pk, instance=instance)
+    else:
+        instance_sync(instance_id=instance.pk)
 
 
 def _launch_fail(*, instance: Instance, reason: str) -> None:
@@ -545,14 +549,15 @@ def _destroy_quietly(instance: Instance) -> None:
 # --- Sync: compare the provider's truth with ours and move on -----------------------------------------------
 
 
-def instance_sync(*, instance_id) -> bool:
+def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     """Poll the provider and advance the instance; returns True when it should be polled again soon.
 
     Handles every state: a boot that finished, a machine the provider lost, an operation a dead task
     left half-done (re-driven after ``INSTANCES_REDRIVE_AFTER_S``), an operation that took too long.
-    UNKNOWN (provider unreachable) changes nothing.
+    UNKNOWN (provider unreachable) changes nothing. ``instance`` saves a read when the caller has
+    just loaded it (it must be current: the transitions below compare-and-set on its status anyway).
     """
-    instance = _get(instance_id)
+    instance = instance or _get(instance_id)
     if instance is None or instance.status in (S.RELEASED, S.FAILED, S.LOST):
         return False
     backend = get_backend(instance.backend_alias)

@@ -92,6 +92,9 @@ class FakeBackend(ProvisioningBackend):
         from instances.models import SimulatedNode
 
         node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
+        if node is None and self.options.get("FLEET"):
+            self._ensure_fleet()  # a fresh cloud: build the fleet on first use
+            node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
         if node is None:
             raise PermanentBackendError(f"Node {node_name} does not exist.")
         if self._is_lost(node):
@@ -141,7 +144,6 @@ class FakeBackend(ProvisioningBackend):
             raise TransientBackendError("The provider is busy; try again shortly.")
         if self._roll("FAIL_CREATE_PERMANENT"):
             raise PermanentBackendError(f"The provider could not allocate {spec.gpu_count} × {spec.gpu_model}.")
-        self._ensure_fleet()
         try:
             with transaction.atomic():
                 node = self._place(machine_cards=spec.gpu_count, node_name=spec.node)
