@@ -43,12 +43,8 @@ setup-dev: $(VENV)/.installed-dev
 run: setup
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
-	@echo
-	@echo "  GPU Console:  http://$(HOST):$(PORT)/"
-	@echo "  E-mails (verification, resets) are printed below by the web process."
-	@echo "  Ctrl-C stops web, worker and beat."
-	@echo
-	PORT=$(PORT) HOST=$(HOST) $(BIN)/honcho -f Procfile start
+	@echo "Starting web, worker and beat; the console's address is printed once it answers."
+	CONSOLE_PORT=$(PORT) CONSOLE_HOST=$(HOST) $(BIN)/honcho -f Procfile start
 
 # PostgreSQL and Redis: start the local servers when they are installed but stopped.
 services:
