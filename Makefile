@@ -76,10 +76,13 @@ fmt: setup-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Refresh the zh-Hans catalogue after adding strings (the compiled .mo is committed).
+# Refresh the zh-Hans catalogue after adding strings (the compiled .mo is committed);
+# `scripts/i18n.py todo` lists what still needs a translation.
 messages: setup-dev
-	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete -i ".venv/*" -i "staticfiles/*"
+	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete -i ".venv/*" -i "staticfiles/*" -i "var/*"
+	$(BIN)/python scripts/i18n.py prefill
 	$(BIN)/python manage.py compilemessages -l zh_Hans -i ".venv"
+	@$(BIN)/python scripts/i18n.py todo | grep -q '^{}$$' || echo "Untranslated strings remain: python scripts/i18n.py todo"
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache
