@@ -203,7 +203,7 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             )
         except DjangoValidationError as error:
             raise_as_api_error(error)
-        body = APITokenCreatedSerializer({**APITokenSerializer(token).data, "token": raw}).data
+        body = {**APITokenSerializer(token).data, "token": raw}
         response = Response(body, status=status.HTTP_201_CREATED)
         response["Cache-Control"] = "no-store"
         return response
