@@ -69,6 +69,10 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
             )
         except ValidationError as error:
             form_add_service_error(form, error)
+            if form.has_error("public_key", code="private_key"):
+                # Do not send a private key back to the browser inside the page.
+                form.data = form.data.copy()
+                form.data["public_key"] = ""
         else:
             messages.success(request, _("SSH key “%(name)s” added.") % {"name": key.name})
             return redirect("account_ssh_keys")

@@ -62,9 +62,11 @@ def test_two_people_may_add_the_same_key(alice, charlie):
 
 
 def test_a_refused_key_shows_the_reason_beside_the_field(alice, alice_client):
-    response = alice_client.post(URL, {"name": "oops", "public_key": keys.openssh_private()})
+    private = keys.openssh_private()
+    response = alice_client.post(URL, {"name": "oops", "public_key": private})
     assert response.status_code == 400
     body = response.content.decode()
+    assert private.splitlines()[1] not in body  # never echoed back into the page
     assert 'class="field has-error"' in body
     assert "This is a PRIVATE key" in body
     assert not SSHKey.objects.exists()
