@@ -78,3 +78,11 @@ def test_the_list_shows_each_tokens_status(alice, alice_client):
     assert '<span class="badge yellow">Expired</span>' in body
     assert '<span class="badge red">Revoked</span>' in body
     assert "Never used" in body
+
+
+def test_the_list_page_does_a_fixed_number_of_queries(alice, alice_client, django_assert_max_num_queries):
+    for n in range(5):
+        api_token_create(user=alice, name=f"token {n}", expires_at=None)
+    with django_assert_max_num_queries(6):
+        response = alice_client.get(URL)
+    assert response.content.decode().count('class="badge green"') == 5
