@@ -20,7 +20,8 @@ def raise_as_api_error(error: DjangoValidationError):
     if hasattr(error, "error_dict"):
         detail = {
             field: [
-                serializers.ErrorDetail(str(e.message % (e.params or {})), code=e.code or "invalid") for e in errors
+                serializers.ErrorDetail(str(e.message % e.params if e.params else e.message), code=e.code or "invalid")
+                for e in errors
             ]
             for field, errors in error.error_dict.items()
         }

@@ -72,3 +72,11 @@ def test_put_is_not_offered(alice, alice_client):
     response = alice_client.put(f"{URL}{key.pk}/", {"name": "x"}, content_type="application/json")
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_refusal_quoting_a_name_with_a_percent_sign_is_still_a_400(alice, alice_client):
+    line = keys.ed25519_public()
+    ssh_key_add(user=alice, name="100% mine", public_key=line)
+    response = alice_client.post(URL, {"name": "again", "public_key": line}, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"]["public_key"] == ["You already added this key, as “100% mine”."]

@@ -74,6 +74,7 @@ def test_sign_up_verify_and_land_logged_in(db):
     assert client.get("/dashboard/").status_code == 302  # not logged in before verifying
 
     assert len(mail.outbox) == 1
+    assert mail.outbox[0].body.startswith("Hello from GPU Console!")
     link = re.search(r"https?://\S+/accounts/confirm-email/\S+/", mail.outbox[0].body).group(0)
     path = link.split("testserver", 1)[1]
     body = assert_console_card(client.get(path))
