@@ -15,7 +15,7 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("accounts/", include("allauth.urls")),
+    path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
