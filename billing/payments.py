@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -47,7 +48,7 @@ class InvalidTransition(BillingError):
 
 # --- Amounts --------------------------------------------------------------------------------------
 
-_YUAN = re.compile(r"^(\d{1,12})(?:\.(\d{1,2}))?$")
+_YUAN = re.compile(r"^([0-9]{1,12})(?:\.([0-9]{1,2}))?$")
 
 
 def yuan_to_fen(text: str) -> int:
@@ -55,7 +56,8 @@ def yuan_to_fen(text: str) -> int:
 
     Raises ``InvalidAmount`` for anything else: negatives, more than two decimals, exponents, words.
     """
-    cleaned = str(text).strip().replace(",", "").replace("，", "").removeprefix("¥").removeprefix("￥").strip()
+    # NFKC folds what a Chinese input method types (full-width digits, "．", "￥", "，") into ASCII.
+    cleaned = unicodedata.normalize("NFKC", str(text)).strip().replace(",", "").removeprefix("¥").strip()
     match = _YUAN.match(cleaned)
     if not match:
         raise InvalidAmount(_("Enter an amount in yuan, such as 50 or 99.90."))

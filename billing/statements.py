@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from django.db.models import BigIntegerField, Max, Min, Sum
+from django.db.models import BigIntegerField, Max, Min, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncMonth
 from django.utils import timezone
@@ -166,17 +166,20 @@ def statement_get(*, user, month: date) -> Statement:
 
 def usage_lines(*, user, start: datetime, end: datetime) -> list[UsageLine]:
     """Usage charged in ``[start, end)``, aggregated per meter in SQL from the postings' metadata."""
+    mine = Q(entries__account__owner=user, entries__account__kind__in=LedgerAccount.USER_KINDS)
     rows = list(
-        _user_entries(user)
-        .filter(transaction__kind=TxKind.USAGE, transaction__created_at__gte=start, transaction__created_at__lt=end)
+        Transaction.objects.filter(user=user, kind=TxKind.USAGE, created_at__gte=start, created_at__lt=end)
         .annotate(
-            meter_id=Cast(KT("transaction__metadata__meter"), BigIntegerField()),
-            from_s=Cast(KT("transaction__metadata__from_seconds"), BigIntegerField()),
-            to_s=Cast(KT("transaction__metadata__to_seconds"), BigIntegerField()),
+            meter_id=Cast(KT("metadata__meter"), BigIntegerField()),
+            from_s=Cast(KT("metadata__from_seconds"), BigIntegerField()),
+            to_s=Cast(KT("metadata__to_seconds"), BigIntegerField()),
         )
         .values("meter_id")
         .annotate(
-            amount=Sum("amount"), first=Min("from_s"), last=Max("to_s"), ref=Max(KT("transaction__metadata__ref"))
+            amount=Sum("entries__amount", filter=mine),
+            first=Min("from_s"),
+            last=Max("to_s"),
+            ref=Max(KT("metadata__ref")),
         )
         .order_by()
     )
