@@ -327,14 +327,18 @@ BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))
 # --- Billing: top-ups, the payment gateway, the low-balance banner ---------------------------------
 # The payment gateway, a dotted path like Django's e-mail backends; the simulated one is embedded.
 BILLING_PAYMENT_GATEWAY = os.environ.get("BILLING_PAYMENT_GATEWAY", "billing.gateways.simulated.SimulatedGateway")
-# The shared secret of the gateway's webhook signatures (HMAC-SHA256); a real one in production.
+# The shared secret of the gateway's webhook signatures (HMAC-SHA256). A real gateway's secret comes
+# from its dashboard and must be set in production; the simulated gateway signs its own webhooks, so
+# when unset there it uses a secret derived from SECRET_KEY (see billing.gateways.base.webhook_secret).
 BILLING_GATEWAY_WEBHOOK_SECRET = os.environ.get(
     "BILLING_GATEWAY_WEBHOOK_SECRET", "" if PRODUCTION else "dev-webhook-secret"
 )
-if PRODUCTION and len(BILLING_GATEWAY_WEBHOOK_SECRET) < 24:
-    raise ImproperlyConfigured(
-        "BILLING_GATEWAY_WEBHOOK_SECRET must be set (24+ characters) when CONSOLE_ENV=production."
-    )
+if (
+    PRODUCTION
+    and not BILLING_GATEWAY_WEBHOOK_SECRET
+    and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways.simulated.")
+):
+    raise ImproperlyConfigured("BILLING_GATEWAY_WEBHOOK_SECRET must be set when CONSOLE_ENV=production.")
 BILLING_GATEWAY_WEBHOOK_TOLERANCE_S = 300  # a signed webhook older or newer than this is refused
 BILLING_TOPUP_MIN_FEN = int(os.environ.get("BILLING_TOPUP_MIN_FEN", "100"))  # ¥1
 BILLING_TOPUP_MAX_FEN = int(os.environ.get("BILLING_TOPUP_MAX_FEN", "5000000"))  # ¥50,000

@@ -109,7 +109,12 @@ class PaymentGateway:
 
 
 def webhook_secret() -> bytes:
-    return settings.BILLING_GATEWAY_WEBHOOK_SECRET.encode()
+    """``BILLING_GATEWAY_WEBHOOK_SECRET``, or (unset, for the simulated gateway) one derived from SECRET_KEY."""
+    if settings.BILLING_GATEWAY_WEBHOOK_SECRET:
+        return settings.BILLING_GATEWAY_WEBHOOK_SECRET.encode()
+    from django.utils.crypto import salted_hmac
+
+    return salted_hmac("billing.gateways.webhook-secret", "simulated", algorithm="sha256").hexdigest().encode()
 
 
 def signature_header(*, body: bytes, secret: bytes, timestamp: int | None = None) -> str:
