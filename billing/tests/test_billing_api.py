@@ -109,3 +109,21 @@ def test_the_api_needs_authentication(client, db):
     response = client.get(f"{API}/balance/")
     assert response.status_code in (401, 403)
     assert "error" in response.json()
+
+
+def test_list_endpoints_have_a_query_budget(alice, alice_client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    paid_order(alice, 1000)
+    counts = {}
+    for n in (1, 8):
+        for _ in range(n):
+            paid_order(alice, 1000)
+        for url in (f"{API}/transactions/", f"{API}/orders/", f"{API}/statements/"):
+            with CaptureQueriesContext(connection) as queries:
+                assert alice_client.get(url).status_code == 200
+            counts.setdefault(url, []).append(len(queries))
+    for url, (few, many) in counts.items():
+        assert few == many, url
+        assert many <= 6, url

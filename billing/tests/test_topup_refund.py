@@ -99,3 +99,34 @@ def test_a_gateway_that_refuses_posts_nothing(alice, monkeypatch):
     assert order.status == TopUpOrder.Status.PAID
     assert balance_get(user=alice).cash == 5000
     assert not Transaction.objects.filter(kind=Transaction.Kind.REFUND).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_refunds_never_take_more_than_the_paid_balance(alice):
+    import threading
+
+    from django.db import connection
+
+    order = paid_order(alice, 5000)
+    results: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def refund(i: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            topup_refund(order=order, amount_fen=2000, reason="Race", key=f"race-{i}")
+            results.append("ok")
+        except RefundRefused:
+            results.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=refund, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(results) == ["ok", "ok"] + ["refused"] * 4
+    order.refresh_from_db()
+    assert order.refunded_fen == 4000 and order.status == TopUpOrder.Status.PARTIALLY_REFUNDED
+    assert balance_get(user=alice).cash == 1000
