@@ -23,7 +23,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing.gateways import WebhookEvent, WebhookRejected, gateway_get
+from billing.gateways import GatewayError, WebhookEvent, WebhookRejected, gateway_get
 from billing.models import LedgerAccount, Refund, TopUpOrder, Transaction
 from billing.models import WebhookEvent as WebhookEventRow
 from billing.services import BillingError, account_get, ledger_post
@@ -105,7 +105,12 @@ def topup_order_create(*, user, amount_fen: int, return_url: str = "") -> tuple[
     topup_amount_check(amount_fen=amount_fen)
     gateway = gateway_get()
     order = TopUpOrder.objects.create(user=user, amount_fen=amount_fen, gateway=gateway.name)
-    checkout_url = gateway.create_checkout(order=order, return_url=return_url.replace("{order}", str(order.pk)))
+    try:
+        checkout_url = gateway.create_checkout(order=order, return_url=return_url.replace("{order}", str(order.pk)))
+    except GatewayError:
+        # No checkout exists, so no payment can arrive for it: close the order rather than leave it pending.
+        topup_order_transition(order_id=order.pk, src=Status.PENDING, dst=Status.FAILED, failed_at=timezone.now())
+        raise
     if order.gateway_reference:
         TopUpOrder.objects.filter(pk=order.pk).update(gateway_reference=order.gateway_reference)
     return order, checkout_url
