@@ -94,7 +94,7 @@ class MonthSummary:
 
 
 def statement_months(*, user) -> list[MonthSummary]:
-    """Every month from the user's first ledger movement to this month, newest first. Two queries."""
+    """Every month from the user's first ledger movement to this month, newest first. One query."""
     tz = timezone.get_default_timezone()
     rows = list(
         _user_entries(user)

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from billing.models import TopUpOrder
 from billing.services import meter_start, meter_stop, sku_upsert, trial_claim
-from billing.tests.helpers import paid_order
+from billing.tests.gateway_helpers import paid_order
 
 API = "/api/v1/billing"
 

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from billing.services import meter_start, meter_stop, sku_upsert, trial_claim
-from billing.tests.helpers import paid_order, pending_order
+from billing.tests.gateway_helpers import paid_order, pending_order
 
 
 def test_an_empty_account_sees_what_to_do(alice_client):

@@ -55,7 +55,7 @@ def test_the_base_class_states_the_contract():
 
 
 def test_the_simulated_checkout_is_not_served_for_another_gateway(alice, alice_client):
-    from billing.tests.helpers import pending_order
+    from billing.tests.gateway_helpers import pending_order
 
     order = pending_order(alice)
     with override_settings(BILLING_PAYMENT_GATEWAY="billing.tests.test_gateway_loader.UnreachableGateway"):

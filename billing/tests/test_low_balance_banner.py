@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from billing.services import meter_start, sku_upsert
-from billing.tests.helpers import paid_order
+from billing.tests.gateway_helpers import paid_order
 
 BANNER = "banner-low-balance"
 

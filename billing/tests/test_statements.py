@@ -11,7 +11,7 @@ from django.utils import timezone
 from billing.models import Entry, Transaction
 from billing.services import meter_start, meter_stop, sku_upsert, trial_claim
 from billing.statements import statement_get, statement_months
-from billing.tests.helpers import paid_order
+from billing.tests.gateway_helpers import paid_order
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 

@@ -7,7 +7,7 @@ from django.db import connection
 
 from billing.models import Entry, TopUpOrder, Transaction, WebhookEvent
 from billing.services import balance_get
-from billing.tests.helpers import deliver, event_body, pending_order
+from billing.tests.gateway_helpers import deliver, event_body, pending_order
 
 
 def test_the_same_webhook_ten_times_credits_once(alice):
