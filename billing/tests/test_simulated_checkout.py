@@ -81,3 +81,12 @@ def test_pages_need_login(client, db):
         response = client.get(url)
         assert response.status_code == 302
         assert "/accounts/login/" in response["Location"]
+
+
+def test_a_pending_order_page_polls_until_the_webhook_lands(alice, alice_client):
+    order = start_topup(alice_client, preset="1000")
+    page = alice_client.get(f"/billing/orders/{order.pk}/").content.decode()
+    assert 'hx-trigger="every 3s"' in page
+    alice_client.post(f"/billing/simulated-gateway/{order.pk}/", {"action": "approve"})
+    page = alice_client.get(f"/billing/orders/{order.pk}/").content.decode()
+    assert 'hx-trigger="every 3s"' not in page and "was added to your paid balance" in page
