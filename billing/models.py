@@ -210,3 +210,135 @@ class Meter(models.Model):
     def hourly_fen(self) -> float:
         """Display only: the price per hour of this meter (never used to compute a charge)."""
         return self.price_fen * self.quantity * 3600 / self.unit_seconds
+
+
+# --- Top-ups through a payment gateway ------------------------------------------------------------
+
+
+class TopUpOrder(models.Model):
+    """A user's request to add ``amount_fen`` of paid money, paid through a payment gateway.
+
+    The order is created ``pending`` and the user is sent to the gateway's checkout; the gateway's
+    signed webhook moves it to ``paid`` (and credits the wallet, once) or ``failed``. Status only
+    moves along ``TRANSITIONS``, through ``billing.payments.topup_order_transition``.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Awaiting payment")  # created; the user is at the gateway's checkout
+        PAID = "paid", _("Paid")  # the gateway confirmed the payment; the wallet was credited
+        FAILED = "failed", _("Failed")  # declined or abandoned at the gateway
+        EXPIRED = "expired", _("Expired")  # never paid within the checkout's lifetime
+        REFUNDED = "refunded", _("Refunded")  # all of it went back to the payer
+        PARTIALLY_REFUNDED = "partially_refunded", _("Partially refunded")  # some of it went back
+
+    # A late success after a decline or expiry still credits: the payer's money did arrive.
+    TRANSITIONS = {
+        Status.PENDING: {Status.PAID, Status.FAILED, Status.EXPIRED},
+        Status.FAILED: {Status.PAID},
+        Status.EXPIRED: {Status.PAID},
+        Status.PAID: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
+        Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
+        Status.REFUNDED: set(),
+    }
+    BADGES = {
+        Status.PENDING: "yellow",
+        Status.PAID: "green",
+        Status.FAILED: "red",
+        Status.EXPIRED: "",
+        Status.REFUNDED: "blue",
+        Status.PARTIALLY_REFUNDED: "blue",
+    }
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="topup_orders")
+    amount_fen = models.PositiveBigIntegerField(_("amount (fen)"))
+    currency = models.CharField(max_length=3, default="CNY")
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
+    gateway = models.CharField(_("gateway"), max_length=40)
+    # The gateway's own id for the checkout or payment, set when the checkout is created or paid.
+    gateway_reference = models.CharField(_("gateway reference"), max_length=200, blank=True)
+    refunded_fen = models.BigIntegerField(_("refunded (fen)"), default=0)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    paid_at = models.DateTimeField(_("paid"), null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    refunded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("top-up order")
+        verbose_name_plural = _("top-up orders")
+        indexes = [models.Index(fields=["user", "-created_at"], name="billing_topup_user_time")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(amount_fen__gt=0), name="billing_topup_amount_positive"),
+            models.CheckConstraint(
+                condition=models.Q(refunded_fen__gte=0) & models.Q(refunded_fen__lte=models.F("amount_fen")),
+                name="billing_topup_refund_within_amount",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Top-up #{self.pk} ({self.amount_fen} fen, {self.status})"
+
+    @property
+    def badge(self) -> str:
+        return self.BADGES.get(self.status, "")
+
+    @property
+    def refundable_fen(self) -> int:
+        if self.status not in (self.Status.PAID, self.Status.PARTIALLY_REFUNDED):
+            return 0
+        return self.amount_fen - self.refunded_fen
+
+
+class WebhookEvent(models.Model):
+    """One webhook event accepted from a gateway: the replay guard.
+
+    The gateway's event id is unique per gateway, so a redelivery (or an attacker's replay of a
+    captured request) finds its row and changes nothing. ``payload_sha256`` tells a true redelivery
+    (same body) from a conflicting reuse of an id.
+    """
+
+    gateway = models.CharField(max_length=40)
+    event_id = models.CharField(max_length=200)
+    event_type = models.CharField(max_length=64)
+    order = models.ForeignKey(TopUpOrder, null=True, blank=True, on_delete=models.PROTECT, related_name="events")
+    payload_sha256 = models.CharField(max_length=64)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        verbose_name = _("webhook event")
+        verbose_name_plural = _("webhook events")
+        constraints = [
+            models.UniqueConstraint(fields=["gateway", "event_id"], name="billing_webhook_event_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gateway}:{self.event_id}"
+
+
+class Refund(models.Model):
+    """Paid money of a top-up sent back to the payer: a CASH → GATEWAY posting and the gateway's refund.
+
+    ``key`` makes asking twice refund once. Trial credit is never refunded.
+    """
+
+    order = models.ForeignKey(TopUpOrder, on_delete=models.PROTECT, related_name="refunds")
+    amount_fen = models.PositiveBigIntegerField(_("amount (fen)"))
+    reason = models.CharField(_("reason"), max_length=255)
+    key = models.CharField(max_length=200, unique=True)
+    gateway_refund_id = models.CharField(max_length=200)
+    transaction = models.OneToOneField(Transaction, on_delete=models.PROTECT, related_name="refund")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("refund")
+        verbose_name_plural = _("refunds")
+        constraints = [models.CheckConstraint(condition=models.Q(amount_fen__gt=0), name="billing_refund_positive")]
+
+    def __str__(self) -> str:
+        return f"Refund of {self.amount_fen} fen on {self.order}"

@@ -323,3 +323,28 @@ API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
 BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
 BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
 BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
+
+# --- Billing: top-ups, the payment gateway, the low-balance banner ---------------------------------
+# The payment gateway, a dotted path like Django's e-mail backends; the simulated one is embedded.
+BILLING_PAYMENT_GATEWAY = os.environ.get("BILLING_PAYMENT_GATEWAY", "billing.gateways.simulated.SimulatedGateway")
+# The shared secret of the gateway's webhook signatures (HMAC-SHA256). A real gateway's secret comes
+# from its dashboard and must be set in production; the simulated gateway signs its own webhooks, so
+# when unset there it uses a secret derived from SECRET_KEY (see billing.gateways.base.webhook_secret).
+BILLING_GATEWAY_WEBHOOK_SECRET = os.environ.get(
+    "BILLING_GATEWAY_WEBHOOK_SECRET", "" if PRODUCTION else "dev-webhook-secret"
+)
+if (
+    PRODUCTION
+    and not BILLING_GATEWAY_WEBHOOK_SECRET
+    and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways.simulated.")
+):
+    raise ImproperlyConfigured("BILLING_GATEWAY_WEBHOOK_SECRET must be set when CONSOLE_ENV=production.")
+BILLING_GATEWAY_WEBHOOK_TOLERANCE_S = 300  # a signed webhook older or newer than this is refused
+BILLING_TOPUP_MIN_FEN = int(os.environ.get("BILLING_TOPUP_MIN_FEN", "100"))  # ¥1
+BILLING_TOPUP_MAX_FEN = int(os.environ.get("BILLING_TOPUP_MAX_FEN", "5000000"))  # ¥50,000
+BILLING_TOPUP_PRESETS_FEN = [1000, 5000, 10000, 50000]  # ¥10, ¥50, ¥100, ¥500
+BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a late payment still credits)
+BILLING_LOW_BALANCE_WARNING_S = globals().get(
+    "BILLING_LOW_BALANCE_WARNING_S", int(os.environ.get("BILLING_LOW_BALANCE_WARNING_S", "3600"))
+)
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
