@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from django.db import transaction
 
-from apps_marketplace.models import App, AppParameter, DatasetEntry, ModelEntry
+from apps_marketplace.models import App, AppParameter, DatasetEntry, ModelEntry, validate_app_slug
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -146,8 +146,10 @@ def _apps_sync(path: Path | None = None) -> int:
     data = yaml.safe_load((path or DATA_DIR / "apps.yaml").read_text(encoding="utf-8"))
     models_by_repo = {entry.repo_id: entry for entry in ModelEntry.objects.all()}
     for order, spec in enumerate(data["apps"]):
+        validate_app_slug(spec["slug"])
         defaults = {field: spec.get(key, default) for key, (field, default) in APP_FIELDS.items()}
         defaults["image_size_bytes"] = _gb_to_bytes(str(spec["image_size_gb"]))
+        defaults["webui_image_size_bytes"] = _gb_to_bytes(str(spec.get("webui_image_size_gb", 0)))
         defaults["sort_order"] = order
         defaults["default_model"] = models_by_repo.get(spec["default_model"]) if spec.get("default_model") else None
         if spec.get("default_model") and defaults["default_model"] is None:
@@ -211,7 +213,7 @@ DATASET_FIELDS = [
 
 
 @transaction.atomic
-def catalogue_load() -> LoadResult:
+def marketplace_catalogue_load() -> LoadResult:
     """Load models, datasets and apps from the shipped files; safe to run any number of times."""
     models = _sync(ModelEntry, model_rows(), MODEL_FIELDS)
     datasets = _sync(DatasetEntry, dataset_rows(), DATASET_FIELDS)

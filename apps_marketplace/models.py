@@ -1,13 +1,14 @@
 """The marketplace catalogues: one-click apps, public models and public datasets.
 
 Catalogue rows are shipped in ``apps_marketplace/data/`` and loaded by
-:func:`apps_marketplace.loaders.catalogue_load`; staff add and edit rows in the admin. A deployment
+:func:`apps_marketplace.loaders.marketplace_catalogue_load`; staff add and edit rows in the admin. A deployment
 (a later issue) will reference an :class:`App`, a :class:`ModelEntry`, the parameters validated by
 :func:`apps_marketplace.parameters.app_parameters_clean` and an instance.
 """
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -159,6 +160,15 @@ class DatasetEntry(CatalogueEntry):
         constraints = [models.UniqueConstraint(fields=["source", "repo_id"], name="dataset_entry_unique_repo")]
 
 
+# Page paths under /apps/ that an app slug must not shadow.
+RESERVED_APP_SLUGS = frozenset({"models", "datasets"})
+
+
+def validate_app_slug(value: str) -> None:
+    if value in RESERVED_APP_SLUGS:
+        raise ValidationError(_("%(slug)s is reserved for a page under /apps/."), params={"slug": value})
+
+
 class AppCategory(models.TextChoices):
     CHAT = "chat", _("Chat")
     IMAGE_GENERATION = "image-generation", _("Image generation")
@@ -177,7 +187,7 @@ class App(models.Model):
     ``precision_flags``).
     """
 
-    slug = models.SlugField(unique=True)
+    slug = models.SlugField(unique=True, validators=[validate_app_slug])
     name = models.CharField(_("name"), max_length=96)
     tagline = models.CharField(_("tagline"), max_length=200)
     description = models.TextField(_("description"))
@@ -188,6 +198,7 @@ class App(models.Model):
     command_template = models.TextField(_("start command"))
     port = models.PositiveIntegerField(_("port"))
     webui_image = models.CharField(_("WebUI image"), max_length=200, blank=True)
+    webui_image_size_bytes = models.BigIntegerField(_("WebUI image size (bytes)"), default=0)
     webui_command_template = models.TextField(_("WebUI start command"), blank=True)
     webui_port = models.PositiveIntegerField(_("WebUI port"), null=True, blank=True)
     webui_path = models.CharField(_("WebUI path"), max_length=100, default="/", blank=True)
