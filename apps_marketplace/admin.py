@@ -42,7 +42,9 @@ class ModelEntryAdmin(admin.ModelAdmin):
     def parameters_display(self, obj) -> str:
         if not obj.parameter_count:
             return "—"
-        return f"{obj.parameter_count / 1e9:.2f}B" if obj.parameter_count >= 1e9 else f"{obj.parameter_count / 1e6:.0f}M"
+        return (
+            f"{obj.parameter_count / 1e9:.2f}B" if obj.parameter_count >= 1e9 else f"{obj.parameter_count / 1e6:.0f}M"
+        )
 
 
 @admin.register(DatasetEntry)

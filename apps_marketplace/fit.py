@@ -180,7 +180,9 @@ class FitTable:
 def workload_validate(workload: Workload, model: ModelSpec) -> None:
     """Raise :class:`FitInputError` for a precision, context or concurrency the estimate cannot take."""
     if workload.precision not in BITS_PER_PARAMETER:
-        raise FitInputError("precision", f"Unknown precision {workload.precision!r}; choose one of {', '.join(PRECISIONS)}.")
+        raise FitInputError(
+            "precision", f"Unknown precision {workload.precision!r}; choose one of {', '.join(PRECISIONS)}."
+        )
     if not isinstance(workload.context_length, int) or workload.context_length < MIN_CONTEXT_LENGTH:
         raise FitInputError("context_length", f"The context length must be at least {MIN_CONTEXT_LENGTH} tokens.")
     if model.max_context_length and workload.context_length > model.max_context_length:

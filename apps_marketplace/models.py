@@ -78,7 +78,9 @@ class CatalogueEntry(models.Model):
     """Fields shared by public models and datasets: where they come from and where they are mounted."""
 
     repo_id = models.CharField(
-        _("repository"), max_length=200, help_text=_("The organisation/name on the source, e.g. meta-llama/Llama-3.1-8B.")
+        _("repository"),
+        max_length=200,
+        help_text=_("The organisation/name on the source, e.g. meta-llama/Llama-3.1-8B."),
     )
     name = models.CharField(_("name"), max_length=160)
     organisation = models.CharField(_("organisation"), max_length=100, db_index=True)
@@ -88,7 +90,9 @@ class CatalogueEntry(models.Model):
     revision = models.CharField(_("revision"), max_length=64, default="main")
     description = models.TextField(_("description"), blank=True)
     mount_path = models.CharField(
-        _("mount path"), max_length=255, help_text=_("Where the platform mounts it read-only inside instances and apps.")
+        _("mount path"),
+        max_length=255,
+        help_text=_("Where the platform mounts it read-only inside instances and apps."),
     )
     is_active = models.BooleanField(_("listed"), default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -210,9 +214,7 @@ class App(models.Model):
     startup_seconds = models.PositiveIntegerField(
         _("engine start-up (s)"), default=30, help_text=_("Engine initialisation after the weights are read.")
     )
-    served_models = models.ManyToManyField(
-        ModelEntry, related_name="apps", blank=True, verbose_name=_("models served")
-    )
+    served_models = models.ManyToManyField(ModelEntry, related_name="apps", blank=True, verbose_name=_("models served"))
     default_model = models.ForeignKey(
         ModelEntry, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", verbose_name=_("default model")
     )

@@ -93,4 +93,3 @@ def app_fit_table(*, app: App, model: ModelEntry, workload: fit.Workload) -> fit
         startup_seconds=app.startup_seconds,
         recommended=recommended,
     )
-

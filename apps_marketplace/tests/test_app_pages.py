@@ -36,7 +36,12 @@ def test_the_app_page_shows_the_fit_table_for_the_default_model(alice_client, ca
 def test_changing_the_inputs_returns_only_the_new_fit_table(alice_client, catalogue):
     response = alice_client.get(
         reverse("apps_detail", args=["llama-3-instruct-chat"]),
-        {"model": "meta-llama/Meta-Llama-3-70B-Instruct", "precision": "fp16", "context_length": "4096", "concurrency": "1"},
+        {
+            "model": "meta-llama/Meta-Llama-3-70B-Instruct",
+            "precision": "fp16",
+            "context_length": "4096",
+            "concurrency": "1",
+        },
         headers={"HX-Request": "true"},
     )
     assert b"<html" not in response.content
@@ -54,11 +59,15 @@ def test_the_deploy_button_is_an_honest_note_until_instances_land(alice_client, 
 
 def test_bad_fit_inputs_are_form_errors_not_a_500(alice_client, catalogue):
     url = reverse("apps_detail", args=["llama-3-instruct-chat"])
-    response = alice_client.get(url, {"model": "meta-llama/Meta-Llama-3-8B-Instruct", "precision": "fp3", "context_length": "abc"})
+    response = alice_client.get(
+        url, {"model": "meta-llama/Meta-Llama-3-8B-Instruct", "precision": "fp3", "context_length": "abc"}
+    )
     assert response.status_code == 200
     assert set(response.context["form"].errors) == {"precision", "context_length"}
     assert response.context["table"] is None
-    too_long = alice_client.get(url, {"model": "meta-llama/Meta-Llama-3-8B-Instruct", "precision": "bf16", "context_length": "65536"})
+    too_long = alice_client.get(
+        url, {"model": "meta-llama/Meta-Llama-3-8B-Instruct", "precision": "bf16", "context_length": "65536"}
+    )
     assert "context_length" in too_long.context["form"].errors  # Llama 3 stops at 8192
     other_app_model = alice_client.get(url, {"model": "openai/whisper-large-v3", "precision": "bf16"})
     assert "model" in other_app_model.context["form"].errors

@@ -15,7 +15,11 @@ def llama_app(catalogue):
 def test_defaults_fill_in_and_the_model_path_follows_the_model(llama_app):
     model = ModelEntry.objects.get(repo_id="meta-llama/Meta-Llama-3-70B-Instruct")
     cleaned = app_parameters_clean(app=llama_app, values={}, model=model)
-    assert cleaned == {"model_path": "meta-llama/Meta-Llama-3-70B-Instruct", "precision": "bf16", "context_length": 8192}
+    assert cleaned == {
+        "model_path": "meta-llama/Meta-Llama-3-70B-Instruct",
+        "precision": "bf16",
+        "context_length": 8192,
+    }
 
 
 def test_values_are_coerced_and_checked(llama_app):

@@ -31,8 +31,13 @@ def test_it_refreshes_shipped_rows_and_keeps_staff_additions(catalogue):
     llama = ModelEntry.objects.get(repo_id="meta-llama/Meta-Llama-3-8B-Instruct")
     ModelEntry.objects.filter(pk=llama.pk).update(parameter_count=1, is_active=False)
     staff_added = ModelEntry.objects.create(
-        repo_id="acme/house-model", name="house-model", organisation="acme", task="text-generation",
-        size_bytes=10, licence="other", mount_path="/models/acme/house-model",
+        repo_id="acme/house-model",
+        name="house-model",
+        organisation="acme",
+        task="text-generation",
+        size_bytes=10,
+        licence="other",
+        mount_path="/models/acme/house-model",
     )
     marketplace_catalogue_load()
     llama.refresh_from_db()

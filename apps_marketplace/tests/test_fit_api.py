@@ -4,7 +4,9 @@ URL = "/api/v1/apps/llama-3-instruct-chat/fit/"
 
 
 def test_it_answers_the_fit_table_with_prices_in_fen(alice_client, catalogue):
-    body = alice_client.get(URL, {"model": "meta-llama/Meta-Llama-3-70B-Instruct", "precision": "int4", "context_length": 4096}).json()
+    body = alice_client.get(
+        URL, {"model": "meta-llama/Meta-Llama-3-70B-Instruct", "precision": "int4", "context_length": 4096}
+    ).json()
     assert body["model"] == "meta-llama/Meta-Llama-3-70B-Instruct" and body["precision"] == "int4"
     rows = {(row["gpu"], row["cards"]): row for row in body["rows"]}
     assert rows[("l40s", 1)]["fits"] and not rows[("a100-40g", 1)]["fits"]

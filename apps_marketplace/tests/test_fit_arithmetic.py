@@ -6,12 +6,24 @@ from apps_marketplace import fit
 from apps_marketplace.fit import GIB, FitInputError, GpuOffer, ModelSpec, Workload, fit_table, memory_estimate
 
 LLAMA3_8B = ModelSpec(
-    parameter_count=8_030_000_000, size_bytes=16_100_000_000, num_layers=32, hidden_size=4096,
-    num_attention_heads=32, num_kv_heads=8, head_dim=128, max_context_length=8192,
+    parameter_count=8_030_000_000,
+    size_bytes=16_100_000_000,
+    num_layers=32,
+    hidden_size=4096,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    max_context_length=8192,
 )
 LLAMA3_70B = ModelSpec(
-    parameter_count=70_600_000_000, size_bytes=141_100_000_000, num_layers=80, hidden_size=8192,
-    num_attention_heads=64, num_kv_heads=8, head_dim=128, max_context_length=8192,
+    parameter_count=70_600_000_000,
+    size_bytes=141_100_000_000,
+    num_layers=80,
+    hidden_size=8192,
+    num_attention_heads=64,
+    num_kv_heads=8,
+    head_dim=128,
+    max_context_length=8192,
 )
 SDXL = ModelSpec(parameter_count=3_470_000_000, size_bytes=6_940_000_000)
 
@@ -96,8 +108,12 @@ def test_an_engine_without_tensor_parallelism_gains_no_memory_from_more_cards():
 
 def test_attention_heads_must_divide_by_the_card_count():
     falcon_like = ModelSpec(
-        parameter_count=7_220_000_000, num_layers=32, hidden_size=4544, num_attention_heads=71,
-        num_kv_heads=1, head_dim=64,
+        parameter_count=7_220_000_000,
+        num_layers=32,
+        hidden_size=4544,
+        num_attention_heads=71,
+        num_kv_heads=1,
+        head_dim=64,
     )
     table = fit_table(falcon_like, Workload("fp16", 2048), [A800_80], tensor_parallel=True)
     assert row(table, "a800-80g", 1).fits
@@ -125,12 +141,19 @@ def test_nothing_is_cheapest_when_nothing_fits():
 
 
 def test_time_to_ready_is_pull_plus_load_plus_start_up():
-    assert fit.time_to_ready_seconds(
-        image_size_bytes=10_000_000_000, weights_on_disk_bytes=16_100_000_000, startup_seconds=60
-    ) == 50 + 17 + 60
+    assert (
+        fit.time_to_ready_seconds(
+            image_size_bytes=10_000_000_000, weights_on_disk_bytes=16_100_000_000, startup_seconds=60
+        )
+        == 50 + 17 + 60
+    )
     table = fit_table(
-        LLAMA3_8B, Workload("fp16", 4096), [RTX_4090], tensor_parallel=True,
-        image_size_bytes=10_000_000_000, startup_seconds=60,
+        LLAMA3_8B,
+        Workload("fp16", 4096),
+        [RTX_4090],
+        tensor_parallel=True,
+        image_size_bytes=10_000_000_000,
+        startup_seconds=60,
     )
     assert {r.ready_seconds for r in table.rows} == {127}
 
