@@ -44,6 +44,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from django.utils.translation import gettext as _
+
 GIB = 1024**3
 GB = 1000**3
 
@@ -181,18 +183,23 @@ def workload_validate(workload: Workload, model: ModelSpec) -> None:
     """Raise :class:`FitInputError` for a precision, context or concurrency the estimate cannot take."""
     if workload.precision not in BITS_PER_PARAMETER:
         raise FitInputError(
-            "precision", f"Unknown precision {workload.precision!r}; choose one of {', '.join(PRECISIONS)}."
+            "precision",
+            _("Unknown precision %(precision)s; choose one of %(choices)s.")
+            % {"precision": workload.precision, "choices": ", ".join(PRECISIONS)},
         )
     if not isinstance(workload.context_length, int) or workload.context_length < MIN_CONTEXT_LENGTH:
-        raise FitInputError("context_length", f"The context length must be at least {MIN_CONTEXT_LENGTH} tokens.")
+        raise FitInputError(
+            "context_length", _("The context length must be at least %(min)d tokens.") % {"min": MIN_CONTEXT_LENGTH}
+        )
     if model.max_context_length and workload.context_length > model.max_context_length:
         raise FitInputError(
-            "context_length", f"This model supports at most {model.max_context_length} tokens of context."
+            "context_length",
+            _("This model supports at most %(max)d tokens of context.") % {"max": model.max_context_length},
         )
     if not isinstance(workload.concurrency, int) or not 1 <= workload.concurrency <= MAX_CONCURRENCY:
-        raise FitInputError("concurrency", f"Concurrency must be between 1 and {MAX_CONCURRENCY}.")
+        raise FitInputError("concurrency", _("Concurrency must be between 1 and %(max)d.") % {"max": MAX_CONCURRENCY})
     if model.parameter_count <= 0:
-        raise FitInputError("model", "The model's parameter count is unknown.")
+        raise FitInputError("model", _("The model's parameter count is unknown."))
 
 
 def weights_bytes(parameter_count: int, precision: str) -> int:
@@ -271,11 +278,18 @@ def fit_table(
             reason = ""
             heads = model.num_attention_heads
             if tensor_parallel and cards > 1 and heads and heads % cards:
-                fits, reason = False, f"{heads} attention heads do not split evenly across {cards} cards."
+                fits = False
+                reason = _("%(heads)d attention heads do not split evenly across %(cards)d cards.") % {
+                    "heads": heads,
+                    "cards": cards,
+                }
             elif not fits:
-                reason = f"Needs {need / GIB:.1f} GiB per card; {usable / GIB:.1f} GiB usable."
+                reason = _("Needs %(need).1f GiB per card; %(usable).1f GiB usable.") % {
+                    "need": need / GIB,
+                    "usable": usable / GIB,
+                }
             elif not tensor_parallel and cards > 1:
-                reason = "Each card runs its own full copy (this engine does not split a model)."
+                reason = _("Each card runs its own full copy (this engine does not split a model).")
             rows.append(
                 FitRow(
                     gpu=gpu,

@@ -138,6 +138,7 @@ APP_FIELDS = {
     "precision_flags": ("precision_flags", {}),
     "recommended_gpu": ("recommended_gpu_slug", ""),
     "recommended_gpu_count": ("recommended_gpu_count", 1),
+    "recommended_for": ("model_recommendations", {}),
     "docs_url": ("docs_url", ""),
 }
 

@@ -220,6 +220,12 @@ class App(models.Model):
     )
     recommended_gpu_slug = models.SlugField(_("recommended GPU"), blank=True)
     recommended_gpu_count = models.PositiveSmallIntegerField(_("recommended cards"), default=1)
+    model_recommendations = models.JSONField(
+        _("recommendations per model"),
+        default=dict,
+        blank=True,
+        help_text=_('{"org/model": ["gpu-slug", cards]} where a model needs other GPUs than the app default.'),
+    )
     docs_url = models.URLField(_("documentation"), blank=True)
     sort_order = models.PositiveIntegerField(default=0)
     is_active = models.BooleanField(_("listed"), default=True)
@@ -239,6 +245,13 @@ class App(models.Model):
     @property
     def effective_webui_port(self) -> int:
         return self.webui_port or self.port
+
+    def recommendation_for(self, model: ModelEntry | None) -> tuple[str, int] | None:
+        """(GPU slug, cards) recommended for serving ``model`` with this app, if any."""
+        if model is not None and model.repo_id in self.model_recommendations:
+            slug, cards = self.model_recommendations[model.repo_id]
+            return slug, int(cards)
+        return (self.recommended_gpu_slug, self.recommended_gpu_count) if self.recommended_gpu_slug else None
 
 
 class AppParameter(models.Model):

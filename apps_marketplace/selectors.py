@@ -83,7 +83,7 @@ def gpu_offers() -> list[fit.GpuOffer]:
 
 def app_fit_table(*, app: App, model: ModelEntry, workload: fit.Workload) -> fit.FitTable:
     """The fit check for ``model`` served by ``app`` on every active GPU model at 1, 2, 4 and 8 cards."""
-    recommended = (app.recommended_gpu_slug, app.recommended_gpu_count) if app.recommended_gpu_slug else None
+    recommended = app.recommendation_for(model)
     return fit.fit_table(
         model_spec(model),
         workload,

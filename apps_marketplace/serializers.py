@@ -97,6 +97,7 @@ class AppSerializer(serializers.ModelSerializer):
             "parameters",
             "recommended_gpu_slug",
             "recommended_gpu_count",
+            "model_recommendations",
             "docs_url",
         ]
 

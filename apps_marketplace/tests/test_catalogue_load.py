@@ -82,3 +82,15 @@ def test_every_app_serves_its_default_model_and_names_a_real_gpu(catalogue):
         if app.gpu_required:
             assert app.default_model in app.served_models.all(), app.slug
             assert app.recommended_gpu_slug in gpus, app.slug
+
+
+def test_every_shipped_recommendation_fits_at_the_apps_defaults(catalogue):
+    from apps_marketplace.forms import FitForm
+    from apps_marketplace.selectors import app_fit_table
+
+    for app in App.objects.filter(gpu_required=True):
+        for model in app.served_models.all():
+            form = FitForm({**FitForm.initial_for(app), "model": model.repo_id}, app=app)
+            assert form.is_valid(), (app.slug, model.repo_id, form.errors)
+            table = app_fit_table(app=app, model=model, workload=form.workload())
+            assert table.recommended is not None and table.recommended.fits, (app.slug, model.repo_id)
