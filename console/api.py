@@ -15,6 +15,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.utils.translation import gettext as _
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
@@ -78,3 +79,13 @@ class ServiceError(exceptions.APIException):
 
 def json_not_found(request, exception=None) -> JsonResponse:
     return JsonResponse(error_body(code="not_found", message=_("Not found.")), status=404)
+
+
+class APITokenScheme(OpenApiAuthenticationExtension):
+    """Describes ``Authorization: Bearer gpuc_…`` in the OpenAPI schema (and silences drf-spectacular's W001)."""
+
+    target_class = "accounts.authentication.APITokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An API token from Account → API tokens."}
