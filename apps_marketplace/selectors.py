@@ -93,3 +93,25 @@ def app_fit_table(*, app: App, model: ModelEntry, workload: fit.Workload) -> fit
         startup_seconds=app.startup_seconds,
         recommended=recommended,
     )
+
+
+def app_memory_matrix(*, app: App, models) -> dict:
+    """GPU memory on one card for each model the app serves at each precision it offers, at its default
+    context and one request: the table behind "which precision do I need for this card?"."""
+    from apps_marketplace.forms import FitForm
+
+    context_length = FitForm.initial_for(app)["context_length"]
+    precisions = [p for p in app.precisions if p in fit.BITS_PER_PARAMETER]
+    rows = []
+    for model in models:
+        cells = []
+        for precision in precisions:
+            workload = fit.Workload(
+                precision=precision, context_length=min(context_length, model.max_context_length or context_length)
+            )
+            try:
+                cells.append(fit.memory_estimate(model_spec(model), workload).total)
+            except fit.FitInputError:
+                cells.append(None)
+        rows.append({"model": model, "cells": cells})
+    return {"precisions": precisions, "context_length": context_length, "rows": rows}

@@ -89,8 +89,8 @@ def _command_preview(app: App, form: FitForm, table: fit.FitTable | None) -> tup
 @login_required
 def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     app = selectors.app_get(slug=slug)
-    data = request.GET if request.GET else FitForm.initial_for(app)
-    form = FitForm(data, app=app)
+    # Inputs left out of the query string take the app's defaults, as in the API.
+    form = FitForm({**FitForm.initial_for(app), **request.GET.dict()}, app=app)
     table = None
     if app.gpu_required and form.is_valid():
         table = selectors.app_fit_table(app=app, model=form.cleaned_data["model"], workload=form.workload())
@@ -111,4 +111,6 @@ def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "apps_marketplace/_fit.html", context)
     context["served_models"] = app.served_models.filter(is_active=True)
+    if app.gpu_required:
+        context["memory_matrix"] = selectors.app_memory_matrix(app=app, models=context["served_models"])
     return render(request, "apps_marketplace/detail.html", context)

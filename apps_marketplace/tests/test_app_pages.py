@@ -82,3 +82,24 @@ def test_a_tool_app_says_it_needs_no_gpu_memory(alice_client, catalogue):
 
 def test_an_unknown_app_is_a_404(alice_client, catalogue):
     assert alice_client.get("/apps/no-such-app/").status_code == 404
+
+
+def test_partial_inputs_take_the_apps_defaults(alice_client, catalogue):
+    response = alice_client.get(reverse("apps_detail", args=["qwen-chat"]), {"precision": "fp8"})
+    assert not response.context["form"].errors
+    assert response.context["form"].cleaned_data["model"].repo_id == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_the_page_lists_memory_for_every_model_at_every_precision(alice_client, catalogue):
+    response = alice_client.get(reverse("apps_detail", args=["llama-3-instruct-chat"]))
+    matrix = response.context["memory_matrix"]
+    assert matrix["precisions"] == ["bf16", "fp16", "fp8", "int4"]
+    rows = {row["model"].repo_id: row["cells"] for row in matrix["rows"]}
+    bf16, _fp16, fp8, int4 = rows["meta-llama/Meta-Llama-3-70B-Instruct"]
+    assert bf16 > fp8 > int4
+    assert b"GPU memory by model and precision" in response.content
+
+
+def test_the_app_page_keeps_a_query_budget(alice_client, catalogue, django_assert_max_num_queries):
+    with django_assert_max_num_queries(10):
+        alice_client.get(reverse("apps_detail", args=["llama-3-instruct-chat"]))
