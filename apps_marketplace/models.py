@@ -246,6 +246,24 @@ class App(models.Model):
     def effective_webui_port(self) -> int:
         return self.webui_port or self.port
 
+    def clean(self) -> None:
+        from apps_marketplace.fit import BITS_PER_PARAMETER, CARD_COUNTS
+
+        errors = {}
+        unknown = sorted(set(self.precision_flags or {}) - set(BITS_PER_PARAMETER))
+        if not isinstance(self.precision_flags, dict) or unknown:
+            errors["precision_flags"] = _("Use a mapping of precisions (%(known)s) to engine flags.") % {
+                "known": ", ".join(BITS_PER_PARAMETER)
+            }
+        recommendations = self.model_recommendations
+        if not isinstance(recommendations, dict) or any(
+            not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str) and value[1] in CARD_COUNTS)
+            for value in recommendations.values()
+        ):
+            errors["model_recommendations"] = _('Use {"org/model": ["gpu-slug", cards]} with 1, 2, 4 or 8 cards.')
+        if errors:
+            raise ValidationError(errors)
+
     def recommendation_for(self, model: ModelEntry | None) -> tuple[str, int] | None:
         """(GPU slug, cards) recommended for serving ``model`` with this app, if any."""
         if model is not None and model.repo_id in self.model_recommendations:

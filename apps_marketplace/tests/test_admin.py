@@ -42,3 +42,26 @@ def test_an_app_slug_cannot_shadow_a_catalogue_page(catalogue):
 def test_alice_is_not_staff_and_cannot_edit(alice_client, catalogue):
     response = alice_client.get("/admin/apps_marketplace/modelentry/")
     assert response.status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model_recommendations", {"meta-llama/Meta-Llama-3-70B-Instruct": ["a800-80g", 3]}),
+        ("model_recommendations", {"meta-llama/Meta-Llama-3-70B-Instruct": "a800-80g"}),
+        ("precision_flags", {"fp12": "--dtype fp12"}),
+    ],
+)
+def test_malformed_app_settings_are_refused_before_they_reach_a_page(catalogue, field, value):
+    from django.core.exceptions import ValidationError
+
+    app = App.objects.get(slug="llama-3-instruct-chat")
+    setattr(app, field, value)
+    with pytest.raises(ValidationError) as caught:
+        app.full_clean()
+    assert field in caught.value.message_dict
+
+
+def test_every_shipped_app_is_valid(catalogue):
+    for app in App.objects.all():
+        app.full_clean()
