@@ -49,7 +49,8 @@ from django.utils.translation import gettext as _
 GIB = 1024**3
 GB = 1000**3
 
-BITS_PER_PARAMETER = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
+# Widest first: the order precisions are offered in.
+BITS_PER_PARAMETER = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 PRECISIONS = tuple(BITS_PER_PARAMETER)
 # Extra weight bytes of a quantised checkpoint over its nominal size, per mille (see the module docstring).
 QUANTISATION_OVERHEAD_PERMILLE = {"int4": 125, "int8": 30, "fp8": 30}

@@ -240,7 +240,10 @@ class App(models.Model):
 
     @property
     def precisions(self) -> list[str]:
-        return list(self.precision_flags)
+        """The precisions this app's engine offers, widest first (jsonb does not keep key order)."""
+        from apps_marketplace.fit import PRECISIONS
+
+        return sorted(self.precision_flags, key=lambda key: PRECISIONS.index(key) if key in PRECISIONS else 99)
 
     @property
     def effective_webui_port(self) -> int:
