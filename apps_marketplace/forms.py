@@ -98,8 +98,9 @@ class FitForm(forms.Form):
             self.fields["context_length"].validators.append(MaxValueValidator(context.max_value))
             self.fields["context_length"].widget.attrs["max"] = context.max_value
         if not self.uses_context:
-            self.fields["context_length"].widget = forms.HiddenInput()
-            self.fields["concurrency"].widget = forms.HiddenInput()
+            # Image and speech engines have no KV cache: context and concurrency do not change the fit.
+            del self.fields["context_length"]
+            del self.fields["concurrency"]
 
     @classmethod
     def initial_for(cls, app: App) -> dict:

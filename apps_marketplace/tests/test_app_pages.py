@@ -103,3 +103,14 @@ def test_the_page_lists_memory_for_every_model_at_every_precision(alice_client, 
 def test_the_app_page_keeps_a_query_budget(alice_client, catalogue, django_assert_max_num_queries):
     with django_assert_max_num_queries(10):
         alice_client.get(reverse("apps_detail", args=["llama-3-instruct-chat"]))
+
+
+def test_an_image_app_ignores_context_inputs_it_does_not_use(alice_client, catalogue):
+    response = alice_client.get(reverse("apps_detail", args=["sd3-medium-comfyui"]), {"context_length": "abc"})
+    assert not response.context["form"].errors
+    assert response.context["table"].any_fits
+
+
+def test_errors_are_labelled_for_people(alice_client, catalogue):
+    response = alice_client.get(reverse("apps_detail", args=["llama-3-instruct-chat"]), {"concurrency": "0"})
+    assert b"<strong>Concurrent requests</strong>" in response.content
