@@ -9,6 +9,7 @@ from console.api import json_not_found
 api_v1 = [
     path("account/", include("accounts.api_urls")),
     path("billing/", include("billing.api_urls")),
+    path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
 ]
 
 urlpatterns = [
@@ -19,6 +20,7 @@ urlpatterns = [
     path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
     path("billing/", include("billing.urls")),
+    path("apps/", include("apps_marketplace.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/v1/", include(api_v1)),
@@ -29,5 +31,5 @@ urlpatterns = [
 ]
 
 # Sections whose issues have not landed yet show a 'coming soon' page instead of a broken link.
-for section in ("instances", "apps", "storage", "quota"):
+for section in ("instances", "storage", "quota"):
     urlpatterns.append(path(f"{section}/", views.coming_soon, {"section": section}, name=section))

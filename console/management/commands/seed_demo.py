@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from apps_marketplace.loaders import marketplace_catalogue_load
 from instances.catalogue import catalogue_seed
 
 DEMO_STAFF_EMAIL = "admin@example.com"
@@ -20,6 +21,7 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, **options) -> None:
         catalogue_seed()
+        marketplace_catalogue_load()
         User = get_user_model()
         password = os.environ.get("CONSOLE_DEMO_PASSWORD", "gpu-console-demo")
         staff, created = User.objects.get_or_create(
