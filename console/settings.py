@@ -323,3 +323,33 @@ API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
 BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
 BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
 BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
+
+# --- Billing: settlement, checks, running out of money (billing-meter) -----------------------------------
+BILLING_SETTLE_INTERVAL_S = int(os.environ.get("BILLING_SETTLE_INTERVAL_S", "60"))  # the settlement tick
+BILLING_SETTLE_BATCH_SIZE = int(os.environ.get("BILLING_SETTLE_BATCH_SIZE", "10000"))  # meters per transaction
+BILLING_LOW_BALANCE_WARNING_S = int(os.environ.get("BILLING_LOW_BALANCE_WARNING_S", "3600"))  # warn below this runway
+BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S", "300"))  # then call the hook
+# Called with user_id=… once per out-of-funds episode. The instances app sets its own (stop the
+# user's instances, keep their disks); the default stops the user's meters that are not storage.
+BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
+BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
+CELERY_BEAT_SCHEDULE.update(
+    {
+        # A tick that could not start within its interval is dropped: the next one covers it.
+        "billing-settle-meters": {
+            "task": "billing.tasks.meters_settle_task",
+            "schedule": BILLING_SETTLE_INTERVAL_S,
+            "options": {"expires": BILLING_SETTLE_INTERVAL_S},
+        },
+        "billing-balance-alerts": {
+            "task": "billing.tasks.balance_alerts_task",
+            "schedule": BILLING_SETTLE_INTERVAL_S,
+            "options": {"expires": BILLING_SETTLE_INTERVAL_S},
+        },
+        "billing-ledger-check": {
+            "task": "billing.tasks.ledger_check_task",
+            "schedule": BILLING_LEDGER_CHECK_INTERVAL_S,
+        },
+        "billing-trial-expiry": {"task": "billing.tasks.trial_expire_task", "schedule": 3600},
+    }
+)
