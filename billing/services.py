@@ -162,10 +162,11 @@ def _check_trial_flows(*, kind: str, kinds_and_amounts: list[tuple[str, int]]) -
     the trial-revenue account (usage) or the trial pool (expiry), so trial credit can never leave
     as cash whatever a caller builds.
     """
-    takes_trial = any(k == Kind.TRIAL and amount < 0 for k, amount in kinds_and_amounts)
     if kind == Transaction.Kind.REFUND and any(k == Kind.TRIAL for k, _ in kinds_and_amounts):
         raise TrialNotWithdrawable("Trial credit cannot be refunded.")
-    if takes_trial and any(amount > 0 and k not in TRIAL_OUTLETS for k, amount in kinds_and_amounts):
+    taken_from_trial = -sum(amount for k, amount in kinds_and_amounts if k == Kind.TRIAL and amount < 0)
+    landed_in_outlets = sum(amount for k, amount in kinds_and_amounts if k in TRIAL_OUTLETS and amount > 0)
+    if taken_from_trial > landed_in_outlets:
         raise TrialNotWithdrawable("Trial credit can only pay for usage.")
 
 
