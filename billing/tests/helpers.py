@@ -24,13 +24,13 @@ def topup(user, amount: int, key: str | None = None) -> Transaction:
 
 
 def gpu_sku(price_fen: int = 190):
-    return sku_upsert(code=f"gpu.{price_fen}", name="A800 80GB", unit="card-hour", price_fen=price_fen, unit_seconds=3600)
+    return sku_upsert(
+        code=f"gpu.{price_fen}", name="A800 80GB", unit="card-hour", price_fen=price_fen, unit_seconds=3600
+    )
 
 
 def disk_sku():
-    return sku_upsert(
-        code="disk.gb", name="Disk", unit="GB-day", price_fen=2, unit_seconds=86400, is_storage=True
-    )
+    return sku_upsert(code="disk.gb", name="Disk", unit="GB-day", price_fen=2, unit_seconds=86400, is_storage=True)
 
 
 def usage_charged(meter) -> int:
