@@ -15,6 +15,7 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("staff/billing/", include("billing.staff_urls")),
     path("accounts/", include("allauth.urls")),
     path("account/", include("accounts.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
