@@ -19,6 +19,8 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
+# Django marks an unusable password with a leading "!": bench users never log in.
+UNUSABLE = "!"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/console_bench")
@@ -61,7 +63,7 @@ def _populate(*, start: int, count: int, t0) -> None:
     sku = Sku.objects.get(code="bench.gpu")
     with transaction.atomic():
         users = User.objects.bulk_create(
-            User(email=f"bench{i}@example.com", password="!") for i in range(start, start + count)
+            User(email=f"bench{i}@example.com", password=UNUSABLE) for i in range(start, start + count)
         )
         EmailAddress.objects.bulk_create(
             EmailAddress(user=u, email=u.email, primary=True, verified=True) for u in users
@@ -138,10 +140,13 @@ def main() -> None:
         from django.db import connection
         from django.utils import timezone
 
-        from billing.services import ledger_check, sku_upsert
+        from billing.models import LedgerAccount
+        from billing.services import account_get, ledger_check, sku_upsert
 
         call_command("migrate", verbosity=0)
         sku_upsert(code="bench.gpu", name="RTX 4090", unit="card-hour", price_fen=190, unit_seconds=3600)
+        for kind in (LedgerAccount.Kind.REVENUE, LedgerAccount.Kind.TRIAL_REVENUE):
+            account_get(kind=kind)  # as after the first tick ever: the bench measures steady state
         t0 = timezone.now() - timedelta(days=1)
         results = {}
         done = 0

@@ -326,7 +326,7 @@ BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))
 
 # --- Billing: settlement, checks, running out of money (billing-meter) -----------------------------------
 BILLING_SETTLE_INTERVAL_S = int(os.environ.get("BILLING_SETTLE_INTERVAL_S", "60"))  # the settlement tick
-BILLING_SETTLE_BATCH_SIZE = int(os.environ.get("BILLING_SETTLE_BATCH_SIZE", "10000"))  # meters per transaction
+BILLING_SETTLE_BATCH_SIZE = int(os.environ.get("BILLING_SETTLE_BATCH_SIZE", "25000"))  # meters per transaction
 BILLING_LOW_BALANCE_WARNING_S = int(os.environ.get("BILLING_LOW_BALANCE_WARNING_S", "3600"))  # warn below this runway
 BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S", "300"))  # then call the hook
 # Called with user_id=… once per out-of-funds episode. The instances app sets its own (stop the
