@@ -27,6 +27,7 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/consol
 os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
 os.environ.setdefault("DJANGO_DEBUG", "0")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")
 
 
 def _admin_url(url: str) -> tuple[str, str]:
@@ -159,6 +160,12 @@ def main() -> None:
             print(f"{size} users and open meters ready in {time.perf_counter() - started:.1f} s")
             first = 1 + sum(len(r[0]) for r in results.values())
             results[size] = _ticks(t0=t0, first=first, ticks=args.ticks, interval=args.interval)
+        from billing.alerts import balance_alerts_update
+
+        started = time.perf_counter()
+        alerts = balance_alerts_update(now=t0 + timedelta(seconds=args.interval * (2 * args.ticks + 1)))
+        alerts_s = time.perf_counter() - started
+        print(f"balance_alerts_update: {alerts.users_checked} users in {alerts_s:.2f} s ({alerts.warned} warned)")
         started = time.perf_counter()
         check = ledger_check()
         check_s = time.perf_counter() - started
@@ -173,6 +180,7 @@ def main() -> None:
             f"queries_per_tick_{args.small}_meters": max(small[1]),
             "ticks": len(big[0]),
             "charged_fen_total": small[2] + big[2],
+            "alerts_s": round(alerts_s, 3),
             "ledger_check_ok": check.ok,
             "ledger_check_s": round(check_s, 2),
         }
