@@ -56,7 +56,8 @@ class LedgerAccountAdmin(admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("owner__email",)
     list_select_related = ("owner",)
-    readonly_fields = ("kind", "owner", "currency", "balance", "created_at")
+    # The floor too: lowering it grants credit, which deserves a reviewed change, not a form field.
+    readonly_fields = ("kind", "owner", "currency", "balance", "floor", "created_at")
 
     def has_add_permission(self, request, obj=None):
         return False
