@@ -129,3 +129,31 @@ def test_a_tick_killed_mid_batch_leaves_no_trace_and_the_next_one_settles_everyt
     meters_settle_all(now=T0 + timedelta(hours=1))
     _assert_no_double_charge(meters)
     assert all(m.settled_seconds == 3600 for m in meters)
+
+
+def test_two_watchers_at_once_send_one_warning_and_call_the_hook_once(settings):
+    from django.core import mail
+
+    from billing.alerts import balance_alerts_update
+    from billing.models import BalanceAlert
+
+    settings.BILLING_OUT_OF_FUNDS_GRACE_S = 0
+    settings.BILLING_OUT_OF_FUNDS_HOOK = "billing.tests.test_settlement_concurrency.counting_hook"
+    counting_hook.calls = []
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    user = UserFactory()
+    meter_start(user=user, sku=gpu_sku(), quantity=1, ref="w:1", at=T0)  # no money at all
+    now = T0 + timedelta(minutes=1)
+    assert _run_together(*[lambda: balance_alerts_update(now=now)] * 3) == []
+    balance_alerts_update(now=now + timedelta(seconds=1))  # the grace (0 s) has passed for sure
+    assert len(mail.outbox) == 1
+    assert BalanceAlert.objects.filter(user=user).count() == 2  # one LOW, one EXHAUSTED episode
+    assert counting_hook.calls == [user.pk]
+    assert not Meter.objects.get(ref="w:1").is_open  # the default hook's work, done once
+
+
+def counting_hook(*, user_id):
+    from billing.alerts import meters_stop_unpaid
+
+    counting_hook.calls.append(user_id)
+    meters_stop_unpaid(user_id=user_id)
