@@ -334,19 +334,70 @@ def meter_start(
 def meter_stop(*, ref: str, at: datetime | None = None) -> Meter | None:
     """Close the open meter of ``ref`` and settle it to the second. Stopping twice is harmless.
 
-    A stop reported after a tick already settled the meter past ``at`` (a late report) ends the run
-    where billing got to: a run's charge always equals its price for ``stopped_at - started_at``.
+    A stop reported late, after a tick already charged the meter past ``at``, gives back what was
+    charged for the seconds after ``at`` (``meter_settle_back``): a run always costs exactly its
+    price for ``stopped_at - started_at``.
     """
     at = at or timezone.now()
     with transaction.atomic():
-        meter = Meter.objects.select_for_update().filter(ref=ref, stopped_at__isnull=True).first()
+        meter = (
+            Meter.objects.select_for_update().select_related("user").filter(ref=ref, stopped_at__isnull=True).first()
+        )
         if meter is None:
             return None
-        settled_until = meter.started_at + timedelta(seconds=meter.settled_seconds)
-        meter.stopped_at = max(at, meter.started_at, settled_until)
+        meter.stopped_at = max(at, meter.started_at)
         meter.save(update_fields=["stopped_at"])
-        meter_settle(meter=meter, until=meter.stopped_at)
+        if elapsed_seconds(start=meter.started_at, end=meter.stopped_at) < meter.settled_seconds:
+            meter_settle_back(meter=meter)
+        else:
+            meter_settle(meter=meter, until=meter.stopped_at)
     return meter
+
+
+def meter_settle_back(*, meter: Meter) -> int:
+    """A closed meter that was settled past its stop: return what it was charged for those seconds.
+
+    The caller holds the meter's row lock. The give-back returns paid money first, up to what this
+    meter took from the paid balance, and the rest as trial credit, so neither kind of money turns
+    into the other. One per meter (keyed ``usage:meter:<id>:stop``): a meter stops once. Returns
+    the fen given back.
+    """
+    from django.db.models import Sum
+
+    seconds = elapsed_seconds(start=meter.started_at, end=meter.stopped_at)
+    owed = amount_owed(
+        price_fen=meter.price_fen, quantity=meter.quantity, unit_seconds=meter.unit_seconds, seconds=seconds
+    )
+    give_back = meter.charged_fen - owed
+    if give_back > 0:
+        taken = dict(
+            Entry.objects.filter(
+                transaction__kind=Transaction.Kind.USAGE,
+                transaction__metadata__meter=meter.pk,
+                account__kind__in=[Kind.REVENUE, Kind.TRIAL_REVENUE],
+            )
+            .values_list("account__kind")
+            .annotate(total=Sum("amount"))
+        )
+        to_cash = min(give_back, max(taken.get(Kind.REVENUE, 0), 0))
+        to_trial = give_back - to_cash
+        trial, cash = account_get(user=meter.user, kind=Kind.TRIAL), account_get(user=meter.user, kind=Kind.CASH)
+        trial_revenue, revenue = account_get(kind=Kind.TRIAL_REVENUE), account_get(kind=Kind.REVENUE)
+        ledger_post(
+            key=f"usage:meter:{meter.pk}:stop",
+            kind=Transaction.Kind.USAGE,
+            legs=[(revenue, -to_cash), (cash, to_cash), (trial_revenue, -to_trial), (trial, to_trial)],
+            user=meter.user,
+            description=meter.description,
+            metadata={
+                **usage_metadata(meter=meter, from_seconds=meter.settled_seconds, to_seconds=seconds),
+                "correction": "stopped before the last settlement",
+            },
+        )
+    charged = min(meter.charged_fen, owed)
+    Meter.objects.filter(pk=meter.pk).update(settled_seconds=seconds, owed_fen=owed, charged_fen=charged)
+    meter.settled_seconds, meter.owed_fen, meter.charged_fen = seconds, owed, charged
+    return max(give_back, 0)
 
 
 def elapsed_seconds(*, start: datetime, end: datetime) -> int:

@@ -84,12 +84,15 @@ class LedgerMachine(RuleBasedStateMachine):
         self.open.append(ref)
 
     @precondition(lambda self: self.open)
-    @rule(data=st.data(), later=st.integers(0, 3000))
-    def stop(self, data, later):
+    @rule(data=st.data(), later=st.integers(0, 3000), late_report=st.integers(0, 200))
+    def stop(self, data, later, late_report):
+        # ``late_report``: the stop happened that many seconds before billing heard of it, maybe
+        # before the last tick: what was charged past it is given back.
         self.now += timedelta(seconds=later, microseconds=later * 7919 % 1_000_000)
         ref = data.draw(st.sampled_from(self.open))
-        meter_stop(ref=ref, at=self.now)
+        meter = meter_stop(ref=ref, at=self.now - timedelta(seconds=late_report))
         self.open.remove(ref)
+        self.unpaid_since_tick.add(meter.user_id)  # a give-back may have returned money
 
     @precondition(lambda self: self.open)
     @rule(data=st.data())

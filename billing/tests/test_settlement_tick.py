@@ -94,13 +94,20 @@ def test_a_single_settle_and_a_tick_share_keys_and_never_double_charge(alice):
     assert sorted(keys) == [f"usage:meter:{meter.pk}:0", f"usage:meter:{meter.pk}:95"]
 
 
-def test_a_stop_reported_after_the_tick_passed_it_ends_where_billing_got(alice):
+def test_a_stop_reported_after_the_tick_passed_it_gives_back_the_extra_seconds(alice):
     trial_claim(user=alice)
-    meter_start(user=alice, sku=gpu_sku(), quantity=1, ref="i:1", at=T0)
-    meters_settle_all(now=T0 + timedelta(seconds=600))
-    meter = meter_stop(ref="i:1", at=T0 + timedelta(seconds=590))
-    assert meter.stopped_at == T0 + timedelta(seconds=600)
-    assert meter.charged_fen == amount_owed(price_fen=190, quantity=1, unit_seconds=3600, seconds=600)
+    topup(alice, 10_000)
+    meter_start(user=alice, sku=gpu_sku(price_fen=6000), quantity=1, ref="i:1", at=T0)
+    meters_settle_all(now=T0 + timedelta(seconds=1200))  # 2000 fen: 1000 trial, then 1000 paid
+    meter = meter_stop(ref="i:1", at=T0 + timedelta(seconds=1170))  # the stop happened 30 s earlier
+    assert meter.stopped_at == T0 + timedelta(seconds=1170)
+    assert meter.charged_fen == meter.owed_fen == 1950 == usage_charged(meter)
+    assert balance_get(user=alice) == balance_get(user=alice).__class__(cash=10_000 - 950, trial=0)  # paid money back
+    assert meter_stop(ref="i:1") is None
+    meters_settle_all(now=T0 + timedelta(hours=1))
+    meter.refresh_from_db()
+    assert meter.charged_fen == 1950
+    assert ledger_check().ok
 
 
 def _open_meters(count: int) -> None:
