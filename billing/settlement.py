@@ -18,6 +18,7 @@ settlements that somehow saw the same state collide on the unique key. Two ticks
 meters between them (SKIP LOCKED); a tick and ``meter_stop`` serialise on the meter row; a worker
 killed mid-batch rolls back and the next tick settles from where the meter really is: no double
 charge, no gap. A meter skipped because it was locked is settled by whoever holds it, or next tick.
+A stop reported after a tick charged past it gives the extra seconds back (``meter_settle_back``).
 
 On other databases (SQLite in development) the tick settles one meter at a time with
 ``meter_settle``: the same arithmetic and keys, more queries.
