@@ -152,6 +152,9 @@ class Sku(models.Model):
     unit = models.CharField(_("unit"), max_length=32)  # shown to people: "card-hour", "GB-day"
     price_fen = models.PositiveBigIntegerField(_("price (fen per unit)"))
     unit_seconds = models.PositiveIntegerField(_("seconds per unit"))
+    # Storage keeps running when money runs out (the disk is kept, its debt collected on top-up);
+    # everything else is stopped by the out-of-funds hook.
+    is_storage = models.BooleanField(_("storage"), default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -182,6 +185,9 @@ class Meter(models.Model):
     started_at = models.DateTimeField(_("started"))
     stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
     settled_seconds = models.BigIntegerField(default=0)
+    # What the meter owed at ``settled_seconds``. ``charged_fen`` lags it only when the balance ran
+    # out: the difference is debt, collected by a later settlement after a top-up.
+    owed_fen = models.BigIntegerField(_("owed (fen)"), default=0)
     charged_fen = models.BigIntegerField(_("charged (fen)"), default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -196,7 +202,13 @@ class Meter(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["stopped_at"], name="billing_meter_open", condition=models.Q(stopped_at__isnull=True))
+            models.Index(fields=["stopped_at"], name="billing_meter_open", condition=models.Q(stopped_at__isnull=True)),
+            # What the settlement tick scans: open meters and closed ones still owing.
+            models.Index(
+                fields=["id"],
+                name="billing_meter_to_settle",
+                condition=models.Q(stopped_at__isnull=True) | models.Q(charged_fen__lt=models.F("owed_fen")),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -205,6 +217,11 @@ class Meter(models.Model):
     @property
     def is_open(self) -> bool:
         return self.stopped_at is None
+
+    @property
+    def debt_fen(self) -> int:
+        """Used and not paid for: what the balance did not cover at the last settlement."""
+        return max(0, self.owed_fen - self.charged_fen)
 
     @property
     def hourly_fen(self) -> float:
@@ -342,3 +359,58 @@ class Refund(models.Model):
 
     def __str__(self) -> str:
         return f"Refund of {self.amount_fen} fen on {self.order}"
+
+
+class LedgerCheckRun(models.Model):
+    """One run of ``ledger_check``: whether the books balanced, and what disagreed when they did not."""
+
+    checked_at = models.DateTimeField(_("checked at"), default=timezone.now, db_index=True)
+    ok = models.BooleanField(_("balanced"))
+    accounts_checked = models.PositiveIntegerField(default=0)
+    transactions_checked = models.PositiveIntegerField(default=0)
+    entries_total = models.BigIntegerField(_("sum of all entries (fen)"), default=0)
+    problems = models.JSONField(default=list, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-checked_at", "-id"]
+        verbose_name = _("ledger check")
+        verbose_name_plural = _("ledger checks")
+
+    def __str__(self) -> str:
+        return f"{self.checked_at:%Y-%m-%d %H:%M} {'ok' if self.ok else 'MISMATCH'}"
+
+
+class BalanceAlert(models.Model):
+    """An episode of a user's money running low or out, from detection to resolution.
+
+    One open episode per user and kind (a partial unique constraint), so the watcher can run any
+    number of times, concurrently, and still warn once and call the out-of-funds hook once.
+    """
+
+    class Kind(models.TextChoices):
+        LOW = "low", _("Low balance")  # the runway fell below BILLING_LOW_BALANCE_WARNING_S
+        EXHAUSTED = "exhausted", _("Out of funds")  # runway zero, or used more than the balance covers
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="balance_alerts")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    started_at = models.DateTimeField(default=timezone.now)
+    runway_s = models.BigIntegerField(null=True, blank=True)  # the runway when the episode began
+    # LOW: when the warning e-mail went out. EXHAUSTED: when the out-of-funds hook was called.
+    notified_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        verbose_name = _("balance alert")
+        verbose_name_plural = _("balance alerts")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "kind"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="billing_alert_one_open_per_user_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.user_id}"

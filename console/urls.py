@@ -17,6 +17,7 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("staff/billing/", include("billing.staff_urls")),
     path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
     path("billing/", include("billing.urls")),
