@@ -43,12 +43,8 @@ setup-dev: $(VENV)/.installed-dev
 run: setup
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
-	@echo
-	@echo "  GPU Console:  http://$(HOST):$(PORT)/"
-	@echo "  E-mails (verification, resets) are printed below by the web process."
-	@echo "  Ctrl-C stops web, worker and beat."
-	@echo
-	PORT=$(PORT) HOST=$(HOST) $(BIN)/honcho -f Procfile start
+	@echo "Starting web, worker and beat; the console's address is printed once it answers."
+	CONSOLE_PORT=$(PORT) CONSOLE_HOST=$(HOST) $(BIN)/honcho -f Procfile start
 
 # PostgreSQL and Redis: start the local servers when they are installed but stopped.
 services:
@@ -80,10 +76,13 @@ fmt: setup-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Refresh the zh-Hans catalogue after adding strings (the compiled .mo is committed).
+# Refresh the zh-Hans catalogue after adding strings (the compiled .mo is committed);
+# `scripts/i18n.py todo` lists what still needs a translation.
 messages: setup-dev
-	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete -i ".venv/*" -i "staticfiles/*"
+	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete -i ".venv/*" -i "staticfiles/*" -i "var/*"
+	$(BIN)/python scripts/i18n.py prefill
 	$(BIN)/python manage.py compilemessages -l zh_Hans -i ".venv"
+	@$(BIN)/python scripts/i18n.py todo | grep -q '^{}$$' || echo "Untranslated strings remain: python scripts/i18n.py todo"
 
 clean:
 	rm -rf $(VENV) var staticfiles .pytest_cache

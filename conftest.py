@@ -58,3 +58,13 @@ def _clear_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _english_by_default():
+    """A request in another language leaves it active in the thread: start every test in English."""
+    from django.utils import translation
+
+    translation.activate("en")
+    yield
+    translation.deactivate()

@@ -1,1 +1,13 @@
-urlpatterns: list = []
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from accounts import api
+
+router = SimpleRouter()
+router.register("ssh-keys", api.SSHKeyViewSet, basename="api-account-ssh-key")
+router.register("tokens", api.APITokenViewSet, basename="api-account-token")
+
+urlpatterns = [
+    path("profile/", api.ProfileView.as_view(), name="api-account-profile"),
+    *router.urls,
+]

@@ -7,6 +7,7 @@ import hashlib
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from accounts.models import APIToken
@@ -40,3 +41,17 @@ class APITokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="api"'
+
+
+class APITokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Describes the token scheme in the OpenAPI schema (a plain HTTP bearer token)."""
+
+    target_class = "accounts.authentication.APITokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token created under Account → API tokens, e.g. `Bearer gpuc_…`.",
+        }

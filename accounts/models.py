@@ -97,6 +97,13 @@ class APIToken(models.Model):
     characters, stored in clear so the user can tell tokens apart in the list.
     """
 
+    class Status(models.TextChoices):
+        ACTIVE = "active", _("Active")  # usable now
+        EXPIRED = "expired", _("Expired")  # past its expiry; refused
+        REVOKED = "revoked", _("Revoked")  # revoked by its owner; refused for good
+
+    STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: "red"}
+
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(_("name"), max_length=64)
     prefix = models.CharField(_("prefix"), max_length=16, db_index=True)
@@ -113,6 +120,22 @@ class APIToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+    def status(self, now=None) -> Status:
+        now = now or timezone.now()
+        if self.revoked_at is not None:
+            return self.Status.REVOKED
+        if self.expires_at is not None and self.expires_at <= now:
+            return self.Status.EXPIRED
+        return self.Status.ACTIVE
+
+    @property
+    def status_now(self) -> Status:
+        return self.status()
+
+    @property
+    def status_badge(self) -> str:
+        return self.STATUS_BADGE[self.status()]
 
     def is_active(self, now=None) -> bool:
         now = now or timezone.now()

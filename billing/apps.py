@@ -3,5 +3,9 @@ from django.utils.translation import gettext_lazy as _
 
 
 class BillingConfig(AppConfig):
+    """Billing's periodic tasks (settlement tick, balance alerts, ledger check, trial expiry) are
+    added to ``CELERY_BEAT_SCHEDULE`` in billing's block at the end of console/settings.py, where
+    Celery beat reads them before any app is ready."""
+
     name = "billing"
     verbose_name = _("Billing")

@@ -152,6 +152,9 @@ class Sku(models.Model):
     unit = models.CharField(_("unit"), max_length=32)  # shown to people: "card-hour", "GB-day"
     price_fen = models.PositiveBigIntegerField(_("price (fen per unit)"))
     unit_seconds = models.PositiveIntegerField(_("seconds per unit"))
+    # Storage keeps running when money runs out (the disk is kept, its debt collected on top-up);
+    # everything else is stopped by the out-of-funds hook.
+    is_storage = models.BooleanField(_("storage"), default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -182,6 +185,9 @@ class Meter(models.Model):
     started_at = models.DateTimeField(_("started"))
     stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
     settled_seconds = models.BigIntegerField(default=0)
+    # What the meter owed at ``settled_seconds``. ``charged_fen`` lags it only when the balance ran
+    # out: the difference is debt, collected by a later settlement after a top-up.
+    owed_fen = models.BigIntegerField(_("owed (fen)"), default=0)
     charged_fen = models.BigIntegerField(_("charged (fen)"), default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -196,7 +202,13 @@ class Meter(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["stopped_at"], name="billing_meter_open", condition=models.Q(stopped_at__isnull=True))
+            models.Index(fields=["stopped_at"], name="billing_meter_open", condition=models.Q(stopped_at__isnull=True)),
+            # What the settlement tick scans: open meters and closed ones still owing.
+            models.Index(
+                fields=["id"],
+                name="billing_meter_to_settle",
+                condition=models.Q(stopped_at__isnull=True) | models.Q(charged_fen__lt=models.F("owed_fen")),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -207,6 +219,198 @@ class Meter(models.Model):
         return self.stopped_at is None
 
     @property
+    def debt_fen(self) -> int:
+        """Used and not paid for: what the balance did not cover at the last settlement."""
+        return max(0, self.owed_fen - self.charged_fen)
+
+    @property
     def hourly_fen(self) -> float:
         """Display only: the price per hour of this meter (never used to compute a charge)."""
         return self.price_fen * self.quantity * 3600 / self.unit_seconds
+
+
+# --- Top-ups through a payment gateway ------------------------------------------------------------
+
+
+class TopUpOrder(models.Model):
+    """A user's request to add ``amount_fen`` of paid money, paid through a payment gateway.
+
+    The order is created ``pending`` and the user is sent to the gateway's checkout; the gateway's
+    signed webhook moves it to ``paid`` (and credits the wallet, once) or ``failed``. Status only
+    moves along ``TRANSITIONS``, through ``billing.payments.topup_order_transition``.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Awaiting payment")  # created; the user is at the gateway's checkout
+        PAID = "paid", _("Paid")  # the gateway confirmed the payment; the wallet was credited
+        FAILED = "failed", _("Failed")  # declined or abandoned at the gateway
+        EXPIRED = "expired", _("Expired")  # never paid within the checkout's lifetime
+        REFUNDED = "refunded", _("Refunded")  # all of it went back to the payer
+        PARTIALLY_REFUNDED = "partially_refunded", _("Partially refunded")  # some of it went back
+
+    # A late success after a decline or expiry still credits: the payer's money did arrive.
+    TRANSITIONS = {
+        Status.PENDING: {Status.PAID, Status.FAILED, Status.EXPIRED},
+        Status.FAILED: {Status.PAID},
+        Status.EXPIRED: {Status.PAID},
+        Status.PAID: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
+        Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
+        Status.REFUNDED: set(),
+    }
+    BADGES = {
+        Status.PENDING: "yellow",
+        Status.PAID: "green",
+        Status.FAILED: "red",
+        Status.EXPIRED: "",
+        Status.REFUNDED: "blue",
+        Status.PARTIALLY_REFUNDED: "blue",
+    }
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="topup_orders")
+    amount_fen = models.PositiveBigIntegerField(_("amount (fen)"))
+    currency = models.CharField(max_length=3, default="CNY")
+    status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.PENDING)
+    gateway = models.CharField(_("gateway"), max_length=40)
+    # The gateway's own id for the checkout or payment, set when the checkout is created or paid.
+    gateway_reference = models.CharField(_("gateway reference"), max_length=200, blank=True)
+    refunded_fen = models.BigIntegerField(_("refunded (fen)"), default=0)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+    paid_at = models.DateTimeField(_("paid"), null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+    refunded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("top-up order")
+        verbose_name_plural = _("top-up orders")
+        indexes = [models.Index(fields=["user", "-created_at"], name="billing_topup_user_time")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(amount_fen__gt=0), name="billing_topup_amount_positive"),
+            models.CheckConstraint(
+                condition=models.Q(refunded_fen__gte=0) & models.Q(refunded_fen__lte=models.F("amount_fen")),
+                name="billing_topup_refund_within_amount",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Top-up #{self.pk} ({self.amount_fen} fen, {self.status})"
+
+    @property
+    def badge(self) -> str:
+        return self.BADGES.get(self.status, "")
+
+    @property
+    def refundable_fen(self) -> int:
+        if self.status not in (self.Status.PAID, self.Status.PARTIALLY_REFUNDED):
+            return 0
+        return self.amount_fen - self.refunded_fen
+
+
+class WebhookEvent(models.Model):
+    """One webhook event accepted from a gateway: the replay guard.
+
+    The gateway's event id is unique per gateway, so a redelivery (or an attacker's replay of a
+    captured request) finds its row and changes nothing. ``payload_sha256`` tells a true redelivery
+    (same body) from a conflicting reuse of an id.
+    """
+
+    gateway = models.CharField(max_length=40)
+    event_id = models.CharField(max_length=200)
+    event_type = models.CharField(max_length=64)
+    order = models.ForeignKey(TopUpOrder, null=True, blank=True, on_delete=models.PROTECT, related_name="events")
+    payload_sha256 = models.CharField(max_length=64)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        verbose_name = _("webhook event")
+        verbose_name_plural = _("webhook events")
+        constraints = [
+            models.UniqueConstraint(fields=["gateway", "event_id"], name="billing_webhook_event_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gateway}:{self.event_id}"
+
+
+class Refund(models.Model):
+    """Paid money of a top-up sent back to the payer: a CASH → GATEWAY posting and the gateway's refund.
+
+    ``key`` makes asking twice refund once. Trial credit is never refunded.
+    """
+
+    order = models.ForeignKey(TopUpOrder, on_delete=models.PROTECT, related_name="refunds")
+    amount_fen = models.PositiveBigIntegerField(_("amount (fen)"))
+    reason = models.CharField(_("reason"), max_length=255)
+    key = models.CharField(max_length=200, unique=True)
+    gateway_refund_id = models.CharField(max_length=200)
+    transaction = models.OneToOneField(Transaction, on_delete=models.PROTECT, related_name="refund")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("refund")
+        verbose_name_plural = _("refunds")
+        constraints = [models.CheckConstraint(condition=models.Q(amount_fen__gt=0), name="billing_refund_positive")]
+
+    def __str__(self) -> str:
+        return f"Refund of {self.amount_fen} fen on {self.order}"
+
+
+class LedgerCheckRun(models.Model):
+    """One run of ``ledger_check``: whether the books balanced, and what disagreed when they did not."""
+
+    checked_at = models.DateTimeField(_("checked at"), default=timezone.now, db_index=True)
+    ok = models.BooleanField(_("balanced"))
+    accounts_checked = models.PositiveIntegerField(default=0)
+    transactions_checked = models.PositiveIntegerField(default=0)
+    entries_total = models.BigIntegerField(_("sum of all entries (fen)"), default=0)
+    problems = models.JSONField(default=list, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-checked_at", "-id"]
+        verbose_name = _("ledger check")
+        verbose_name_plural = _("ledger checks")
+
+    def __str__(self) -> str:
+        return f"{self.checked_at:%Y-%m-%d %H:%M} {'ok' if self.ok else 'MISMATCH'}"
+
+
+class BalanceAlert(models.Model):
+    """An episode of a user's money running low or out, from detection to resolution.
+
+    One open episode per user and kind (a partial unique constraint), so the watcher can run any
+    number of times, concurrently, and still warn once and call the out-of-funds hook once.
+    """
+
+    class Kind(models.TextChoices):
+        LOW = "low", _("Low balance")  # the runway fell below BILLING_LOW_BALANCE_WARNING_S
+        EXHAUSTED = "exhausted", _("Out of funds")  # runway zero, or used more than the balance covers
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="balance_alerts")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    started_at = models.DateTimeField(default=timezone.now)
+    runway_s = models.BigIntegerField(null=True, blank=True)  # the runway when the episode began
+    # LOW: when the warning e-mail went out. EXHAUSTED: when the out-of-funds hook was called.
+    notified_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        verbose_name = _("balance alert")
+        verbose_name_plural = _("balance alerts")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "kind"],
+                condition=models.Q(resolved_at__isnull=True),
+                name="billing_alert_one_open_per_user_kind",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} · {self.user_id}"

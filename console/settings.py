@@ -118,7 +118,8 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        # 0: under ASGI each request runs in a thread of its own; persistent per-thread connections pile up.
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
         conn_health_checks=True,
     )
 }
@@ -168,7 +169,7 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=TESTING)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Apps add their periodic tasks to this dict in their AppConfig.ready() (see billing.apps).
+# Apps add their periodic tasks to this dict in their own blocks at the end of this file.
 CELERY_BEAT_SCHEDULE: dict = {}
 
 # --- Auth and accounts ----------------------------------------------------------------------------
@@ -324,6 +325,59 @@ BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"
 BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
 BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
 
+# --- Billing: settlement, checks, running out of money (billing-meter) -----------------------------------
+BILLING_SETTLE_INTERVAL_S = int(os.environ.get("BILLING_SETTLE_INTERVAL_S", "60"))  # the settlement tick
+BILLING_SETTLE_BATCH_SIZE = int(os.environ.get("BILLING_SETTLE_BATCH_SIZE", "25000"))  # meters per transaction
+BILLING_LOW_BALANCE_WARNING_S = int(os.environ.get("BILLING_LOW_BALANCE_WARNING_S", "3600"))  # warn below this runway
+BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S", "300"))  # then call the hook
+# Called with user_id=… once per out-of-funds episode. The instances app sets its own (stop the
+# user's instances, keep their disks); the default stops the user's meters that are not storage.
+BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
+BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
+CELERY_BEAT_SCHEDULE.update(
+    {
+        # A tick that could not start within its interval is dropped: the next one covers it.
+        "billing-settle-meters": {
+            "task": "billing.tasks.meters_settle_task",
+            "schedule": BILLING_SETTLE_INTERVAL_S,
+            "options": {"expires": BILLING_SETTLE_INTERVAL_S},
+        },
+        "billing-balance-alerts": {
+            "task": "billing.tasks.balance_alerts_task",
+            "schedule": BILLING_SETTLE_INTERVAL_S,
+            "options": {"expires": BILLING_SETTLE_INTERVAL_S},
+        },
+        "billing-ledger-check": {
+            "task": "billing.tasks.ledger_check_task",
+            "schedule": BILLING_LEDGER_CHECK_INTERVAL_S,
+        },
+        "billing-trial-expiry": {"task": "billing.tasks.trial_expire_task", "schedule": 3600},
+        "billing-topup-orders-expiry": {"task": "billing.tasks.topup_orders_expire_task", "schedule": 3600},
+    }
+)
+
+# --- Billing: top-ups, the payment gateway, the low-balance banner ---------------------------------
+# The payment gateway, a dotted path like Django's e-mail backends; the simulated one is embedded.
+BILLING_PAYMENT_GATEWAY = os.environ.get("BILLING_PAYMENT_GATEWAY", "billing.gateways.simulated.SimulatedGateway")
+# The shared secret of the gateway's webhook signatures (HMAC-SHA256). A real gateway's secret comes
+# from its dashboard and must be set in production; the simulated gateway signs its own webhooks, so
+# when unset there it uses a secret derived from SECRET_KEY (see billing.gateways.base.webhook_secret).
+BILLING_GATEWAY_WEBHOOK_SECRET = os.environ.get(
+    "BILLING_GATEWAY_WEBHOOK_SECRET", "" if PRODUCTION else "dev-webhook-secret"
+)
+if (
+    PRODUCTION
+    and not BILLING_GATEWAY_WEBHOOK_SECRET
+    and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways.simulated.")
+):
+    raise ImproperlyConfigured("BILLING_GATEWAY_WEBHOOK_SECRET must be set when CONSOLE_ENV=production.")
+BILLING_GATEWAY_WEBHOOK_TOLERANCE_S = 300  # a signed webhook older or newer than this is refused
+BILLING_TOPUP_MIN_FEN = int(os.environ.get("BILLING_TOPUP_MIN_FEN", "100"))  # ¥1
+BILLING_TOPUP_MAX_FEN = int(os.environ.get("BILLING_TOPUP_MAX_FEN", "5000000"))  # ¥50,000
+BILLING_TOPUP_PRESETS_FEN = [1000, 5000, 10000, 50000]  # ¥10, ¥50, ¥100, ¥500
+BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a late payment still credits)
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
+
 # --- Instances -------------------------------------------------------------------------------------
 # The simulated cloud's demo fleet: 8-card nodes of every seeded model in both regions (560 cards).
 SIMULATED_FLEET = [
@@ -369,3 +423,12 @@ CELERY_BEAT_SCHEDULE.update(
 INSTANCES_REDRIVE_AFTER_S = 60  # a busy instance whose task vanished is re-driven after this long
 # Benchmarks and multi-tenant brokers can give the console's tasks a queue of their own.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# Name the "status" enums in the API schema: with instances and quota requests beside top-up orders,
+# one field name has several choice sets, which drf-spectacular would otherwise name by hash.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
+    {
+        "InstanceStatusEnum": "instances.models.Instance.Status",
+        "QuotaRequestStatusEnum": "instances.models.QuotaRequest.Status",
+        "TopUpOrderStatusEnum": "billing.models.TopUpOrder.Status",
+    }
+)

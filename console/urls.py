@@ -8,6 +8,8 @@ from console.api import json_not_found
 
 api_v1 = [
     path("account/", include("accounts.api_urls")),
+    path("billing/", include("billing.api_urls")),
+    path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
     path("", include("instances.api_urls")),
 ]
 
@@ -16,8 +18,11 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("accounts/", include("allauth.urls")),
+    path("staff/billing/", include("billing.staff_urls")),
+    path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
+    path("billing/", include("billing.urls")),
+    path("apps/", include("apps_marketplace.urls")),
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
     path("i18n/", include("django.conf.urls.i18n")),
@@ -30,5 +35,5 @@ urlpatterns = [
 ]
 
 # Sections whose issues have not landed yet show a 'coming soon' page instead of a broken link.
-for section in ("apps", "storage", "billing"):
+for section in ("storage",):
     urlpatterns.append(path(f"{section}/", views.coming_soon, {"section": section}, name=section))

@@ -220,14 +220,21 @@ def disk_sku_upsert():
     from billing.models import Sku
 
     sku = Sku.objects.filter(code="disk.gb").first()
-    if sku is not None and sku.price_fen == settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY and sku.unit_seconds == 86400:
+    if (
+        sku is not None
+        and sku.price_fen == settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY
+        and sku.unit_seconds == 86400
+        and sku.is_storage
+    ):
         return sku
+    # Storage: billing keeps it running when the money runs out (the disk is what stopping keeps).
     return sku_upsert(
         code="disk.gb",
         name="Instance disk",
         unit="GB-day",
         price_fen=settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
         unit_seconds=86400,
+        is_storage=True,
     )
 
 
@@ -826,7 +833,13 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
 
 
 def instances_stop_for_funds(*, user_id: int) -> int:
-    """Billing's out-of-funds hook: stop the user's running instances, keeping their disks."""
+    """Billing's out-of-funds hook: stop the user's running instances, keeping their disks.
+
+    Then billing's default hook stops whatever else still bills compute (meters of other apps);
+    storage, the stopped instances' disks included, keeps running. Returns the instances stopped.
+    """
+    from billing.alerts import meters_stop_unpaid
+
     stopped = 0
     for instance in Instance.objects.filter(owner_id=user_id, status__in=(S.RUNNING, S.RESTARTING)):
         instance_stop(
@@ -834,6 +847,7 @@ def instances_stop_for_funds(*, user_id: int) -> int:
             reason=_("Stopped because the balance ran out; the disk is kept. Top up to start it again."),
         )
         stopped += 1
+    meters_stop_unpaid(user_id=user_id)
     return stopped
 
 

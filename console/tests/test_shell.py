@@ -29,7 +29,7 @@ def test_anonymous_visitors_see_prices_and_sign_up(client, db):
     assert "/accounts/signup/" in body
 
 
-@pytest.mark.parametrize("section", ["apps", "storage"])
+@pytest.mark.parametrize("section", ["storage"])
 def test_sections_not_built_yet_say_so(alice_client, section):
     response = alice_client.get(f"/{section}/")
     assert response.status_code == 200

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from apps_marketplace.loaders import marketplace_catalogue_load
 from instances.catalogue import catalogue_seed
 from instances.services import catalogue_skus_sync, nodes_ensure
 
@@ -23,6 +24,7 @@ class Command(BaseCommand):
         catalogue_seed()
         catalogue_skus_sync()
         nodes_ensure()
+        marketplace_catalogue_load()
         User = get_user_model()
         password = os.environ.get("CONSOLE_DEMO_PASSWORD", "gpu-console-demo")
         staff, created = User.objects.get_or_create(

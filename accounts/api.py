@@ -1,0 +1,214 @@
+"""REST endpoints for the account: profile, SSH keys, API tokens. They call the same services as the pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics, mixins, serializers, status, viewsets
+from rest_framework.response import Response
+
+from accounts import selectors, services
+from accounts.models import APIToken, SSHKey, User
+
+
+def raise_as_api_error(error: DjangoValidationError):
+    """A service's refusal as DRF's 400, field by field, keeping each message's code."""
+    if hasattr(error, "error_dict"):
+        detail = {
+            field: [
+                serializers.ErrorDetail(str(e.message % e.params if e.params else e.message), code=e.code or "invalid")
+                for e in errors
+            ]
+            for field, errors in error.error_dict.items()
+        }
+    else:
+        detail = [serializers.ErrorDetail(message, code="invalid") for message in error.messages]
+    raise serializers.ValidationError(detail)
+
+
+# --- Serializers ----------------------------------------------------------------------------------
+
+
+class ProfileSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = User
+        fields = ["email", "display_name", "date_joined"]
+        read_only_fields = ["email", "date_joined"]
+
+
+class SSHKeySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SSHKey
+        fields = ["id", "name", "key_type", "bits", "fingerprint", "public_key", "created_at"]
+        read_only_fields = fields
+
+
+class SSHKeyCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, help_text=_("Defaults to the key's comment.")
+    )
+    public_key = serializers.CharField(
+        max_length=20_000, trim_whitespace=True, help_text=_("One OpenSSH public key line.")
+    )
+
+
+class SSHKeyUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+
+
+class APITokenSerializer(serializers.ModelSerializer):
+    status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = APIToken
+        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at", "status"]
+        read_only_fields = fields
+
+    def get_status(self, token: APIToken) -> str:
+        return token.status().value
+
+
+class APITokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+    expires_in_days = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=365,
+        help_text=_("Days until the token stops working; omit or null for a token that never expires."),
+    )
+
+
+class APITokenCreatedSerializer(APITokenSerializer):
+    token = serializers.CharField(help_text=_("The raw token. It is returned only in this response; store it now."))
+
+    class Meta(APITokenSerializer.Meta):
+        fields = [*APITokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+# --- Views ----------------------------------------------------------------------------------------
+
+
+@extend_schema(tags=["account"])
+class ProfileView(generics.RetrieveUpdateAPIView):
+    """The signed-in user's profile."""
+
+    serializer_class = ProfileSerializer
+    http_method_names = ["get", "patch", "head", "options"]
+
+    def get_object(self) -> User:
+        return self.request.user
+
+    def perform_update(self, serializer: ProfileSerializer) -> None:
+        display_name = serializer.validated_data.get("display_name", self.request.user.display_name)
+        try:
+            services.user_profile_update(user=self.request.user, display_name=display_name)
+        except DjangoValidationError as error:
+            raise_as_api_error(error)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your SSH keys"),
+    retrieve=extend_schema(summary="Get an SSH key"),
+    create=extend_schema(
+        summary="Add an SSH key",
+        request=SSHKeyCreateSerializer,
+        responses={201: SSHKeySerializer, 400: OpenApiResponse(description="The key was refused; see error.fields.")},
+    ),
+    partial_update=extend_schema(
+        summary="Rename an SSH key", request=SSHKeyUpdateSerializer, responses=SSHKeySerializer
+    ),
+    destroy=extend_schema(summary="Delete an SSH key", responses={204: None}),
+)
+@extend_schema(tags=["account"])
+class SSHKeyViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = SSHKeySerializer
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    lookup_value_converter = "int"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
+            return SSHKey.objects.none()
+        return selectors.ssh_key_list_for(user=self.request.user)
+
+    def create(self, request, *args, **kwargs) -> Response:
+        data = SSHKeyCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            key = services.ssh_key_add(
+                user=request.user,
+                name=data.validated_data.get("name", ""),
+                public_key=data.validated_data["public_key"],
+            )
+        except DjangoValidationError as error:
+            raise_as_api_error(error)
+        return Response(SSHKeySerializer(key).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, *args, **kwargs) -> Response:
+        key = self.get_object()
+        data = SSHKeyUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            key = services.ssh_key_rename(key=key, name=data.validated_data["name"])
+        except DjangoValidationError as error:
+            raise_as_api_error(error)
+        return Response(SSHKeySerializer(key).data)
+
+    def destroy(self, request, *args, **kwargs) -> Response:
+        key = self.get_object()
+        services.ssh_key_delete(user=request.user, key_id=key.pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your API tokens"),
+    retrieve=extend_schema(summary="Get an API token (never its secret)"),
+    create=extend_schema(
+        summary="Create an API token",
+        description="The response holds the raw token in `token`; it is never shown again.",
+        request=APITokenCreateSerializer,
+        responses={201: APITokenCreatedSerializer},
+    ),
+    destroy=extend_schema(summary="Revoke an API token", responses={204: None}),
+)
+@extend_schema(tags=["account"])
+class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = APITokenSerializer
+    http_method_names = ["get", "post", "delete", "head", "options"]
+
+    lookup_value_converter = "int"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
+            return APIToken.objects.none()
+        return selectors.api_token_list_for(user=self.request.user)
+
+    def create(self, request, *args, **kwargs) -> Response:
+        data = APITokenCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        days = data.validated_data.get("expires_in_days")
+        expires_at = timezone.now() + timedelta(days=days) if days else None
+        try:
+            token, raw = services.api_token_create(
+                user=request.user, name=data.validated_data["name"], expires_at=expires_at
+            )
+        except DjangoValidationError as error:
+            raise_as_api_error(error)
+        body = {**APITokenSerializer(token).data, "token": raw}
+        response = Response(body, status=status.HTTP_201_CREATED)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def destroy(self, request, *args, **kwargs) -> Response:
+        services.api_token_revoke(token=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,75 @@
+"""HTML forms for the account pages. They only collect input: the services validate and write."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from accounts.models import APIToken, SSHKey, User
+
+
+def form_add_service_error(form: forms.Form, error: ValidationError) -> None:
+    """Show a service's refusal beside the field it is about (or above the form for any other)."""
+    if hasattr(error, "error_dict"):
+        for field, errors in error.error_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        form.add_error(None, error)
+
+
+class ProfileForm(forms.Form):
+    display_name = forms.CharField(
+        label=_("Display name"),
+        max_length=User._meta.get_field("display_name").max_length,
+        required=False,
+        help_text=_("How the console greets you. Leave empty to use the first part of your e-mail address."),
+    )
+
+
+class SSHKeyForm(forms.Form):
+    name = forms.CharField(
+        label=_("Name"),
+        max_length=SSHKey._meta.get_field("name").max_length,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": _("e.g. work laptop"), "autocomplete": "off"}),
+        help_text=_("Optional: without one, the key's comment is used."),
+    )
+    public_key = forms.CharField(
+        label=_("Public key"),
+        # The service checks it and gives the specific reason; the form only caps the paste's size.
+        max_length=20_000,
+        widget=forms.Textarea(
+            attrs={"rows": 4, "placeholder": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA… you@laptop", "spellcheck": "false"}
+        ),
+        help_text=_(
+            "Paste the contents of your .pub file, e.g. ~/.ssh/id_ed25519.pub. "
+            "No key yet? Run: ssh-keygen -t ed25519. Accepted: Ed25519, ECDSA, RSA of 2048 bits or more."
+        ),
+    )
+
+
+class APITokenForm(forms.Form):
+    EXPIRY_CHOICES = [
+        ("7", _("7 days")),
+        ("30", _("30 days")),
+        ("90", _("90 days")),
+        ("never", _("Never")),
+    ]
+
+    name = forms.CharField(
+        label=_("Name"),
+        max_length=APIToken._meta.get_field("name").max_length,
+        widget=forms.TextInput(attrs={"placeholder": _("e.g. CI pipeline"), "autocomplete": "off"}),
+        help_text=_("Say where the token is used, so you know which one to revoke."),
+    )
+    expires = forms.ChoiceField(label=_("Expires"), choices=EXPIRY_CHOICES, initial="30")
+
+    def expires_at(self):
+        value = self.cleaned_data["expires"]
+        if value == "never":
+            return None
+        return timezone.now() + timedelta(days=int(value))

@@ -1,0 +1,266 @@
+"""Writes for accounts: the profile, SSH public keys and API tokens.
+
+Views, forms and the REST API call these; none of them holds a rule of its own. Refusals are Django
+``ValidationError``s keyed by the input field they are about, so a form shows them beside the field and
+the API answers 400 with the same messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from accounts.authentication import TOKEN_PREFIX, token_digest
+from accounts.models import APIToken, SSHKey, User
+
+# --- Profile --------------------------------------------------------------------------------------
+
+
+def user_profile_update(*, user: User, display_name: str) -> User:
+    display_name = " ".join(display_name.split())
+    max_length = User._meta.get_field("display_name").max_length
+    if len(display_name) > max_length:
+        raise ValidationError(
+            {"display_name": ValidationError(_("At most %(n)d characters.") % {"n": max_length}, code="max_length")}
+        )
+    user.display_name = display_name
+    user.save(update_fields=["display_name"])
+    return user
+
+
+# --- SSH keys -------------------------------------------------------------------------------------
+
+RSA_MIN_BITS = 2048
+# Key types we accept, by the name OpenSSH writes in front of the key.
+ACCEPTED_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+)
+_KEY_LINE_START = re.compile(r"^(ssh-|ecdsa-|sk-)", re.IGNORECASE)
+_MAX_PASTE = 16_384  # an RSA-16384 public key is ~2.8 kB; anything much longer is not one key
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    """A validated public key: ``public_key`` is the normalised one-line form, comment included."""
+
+    key_type: str  # SSHKey.KeyType value
+    bits: int
+    fingerprint: str  # "SHA256:…", exactly as `ssh-keygen -l` prints it
+    public_key: str
+    comment: str
+
+
+def _refuse(message: str, code: str, field: str = "public_key") -> ValidationError:
+    return ValidationError({field: ValidationError(message, code=code)})
+
+
+def ssh_fingerprint(blob: bytes) -> str:
+    """OpenSSH's SHA256 fingerprint of a key blob: unpadded base64 of the digest."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def ssh_key_parse(text: str) -> ParsedKey:
+    """Parse one OpenSSH public key line; raise ``ValidationError`` saying exactly what is wrong."""
+    text = (text or "").strip()
+    if not text:
+        raise _refuse(_("Paste your public key, for example the contents of ~/.ssh/id_ed25519.pub."), "required")
+    if "PRIVATE KEY" in text.upper():
+        raise _refuse(
+            _(
+                "This is a PRIVATE key. Never paste or share it: paste the public key instead "
+                "(the .pub file, e.g. ~/.ssh/id_ed25519.pub). If this private key was shared anywhere, "
+                "consider it compromised and make a new one."
+            ),
+            "private_key",
+        )
+    if len(text) > _MAX_PASTE:
+        raise _refuse(_("This is too long to be one public key."), "too_long")
+    if text.startswith("---- BEGIN SSH2 PUBLIC KEY"):
+        raise _refuse(
+            _(
+                "This key is in the RFC 4716 (SSH2) format. Convert it to OpenSSH's one-line format with "
+                "`ssh-keygen -i -f key.pub` and paste the result."
+            ),
+            "rfc4716",
+        )
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if sum(1 for line in lines if _KEY_LINE_START.match(line)) > 1:
+        raise _refuse(_("This contains several keys. Add them one at a time, each with its own name."), "multiple")
+    if len(lines) > 1:
+        raise _refuse(
+            _("A public key is a single line. Copy it again without line breaks."),
+            "multiline",
+        )
+    parts = lines[0].split()
+    if parts[0] == "ssh-dss":
+        raise _refuse(
+            _("DSA keys are insecure and no longer accepted by OpenSSH. Create an Ed25519 key: ssh-keygen -t ed25519"),
+            "dsa",
+        )
+    if len(parts) < 2:
+        raise _refuse(
+            _("This is not an SSH public key. It should look like: ssh-ed25519 AAAAC3Nz… you@laptop"), "invalid"
+        )
+    key_type_name, b64 = parts[0], parts[1]
+    comment = " ".join(parts[2:])
+    if key_type_name not in ACCEPTED_TYPES:
+        if _KEY_LINE_START.match(key_type_name):
+            raise _refuse(
+                _("Keys of type %(type)s are not supported. Use one of: %(accepted)s.")
+                % {"type": key_type_name, "accepted": ", ".join(ACCEPTED_TYPES)},
+                "unsupported_type",
+            )
+        raise _refuse(
+            _("This is not an SSH public key. It should look like: ssh-ed25519 AAAAC3Nz… you@laptop"), "invalid"
+        )
+    try:
+        blob = base64.b64decode(b64, validate=True)
+        key = serialization.load_ssh_public_key(f"{key_type_name} {b64}".encode())
+    except (binascii.Error, ValueError, UnsupportedAlgorithm):
+        raise _refuse(
+            _("This public key is damaged: its data does not decode. Copy it again from the .pub file."),
+            "invalid",
+        ) from None
+
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        key_type, bits = SSHKey.KeyType.ED25519, 256
+    elif isinstance(key, ec.EllipticCurvePublicKey):
+        key_type, bits = SSHKey.KeyType.ECDSA, key.curve.key_size
+    elif isinstance(key, rsa.RSAPublicKey):
+        key_type, bits = SSHKey.KeyType.RSA, key.key_size
+        if bits < RSA_MIN_BITS:
+            raise _refuse(
+                _(
+                    "This RSA key has %(bits)d bits; at least %(min)d are required. "
+                    "Create a stronger key: ssh-keygen -t ed25519"
+                )
+                % {"bits": bits, "min": RSA_MIN_BITS},
+                "weak_rsa",
+            )
+    else:  # pragma: no cover - ACCEPTED_TYPES admits nothing else
+        raise _refuse(_("This key type is not supported."), "unsupported_type")
+
+    # Re-serialise rather than trusting the paste: the stored key is exactly what OpenSSH would write.
+    normalised = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    blob = base64.b64decode(normalised.split()[1])
+    public_key = f"{normalised} {comment}" if comment else normalised
+    return ParsedKey(
+        key_type=key_type, bits=bits, fingerprint=ssh_fingerprint(blob), public_key=public_key, comment=comment
+    )
+
+
+def _ssh_key_name_clean(name: str) -> str:
+    name = " ".join((name or "").split())
+    max_length = SSHKey._meta.get_field("name").max_length
+    if len(name) > max_length:
+        raise _refuse(_("A name has at most %(n)d characters.") % {"n": max_length}, "max_length", "name")
+    return name
+
+
+def _ssh_key_name_check_free(*, user: User, name: str, exclude_id: int | None = None) -> None:
+    taken = SSHKey.objects.filter(user=user, name__iexact=name).exclude(pk=exclude_id)
+    if taken.exists():
+        raise _refuse(
+            _("You already have a key named “%(name)s”. Choose another name.") % {"name": name},
+            "duplicate_name",
+            "name",
+        )
+
+
+def ssh_key_add(*, user: User, name: str, public_key: str) -> SSHKey:
+    """Validate and store a public key. Without a name, the key's comment (``you@laptop``) becomes it."""
+    parsed = ssh_key_parse(public_key)
+    name = _ssh_key_name_clean(name) or parsed.comment[: SSHKey._meta.get_field("name").max_length].strip()
+    if not name:
+        raise _refuse(_("Give this key a name, e.g. the computer it comes from."), "required", "name")
+    existing = SSHKey.objects.filter(user=user, fingerprint=parsed.fingerprint).first()
+    if existing is not None:
+        raise _refuse(
+            _("You already added this key, as “%(name)s”.") % {"name": existing.name},
+            "duplicate_key",
+        )
+    _ssh_key_name_check_free(user=user, name=name)
+    try:
+        with transaction.atomic():
+            return SSHKey.objects.create(
+                user=user,
+                name=name,
+                public_key=parsed.public_key,
+                key_type=parsed.key_type,
+                bits=parsed.bits,
+                fingerprint=parsed.fingerprint,
+            )
+    except IntegrityError:
+        # A concurrent request added the same key or name between our check and the insert.
+        raise _refuse(_("You already added this key or a key with this name."), "duplicate") from None
+
+
+def ssh_key_rename(*, key: SSHKey, name: str) -> SSHKey:
+    name = _ssh_key_name_clean(name)
+    if not name:
+        raise _refuse(_("A key needs a name."), "required", "name")
+    _ssh_key_name_check_free(user=key.user, name=name, exclude_id=key.pk)
+    try:
+        with transaction.atomic():
+            SSHKey.objects.filter(pk=key.pk).update(name=name)
+    except IntegrityError:
+        raise _refuse(_("You already have a key with this name."), "duplicate_name", "name") from None
+    key.name = name
+    return key
+
+
+def ssh_key_delete(*, user: User, key_id: int) -> bool:
+    """Delete one of ``user``'s keys. False when there is none such (already gone, or not theirs)."""
+    deleted, _per_model = SSHKey.objects.filter(user=user, pk=key_id).delete()
+    return bool(deleted)
+
+
+# --- API tokens -----------------------------------------------------------------------------------
+
+TOKEN_PREFIX_LENGTH = 12  # "gpuc_" + 7 random characters, shown in the list to tell tokens apart
+
+
+def api_token_create(*, user: User, name: str, expires_at: datetime | None) -> tuple[APIToken, str]:
+    """Create a token and return it with its raw value, which exists only in this return value."""
+    name = " ".join((name or "").split())
+    if not name:
+        raise _refuse(_("Give the token a name that says where it is used."), "required", "name")
+    max_length = APIToken._meta.get_field("name").max_length
+    if len(name) > max_length:
+        raise _refuse(_("A name has at most %(n)d characters.") % {"n": max_length}, "max_length", "name")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise _refuse(_("The expiry must be in the future."), "invalid", "expires_at")
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = APIToken.objects.create(
+        user=user,
+        name=name,
+        prefix=raw[:TOKEN_PREFIX_LENGTH],
+        digest=token_digest(raw),
+        expires_at=expires_at,
+    )
+    return token, raw
+
+
+def api_token_revoke(*, token: APIToken) -> bool:
+    """Revoke ``token``. Revoking a revoked token is a no-op (False); the first revocation time stays."""
+    now = timezone.now()
+    revoked = APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+    token.refresh_from_db(fields=["revoked_at"])
+    return bool(revoked)

@@ -1,0 +1,148 @@
+"""Forms shared by the pages and the REST API: catalogue filters and the fit check's inputs."""
+
+from __future__ import annotations
+
+from django import forms
+from django.core.validators import MaxValueValidator
+from django.utils.translation import gettext_lazy as _
+
+from apps_marketplace import fit
+from apps_marketplace.models import App, AppCategory, DatasetTask, ModelEntry, ModelTask
+
+GB = 1000**3
+
+# Size buckets: key -> (label, minimum bytes, maximum bytes); bounds are inclusive-exclusive.
+SIZE_BUCKETS = {
+    "lt1": (_("Under 1 GB"), None, 1 * GB),
+    "1-10": (_("1–10 GB"), 1 * GB, 10 * GB),
+    "10-100": (_("10–100 GB"), 10 * GB, 100 * GB),
+    "100-1000": (_("100 GB–1 TB"), 100 * GB, 1000 * GB),
+    "gt1000": (_("Over 1 TB"), 1000 * GB, None),
+}
+
+SORTS = {
+    "name": (_("Name"), ["organisation", "name"]),
+    "-size": (_("Largest first"), ["-size_bytes", "name"]),
+    "size": (_("Smallest first"), ["size_bytes", "name"]),
+    "-updated": (_("Recently updated"), ["-updated_at", "name"]),
+}
+
+
+class CatalogueFilterForm(forms.Form):
+    """Search and filters for the model and dataset catalogues (pages and API alike)."""
+
+    q = forms.CharField(label=_("Search"), required=False, max_length=100)
+    task = forms.ChoiceField(label=_("Task"), required=False)
+    licence = forms.CharField(label=_("Licence"), required=False, max_length=64)
+    organisation = forms.CharField(label=_("Organisation"), required=False, max_length=100)
+    size = forms.ChoiceField(
+        label=_("Size"),
+        required=False,
+        choices=[("", _("Any size"))] + [(key, label) for key, (label, _lo, _hi) in SIZE_BUCKETS.items()],
+    )
+    sort = forms.ChoiceField(
+        label=_("Sort"), required=False, choices=[(key, label) for key, (label, _fields) in SORTS.items()]
+    )
+
+    task_choices: list[tuple[str, str]] = []
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["task"].choices = [("", _("All tasks")), *self.task_choices]
+
+    def clean_q(self) -> str:
+        return " ".join(self.cleaned_data["q"].split())
+
+
+class ModelFilterForm(CatalogueFilterForm):
+    task_choices = ModelTask.choices
+
+
+class DatasetFilterForm(CatalogueFilterForm):
+    task_choices = DatasetTask.choices
+
+
+class AppFilterForm(forms.Form):
+    category = forms.ChoiceField(label=_("Category"), required=False, choices=[("", _("All")), *AppCategory.choices])
+    q = forms.CharField(label=_("Search"), required=False, max_length=100)
+
+
+DEFAULT_CONTEXT_FOR_NON_LLM = 2048
+
+
+class FitForm(forms.Form):
+    """The fit check's inputs for one app: which of its models, at what precision, context and concurrency."""
+
+    model = forms.ModelChoiceField(label=_("Model"), queryset=ModelEntry.objects.none(), to_field_name="repo_id")
+    precision = forms.ChoiceField(label=_("Precision"))
+    context_length = forms.IntegerField(
+        label=_("Context length (tokens)"), min_value=fit.MIN_CONTEXT_LENGTH, required=False
+    )
+    concurrency = forms.IntegerField(
+        label=_("Concurrent requests"),
+        min_value=1,
+        max_value=fit.MAX_CONCURRENCY,
+        required=False,
+        help_text=_("Sequences held at full context at once; the KV cache grows with each."),
+    )
+
+    def __init__(self, *args, app: App, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.app = app
+        self.fields["model"].queryset = app.served_models.filter(is_active=True)
+        self.fields["precision"].choices = [(key, key) for key in app.precisions if key in fit.BITS_PER_PARAMETER]
+        parameters = {parameter.key: parameter for parameter in app.parameters.all()}
+        context = parameters.get("context_length")
+        self.uses_context = context is not None
+        if context is not None and context.max_value:
+            self.fields["context_length"].validators.append(MaxValueValidator(context.max_value))
+            self.fields["context_length"].widget.attrs["max"] = context.max_value
+        if not self.uses_context:
+            # Image and speech engines have no KV cache: context and concurrency do not change the fit.
+            del self.fields["context_length"]
+            del self.fields["concurrency"]
+
+    @classmethod
+    def initial_for(cls, app: App) -> dict:
+        parameters = {parameter.key: parameter for parameter in app.parameters.all()}
+        precision = parameters.get("precision")
+        context = parameters.get("context_length")
+        return {
+            "model": app.default_model.repo_id if app.default_model else None,
+            "precision": precision.default if precision else (app.precisions[0] if app.precisions else "fp16"),
+            "context_length": int(context.default) if context and context.default else DEFAULT_CONTEXT_FOR_NON_LLM,
+            "concurrency": 1,
+        }
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if cleaned.get("context_length") is None:
+            cleaned["context_length"] = self.initial_for(self.app)["context_length"]
+        if cleaned.get("concurrency") is None:
+            cleaned["concurrency"] = 1
+        model = cleaned.get("model")
+        if model is not None and "precision" in cleaned and not self.errors:
+            try:
+                fit.workload_validate(self.workload(), model_spec(model))
+            except fit.FitInputError as exc:
+                self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+        return cleaned
+
+    def workload(self) -> fit.Workload:
+        data = self.cleaned_data
+        return fit.Workload(
+            precision=data["precision"], context_length=data["context_length"], concurrency=data["concurrency"]
+        )
+
+
+def model_spec(model: ModelEntry) -> fit.ModelSpec:
+    return fit.ModelSpec(
+        parameter_count=model.parameter_count or 0,
+        size_bytes=model.size_bytes,
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        num_attention_heads=model.num_attention_heads,
+        num_kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        max_context_length=model.max_context_length,
+    )

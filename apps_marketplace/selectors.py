@@ -1,0 +1,117 @@
+"""Reads for the marketplace. The catalogues are public to every signed-in user, so nothing here is
+scoped to a user; deployments (a later issue) will be, through their own selectors."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from apps_marketplace import fit
+from apps_marketplace.forms import SIZE_BUCKETS, SORTS, model_spec
+from apps_marketplace.models import App, DatasetEntry, ModelEntry
+from instances.models import GpuModel
+
+
+def _catalogue_filter(queryset: QuerySet, filters: dict) -> QuerySet:
+    """Apply a cleaned :class:`~apps_marketplace.forms.CatalogueFilterForm`'s data."""
+    for word in (filters.get("q") or "").split():
+        queryset = queryset.filter(
+            Q(name__icontains=word)
+            | Q(organisation__icontains=word)
+            | Q(repo_id__icontains=word)
+            | Q(description__icontains=word)
+        )
+    if filters.get("task"):
+        queryset = queryset.filter(task=filters["task"])
+    if filters.get("licence"):
+        queryset = queryset.filter(licence__iexact=filters["licence"])
+    if filters.get("organisation"):
+        queryset = queryset.filter(organisation__iexact=filters["organisation"])
+    if filters.get("size"):
+        _label, low, high = SIZE_BUCKETS[filters["size"]]
+        if low is not None:
+            queryset = queryset.filter(size_bytes__gte=low)
+        if high is not None:
+            queryset = queryset.filter(size_bytes__lt=high)
+    return queryset.order_by(*SORTS[filters.get("sort") or "name"][1], "pk")
+
+
+def model_entry_list(*, filters: dict | None = None) -> QuerySet[ModelEntry]:
+    return _catalogue_filter(ModelEntry.objects.filter(is_active=True), filters or {})
+
+
+def dataset_entry_list(*, filters: dict | None = None) -> QuerySet[DatasetEntry]:
+    return _catalogue_filter(DatasetEntry.objects.filter(is_active=True), filters or {})
+
+
+def catalogue_facets(*, model_cls: type[ModelEntry] | type[DatasetEntry]) -> dict[str, list[str]]:
+    """The licences and organisations present, for the filter menus (two queries)."""
+    listed = model_cls.objects.filter(is_active=True)
+    return {
+        "licences": list(listed.order_by("licence").values_list("licence", flat=True).distinct()),
+        "organisations": list(listed.order_by("organisation").values_list("organisation", flat=True).distinct()),
+    }
+
+
+def app_list(*, category: str = "", q: str = "") -> QuerySet[App]:
+    queryset = (
+        App.objects.filter(is_active=True)
+        .select_related("default_model")
+        .annotate(model_count=Count("served_models", filter=Q(served_models__is_active=True)))
+    )
+    if category:
+        queryset = queryset.filter(category=category)
+    for word in q.split():
+        queryset = queryset.filter(
+            Q(name__icontains=word) | Q(tagline__icontains=word) | Q(description__icontains=word)
+        )
+    return queryset.order_by("sort_order", "name")
+
+
+def app_get(*, slug: str) -> App:
+    return get_object_or_404(
+        App.objects.filter(is_active=True).select_related("default_model").prefetch_related("parameters"), slug=slug
+    )
+
+
+def gpu_offers() -> list[fit.GpuOffer]:
+    return [
+        fit.GpuOffer(slug=g.slug, name=g.name, memory_gb=g.memory_gb, price_per_card_hour_fen=g.price_per_card_hour_fen)
+        for g in GpuModel.objects.filter(is_active=True).order_by("sort_order", "name")
+    ]
+
+
+def app_fit_table(*, app: App, model: ModelEntry, workload: fit.Workload) -> fit.FitTable:
+    """The fit check for ``model`` served by ``app`` on every active GPU model at 1, 2, 4 and 8 cards."""
+    recommended = app.recommendation_for(model)
+    return fit.fit_table(
+        model_spec(model),
+        workload,
+        gpu_offers(),
+        tensor_parallel=app.supports_tensor_parallel,
+        image_size_bytes=app.image_size_bytes + app.webui_image_size_bytes,
+        startup_seconds=app.startup_seconds,
+        recommended=recommended,
+    )
+
+
+def app_memory_matrix(*, app: App, models) -> dict:
+    """GPU memory on one card for each model the app serves at each precision it offers, at its default
+    context and one request: the table behind "which precision do I need for this card?"."""
+    from apps_marketplace.forms import FitForm
+
+    context_length = FitForm.initial_for(app)["context_length"]
+    precisions = [p for p in app.precisions if p in fit.BITS_PER_PARAMETER]
+    rows = []
+    for model in models:
+        cells = []
+        for precision in precisions:
+            workload = fit.Workload(
+                precision=precision, context_length=min(context_length, model.max_context_length or context_length)
+            )
+            try:
+                cells.append(fit.memory_estimate(model_spec(model), workload).total)
+            except fit.FitInputError:
+                cells.append(None)
+        rows.append({"model": model, "cells": cells})
+    return {"precisions": precisions, "context_length": context_length, "rows": rows}

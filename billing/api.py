@@ -1,0 +1,242 @@
+"""The billing REST API (``/api/v1/billing/``): balance, transactions, top-up orders, statements.
+
+Thin: every view calls the selectors and services the pages use, scoped to the caller, so another
+user's order or statement is a 404 by construction. Amounts are integer fen (``*_fen``).
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing import selectors
+from billing import statements as stmt
+from billing.models import TopUpOrder, Transaction
+from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
+from billing.services import balance_get
+from console.api import ServiceError
+
+# --- Serializers ----------------------------------------------------------------------------------
+
+
+class BalanceSerializer(serializers.Serializer):
+    currency = serializers.CharField()
+    cash_fen = serializers.IntegerField(help_text=_("Paid balance from top-ups."))
+    trial_fen = serializers.IntegerField(help_text=_("Trial credit, spent before paid money."))
+    total_fen = serializers.IntegerField()
+    owed_fen = serializers.IntegerField(help_text=_("Used but not yet charged; settled at the next tick."))
+    burn_fen_per_hour = serializers.IntegerField(help_text=_("What everything running costs per hour."))
+    runway_seconds = serializers.IntegerField(
+        allow_null=True, help_text=_("How long the balance lasts at the current rate; null when nothing runs.")
+    )
+
+
+class TransactionSerializer(serializers.ModelSerializer):
+    amount_fen = serializers.IntegerField(help_text=_("Change of your total balance (negative: money out)."))
+    cash_fen = serializers.IntegerField(help_text=_("Change of your paid balance."))
+    trial_fen = serializers.IntegerField(help_text=_("Change of your trial credit."))
+
+    class Meta:
+        model = Transaction
+        fields = ["id", "kind", "description", "created_at", "amount_fen", "cash_fen", "trial_fen", "metadata"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        for key in ("amount_fen", "cash_fen", "trial_fen"):
+            data[key] = data[key] or 0
+        return data
+
+
+class TopUpOrderSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = TopUpOrder
+        fields = [
+            "id",
+            "amount_fen",
+            "currency",
+            "status",
+            "gateway",
+            "gateway_reference",
+            "refunded_fen",
+            "created_at",
+            "paid_at",
+        ]
+
+
+class TopUpOrderCreatedSerializer(TopUpOrderSerializer):
+    checkout_url = serializers.SerializerMethodField(help_text=_("Send the payer here to pay."))
+
+    class Meta(TopUpOrderSerializer.Meta):
+        fields = [*TopUpOrderSerializer.Meta.fields, "checkout_url"]
+
+    def get_checkout_url(self, order) -> str:
+        return self.context["checkout_url"]
+
+
+class TopUpCreateSerializer(serializers.Serializer):
+    amount = serializers.CharField(
+        required=False, max_length=20, help_text=_('The amount in yuan as text, e.g. "50" or "99.90".')
+    )
+    amount_fen = serializers.IntegerField(required=False, help_text=_("Or the amount in fen, e.g. 5000."))
+
+    def validate(self, attrs):
+        if ("amount" in attrs) == ("amount_fen" in attrs):
+            raise ValidationError({"amount": [_("Give either amount (yuan) or amount_fen.")]})
+        try:
+            fen = yuan_to_fen(attrs["amount"]) if "amount" in attrs else attrs["amount_fen"]
+            topup_amount_check(amount_fen=fen)
+        except InvalidAmount as exc:
+            field = "amount" if "amount" in attrs else "amount_fen"
+            raise ValidationError({field: [str(exc)]}) from None
+        return {"amount_fen": fen}
+
+
+class MonthSummarySerializer(serializers.Serializer):
+    month = serializers.CharField(source="key", help_text=_("YYYY-MM, in the console's time zone."))
+    opening_fen = serializers.IntegerField()
+    topups_fen = serializers.IntegerField()
+    refunds_fen = serializers.IntegerField()
+    adjustments_fen = serializers.IntegerField()
+    trial_fen = serializers.IntegerField()
+    usage_fen = serializers.IntegerField()
+    closing_fen = serializers.IntegerField()
+
+
+class UsageLineSerializer(serializers.Serializer):
+    meter = serializers.IntegerField(source="meter_id", allow_null=True)
+    resource = serializers.CharField(source="ref")
+    description = serializers.CharField()
+    start = serializers.DateTimeField(allow_null=True)
+    end = serializers.DateTimeField(allow_null=True)
+    seconds = serializers.IntegerField()
+    quantity = serializers.IntegerField()
+    unit = serializers.CharField()
+    price_fen = serializers.IntegerField(help_text=_("Price per unit per unit of quantity."))
+    amount_fen = serializers.IntegerField()
+
+
+class StatementSerializer(serializers.Serializer):
+    summary = MonthSummarySerializer()
+    lines = UsageLineSerializer(many=True)
+    lines_total_fen = serializers.IntegerField()
+
+
+# --- Views ----------------------------------------------------------------------------------------
+
+
+class BalanceView(APIView):
+    @extend_schema(responses=BalanceSerializer, summary="Balance and runway")
+    def get(self, request):
+        balance = balance_get(user=request.user)
+        runway = selectors.runway_get(user=request.user)
+        data = {
+            "currency": "CNY",
+            "cash_fen": balance.cash,
+            "trial_fen": balance.trial,
+            "total_fen": balance.total,
+            "owed_fen": runway.owed_fen,
+            "burn_fen_per_hour": runway.burn_fen_per_hour,
+            "runway_seconds": runway.seconds,
+        }
+        return Response(BalanceSerializer(data).data)
+
+
+@extend_schema(
+    summary="Transactions",
+    parameters=[
+        OpenApiParameter("kind", OpenApiTypes.STR, enum=Transaction.Kind.values, description="Only this kind.")
+    ],
+)
+class TransactionListView(generics.ListAPIView):
+    serializer_class = TransactionSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Transaction.objects.none()
+        kind = self.request.query_params.get("kind") or None
+        if kind is not None and kind not in Transaction.Kind.values:
+            raise ValidationError(
+                {"kind": [_("Choose one of: %(kinds)s.") % {"kinds": ", ".join(Transaction.Kind.values)}]}
+            )
+        return selectors.transactions_for(user=self.request.user, kind=kind)
+
+
+class TopUpOrderListView(generics.ListAPIView):
+    serializer_class = TopUpOrderSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TopUpOrder.objects.none()
+        return selectors.topup_orders_for(user=self.request.user)
+
+    @extend_schema(summary="Top-up orders")
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    @extend_schema(
+        summary="Create a top-up order",
+        request=TopUpCreateSerializer,
+        responses={201: TopUpOrderCreatedSerializer},
+        description="Creates a pending order; send the payer to `checkout_url`. The order is paid when the "
+        "gateway's signed webhook arrives.",
+    )
+    def post(self, request):
+        serializer = TopUpCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            order, checkout_url = topup_order_create(
+                user=request.user,
+                amount_fen=serializer.validated_data["amount_fen"],
+                return_url=request.build_absolute_uri("/billing/orders/{order}/"),
+            )
+        except InvalidAmount as exc:  # pragma: no cover - the serializer checks first
+            raise ServiceError(str(exc), code=exc.code) from exc
+        order.refresh_from_db()
+        data = TopUpOrderCreatedSerializer(
+            order, context={"checkout_url": request.build_absolute_uri(checkout_url)}
+        ).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(summary="A top-up order")
+class TopUpOrderDetailView(generics.RetrieveAPIView):
+    serializer_class = TopUpOrderSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TopUpOrder.objects.none()
+        return selectors.topup_orders_for(user=self.request.user)
+
+
+class StatementListView(APIView):
+    @extend_schema(
+        summary="Statements",
+        operation_id="v1_billing_statements_list",
+        responses=inline_serializer("StatementMonths", {"results": MonthSummarySerializer(many=True)}),
+    )
+    def get(self, request):
+        months = stmt.statement_months(user=request.user)
+        return Response({"results": MonthSummarySerializer(months, many=True).data})
+
+
+class StatementDetailView(APIView):
+    @extend_schema(
+        summary="A monthly statement, itemised",
+        parameters=[OpenApiParameter("month", OpenApiTypes.STR, OpenApiParameter.PATH, description="YYYY-MM")],
+        responses=StatementSerializer,
+    )
+    def get(self, request, month: str):
+        parsed = stmt.month_parse(month)
+        if parsed is None or parsed > timezone.localdate(timezone.now(), timezone.get_default_timezone()).replace(
+            day=1
+        ):
+            raise Http404
+        statement = stmt.statement_get(user=request.user, month=parsed)
+        return Response(StatementSerializer(statement).data)

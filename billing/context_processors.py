@@ -1,0 +1,41 @@
+"""The low-balance banner's data, on every page of a signed-in user.
+
+Lazy: the two queries of ``runway_get`` (the balance, the open meters) run only when a template
+asks, and never for anonymous visitors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.utils.functional import SimpleLazyObject
+
+
+@dataclass(frozen=True)
+class LowBalance:
+    seconds: int  # how long the balance lasts at the current rate
+    burn_fen_per_hour: int
+    balance_fen: int
+
+    @property
+    def exhausted(self) -> bool:
+        return self.seconds <= 0
+
+
+def _low_balance_for(user) -> LowBalance | None:
+    from billing.selectors import runway_get
+
+    runway = runway_get(user=user)
+    threshold = int(getattr(settings, "BILLING_LOW_BALANCE_WARNING_S", 3600))
+    seconds = runway.seconds
+    if seconds is None or seconds >= threshold:  # nothing running, or enough money
+        return None
+    return LowBalance(seconds=seconds, burn_fen_per_hour=runway.burn_fen_per_hour, balance_fen=runway.balance_fen)
+
+
+def low_balance(request) -> dict:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    return {"low_balance": SimpleLazyObject(lambda: _low_balance_for(user))}

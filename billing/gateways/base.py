@@ -1,0 +1,198 @@
+"""The payment gateway contract, and the signed-webhook scheme the embedded gateways share.
+
+A gateway takes money from a payer for a ``TopUpOrder`` and tells the console, by a signed webhook,
+whether it arrived. The console never trusts the browser's return from a checkout: only a webhook
+that verifies credits a wallet, and crediting is keyed by the order, so redeliveries are harmless.
+
+Webhook signature (the shape Stripe popularised, so real adapters map onto it)::
+
+    X-Console-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+
+The timestamp is inside the MAC, so a captured request cannot be replayed with a fresh time, and
+requests older (or newer) than ``BILLING_GATEWAY_WEBHOOK_TOLERANCE_S`` are refused; within the
+window the event-id table refuses replays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+if TYPE_CHECKING:
+    from billing.models import TopUpOrder
+
+SIGNATURE_HEADER = "X-Console-Signature"
+
+
+class GatewayError(Exception):
+    """The gateway refused or could not be reached. ``transient`` errors may be retried with the same key."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+class WebhookRejected(Exception):
+    """A webhook that must change nothing: answered with ``status`` and a JSON error ``code``."""
+
+    def __init__(self, code: str, message: str, *, status: int = 400):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class WebhookEvent:
+    """A parsed, authenticated event from a gateway.
+
+    ``type`` is one of ``PAYMENT_SUCCEEDED``/``PAYMENT_FAILED``; ``order_id`` is the console's order id
+    that the checkout was created for; ``amount_fen`` and ``currency`` are what the payer paid.
+    """
+
+    PAYMENT_SUCCEEDED = "payment.succeeded"
+    PAYMENT_FAILED = "payment.failed"
+    TYPES = (PAYMENT_SUCCEEDED, PAYMENT_FAILED)
+
+    id: str
+    type: str
+    order_id: int
+    amount_fen: int
+    currency: str
+    reference: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class PaymentGateway:
+    """One payment provider. Subclasses set ``name`` (used in the webhook URL) and implement the three calls.
+
+    Every call may be repeated: ``create_checkout`` for the same order returns a usable URL again,
+    ``refund`` with the same ``key`` refunds once and returns the same id.
+    """
+
+    name = "base"
+    label = "Payment gateway"
+
+    def create_checkout(self, *, order: TopUpOrder, return_url: str) -> str:
+        """Start paying ``order`` and return the URL to send the payer to.
+
+        The gateway later sends a signed webhook for the outcome; ``return_url`` is where the payer's
+        browser comes back (it proves nothing). May set ``order.gateway_reference`` (the caller saves it).
+        """
+        raise NotImplementedError
+
+    def verify_webhook(self, *, body: bytes, headers: Mapping[str, str]) -> WebhookEvent:
+        """Authenticate and parse one webhook request (the raw body and its headers).
+
+        Returns the event, or raises ``WebhookRejected`` for an unsigned, badly signed, stale or
+        malformed request. Must not touch the database: the caller records and applies the event.
+        """
+        raise NotImplementedError
+
+    def refund(self, *, order: TopUpOrder, amount_fen: int, key: str) -> str:
+        """Send ``amount_fen`` of ``order``'s payment back to the payer (all of it or a part).
+
+        Returns the gateway's refund id. Idempotent by ``key``: a repeat returns the first refund's id
+        and moves no more money. Raises ``GatewayError`` when the gateway refuses.
+        """
+        raise NotImplementedError
+
+
+# --- The shared HMAC scheme -------------------------------------------------------------------------
+
+
+def webhook_secret() -> bytes:
+    """``BILLING_GATEWAY_WEBHOOK_SECRET``, or (unset, for the simulated gateway) one derived from SECRET_KEY."""
+    if settings.BILLING_GATEWAY_WEBHOOK_SECRET:
+        return settings.BILLING_GATEWAY_WEBHOOK_SECRET.encode()
+    from django.utils.crypto import salted_hmac
+
+    return salted_hmac("billing.gateways.webhook-secret", "simulated", algorithm="sha256").hexdigest().encode()
+
+
+def signature_header(*, body: bytes, secret: bytes, timestamp: int | None = None) -> str:
+    """The ``X-Console-Signature`` value for ``body`` at ``timestamp`` (now by default)."""
+    timestamp = int(time.time()) if timestamp is None else int(timestamp)
+    mac = hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    # Django's request.headers is case-insensitive; a plain dict from a test or a simulator may not be.
+    value = headers.get(name)
+    if value is None:
+        lowered = name.lower()
+        value = next((v for k, v in headers.items() if k.lower() == lowered), None)
+    return value
+
+
+def signature_verify(*, body: bytes, headers: Mapping[str, str], secret: bytes, now: float | None = None) -> None:
+    """Raise ``WebhookRejected`` unless ``headers`` carry a fresh, valid signature of ``body``."""
+    header = _header(headers, SIGNATURE_HEADER)
+    if not header:
+        raise WebhookRejected("signature_missing", f"The {SIGNATURE_HEADER} header is missing.", status=401)
+    parts: dict[str, list[str]] = {}
+    for item in header.split(","):
+        key, sep, value = item.strip().partition("=")
+        if sep:
+            parts.setdefault(key, []).append(value)
+    try:
+        timestamp = int(parts["t"][0])
+    except (KeyError, ValueError):
+        raise WebhookRejected(
+            "signature_malformed", "The signature header has no valid timestamp.", status=400
+        ) from None
+    candidates = parts.get("v1", [])
+    if not candidates:
+        raise WebhookRejected("signature_malformed", "The signature header has no v1 signature.", status=400)
+    tolerance = int(getattr(settings, "BILLING_GATEWAY_WEBHOOK_TOLERANCE_S", 300))
+    now = time.time() if now is None else now
+    if abs(now - timestamp) > tolerance:
+        raise WebhookRejected("signature_stale", "The webhook's timestamp is outside the tolerance.", status=401)
+    expected = hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    # Compare every candidate (secret rotation sends two) in constant time.
+    if not any(hmac.compare_digest(expected.encode(), candidate.encode()) for candidate in candidates):
+        raise WebhookRejected("signature_invalid", "The webhook's signature does not match.", status=401)
+
+
+def event_parse(body: bytes) -> WebhookEvent:
+    """Parse the JSON body of the console's webhook format, or raise ``WebhookRejected``::
+
+    {"id": "evt_…", "type": "payment.succeeded", "data": {"order": 12, "amount_fen": 5000,
+     "currency": "CNY", "reference": "pay_…"}}
+    """
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise WebhookRejected("malformed", "The webhook body is not valid JSON.") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), dict):
+        raise WebhookRejected("malformed", "The webhook body is not an event object.")
+    data = payload["data"]
+    event_id, event_type = payload.get("id"), payload.get("type")
+    order_id, amount, currency = data.get("order"), data.get("amount_fen"), data.get("currency", "CNY")
+    if not isinstance(event_id, str) or not event_id or len(event_id) > 200:
+        raise WebhookRejected("malformed", "The event has no valid id.")
+    if event_type not in WebhookEvent.TYPES:
+        raise WebhookRejected("unsupported_event", f"Events of type {event_type!r} are not handled.")
+    for value in (order_id, amount):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise WebhookRejected("malformed", "The event's order and amount must be positive integers.")
+    if not isinstance(currency, str):
+        raise WebhookRejected("malformed", "The event's currency is not valid.")
+    reference = data.get("reference", "")
+    return WebhookEvent(
+        id=event_id,
+        type=event_type,
+        order_id=order_id,
+        amount_fen=amount,
+        currency=currency,
+        reference=str(reference)[:200],
+        payload=payload,
+    )

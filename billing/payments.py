@@ -1,0 +1,273 @@
+"""Top-ups: orders, the gateway's webhooks, crediting and refunds.
+
+The money path: ``topup_order_create`` makes a pending order and asks the gateway for a checkout
+URL; the gateway's signed webhook reaches ``topup_webhook_receive``, which records the event id (the
+replay guard), moves the order to ``paid`` and posts GATEWAY → the user's CASH under the ledger key
+``topup:order:<id>``. However many times, and however concurrently, a webhook arrives, the wallet is
+credited once. ``topup_refund`` sends paid money back (CASH → GATEWAY), never trial credit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from billing.gateways import GatewayError, WebhookEvent, WebhookRejected, gateway_get
+from billing.models import LedgerAccount, Refund, TopUpOrder, Transaction
+from billing.models import WebhookEvent as WebhookEventRow
+from billing.services import BillingError, account_get, ledger_post
+
+logger = logging.getLogger(__name__)
+
+Kind = LedgerAccount.Kind
+Status = TopUpOrder.Status
+
+
+class InvalidAmount(BillingError):
+    code = "invalid_amount"
+
+
+class RefundRefused(BillingError):
+    code = "refund_refused"
+
+
+class InvalidTransition(BillingError):
+    code = "invalid_transition"
+
+
+# --- Amounts --------------------------------------------------------------------------------------
+
+_YUAN = re.compile(r"^([0-9]{1,12})(?:\.([0-9]{1,2}))?$")
+
+
+def yuan_to_fen(text: str) -> int:
+    """Parse an amount typed in yuan (``"50"``, ``"50.5"``, ``"¥1,000.00"``) into integer fen, without float.
+
+    Raises ``InvalidAmount`` for anything else: negatives, more than two decimals, exponents, words.
+    """
+    # NFKC folds what a Chinese input method types (full-width digits, "．", "￥", "，") into ASCII.
+    cleaned = unicodedata.normalize("NFKC", str(text)).strip().replace(",", "").removeprefix("¥").strip()
+    match = _YUAN.match(cleaned)
+    if not match:
+        raise InvalidAmount(_("Enter an amount in yuan, such as 50 or 99.90."))
+    whole, decimals = match.group(1), (match.group(2) or "").ljust(2, "0")
+    return int(whole) * 100 + int(decimals)
+
+
+def topup_limits() -> tuple[int, int]:
+    """The smallest and largest top-up, in fen."""
+    return int(settings.BILLING_TOPUP_MIN_FEN), int(settings.BILLING_TOPUP_MAX_FEN)
+
+
+def topup_amount_check(*, amount_fen: int) -> int:
+    low, high = topup_limits()
+    if amount_fen < low or amount_fen > high:
+        raise InvalidAmount(
+            _("A top-up is between ¥%(low)s and ¥%(high)s.")
+            % {"low": f"{low / 100:,.0f}", "high": f"{high / 100:,.0f}"}
+        )
+    return amount_fen
+
+
+# --- Orders ---------------------------------------------------------------------------------------
+
+
+def topup_order_transition(*, order_id: int, src: str, dst: str, **changes) -> bool:
+    """Move an order from ``src`` to ``dst`` if it is still in ``src`` (compare-and-set).
+
+    ``False`` means someone moved it first. A move the table does not allow raises.
+    """
+    if dst not in TopUpOrder.TRANSITIONS[src]:
+        raise InvalidTransition(f"top-up order cannot go from {src} to {dst}")
+    return bool(
+        TopUpOrder.objects.filter(pk=order_id, status=src).update(status=dst, updated_at=timezone.now(), **changes)
+    )
+
+
+def topup_order_create(*, user, amount_fen: int, return_url: str = "") -> tuple[TopUpOrder, str]:
+    """Open a pending top-up of ``amount_fen`` and return it with the gateway's checkout URL.
+
+    ``return_url`` is where the payer's browser comes back; ``{order}`` in it becomes the order's id.
+    """
+    if not isinstance(amount_fen, int) or isinstance(amount_fen, bool):
+        raise TypeError("amounts are integers (fen)")
+    topup_amount_check(amount_fen=amount_fen)
+    gateway = gateway_get()
+    order = TopUpOrder.objects.create(user=user, amount_fen=amount_fen, gateway=gateway.name)
+    try:
+        checkout_url = gateway.create_checkout(order=order, return_url=return_url.replace("{order}", str(order.pk)))
+    except GatewayError:
+        # No checkout exists, so no payment can arrive for it: close the order rather than leave it pending.
+        topup_order_transition(order_id=order.pk, src=Status.PENDING, dst=Status.FAILED, failed_at=timezone.now())
+        raise
+    if order.gateway_reference:
+        TopUpOrder.objects.filter(pk=order.pk).update(gateway_reference=order.gateway_reference)
+    return order, checkout_url
+
+
+def topup_orders_expire(*, older_than: timedelta | None = None) -> int:
+    """Expire pending orders older than ``older_than`` (a day by default); a late payment still credits."""
+    cutoff = timezone.now() - (older_than or timedelta(seconds=int(settings.BILLING_TOPUP_ORDER_TTL_S)))
+    return TopUpOrder.objects.filter(status=Status.PENDING, created_at__lt=cutoff).update(
+        status=Status.EXPIRED, updated_at=timezone.now()
+    )
+
+
+# --- Webhooks -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WebhookOutcome:
+    """What a webhook did: ``credited``, ``failed``, ``duplicate`` (seen before) or ``ignored`` (nothing to do)."""
+
+    result: str
+    event: WebhookEvent
+    order_id: int
+
+
+def topup_webhook_receive(*, gateway_name: str, body: bytes, headers: Mapping[str, str]) -> WebhookOutcome:
+    """Verify, record and apply one webhook delivery. Raises ``WebhookRejected`` and changes nothing when bad.
+
+    The order row is locked first, so two deliveries of events for one order apply one after the
+    other; the event id's unique row makes a redelivery a no-op; the ledger key makes crediting
+    once a database guarantee even if two different event ids both say "paid".
+    """
+    gateway = gateway_get()
+    if gateway.name != gateway_name:
+        raise WebhookRejected("unknown_gateway", "No such payment gateway.", status=404)
+    event = gateway.verify_webhook(body=body, headers=headers)
+    digest = hashlib.sha256(body).hexdigest()
+    with transaction.atomic():
+        order = TopUpOrder.objects.select_for_update().filter(pk=event.order_id, gateway=gateway.name).first()
+        if order is None:
+            raise WebhookRejected("unknown_order", "No such order.", status=404)
+        try:
+            with transaction.atomic():
+                WebhookEventRow.objects.create(
+                    gateway=gateway.name, event_id=event.id, event_type=event.type, order=order, payload_sha256=digest
+                )
+        except IntegrityError:
+            seen = WebhookEventRow.objects.get(gateway=gateway.name, event_id=event.id)
+            if seen.payload_sha256 != digest:
+                raise WebhookRejected(
+                    "event_conflict", "This event id was already delivered with another body.", status=409
+                ) from None
+            return WebhookOutcome(result="duplicate", event=event, order_id=order.pk)
+        if event.amount_fen != order.amount_fen or event.currency != order.currency:
+            # Raising rolls back the event row too: a bad event changes nothing.
+            raise WebhookRejected("amount_mismatch", "The paid amount does not match the order.", status=400)
+        if event.type == WebhookEvent.PAYMENT_SUCCEEDED:
+            return WebhookOutcome(result=_order_credit(order=order, event=event), event=event, order_id=order.pk)
+        if order.status == Status.PENDING:
+            topup_order_transition(order_id=order.pk, src=Status.PENDING, dst=Status.FAILED, failed_at=timezone.now())
+            return WebhookOutcome(result="failed", event=event, order_id=order.pk)
+        return WebhookOutcome(result="ignored", event=event, order_id=order.pk)
+
+
+def _order_credit(*, order: TopUpOrder, event: WebhookEvent) -> str:
+    """Credit a paid order's money to its owner's wallet; the caller holds the order's lock."""
+    if order.status not in (Status.PENDING, Status.FAILED, Status.EXPIRED):
+        return "ignored"  # paid (or refunded) already
+    ledger_post(
+        key=f"topup:order:{order.pk}",
+        kind=Transaction.Kind.TOPUP,
+        user=order.user,
+        legs=[
+            (account_get(kind=Kind.GATEWAY), -order.amount_fen),
+            (account_get(user=order.user, kind=Kind.CASH), order.amount_fen),
+        ],
+        description=f"Top-up #{order.pk}",
+        metadata={"order": order.pk, "gateway": order.gateway, "event": event.id, "reference": event.reference},
+    )
+    topup_order_transition(
+        order_id=order.pk,
+        src=order.status,
+        dst=Status.PAID,
+        paid_at=timezone.now(),
+        gateway_reference=event.reference or order.gateway_reference,
+    )
+    return "credited"
+
+
+# --- Refunds --------------------------------------------------------------------------------------
+
+
+def topup_refund(*, order: TopUpOrder, amount_fen: int, reason: str, key: str | None = None, created_by=None) -> Refund:
+    """Send ``amount_fen`` of a paid order back to the payer through the gateway.
+
+    Only paid money still in the wallet can go back: at most what remains of the order and at most
+    the CASH balance; trial credit is never touched. Idempotent by ``key`` (by default the order,
+    amount and reason: asking twice refunds once; pass a distinct key for a second, equal part).
+    The gateway is called inside the transaction, after the posting: if it refuses, nothing is
+    posted; if we crash after it agreed, the retry's same key gets the same refund back.
+    """
+    if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
+        raise RefundRefused(_("A refund is a positive amount."))
+    reason = reason.strip()
+    if not reason:
+        raise RefundRefused(_("Say why the money goes back."))
+    key = key or f"order:{order.pk}:{amount_fen}:{hashlib.sha256(reason.encode()).hexdigest()[:16]}"
+    existing = Refund.objects.filter(key=key).first()
+    if existing is not None:
+        return existing
+    gateway = gateway_get()
+    with transaction.atomic():
+        order = TopUpOrder.objects.select_for_update().get(pk=order.pk)
+        existing = Refund.objects.filter(key=key).first()
+        if existing is not None:
+            return existing
+        if order.gateway != gateway.name:
+            raise RefundRefused(_("This order was paid through another gateway."))
+        if order.status not in (Status.PAID, Status.PARTIALLY_REFUNDED):
+            raise RefundRefused(_("Only a paid top-up can be refunded."))
+        remaining = order.amount_fen - order.refunded_fen
+        if amount_fen > remaining:
+            raise RefundRefused(
+                _("At most ¥%(amount)s of this top-up can still be refunded.") % {"amount": f"{remaining / 100:.2f}"}
+            )
+        cash = account_get(user=order.user, kind=Kind.CASH)
+        cash_balance = LedgerAccount.objects.select_for_update().values_list("balance", flat=True).get(pk=cash.pk)
+        if amount_fen > cash_balance:
+            raise RefundRefused(
+                _("Only the paid balance still in the wallet (¥%(amount)s) can be refunded.")
+                % {"amount": f"{max(cash_balance, 0) / 100:.2f}"}
+            )
+        txn, _created = ledger_post(
+            key=f"topup:refund:{key}",
+            kind=Transaction.Kind.REFUND,
+            user=order.user,
+            legs=[(cash, -amount_fen), (account_get(kind=Kind.GATEWAY), amount_fen)],
+            description=f"Refund of top-up #{order.pk}",
+            metadata={"order": order.pk, "reason": reason[:255]},
+            created_by=created_by,
+        )
+        refund_id = gateway.refund(order=order, amount_fen=amount_fen, key=key)
+        refund = Refund.objects.create(
+            order=order,
+            amount_fen=amount_fen,
+            reason=reason[:255],
+            key=key,
+            gateway_refund_id=refund_id,
+            transaction=txn,
+            created_by=created_by,
+        )
+        dst = Status.REFUNDED if amount_fen == remaining else Status.PARTIALLY_REFUNDED
+        topup_order_transition(
+            order_id=order.pk,
+            src=order.status,
+            dst=dst,
+            refunded_fen=F("refunded_fen") + amount_fen,
+            refunded_at=timezone.now(),
+        )
+    return refund

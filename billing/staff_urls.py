@@ -1,0 +1,8 @@
+from django.urls import path
+
+from billing import staff_views
+
+urlpatterns = [
+    path("", staff_views.staff_billing, name="staff_billing"),
+    path("ledger-check/", staff_views.staff_ledger_check_run, name="staff_ledger_check_run"),
+]

@@ -1,0 +1,54 @@
+"""Billing's template helpers: transaction badges, signed amounts, the dashboard's trial-credit step."""
+
+from __future__ import annotations
+
+from django import template
+from django.conf import settings
+
+from console.templatetags.console_tags import cny
+
+register = template.Library()
+
+TX_BADGES = {
+    "topup": "green",
+    "usage": "indigo",
+    "refund": "blue",
+    "trial_grant": "yellow",
+    "trial_expiry": "",
+    "adjustment": "blue",
+}
+
+
+@register.filter
+def tx_badge(kind: str) -> str:
+    return TX_BADGES.get(kind, "")
+
+
+@register.filter
+def signed_cny(fen: int | None) -> str:
+    """``+¥10.00`` / ``-¥0.32``: a movement, signed even when positive."""
+    if fen is None:
+        return "—"
+    return ("+" if fen > 0 else "") + cny(fen)
+
+
+@register.inclusion_tag("billing/_trial_claim_step.html", takes_context=True)
+def trial_claim_step(context):
+    """The dashboard's 'claim your trial credit' step: shown until claimed, explains when it cannot be."""
+    from allauth.account.models import EmailAddress
+
+    from billing.services import trial_claimed
+
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    amount = int(settings.BILLING_TRIAL_CREDIT_FEN)
+    if user is None or not user.is_authenticated or amount <= 0 or trial_claimed(user=user):
+        return {"show": False}
+    return {
+        "show": True,
+        "amount": amount,
+        "verified": EmailAddress.objects.filter(user=user, verified=True).exists(),
+        "ttl_days": settings.BILLING_TRIAL_CREDIT_TTL_DAYS,
+        "csrf_token": context.get("csrf_token"),
+        "next": request.get_full_path(),
+    }

@@ -1,0 +1,231 @@
+"""Billing pages: the overview, top-ups and the simulated checkout, statements, the webhook endpoint."""
+
+from __future__ import annotations
+
+import csv
+import logging
+
+from allauth.account.models import EmailAddress
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from billing import selectors
+from billing import statements as stmt
+from billing.charts import spend_chart
+from billing.forms import TopUpForm
+from billing.gateways import GatewayError, WebhookRejected, gateway_get
+from billing.gateways.simulated import SimulatedGateway
+from billing.models import TopUpOrder, Transaction
+from billing.payments import topup_order_create, topup_webhook_receive
+from billing.services import TrialUnavailable, balance_get, trial_claim
+from console.api import error_body
+
+logger = logging.getLogger(__name__)
+
+
+def _overview_context(request: HttpRequest, form: TopUpForm | None = None) -> dict:
+    user = request.user
+    return {
+        "balance": balance_get(user=user),
+        "runway": selectors.runway_get(user=user),
+        "chart": spend_chart(selectors.spend_per_day(user=user, days=30)),
+        "recent": list(selectors.transactions_for(user=user)[:10]),
+        "orders": list(selectors.topup_orders_for(user=user)[:10]),
+        "form": form or TopUpForm(),
+        "presets": settings.BILLING_TOPUP_PRESETS_FEN,
+        "limits": (settings.BILLING_TOPUP_MIN_FEN, settings.BILLING_TOPUP_MAX_FEN),
+    }
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "billing/overview.html", _overview_context(request))
+
+
+@login_required
+def transactions(request: HttpRequest) -> HttpResponse:
+    kind = request.GET.get("kind") or ""
+    if kind not in Transaction.Kind.values:
+        kind = ""
+    page = Paginator(selectors.transactions_for(user=request.user, kind=kind or None), 50).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "billing/transactions.html", {"page": page, "kind": kind, "kinds": Transaction.Kind.choices})
+
+
+@login_required
+@require_POST
+def topup_create(request: HttpRequest) -> HttpResponse:
+    form = TopUpForm(request.POST)
+    if not form.is_valid():
+        return render(request, "billing/overview.html", _overview_context(request, form), status=400)
+    try:
+        _order, checkout_url = topup_order_create(
+            user=request.user,
+            amount_fen=form.cleaned_data["amount_fen"],
+            return_url=request.build_absolute_uri(reverse("billing")) + "orders/{order}/",
+        )
+    except GatewayError:
+        logger.exception("creating a checkout failed")
+        messages.error(request, _("The payment service is not reachable. Please try again in a few minutes."))
+        return redirect("billing")
+    return redirect(checkout_url)
+
+
+@login_required
+def order_detail(request: HttpRequest, order_id: int) -> HttpResponse:
+    try:
+        order = selectors.topup_order_get(user=request.user, order_id=order_id)
+    except TopUpOrder.DoesNotExist:
+        raise Http404 from None
+    can_pay = order.status == TopUpOrder.Status.PENDING and isinstance(gateway_get(), SimulatedGateway)
+    return render(
+        request,
+        "billing/order_detail.html",
+        {"order": order, "refunds": order.refunds.all(), "can_pay": can_pay},
+    )
+
+
+@login_required
+def simulated_checkout(request: HttpRequest, order_id: int) -> HttpResponse:
+    """The simulated gateway's own checkout page: Approve or Decline, then a signed webhook to ourselves."""
+    gateway = gateway_get()
+    if not isinstance(gateway, SimulatedGateway):
+        raise Http404
+    try:
+        order = selectors.topup_order_get(user=request.user, order_id=order_id)
+    except TopUpOrder.DoesNotExist:
+        raise Http404 from None
+    if order.gateway != gateway.name:
+        raise Http404
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action not in ("approve", "decline"):
+            return render(request, "billing/simulated_checkout.html", {"order": order}, status=400)
+        if order.status != TopUpOrder.Status.PENDING:
+            messages.info(request, _("This order is no longer awaiting payment."))
+            return redirect("billing_order", order_id=order.pk)
+        try:
+            outcome = gateway.simulate(order=order, approve=action == "approve")
+        except WebhookRejected as exc:  # pragma: no cover - only a misconfigured secret gets here
+            logger.error("the simulated gateway's own webhook was rejected: %s", exc.code)
+            messages.error(request, _("The payment could not be confirmed."))
+            return redirect("billing_order", order_id=order.pk)
+        if outcome.result == "credited":
+            messages.success(request, _("Payment received: your balance was topped up."))
+        elif outcome.result == "failed":
+            messages.warning(request, _("The payment was declined; nothing was charged."))
+        return redirect("billing_order", order_id=order.pk)
+    return render(request, "billing/simulated_checkout.html", {"order": order, "gateway": gateway})
+
+
+@csrf_exempt
+@require_POST
+def webhook(request: HttpRequest, gateway: str) -> JsonResponse:
+    """A gateway's webhook: verified, recorded once, applied once. Bad requests change nothing (4xx)."""
+    try:
+        outcome = topup_webhook_receive(gateway_name=gateway, body=request.body, headers=request.headers)
+    except WebhookRejected as exc:
+        logger.warning("webhook rejected (%s): %s", exc.code, exc.message)
+        return JsonResponse(error_body(code=exc.code, message=exc.message), status=exc.status)
+    return JsonResponse({"received": True, "event": outcome.event.id, "result": outcome.result})
+
+
+@login_required
+@require_POST
+def trial_claim_view(request: HttpRequest) -> HttpResponse:
+    if not EmailAddress.objects.filter(user=request.user, verified=True).exists():
+        messages.error(request, _("Verify your e-mail address to claim the trial credit."))
+    else:
+        try:
+            trial_claim(user=request.user)
+        except TrialUnavailable:
+            messages.error(request, _("No trial credit is offered at the moment."))
+        else:
+            messages.success(
+                request,
+                _("Your trial credit of ¥%(amount)s is ready: it is spent before your paid balance.")
+                % {"amount": f"{settings.BILLING_TRIAL_CREDIT_FEN / 100:.2f}"},
+            )
+    target = request.POST.get("next") or reverse("dashboard")
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = reverse("dashboard")
+    return redirect(target)
+
+
+# --- Statements -----------------------------------------------------------------------------------
+
+
+def _month_or_404(text: str):
+    month = stmt.month_parse(text)
+    if month is None or month > timezone.localdate(timezone.now(), timezone.get_default_timezone()).replace(day=1):
+        raise Http404
+    return month
+
+
+@login_required
+def statements(request: HttpRequest) -> HttpResponse:
+    return render(request, "billing/statements.html", {"months": stmt.statement_months(user=request.user)})
+
+
+@login_required
+def statement_detail(request: HttpRequest, month: str) -> HttpResponse:
+    statement = stmt.statement_get(user=request.user, month=_month_or_404(month))
+    return render(
+        request,
+        "billing/statement_detail.html",
+        {"statement": statement, "s": statement.summary, "time_zone": settings.TIME_ZONE},
+    )
+
+
+CSV_COLUMNS = [
+    "meter",
+    "resource",
+    "description",
+    "start",
+    "end",
+    "seconds",
+    "quantity",
+    "unit",
+    "rate_cny_per_unit",
+    "amount_cny",
+]
+
+
+@login_required
+def statement_csv(request: HttpRequest, month: str) -> HttpResponse:
+    parsed = _month_or_404(month)
+    statement = stmt.statement_get(user=request.user, month=parsed)
+    tz = timezone.get_default_timezone()
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="statement-{parsed:%Y-%m}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(CSV_COLUMNS)
+    for line in statement.lines:
+        writer.writerow(
+            [
+                line.meter_id or "",
+                line.ref,
+                line.description,
+                timezone.localtime(line.start, tz).isoformat() if line.start else "",
+                timezone.localtime(line.end, tz).isoformat() if line.end else "",
+                line.seconds,
+                line.quantity,
+                line.unit,
+                stmt.fen_to_decimal_string(line.price_fen),
+                stmt.fen_to_decimal_string(line.amount_fen),
+            ]
+        )
+    return response
