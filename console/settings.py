@@ -323,3 +323,20 @@ API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
 BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
 BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
 BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
+
+# --- Instance proxy and the local runtime (console/proxy.py, instances/local/) ---------------------
+# The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
+CONSOLE_PROXY_PREFIX = "/i/"
+# resolve(*, instance_id, service, user) -> console.proxy.ProxyTarget | None (None: a 404).
+CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "instances.local.registry.proxy_target_for")
+# Origins other than the console's own that may open WebSockets / POST through the proxy.
+CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
+# A separate host for user servers (see console/proxy.py); empty: served on the console's host.
+CONSOLE_PROXY_HOST = os.environ.get("CONSOLE_PROXY_HOST", "")
+LOCAL_RUNTIME = {
+    "ROOT": Path(os.environ.get("LOCAL_RUNTIME_ROOT", BASE_DIR / "var/instances")),
+    "PORT_LOW": int(os.environ.get("LOCAL_RUNTIME_PORT_LOW", "20000")),
+    "PORT_HIGH": int(os.environ.get("LOCAL_RUNTIME_PORT_HIGH", "29999")),
+    # Cards offered when the host has no NVIDIA GPU (nvidia-smi missing or finds none).
+    "SIMULATED_GPUS": int(os.environ.get("LOCAL_RUNTIME_SIMULATED_GPUS", "8")),
+}

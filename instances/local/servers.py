@@ -74,6 +74,7 @@ def jupyter_command(*, paths: Paths, port: int, base_url: str, token: str, jupyt
         "--ServerApp.open_browser=False",
         "--LabApp.news_url=",  # no calls home from the browser
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        f"--config={paths.run / 'jupyter_server_config.py'}",
     ]
     env = {
         "JUPYTER_TOKEN": token,
@@ -83,6 +84,28 @@ def jupyter_command(*, paths: Paths, port: int, base_url: str, token: str, jupyt
         "IPYTHONDIR": str(paths.home / ".ipython"),
     }
     return ServerCommand(LAB, argv, env, str(paths.home))
+
+
+JUPYTER_CONFIG = """# Written by the console's local runtime.
+import os
+
+# Take the token out of the environment, so kernels and terminals (which inherit it) never see it.
+c.IdentityProvider.token = os.environ.pop("JUPYTER_TOKEN", "")
+
+
+def _without_token(handler, page_config):
+    # JupyterLab puts the token in every page for its own requests; the console's proxy adds it to
+    # each request instead, so the page needs none (JupyterHub blanks it for the same reason).
+    page_config["token"] = ""
+    return page_config
+
+
+c.ServerApp.tornado_settings = {"page_config_hook": _without_token}
+"""
+
+
+def jupyter_files(*, paths: Paths) -> dict[Path, str]:
+    return {paths.run / "jupyter_server_config.py": JUPYTER_CONFIG}
 
 
 def code_server_command(

@@ -265,6 +265,9 @@ class LocalRuntime:
 
     def _command(self, key, service, paths, port, meta, env) -> servers.ServerCommand:
         if service == LAB:
+            for path, text in servers.jupyter_files(paths=paths).items():
+                path.write_text(text)
+                os.chmod(path, 0o600)
             return servers.jupyter_command(
                 paths=paths,
                 port=port,
