@@ -1,9 +1,10 @@
 """Fixtures for the proxy tests: real JupyterLab servers (alice's and charlie's instances) started once
-per module by the local runtime, and the console's ASGI app under uvicorn in front of them."""
+per test session by the local runtime, and the console's ASGI app under uvicorn in front of them."""
 
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -33,7 +34,7 @@ class ProxyWorld:
         return self.base_url.replace("http://", "ws://")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
     root = tmp_path_factory.mktemp("instances")
     runtime = runtime_or_skip(root, ("lab",))
@@ -48,8 +49,8 @@ def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
                     wait_until(lambda key=key: lab_answers(runtime, key), timeout=60, what="JupyterLab to answer")
                 yield ProxyWorld(base_url, runtime, alice_key, charlie_key)
         finally:
-            for key in (alice_key, charlie_key):
-                runtime.destroy(key)
+            with ThreadPoolExecutor() as pool:  # each server takes a moment to shut down its kernels
+                list(pool.map(runtime.destroy, (alice_key, charlie_key)))
             registry.get_runtime.cache_clear()
 
 

@@ -74,6 +74,9 @@ def jupyter_command(*, paths: Paths, port: int, base_url: str, token: str, jupyt
         "--ServerApp.open_browser=False",
         "--LabApp.news_url=",  # no calls home from the browser
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        # No extension manager: it would query PyPI and run yarn/npm at every start (a second here).
+        "--LabApp.extension_manager=readonly",
+        "--LanguageServerManager.autodetect=False",  # jupyter-lsp would run npm to look for servers
         f"--config={paths.run / 'jupyter_server_config.py'}",
     ]
     env = {

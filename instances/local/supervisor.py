@@ -27,7 +27,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -346,7 +345,7 @@ class LocalRuntime:
             port = ports.get(service)
             process = self._alive(paths, service)
             if process is not None:
-                listening = port is not None and _accepts(port)
+                listening = port is not None and _listens(process, port)
                 state = ServerState.RUNNING if listening else ServerState.STARTING
                 result[service] = ServerStatus(service, state, port, process.pid)
             elif paths.pidfile(service).exists():
@@ -423,12 +422,23 @@ class LocalRuntime:
         psutil.wait_procs(late, timeout=self.stop_timeout)
 
 
-def _accepts(port: int, host: str = "127.0.0.1") -> bool:
+def _listens(process: psutil.Process, port: int) -> bool:
+    """The server (or a child: code-server serves from one) listens on ``port``.
+
+    Read from the kernel's socket table rather than by connecting, which would make sshd fork a
+    pre-auth child and log a dropped connection at every poll."""
     try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
+        family = [process, *process.children(recursive=True)]
+    except psutil.Error:
         return False
+    for member in family:
+        try:
+            for conn in member.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port:
+                    return True
+        except psutil.Error:
+            continue
+    return False
 
 
 def _tail(path: Path, lines: int = 5, limit: int = 2000) -> str:
