@@ -148,9 +148,7 @@ def _upstream_cookie_header(scope, target: ProxyTarget) -> str:
 
 
 def _upstream_headers(scope, target: ProxyTarget, drop: set[bytes]) -> list[tuple[str, str]]:
-    headers = [
-        (k.decode("latin-1"), v.decode("latin-1")) for k, v in _headers(scope) if k.lower() not in drop
-    ]
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in _headers(scope) if k.lower() not in drop]
     headers.append(("Host", f"{target.host}:{target.port}"))
     headers.extend(target.headers)
     cookie = _upstream_cookie_header(scope, target)
@@ -263,9 +261,7 @@ async def proxy_http(scope, receive, send) -> None:
         await _simple_response(send, 404, NOT_FOUND)
         return
     if raw == mount.encode():  # /i/<id>/lab → /i/<id>/lab/
-        await send(
-            {"type": "http.response.start", "status": 302, "headers": [(b"location", (mount + "/").encode())]}
-        )
+        await send({"type": "http.response.start", "status": 302, "headers": [(b"location", (mount + "/").encode())]})
         await send({"type": "http.response.body", "body": b""})
         return
 

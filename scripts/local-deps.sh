@@ -14,6 +14,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DEPS="${LOCAL_DEPS_DIR:-$ROOT/var/local-deps}"
 PYTHON="${PYTHON:-python3}"
+[ -n "$PYTHON" ] || PYTHON=python3
 CODE_SERVER_VERSION="4.100.3"
 mkdir -p "$DEPS"
 

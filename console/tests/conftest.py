@@ -37,9 +37,12 @@ class ProxyWorld:
 @pytest.fixture(scope="session")
 def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
     root = tmp_path_factory.mktemp("instances")
-    runtime = runtime_or_skip(root, ("lab",))
+    # code-server is the slowest component to install: without it, the JupyterLab tests still run.
+    with_code = not LocalRuntime(root=root, services=("code",)).missing_components()
+    services = ("lab", "code") if with_code else ("lab",)
+    runtime = runtime_or_skip(root, services)
     alice_key, charlie_key = str(uuid.uuid4()), str(uuid.uuid4())
-    with override_settings(LOCAL_RUNTIME={"ROOT": root, "SERVICES": ["lab"]}):
+    with override_settings(LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services)}):
         registry.get_runtime.cache_clear()
         try:
             for key in (alice_key, charlie_key):

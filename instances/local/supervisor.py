@@ -26,7 +26,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -167,7 +166,7 @@ class LocalRuntime:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
-    def keys(self) -> list[str]:
+    def instance_keys(self) -> list[str]:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "run" / "meta.json").is_file())

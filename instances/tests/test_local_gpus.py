@@ -18,7 +18,9 @@ def _replay(name: str | None, *, returncode: int = 0, missing: bool = False):
         if missing:
             raise FileNotFoundError(argv[0])
         text = (RECORDINGS / name).read_text() if name else ""
-        return subprocess.CompletedProcess(argv, returncode, stdout=text if returncode == 0 else "", stderr="" if returncode == 0 else text)
+        return subprocess.CompletedProcess(
+            argv, returncode, stdout=text if returncode == 0 else "", stderr="" if returncode == 0 else text
+        )
 
     return runner
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.local
 def runtime(tmp_path):
     runtime = runtime_or_skip(tmp_path, ("lab",))
     yield runtime
-    for key in runtime.keys():
+    for key in runtime.instance_keys():
         runtime.destroy(key)
 
 

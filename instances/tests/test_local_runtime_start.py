@@ -73,7 +73,7 @@ def test_two_instances_never_share_a_port(tmp_path):
             wait_until(lambda key=key: runtime.status(key).overall == "running", what=f"{key}'s sshd")
         assert set(ports) <= listening_ports()
     finally:
-        for key in runtime.keys():
+        for key in runtime.instance_keys():
             runtime.destroy(key)
 
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.local
 def runtime(tmp_path):
     runtime = runtime_or_skip(tmp_path, ("lab", "ssh"))
     yield runtime
-    for key in runtime.keys():
+    for key in runtime.instance_keys():
         runtime.destroy(key)
 
 
@@ -27,7 +27,7 @@ def ssh_runtime(tmp_path):
     """sshd alone starts in milliseconds: enough for what does not need JupyterLab's kernels."""
     runtime = runtime_or_skip(tmp_path / "ssh-only", ("ssh",))
     yield runtime
-    for key in runtime.keys():
+    for key in runtime.instance_keys():
         runtime.destroy(key)
 
 

@@ -51,7 +51,7 @@ def _ssh(key: Path, port: int, known_hosts: Path, user: str, command: str) -> su
 def runtime(tmp_path):
     runtime = runtime_or_skip(tmp_path / "instances", ("ssh",))
     yield runtime
-    for key in runtime.keys():
+    for key in runtime.instance_keys():
         runtime.destroy(key)
 
 
