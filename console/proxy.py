@@ -57,8 +57,10 @@ HOP_BY_HOP = {
     b"transfer-encoding",
     b"upgrade",
     b"host",
-    b"content-length",  # recomputed by the side that frames the body
 }
+# Content-Length passes both ways: a request body is streamed with its declared length (httpx then
+# sends no chunked framing, which some servers refuse for uploads), and a response's raw bytes are
+# relayed exactly as the upstream framed them.
 # Never forwarded upstream: the browser's own credentials for the upstream are ours to set.
 REQUEST_DROP = {b"authorization", b"cookie", b"origin", b"referer", b"forwarded"} | HOP_BY_HOP
 WS_REQUEST_DROP = REQUEST_DROP | {
