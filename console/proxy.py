@@ -290,7 +290,7 @@ async def proxy_http(scope, receive, send) -> None:
     try:
         response = await _client().send(request, stream=True)
     except httpx.HTTPError as exc:
-        logger.info("instance %s %s unreachable: %s", instance_id, service, exc)
+        logger.debug("instance %s %s unreachable: %s", instance_id, service, exc)
         await _simple_response(send, 502, "This server is not answering yet. Wait a moment and reload.")
         return
     try:
@@ -379,7 +379,7 @@ async def proxy_websocket(scope, receive, send) -> None:
             proxy=None,
         )
     except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as exc:
-        logger.info("instance %s %s websocket unreachable: %s", instance_id, service, exc)
+        logger.debug("instance %s %s websocket unreachable: %s", instance_id, service, exc)
         await _ws_refuse(scope, send, 502)
         return
 

@@ -340,3 +340,6 @@ LOCAL_RUNTIME = {
     # Cards offered when the host has no NVIDIA GPU (nvidia-smi missing or finds none).
     "SIMULATED_GPUS": int(os.environ.get("LOCAL_RUNTIME_SIMULATED_GPUS", "8")),
 }
+# The proxy's upstream client would log every proxied request at INFO.
+LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
+LOGGING["loggers"]["httpcore"] = {"level": "WARNING"}
