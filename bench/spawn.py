@@ -163,9 +163,9 @@ def jupyterhub(runs: int) -> list[float] | str:
         _wait(lambda: _ok(httpx, f"{base}/hub/api/", headers), timeout=60)
         for i in range(runs):
             user = f"bench{i}"
-            httpx.post(f"{base}/hub/api/users/{user}", headers=headers)
+            httpx.post(f"{base}/hub/api/users/{user}", headers=headers, timeout=30)
             started = time.perf_counter()
-            httpx.post(f"{base}/hub/api/users/{user}/server", headers=headers)
+            httpx.post(f"{base}/hub/api/users/{user}/server", headers=headers, timeout=120)
             _wait(lambda user=user: _ok(httpx, f"{base}/user/{user}/api/status", headers))
             times.append(time.perf_counter() - started)
             httpx.delete(f"{base}/hub/api/users/{user}/server", headers=headers, timeout=30)

@@ -13,6 +13,8 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from instances.local.ports import LockedJsonFile
+
 QUERY_FIELDS = ("index", "uuid", "name", "memory.total", "utilization.gpu", "memory.used")
 NVIDIA_SMI_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
 
@@ -153,3 +155,44 @@ def gpu_discover(
     if result.returncode != 0:
         raise GpuDiscoveryError(f"nvidia-smi exited with status {result.returncode}: {output.strip()[:300]}")
     return GpuInventory(gpus=tuple(parse_nvidia_smi_csv(result.stdout)), simulated=False)
+
+
+class NotEnoughGpus(Exception):
+    pass
+
+
+class GpuRegistry(LockedJsonFile):
+    """Which of the host's cards each instance holds: ``{key: ["0", "1"]}``, so no card is given twice.
+
+    Cards are named by index, as ``CUDA_VISIBLE_DEVICES`` takes them. An instance keeps its cards
+    while it exists in the registry; ``release`` (on stop and destroy) gives them back.
+    """
+
+    def allocate(self, key: str, count: int, available: Sequence[str]) -> list[str]:
+        """``count`` cards for ``key``: the ones it holds, or free ones from ``available`` (lowest first)."""
+        with self._locked() as data:
+            held = data.get(key, [])
+            if len(held) == count and set(held) <= set(available):
+                return list(held)
+            taken = {card for other, cards in data.items() if other != key for card in cards}
+            free = [card for card in available if card not in taken]
+            if len(free) < count:
+                raise NotEnoughGpus(f"{count} GPUs asked for, {len(free)} free on this host")
+            data[key] = sorted(free, key=_card_order)[:count]
+            return list(data[key])
+
+    def get(self, key: str) -> list[str]:
+        with self._locked() as data:
+            return list(data.get(key, []))
+
+    def release(self, key: str) -> None:
+        with self._locked() as data:
+            data.pop(key, None)
+
+    def all(self) -> dict[str, list[str]]:
+        with self._locked() as data:
+            return {key: list(cards) for key, cards in data.items()}
+
+
+def _card_order(card: str) -> tuple[int, str]:
+    return (int(card), "") if card.isdigit() else (1 << 30, card)

@@ -32,12 +32,11 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-class PortRegistry:
-    """``{key: {service: port}}`` in ``path``; ``allocate`` and ``release`` are idempotent."""
+class LockedJsonFile:
+    """A JSON document that one process at a time reads and rewrites (``flock`` on a side file)."""
 
-    def __init__(self, path: Path, *, low: int = 20000, high: int = 29999) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.low, self.high = low, high
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict]:
@@ -54,6 +53,14 @@ class PortRegistry:
                 tmp = self.path.with_suffix(".tmp")
                 tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
                 os.replace(tmp, self.path)
+
+
+class PortRegistry(LockedJsonFile):
+    """``{key: {service: port}}`` in ``path``; ``allocate`` and ``release`` are idempotent."""
+
+    def __init__(self, path: Path, *, low: int = 20000, high: int = 29999) -> None:
+        super().__init__(path)
+        self.low, self.high = low, high
 
     def allocate(self, key: str, services: list[str]) -> dict[str, int]:
         """Ports for ``services`` of ``key``: the recorded ones, plus fresh ones for the rest."""

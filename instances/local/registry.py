@@ -10,8 +10,11 @@ from __future__ import annotations
 from functools import cache
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from console.proxy import ProxyTarget
+from instances.local.gpus import GpuInventory, gpu_discover
 from instances.local.servers import CODE, CODE_SERVER_COOKIE, LAB
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError
 
@@ -36,6 +39,22 @@ def runtime_from_options(options: dict) -> LocalRuntime:
 @cache
 def get_runtime() -> LocalRuntime:
     return runtime_from_options(getattr(settings, "LOCAL_RUNTIME", {}))
+
+
+def host_gpus() -> GpuInventory:
+    """This host's cards, or ``SIMULATED_GPUS`` simulated ones when it has no NVIDIA GPU."""
+    options = getattr(settings, "LOCAL_RUNTIME", {})
+    return gpu_discover(
+        nvidia_smi=options.get("NVIDIA_SMI", "nvidia-smi"),
+        simulated=options.get("SIMULATED_GPUS", 8),
+        simulated_name=options.get("SIMULATED_GPU_NAME", "NVIDIA H200"),
+    )
+
+
+@receiver(setting_changed)
+def _reset_runtime(*, setting: str, **kwargs) -> None:
+    if setting in ("LOCAL_RUNTIME", "CONSOLE_PROXY_PREFIX"):
+        get_runtime.cache_clear()
 
 
 def owner_ref_for(user) -> str:

@@ -35,6 +35,7 @@ from pathlib import Path
 import psutil
 
 from instances.local import servers
+from instances.local.gpus import GpuRegistry
 from instances.local.ports import PortRegistry
 from instances.local.servers import CODE, LAB, SSH, Paths
 
@@ -131,6 +132,7 @@ class LocalRuntime:
         self.url_prefix = url_prefix
         self.stop_timeout = stop_timeout
         self.ports = PortRegistry(self.root / "ports.json", low=port_low, high=port_high)
+        self.gpus = GpuRegistry(self.root / "gpus.json")
 
     # --- what is installed ------------------------------------------------------------------------
 
@@ -384,13 +386,32 @@ class LocalRuntime:
     # --- stop and destroy -------------------------------------------------------------------------
 
     def stop(self, key: str) -> None:
-        """Kill every process of the instance and free its ports; its disk and secrets stay."""
+        """Kill every process of the instance and free its ports and GPUs; its disk and secrets stay."""
         paths = self.paths(key)
         with self._lock(key):
             self._kill(key)
             for service in servers.ALL_SERVICES:
                 paths.pidfile(service).unlink(missing_ok=True)
             self.ports.release(key)
+            self.gpus.release(key)
+
+    def restart(self, key: str) -> dict:
+        """Kill the instance's processes and start its servers again, keeping its ports and GPUs."""
+        paths = self.paths(key)
+        meta = self.meta(key)
+        if meta is None:
+            raise LocalRuntimeError(f"no instance {key!r} on this host")
+        with self._lock(key):
+            self._kill(key)
+            for service in servers.ALL_SERVICES:
+                paths.pidfile(service).unlink(missing_ok=True)
+        return self.start(
+            key,
+            owner_ref=meta.get("owner_ref", ""),
+            gpus=meta.get("gpus", []),
+            ssh_public_keys=meta.get("ssh_public_keys", []),
+            volumes=meta.get("volumes", {}),
+        )
 
     def destroy(self, key: str) -> None:
         """Stop the instance and delete its directory. Already gone counts as done."""
@@ -398,6 +419,7 @@ class LocalRuntime:
         with self._lock(key):
             self._kill(key)
             self.ports.release(key)
+            self.gpus.release(key)
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 

@@ -87,3 +87,17 @@ def test_the_real_command_is_used_when_present(tmp_path):
     fake.chmod(0o755)
     inventory = gpu_discover(nvidia_smi=str(fake))
     assert len(inventory.gpus) == 2 and not inventory.simulated
+
+
+def test_cards_are_given_to_one_instance_at_a_time(tmp_path):
+    from instances.local.gpus import GpuRegistry, NotEnoughGpus
+
+    cards = [str(i) for i in range(8)]
+    registry = GpuRegistry(tmp_path / "gpus.json")
+    assert registry.allocate("a", 2, cards) == ["0", "1"]
+    assert registry.allocate("a", 2, cards) == ["0", "1"]  # a repeat holds the same cards
+    assert registry.allocate("b", 4, cards) == ["2", "3", "4", "5"]
+    with pytest.raises(NotEnoughGpus, match="4 GPUs asked for, 2 free"):
+        registry.allocate("c", 4, cards)
+    registry.release("a")
+    assert registry.allocate("c", 4, cards) == ["0", "1", "6", "7"]

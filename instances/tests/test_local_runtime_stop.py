@@ -48,7 +48,7 @@ def _marked(key: str) -> list[int]:
 
 
 def _running_with_a_kernel_and_a_stray(runtime, key: str) -> tuple[dict, subprocess.Popen]:
-    state = runtime.start(key, gpus=["0"])
+    state = runtime.start(key, gpus=runtime.gpus.allocate(key, 1, ["0", "1"]))
     wait_until(lambda: lab_answers(runtime, key), timeout=60, what="JupyterLab")
     upstream = runtime.upstream(key, "lab")
     # A kernel: a grandchild in a process group of its own, which killpg on the server would miss.
@@ -74,6 +74,7 @@ def test_stop_leaves_no_process_and_no_port(runtime):
     assert _marked("a1") == []
     assert not ports & listening_ports()
     assert runtime.ports.get("a1") == {}
+    assert runtime.gpus.get("a1") == []  # its card went back to the host
     assert runtime.status("a1").overall == "stopped"
 
 
@@ -105,3 +106,17 @@ def test_destroy_removes_everything_and_repeats_harmlessly(ssh_runtime):
     assert not set(state["ports"].values()) & listening_ports()
     assert runtime.status("a1").overall == "gone"
     assert "a1" not in runtime.ports.all()
+
+
+def test_restart_makes_new_processes_on_the_same_ports_and_cards(ssh_runtime):
+    runtime = ssh_runtime
+    cards = runtime.gpus.allocate("a1", 2, ["0", "1", "2"])
+    state = runtime.start("a1", gpus=cards)
+    old = runtime.status("a1").servers["ssh"].pid
+
+    assert runtime.restart("a1") == state
+
+    wait_until(lambda: runtime.status("a1").overall == "running", what="sshd after the restart")
+    assert runtime.status("a1").servers["ssh"].pid != old
+    assert runtime.gpus.get("a1") == cards
+    assert not psutil.pid_exists(old) or psutil.Process(old).status() == psutil.STATUS_ZOMBIE
