@@ -25,7 +25,7 @@ def test_two_instances_never_share_a_port(tmp_path):
 
 def test_allocations_from_many_processes_at_once_do_not_collide(tmp_path):
     path = tmp_path / "ports.json"
-    with ProcessPoolExecutor(max_workers=4, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
         results = list(pool.map(_allocate, [(path, f"k{i}") for i in range(12)]))
     ports = [port for result in results for port in result.values()]
     assert len(ports) == len(set(ports)) == 36
