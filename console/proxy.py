@@ -308,26 +308,36 @@ async def proxy_http(scope, receive, send) -> None:
                     continue
             headers.append((lower, text.encode("latin-1")))
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        watcher = asyncio.create_task(_wait_disconnect(receive, disconnected))
-        try:
+
+        async def relay() -> None:
             async for chunk in response.aiter_raw():
-                if disconnected.is_set():
-                    break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
+
+        # A long-lived response (an event stream, a long poll) must end when the browser goes away,
+        # not when the upstream next writes: whichever finishes first cancels the other.
+        streaming = asyncio.create_task(relay())
+        watcher = asyncio.create_task(_wait_disconnect(receive, disconnected))
+        try:
+            await asyncio.wait({streaming, watcher}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            watcher.cancel()
+            for task in (streaming, watcher):
+                task.cancel()
+            await asyncio.gather(streaming, watcher, return_exceptions=True)
     finally:
         await response.aclose()
 
 
 async def _wait_disconnect(receive, disconnected: asyncio.Event) -> None:
     """After the request body is read, the next message can only be the client going away."""
+    if disconnected.is_set():
+        return
     with contextlib.suppress(Exception):
-        while not disconnected.is_set():
+        while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 disconnected.set()
+                return
 
 
 # --- WebSocket ------------------------------------------------------------------------------------

@@ -71,7 +71,13 @@ def asgi_server() -> Iterator[str]:
 
     port = free_port()
     config = uvicorn.Config(
-        application, host="127.0.0.1", port=port, log_level="warning", lifespan="off", ws="websockets-sansio"
+        application,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=3,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
