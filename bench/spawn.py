@@ -15,6 +15,7 @@ DummyAuthenticator + SimpleLocalProcessSpawner, timing ``POST /hub/api/users/<u>
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -200,9 +201,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--jupyterhub", action="store_true", help="also measure JupyterHub side by side")
     args = parser.parse_args()
-    print(_summary("console local runtime + proxy", ours(args.runs)))
+    mine = ours(args.runs)
+    print(_summary("console local runtime + proxy", mine))
+    figures = {"bench": "spawn", "runs": args.runs, "console_p50_s": round(statistics.median(mine), 3)}
     if args.jupyterhub:
-        print(_summary("JupyterHub + SimpleLocalProcessSpawner", jupyterhub(args.runs)))
+        hub = jupyterhub(args.runs)
+        print(_summary("JupyterHub + SimpleLocalProcessSpawner", hub))
+        figures["jupyterhub_p50_s"] = None if isinstance(hub, str) else round(statistics.median(hub), 3)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ install_jupyter() {
 install_sshd() {
   if command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ]; then return 0; fi
   echo "sshd: installing Debian's openssh-server"
-  # Debian's package enables and starts a system-wide sshd; we never use it (each instance runs its
-  # own on 127.0.0.1), so keep it from starting where policy-rc.d is honoured.
+  # Only the binary is used: each instance runs an sshd of its own on 127.0.0.1 (on a host with
+  # systemd the package also enables the system's sshd, which the console never touches).
   apt_install openssh-server openssh-client
 }
 
