@@ -40,7 +40,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import urlsplit
 
 import httpx
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import validate_host
 from django.utils.module_loading import import_string
@@ -103,7 +103,9 @@ async def resolve(*, instance_id: str, service: str, user) -> ProxyTarget | None
     if user is None or not getattr(user, "is_authenticated", False):
         return None
     resolver = _resolver(settings.CONSOLE_PROXY_RESOLVER)
-    return await sync_to_async(resolver, thread_sensitive=False)(instance_id=instance_id, service=service, user=user)
+    # Thread-sensitive, as Channels runs every database call: a resolver that queries the Instance
+    # table then holds one connection, not one per worker thread of a pool.
+    return await database_sync_to_async(resolver)(instance_id=instance_id, service=service, user=user)
 
 
 def _headers(scope) -> list[tuple[bytes, bytes]]:

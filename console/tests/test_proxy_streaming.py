@@ -61,6 +61,7 @@ class _User:
     pk = 1
 
 
+@pytest.mark.django_db
 def test_an_endless_response_ends_when_the_browser_disconnects(endless_upstream):
     sent = []
     gone = asyncio.Event()
