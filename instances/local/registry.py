@@ -58,7 +58,7 @@ def _reset_runtime(*, setting: str, **kwargs) -> None:
 
 
 def owner_ref_for(user) -> str:
-    return f"user:{user.pk}"
+    return f"user-{user.pk}"  # the same label as the instances app's InstanceSpec.owner_ref
 
 
 def proxy_target(runtime: LocalRuntime, *, key: str, service: str) -> ProxyTarget | None:

@@ -22,7 +22,7 @@ def running(tmp_path_factory, volume):
     mp = pytest.MonkeyPatch()
     mp.setenv("DATABASE_URL", "postgres://secret@db/console")  # the console's own secrets must not leak
     runtime = runtime_or_skip(tmp_path_factory.mktemp("instances"), ("lab", "ssh"))
-    state = runtime.start("a1", owner_ref="user:1", gpus=["4", "5"], volumes={"datasets": str(volume)})
+    state = runtime.start("a1", owner_ref="user-1", gpus=["4", "5"], volumes={"datasets": str(volume)})
     mp.undo()
     wait_until(lambda: runtime.status("a1").overall == "running", timeout=60, what="servers to listen")
     yield runtime, state
@@ -32,7 +32,7 @@ def running(tmp_path_factory, volume):
 def test_starting_twice_makes_one_set_of_processes(running):
     runtime, state = running
     servers = {name: s.pid for name, s in runtime.status("a1").servers.items()}
-    assert runtime.start("a1", owner_ref="user:1", gpus=["4", "5"]) == state
+    assert runtime.start("a1", owner_ref="user-1", gpus=["4", "5"]) == state
     assert {name: s.pid for name, s in runtime.status("a1").servers.items()} == servers
     # One JupyterLab on the host for a1 (sshd rewrites its own environment area, so it is counted by pid).
     labs = [
