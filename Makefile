@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test setup setup-dev services browser-deps migrate lint fmt messages bench clean
+.PHONY: help run test setup setup-dev services browser-deps local-deps migrate lint fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -64,7 +64,14 @@ browser-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "WARNING: chromium could not be installed; browser tests will be skipped" >&2; }
 
-test: setup-dev services browser-deps
+# The local backend's user servers (scripts/local-deps.sh): JupyterLab in var/local-deps/jupyter,
+# Debian's openssh-server, code-server 4.100.3 in var/local-deps/code-server. About 2 minutes the
+# first time, under a second once installed. The tests marked `local` skip, saying why, without them.
+local-deps:
+	@PYTHON="$(PYTHON)" scripts/local-deps.sh \
+	  || echo "WARNING: the local backend's servers could not all be installed; tests marked 'local' will skip" >&2
+
+test: setup-dev services browser-deps local-deps
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(BIN)/python -m pytest $(PYTEST_ARGS)
 

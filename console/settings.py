@@ -378,6 +378,26 @@ BILLING_TOPUP_PRESETS_FEN = [1000, 5000, 10000, 50000]  # ¥10, ¥50, ¥100, ¥5
 BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a late payment still credits)
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
 
+# --- Instance proxy and the local runtime (console/proxy.py, instances/local/) ---------------------
+# The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
+CONSOLE_PROXY_PREFIX = "/i/"
+# resolve(*, instance_id, service, user) -> console.proxy.ProxyTarget | None (None: a 404).
+CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "instances.local.registry.proxy_target_for")
+# Origins other than the console's own that may open WebSockets / POST through the proxy.
+CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
+# A separate host for user servers (see console/proxy.py); empty: served on the console's host.
+CONSOLE_PROXY_HOST = os.environ.get("CONSOLE_PROXY_HOST", "")
+LOCAL_RUNTIME = {
+    "ROOT": Path(os.environ.get("LOCAL_RUNTIME_ROOT", BASE_DIR / "var/instances")),
+    "PORT_LOW": int(os.environ.get("LOCAL_RUNTIME_PORT_LOW", "20000")),
+    "PORT_HIGH": int(os.environ.get("LOCAL_RUNTIME_PORT_HIGH", "29999")),
+    # Cards offered when the host has no NVIDIA GPU (nvidia-smi missing or finds none).
+    "SIMULATED_GPUS": int(os.environ.get("LOCAL_RUNTIME_SIMULATED_GPUS", "8")),
+}
+# The proxy's upstream client would log every proxied request at INFO.
+LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
+LOGGING["loggers"]["httpcore"] = {"level": "WARNING"}
+
 # --- Instances -------------------------------------------------------------------------------------
 # The simulated cloud's demo fleet: 8-card nodes of every seeded model in both regions (560 cards).
 SIMULATED_FLEET = [

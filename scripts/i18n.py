@@ -43,6 +43,8 @@ def _set(entry: polib.POEntry, text: str) -> None:
     if "fuzzy" in entry.flags:
         entry.flags.remove("fuzzy")
         entry.previous_msgid = None
+        entry.previous_msgid_plural = None
+        entry.previous_msgctxt = None
 
 
 def todo(limit: int | None) -> None:

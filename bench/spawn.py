@@ -1,0 +1,215 @@
+"""Spawn latency: launch → JupyterLab answering through the console's proxy, p50 over N runs.
+
+    .venv/bin/python bench/spawn.py [--runs 10] [--jupyterhub]
+
+Ours: the local runtime starts an instance's JupyterLab (its sshd too), and we time until
+``GET /i/<id>/lab/api/status`` through the console's ASGI proxy (under uvicorn) returns 200.
+The proxy runs with a bench resolver that skips the session lookup (one indexed query, about a
+millisecond), so no user is written to any database.
+
+JupyterHub (``--jupyterhub``, when ``jupyterhub`` and ``configurable-http-proxy`` are installed):
+DummyAuthenticator + SimpleLocalProcessSpawner, timing ``POST /hub/api/users/<u>/server`` until
+``/user/<u>/api/status`` answers 200 through its proxy, the same measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+
+def _wait(predicate, timeout=120.0, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    raise TimeoutError("timed out")
+
+
+class _BenchUser:
+    is_authenticated = True
+    pk = 0
+
+
+def bench_resolver(*, instance_id, service, user):
+    from instances.local import registry
+
+    return registry.proxy_target(registry.get_runtime(), key=instance_id, service=service)
+
+
+def ours(runs: int) -> list[float]:
+    import django
+
+    django.setup()
+    import httpx
+    import uvicorn
+    from django.conf import settings
+
+    from console import proxy
+    from instances.local import registry
+
+    root = Path(tempfile.mkdtemp(prefix="bench-spawn-"))
+    settings.LOCAL_RUNTIME = {"ROOT": root, "SERVICES": ["lab", "ssh"]}
+    settings.CONSOLE_PROXY_RESOLVER = "bench.spawn.bench_resolver"
+    registry.get_runtime.cache_clear()
+    runtime = registry.get_runtime()
+    missing = runtime.missing_components()
+    if missing:
+        raise SystemExit("; ".join(missing.values()))
+
+    async def app(scope, receive, send):
+        scope = dict(scope, user=_BenchUser())
+        await proxy._proxy_app(scope, receive, send)
+
+    with __import__("socket").socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    threading.Thread(target=server.run, daemon=True).start()
+    _wait(lambda: server.started)
+
+    times = []
+    try:
+        for _ in range(runs):
+            key = str(uuid.uuid4())
+            url = f"http://127.0.0.1:{port}/i/{key}/lab/api/status"
+
+            def answers(url=url):
+                try:
+                    return httpx.get(url, timeout=2).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            started = time.perf_counter()
+            runtime.start(key, gpus=["0"])
+            _wait(answers)
+            times.append(time.perf_counter() - started)
+            runtime.destroy(key)
+    finally:
+        server.should_exit = True
+        shutil.rmtree(root, ignore_errors=True)
+    return times
+
+
+HUB_CONFIG = """
+c.JupyterHub.authenticator_class = "dummy"
+c.JupyterHub.spawner_class = "simple"
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.services = [{{"name": "bench", "api_token": "{token}"}}]
+c.JupyterHub.load_roles = [{{"name": "bench", "scopes": ["admin:users", "admin:servers", "access:servers"],
+                            "services": ["bench"]}}]
+c.Spawner.args = ["--allow-root"]
+c.Spawner.cmd = ["{jupyterhub_singleuser}"]
+c.Spawner.default_url = "/lab"
+c.JupyterHub.db_url = "sqlite:///{dir}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{dir}/cookie_secret"
+"""
+
+
+HUB_VENV = ROOT / "var/bench-hub"
+HUB_INSTALL = (
+    "python3 -m venv var/bench-hub && var/bench-hub/bin/pip install jupyterhub==6.1.1 jupyterlab==4.6.6 && "
+    "npm install --prefix var/bench-hub/node configurable-http-proxy@5.3.0"
+)
+
+
+def jupyterhub(runs: int) -> list[float] | str:
+    import httpx
+
+    path = f"{HUB_VENV / 'bin'}:{HUB_VENV / 'node/node_modules/.bin'}:{os.environ.get('PATH', '')}"
+    hub = shutil.which("jupyterhub", path=path)
+    if not hub or not shutil.which("configurable-http-proxy", path=path):
+        return f"not installed ({HUB_INSTALL})"
+    work = Path(tempfile.mkdtemp(prefix="bench-hub-"))
+    token = uuid.uuid4().hex
+    port, hub_port = 28000, 28081
+    (work / "jupyterhub_config.py").write_text(
+        HUB_CONFIG.format(
+            port=port,
+            hub_port=hub_port,
+            token=token,
+            dir=work,
+            jupyterhub_singleuser=shutil.which("jupyterhub-singleuser", path=path),
+        )
+    )
+    process = subprocess.Popen(
+        [hub, "-f", str(work / "jupyterhub_config.py")],
+        cwd=work,
+        env={**os.environ, "PATH": path},
+        stdout=open(work / "hub.log", "w"),  # noqa: SIM115
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"token {token}"}
+    times = []
+    try:
+        _wait(lambda: _ok(httpx, f"{base}/hub/api/", headers), timeout=60)
+        for i in range(runs):
+            user = f"bench{i}"
+            httpx.post(f"{base}/hub/api/users/{user}", headers=headers, timeout=30)
+            started = time.perf_counter()
+            httpx.post(f"{base}/hub/api/users/{user}/server", headers=headers, timeout=120)
+            _wait(lambda user=user: _ok(httpx, f"{base}/user/{user}/api/status", headers))
+            times.append(time.perf_counter() - started)
+            httpx.delete(f"{base}/hub/api/users/{user}/server", headers=headers, timeout=30)
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+    return times
+
+
+def _ok(httpx, url, headers) -> bool:
+    try:
+        return httpx.get(url, headers=headers, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _summary(name: str, result) -> str:
+    if isinstance(result, str):
+        return f"{name:<34} {result}"
+    return (
+        f"{name:<34} p50 {statistics.median(result):.2f} s   min {min(result):.2f} s   "
+        f"max {max(result):.2f} s   ({len(result)} runs)"
+    )
+
+
+def main() -> None:
+    import logging
+
+    logging.disable(logging.INFO)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--jupyterhub", action="store_true", help="also measure JupyterHub side by side")
+    args = parser.parse_args()
+    mine = ours(args.runs)
+    print(_summary("console local runtime + proxy", mine))
+    figures = {"bench": "spawn", "runs": args.runs, "console_p50_s": round(statistics.median(mine), 3)}
+    if args.jupyterhub:
+        hub = jupyterhub(args.runs)
+        print(_summary("JupyterHub + SimpleLocalProcessSpawner", hub))
+        figures["jupyterhub_p50_s"] = None if isinstance(hub, str) else round(statistics.median(hub), 3)
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The host's one ``LocalRuntime``, configured by ``settings.LOCAL_RUNTIME``, and its proxy resolver.
+
+``proxy_target_for`` is the resolver ``console.proxy`` uses until the instances app plugs in its
+Instance model: the ownership record is the ``owner_ref`` the runtime stored at start
+(``owner_ref_for(user)``), so only the user who started an instance reaches its servers.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from console.proxy import ProxyTarget
+from instances.local.gpus import GpuInventory, gpu_discover
+from instances.local.servers import CODE, CODE_SERVER_COOKIE, LAB
+from instances.local.supervisor import LocalRuntime, LocalRuntimeError
+
+
+def runtime_from_options(options: dict) -> LocalRuntime:
+    """A runtime from a settings-style dict (upper-case keys, as ``LOCAL_RUNTIME`` and backend OPTIONS)."""
+    kwargs = {
+        "root": options.get("ROOT") or settings.BASE_DIR / "var/instances",
+        "jupyter_bin": options.get("JUPYTER_BIN", ""),
+        "code_server_entry": options.get("CODE_SERVER_ENTRY", ""),
+        "node_bin": options.get("NODE_BIN", "node"),
+        "sshd_bin": options.get("SSHD_BIN", ""),
+        "port_low": options.get("PORT_LOW", 20000),
+        "port_high": options.get("PORT_HIGH", 29999),
+        "url_prefix": getattr(settings, "CONSOLE_PROXY_PREFIX", "/i/"),
+    }
+    if "SERVICES" in options:
+        kwargs["services"] = tuple(options["SERVICES"])
+    return LocalRuntime(**kwargs)
+
+
+@cache
+def get_runtime() -> LocalRuntime:
+    return runtime_from_options(getattr(settings, "LOCAL_RUNTIME", {}))
+
+
+def host_gpus() -> GpuInventory:
+    """This host's cards, or ``SIMULATED_GPUS`` simulated ones when it has no NVIDIA GPU."""
+    options = getattr(settings, "LOCAL_RUNTIME", {})
+    return gpu_discover(
+        nvidia_smi=options.get("NVIDIA_SMI", "nvidia-smi"),
+        simulated=options.get("SIMULATED_GPUS", 8),
+        simulated_name=options.get("SIMULATED_GPU_NAME", "NVIDIA H200"),
+    )
+
+
+@receiver(setting_changed)
+def _reset_runtime(*, setting: str, **kwargs) -> None:
+    if setting in ("LOCAL_RUNTIME", "CONSOLE_PROXY_PREFIX"):
+        get_runtime.cache_clear()
+
+
+def owner_ref_for(user) -> str:
+    return f"user-{user.pk}"  # the same label as the instances app's InstanceSpec.owner_ref
+
+
+def proxy_target(runtime: LocalRuntime, *, key: str, service: str) -> ProxyTarget | None:
+    """The proxy target of one server of ``key`` (no ownership check: callers do that)."""
+    try:
+        upstream = runtime.upstream(key, service)
+    except LocalRuntimeError:
+        return None
+    if upstream is None:
+        return None
+    if service == LAB:
+        return ProxyTarget(
+            host=upstream.host,
+            port=upstream.port,
+            strip_prefix=False,
+            headers=(("Authorization", f"token {upstream.secret}"),),
+            secrets=(upstream.secret,),
+        )
+    if service == CODE:
+        return ProxyTarget(
+            host=upstream.host,
+            port=upstream.port,
+            strip_prefix=True,
+            cookies=((CODE_SERVER_COOKIE, upstream.secret),),
+            secrets=(upstream.secret,),
+        )
+    return None
+
+
+def proxy_target_for(*, instance_id: str, service: str, user) -> ProxyTarget | None:
+    """``CONSOLE_PROXY_RESOLVER`` for instances started on this host's runtime: owner only."""
+    runtime = get_runtime()
+    try:
+        meta = runtime.meta(instance_id)
+    except LocalRuntimeError:
+        return None
+    if not meta or meta.get("owner_ref") != owner_ref_for(user):
+        return None
+    return proxy_target(runtime, key=instance_id, service=service)
