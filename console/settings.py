@@ -452,3 +452,27 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
         "TopUpOrderStatusEnum": "billing.models.TopUpOrder.Status",
     }
 )
+
+# --- The local backend: this host as a provider (instances/backends/local.py) -----------------------
+# CONSOLE_LOCAL_BACKEND=1 adds the region "local" ("This host"), whose one node is this host's GPUs
+# (or LOCAL_BACKEND_SIMULATED_GPUS simulated LOCAL_BACKEND_GPU_NAME cards when it has none), and whose
+# instances are real JupyterLab, VS Code (code-server) and sshd processes (install them: make local-deps).
+if env_bool("CONSOLE_LOCAL_BACKEND", False):
+    PROVISIONING_BACKENDS["local"] = {
+        "BACKEND": "instances.backends.local.LocalBackend",
+        "OPTIONS": {
+            "REGION": "local",
+            "REGION_NAME": "This host",
+            "NODE": os.environ.get("LOCAL_BACKEND_NODE", ""),
+            "SIMULATED_GPUS": int(os.environ.get("LOCAL_BACKEND_SIMULATED_GPUS", LOCAL_RUNTIME["SIMULATED_GPUS"])),
+            "SIMULATED_GPU_NAME": os.environ.get("LOCAL_BACKEND_GPU_NAME", "NVIDIA H200"),
+        },
+    }
+# The owner-only proxy asks the Instance model who owns what (the runtime-only resolver,
+# instances.local.registry.proxy_target_for, serves instances started without the console).
+CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "instances.proxy.instance_proxy_target")
+# The host name in the SSH command the instance page shows; empty: the host the browser used.
+INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
+# A machine whose user server crashes is restarted; this many crashes within the window fail it.
+INSTANCES_CRASH_LIMIT = int(os.environ.get("INSTANCES_CRASH_LIMIT", "3"))
+INSTANCES_CRASH_WINDOW_S = int(os.environ.get("INSTANCES_CRASH_WINDOW_S", "600"))

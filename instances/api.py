@@ -11,7 +11,13 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -39,6 +45,7 @@ class InstanceSerializer(serializers.ModelSerializer):
     image = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     status_display = serializers.CharField(source="get_status_display", read_only=True)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    entry_points = serializers.SerializerMethodField()
 
     class Meta:
         model = Instance
@@ -60,6 +67,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "created_at",
             "status_changed_at",
             "running_since",
+            "entry_points",
         ]
         read_only_fields = fields
 
@@ -85,7 +93,23 @@ class InstanceSerializer(serializers.ModelSerializer):
             "created_at": when(instance.created_at),
             "status_changed_at": when(instance.status_changed_at),
             "running_since": when(instance.running_since) if instance.running_since else None,
+            "entry_points": self.get_entry_points(instance),
         }
+
+    @extend_schema_field(
+        inline_serializer(
+            "EntryPoints",
+            {
+                "jupyterlab_url": serializers.CharField(allow_null=True),
+                "vscode_url": serializers.CharField(allow_null=True),
+                "ssh_command": serializers.CharField(allow_null=True),
+            },
+        )
+    )
+    def get_entry_points(self, instance: Instance) -> dict:
+        request = self.context.get("request")
+        host = request.get_host().rsplit(":", 1)[0] if request is not None else ""
+        return selectors.instance_entry_points(instance=instance, host=host)
 
 
 _DATETIME = serializers.DateTimeField()
@@ -106,6 +130,8 @@ LIST_FIELDS = (
     "status_changed_at",
     "running_since",
     "owner_id",
+    "backend_alias",  # entry_points asks the instance's backend
+    "backend_state",
 )
 
 
@@ -249,7 +275,9 @@ class InstanceViewSet(
             instance = services.instance_launch(user=request.user, **launch.validated_data)
         except services.InstanceError as exc:
             _raise(exc)
-        return Response(InstanceSerializer(instance).data, status=status.HTTP_201_CREATED)
+        return Response(
+            InstanceSerializer(instance, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED
+        )
 
     def _act(self, verb, **kwargs):
         instance = self.get_object()
@@ -257,7 +285,7 @@ class InstanceViewSet(
             instance = verb(instance=instance, **kwargs)
         except services.InstanceError as exc:
             _raise(exc)
-        return Response(InstanceSerializer(instance).data)
+        return Response(InstanceSerializer(instance, context=self.get_serializer_context()).data)
 
     @extend_schema(summary="Start a stopped instance", tags=["instances"], request=None, responses=_action_response)
     @action(detail=True, methods=["post"])

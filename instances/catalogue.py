@@ -5,6 +5,8 @@ Prices are per card-hour in fen, in line with what AutoDL-class clouds list in 2
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from instances.models import GpuModel, Image, Region
 
 REGIONS = [
@@ -38,6 +40,14 @@ def catalogue_seed() -> None:
     """Create or update the demo catalogue; safe to run any number of times."""
     for region in REGIONS:
         Region.objects.update_or_create(slug=region["slug"], defaults=region)
+    # A backend that is a region of its own (the local backend: "This host") names it in its OPTIONS.
+    for alias, config in settings.PROVISIONING_BACKENDS.items():
+        options = config.get("OPTIONS") or {}
+        if options.get("REGION") and not any(r["slug"] == options["REGION"] for r in REGIONS):
+            Region.objects.update_or_create(
+                slug=options["REGION"],
+                defaults={"name": options.get("REGION_NAME") or options["REGION"], "backend_alias": alias},
+            )
     for order, (slug, name, memory, price, cores, ram) in enumerate(GPU_MODELS):
         GpuModel.objects.update_or_create(
             slug=slug,

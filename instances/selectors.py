@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Max, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from instances.backends import BackendError, get_backend
 from instances.models import GpuModel, GpuQuota, Image, Instance, InstanceEvent, Node, QuotaRequest, Region
 
 
@@ -145,3 +147,32 @@ def quota_request_context(*, request: QuotaRequest) -> dict:
     free = Node.objects.filter(gpu_model=request.gpu_model, is_healthy=True).aggregate(n=Sum("free_cards"))["n"] or 0
     total = Node.objects.filter(gpu_model=request.gpu_model).aggregate(n=Sum("total_cards"))["n"] or 0
     return {"spent_fen": spent, "used": used, "free": free, "total": total}
+
+
+def instance_entry_points(*, instance: Instance, host: str) -> dict:
+    """How the owner reaches a running instance: ``{jupyterlab_url, vscode_url, ssh_command}``, None for what
+    its backend does not offer (or while it is not running). URLs go through the console's proxy.
+
+    ``host`` names the SSH host when ``INSTANCES_SSH_HOST`` is not set (the host the browser used).
+    """
+    empty = {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None}
+    if instance.status != Instance.Status.RUNNING:
+        return empty
+    try:
+        offered = get_backend(instance.backend_alias).entry_points(key=instance.key, state=instance.backend_state)
+    except (BackendError, ImproperlyConfigured):
+        return empty
+    base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/"
+    proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
+    if proxy_host:  # user servers on a host of their own (see console/proxy.py)
+        base = f"//{proxy_host}{base}"
+    ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or host
+    ssh = None
+    if offered.ssh_port:
+        user = f"{offered.ssh_user}@" if offered.ssh_user else ""
+        ssh = f"ssh -p {offered.ssh_port} {user}{ssh_host}"
+    return {
+        "jupyterlab_url": f"{base}lab/" if "lab" in offered.web else None,
+        "vscode_url": f"{base}code/" if "code" in offered.web else None,
+        "ssh_command": ssh,
+    }

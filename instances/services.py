@@ -103,8 +103,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     S.REQUESTED: frozenset({S.SCHEDULING, S.FAILED, S.RELEASING}),
     S.SCHEDULING: frozenset({S.PROVISIONING, S.FAILED, S.RELEASING}),
     S.PROVISIONING: frozenset({S.RUNNING, S.FAILED, S.LOST, S.RELEASING}),
-    S.RUNNING: frozenset({S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST}),
-    S.RESTARTING: frozenset({S.RUNNING, S.STOPPING, S.RELEASING, S.LOST}),
+    # FAILED from running or restarting: a machine that keeps crashing (see ``_instance_repair``).
+    S.RUNNING: frozenset({S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED}),
+    S.RESTARTING: frozenset({S.RUNNING, S.STOPPING, S.RELEASING, S.LOST, S.FAILED}),
     S.STOPPING: frozenset({S.STOPPED, S.RELEASING, S.LOST}),
     S.STOPPED: frozenset({S.STARTING, S.RELEASING, S.LOST}),
     # A start that cannot complete (the provider refused) goes back to stopped, disk intact.
@@ -576,6 +577,9 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     gone_reason = observation.detail or _("the provider no longer has this machine")
     if seen == Observed.UNKNOWN:
         return status in Instance.BUSY
+    if seen == Observed.DEGRADED and status in (S.PROVISIONING, S.RESTARTING, S.RUNNING):
+        _instance_repair(instance=instance, detail=observation.detail)
+        return status in Instance.BUSY
     if status in (S.REQUESTED, S.SCHEDULING):
         # Only inside the launch transaction; seen from outside it means that request died mid-way.
         if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
@@ -644,6 +648,55 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     ):
         instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=_("Stopped; disk kept"))
     return False
+
+
+def _instance_repair(*, instance: Instance, detail: str) -> None:
+    """A part of the machine died (a user server crashed): have the provider start it again, and say so
+    on the timeline; once it has died ``INSTANCES_CRASH_LIMIT`` times within ``INSTANCES_CRASH_WINDOW_S``,
+    fail the instance with why instead of restarting it for ever (billing stops, the cards go back).
+
+    A repair is an event from the instance's status to itself; counting those in the window counts
+    the crashes, across workers and restarts of the console.
+    """
+    status = instance.status
+    now = timezone.now()
+    detail = detail or _("A process of the machine stopped unexpectedly")
+    crashes = InstanceEvent.objects.filter(
+        instance_id=instance.pk,
+        old=status,
+        new=status,
+        created_at__gte=now - timedelta(seconds=settings.INSTANCES_CRASH_WINDOW_S),
+    ).count()
+    if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT:
+        reason = _("Failed after %(n)d crashes in %(m)d minutes: %(detail)s") % {
+            "detail": detail,
+            "n": crashes + 1,
+            "m": max(1, settings.INSTANCES_CRASH_WINDOW_S // 60),
+        }
+        if instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=reason):
+            _destroy_quietly(instance)
+        return
+    backend = get_backend(instance.backend_alias)
+    try:
+        state = backend.start(
+            key=instance.key, state=instance.backend_state, node=instance.node.name if instance.node else ""
+        )
+    except PermanentBackendError as exc:
+        reason = _("%(detail)s; restarting it failed: %(r)s") % {"detail": detail, "r": exc}
+        if instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=reason):
+            _destroy_quietly(instance)
+        return
+    with transaction.atomic():
+        if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state):
+            InstanceEvent.objects.create(
+                instance_id=instance.pk,
+                old=status,
+                new=status,
+                reason=(_("%(detail)s; restarted it") % {"detail": detail})[:255],
+                created_at=now,
+            )
+            transaction.on_commit(lambda: _notify(instance))
+    logger.warning("instance %s: %s; restarted", instance.pk, detail)
 
 
 def _stop_quietly(instance: Instance) -> None:
@@ -876,6 +929,7 @@ def instances_reconcile() -> dict:
         live = Instance.objects.filter(backend_alias=alias).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
         for instance_id, status in live.values_list("pk", "status"):
             machine = machines.get(str(instance_id))
+            # DEGRADED (a crashed server) is never settled: the sync repairs it.
             settled = machine is not None and (
                 (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
                 or (status == S.STOPPED and machine.observed == Observed.STOPPED)

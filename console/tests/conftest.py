@@ -42,7 +42,11 @@ def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
     services = ("lab", "code") if with_code else ("lab",)
     runtime = runtime_or_skip(root, services)
     alice_key, charlie_key = str(uuid.uuid4()), str(uuid.uuid4())
-    with override_settings(LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services)}):
+    # Instances started straight on the runtime, without Instance rows: the runtime's own resolver.
+    with override_settings(
+        LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services)},
+        CONSOLE_PROXY_RESOLVER="instances.local.registry.proxy_target_for",
+    ):
         registry.get_runtime.cache_clear()
         try:
             for key in (alice_key, charlie_key):

@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 
 from instances.backends.base import (
     BackendError,
+    EntryPoints,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -29,6 +30,7 @@ from instances.backends.base import (
 
 __all__ = [
     "BackendError",
+    "EntryPoints",
     "InstanceSpec",
     "MachineInfo",
     "NodeInfo",

@@ -38,6 +38,8 @@ class Observed(enum.StrEnum):
     RUNNING = "running"  # usable
     STOPPED = "stopped"  # powered off; its disk is kept
     GONE = "gone"  # the provider has no machine by that key (never made, destroyed, or lost)
+    # Powered on, but a part of it died (a user server crashed): ``start`` repairs it in place.
+    DEGRADED = "degraded"
     UNKNOWN = "unknown"  # the provider cannot tell right now: never treat this as GONE
 
 
@@ -60,6 +62,15 @@ class Observation:
     state: Observed
     idle_seconds: int | None = None  # how long the GPUs have been idle, when the provider knows
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class EntryPoints:
+    """How the owner reaches a running machine; a provider that offers none returns the empty default."""
+
+    web: tuple[str, ...] = ()  # servers the console's proxy opens: "lab" (JupyterLab), "code" (VS Code)
+    ssh_port: int | None = None
+    ssh_user: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,3 +137,17 @@ class ProvisioningBackend:
     def machines(self) -> list[MachineInfo]:
         """Every machine the provider has, for the reconciler to compare with the console's records."""
         raise NotImplementedError
+
+    # Optional: entry points. A provider whose machines are reached some other way keeps these defaults.
+
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        """What running machine ``key`` offers its owner: web servers behind the console's proxy, SSH."""
+        return EntryPoints()
+
+    def proxy_target(self, *, key: str, service: str):
+        """Where the console's proxy sends the owner's requests for ``service`` of ``key``.
+
+        A ``console.proxy.ProxyTarget``, or None when the machine does not serve it (right now).
+        The caller has checked ownership; this only locates the server.
+        """
+        return None

@@ -60,7 +60,17 @@ def rich_alice(alice, catalogue):
     return alice
 
 
-def launch(user, *, gpu="a800-80g", count=1, region="cn-north-1", disk_gb=50, image="pytorch-2.5-cu124", name=""):
+def launch(
+    user,
+    *,
+    gpu="a800-80g",
+    count=1,
+    region="cn-north-1",
+    disk_gb=50,
+    image="pytorch-2.5-cu124",
+    name="",
+    ssh_keys=(),
+):
     from instances.services import instance_launch
 
     return instance_launch(
@@ -71,6 +81,7 @@ def launch(user, *, gpu="a800-80g", count=1, region="cn-north-1", disk_gb=50, im
         image=Image.objects.get(slug=image),
         disk_gb=disk_gb,
         name=name,
+        ssh_keys=ssh_keys,
     )
 
 
@@ -91,3 +102,29 @@ def running(user, **kwargs) -> Instance:
         instance = launch(user, **kwargs)
     instance.refresh_from_db()
     return instance
+
+
+@pytest.fixture
+def this_host(settings, tmp_path, db):
+    """``this_host(services=("lab",))``: the local backend (region "local", two simulated H200s) with a
+    runtime in a temporary root, the catalogue seeded with its region; skips when a server is not
+    installed. Every instance it made is destroyed afterwards. Returns the backend."""
+    from instances.backends import get_backend
+    from instances.tests.local_helpers import local_backends
+
+    made = []
+
+    def make(*, services=("lab",), **options):
+        settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=services, **options)
+        backend = get_backend("local")
+        missing = backend.runtime.missing_components()
+        if missing:
+            pytest.skip("; ".join(missing.values()))
+        catalogue_seed()
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        for key in backend.runtime.instance_keys():
+            backend.runtime.destroy(key)

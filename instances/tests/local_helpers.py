@@ -88,3 +88,40 @@ def asgi_server() -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def local_backends(root: Path, *, services=("lab",), **options) -> dict:
+    """A PROVISIONING_BACKENDS value: the small simulated fleet ("default") and this host ("local",
+    its own region, two simulated H200 cards) with a runtime in ``root``."""
+    from instances.tests.conftest import backends
+
+    return {
+        **backends(),
+        "local": {
+            "BACKEND": "instances.backends.local.LocalBackend",
+            "OPTIONS": {
+                "REGION": "local",
+                "REGION_NAME": "This host",
+                "NODE": "test-host",
+                "ROOT": str(root),
+                "SERVICES": list(services),
+                "NVIDIA_SMI": "/nonexistent/nvidia-smi",  # simulated cards, even on a host with a GPU
+                "SIMULATED_GPUS": 2,
+                "SIMULATED_GPU_NAME": "NVIDIA H200",
+                **options,
+            },
+        },
+    }
+
+
+def wait_running(instance, *, timeout: float = 60.0):
+    """Play the worker's poll until the instance is running (or fail saying where it stuck)."""
+    from instances.services import instance_sync
+
+    def up():
+        instance_sync(instance_id=instance.pk)
+        instance.refresh_from_db()
+        return instance.status == "running"
+
+    wait_until(up, timeout=timeout, what=f"instance {instance.pk} to run (it is {instance.status})")
+    return instance

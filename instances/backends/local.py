@@ -1,0 +1,200 @@
+"""This host as a provider: per instance a JupyterLab, a code-server and an sshd (``instances.local``).
+
+Like JupyterHub's local process spawner: a machine is a directory (its disk) and a few processes
+started by ``instances.local.supervisor.LocalRuntime``; the host's GPUs (``nvidia-smi``, or simulated
+cards when it has none) are its one node. Every method may be repeated: the runtime finds what
+exists by the instance's key, starts only what is not running and treats "already gone" as done.
+
+    PROVISIONING_BACKENDS["local"] = {
+        "BACKEND": "instances.backends.local.LocalBackend",
+        "OPTIONS": {
+            "REGION": "local",               # the region slug its node is in (catalogue_seed creates it)
+            "REGION_NAME": "This host",
+            "NODE": "gpu-box-1",             # default: the host name
+            "SIMULATED_GPUS": 8,             # cards offered when the host has no NVIDIA GPU
+            "SIMULATED_GPU_NAME": "NVIDIA H200",
+            # and any LOCAL_RUNTIME key (ROOT, SERVICES, PORT_LOW, PORT_HIGH…) for a runtime of its own
+        },
+    }
+
+Without runtime keys in OPTIONS the backend uses the host's one runtime (``settings.LOCAL_RUNTIME``).
+"""
+
+from __future__ import annotations
+
+import socket
+
+from django.conf import settings
+
+from instances.backends.base import (
+    EntryPoints,
+    InstanceSpec,
+    MachineInfo,
+    NodeInfo,
+    Observation,
+    Observed,
+    PermanentBackendError,
+    ProvisioningBackend,
+    TransientBackendError,
+)
+from instances.local import registry
+from instances.local.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
+from instances.local.ports import NoFreePort
+from instances.local.servers import CODE, LAB, SSH
+from instances.local.supervisor import LocalRuntime, LocalRuntimeError
+
+STATE_VERSION = 1
+# The runtime's own settings; any of them in OPTIONS gives this backend a runtime of its own.
+RUNTIME_KEYS = ("ROOT", "SERVICES", "PORT_LOW", "PORT_HIGH", "JUPYTER_BIN", "CODE_SERVER_ENTRY", "NODE_BIN", "SSHD_BIN")
+SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server"}
+
+_OVERALL = {
+    "gone": Observed.GONE,
+    "stopped": Observed.STOPPED,
+    "starting": Observed.PENDING,
+    "running": Observed.RUNNING,
+    "crashed": Observed.DEGRADED,
+}
+
+
+class LocalBackend(ProvisioningBackend):
+    def __init__(self, *, alias: str, options: dict | None = None) -> None:
+        super().__init__(alias=alias, options=options)
+        self.node = self.options.get("NODE") or socket.gethostname()
+        self.region = self.options.get("REGION", "local")
+        own = {k: v for k, v in self.options.items() if k in RUNTIME_KEYS}
+        self._runtime = (
+            registry.runtime_from_options({**getattr(settings, "LOCAL_RUNTIME", {}), **own}) if own else None
+        )
+
+    @property
+    def runtime(self) -> LocalRuntime:
+        return self._runtime or registry.get_runtime()
+
+    # --- the node -----------------------------------------------------------------------------------------
+
+    def inventory(self) -> GpuInventory:
+        runtime_options = getattr(settings, "LOCAL_RUNTIME", {})
+        option = lambda name, default: self.options.get(name, runtime_options.get(name, default))  # noqa: E731
+        try:
+            return gpu_discover(
+                nvidia_smi=option("NVIDIA_SMI", "nvidia-smi"),
+                simulated=int(option("SIMULATED_GPUS", 8)),
+                simulated_name=option("SIMULATED_GPU_NAME", "NVIDIA H200"),
+            )
+        except GpuDiscoveryError as exc:
+            raise TransientBackendError(f"This host's GPUs could not be listed: {exc}") from exc
+
+    def nodes(self) -> list[NodeInfo]:
+        inventory = self.inventory()
+        if not inventory.gpus:
+            return []
+        return [
+            NodeInfo(
+                name=self.node,
+                region=self.region,
+                gpu_model=inventory.model_slug,
+                cards=len(inventory.gpus),
+                healthy=not self.runtime.missing_components(),
+            )
+        ]
+
+    def _cards(self, key: str, count: int) -> list[str]:
+        available = [str(gpu.index) for gpu in self.inventory().gpus]
+        try:
+            return self.runtime.gpus.allocate(key, count, available)
+        except NotEnoughGpus as exc:
+            # The console placed it on free cards; a moment of disagreement (a release still in
+            # flight) passes, so this is retried.
+            raise TransientBackendError(str(exc)) from exc
+
+    def _start(self, key: str, **kwargs) -> dict:
+        try:
+            state = self.runtime.start(key, **kwargs)
+        except NoFreePort as exc:
+            raise TransientBackendError(f"No free port on this host: {exc}") from exc
+        except LocalRuntimeError as exc:
+            raise PermanentBackendError(str(exc)) from exc
+        return {**state, "v": STATE_VERSION, "gpus": list(kwargs.get("gpus", ()))}
+
+    # --- the machine ------------------------------------------------------------------------------------
+
+    def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        cards = self._cards(key, spec.gpu_count)
+        return self._start(key, owner_ref=spec.owner_ref, gpus=cards, ssh_public_keys=spec.ssh_public_keys)
+
+    def start(self, *, key: str, state: dict, node: str) -> dict:
+        """Start what is not running: a stopped machine, or the crashed server of a running one."""
+        meta = self._meta(key)
+        if meta is None:
+            raise PermanentBackendError("This machine no longer exists on this host.")
+        cards = self._cards(key, len(meta.get("gpus") or state.get("gpus") or ()))
+        return self._start(
+            key,
+            owner_ref=meta.get("owner_ref", ""),
+            gpus=cards,
+            ssh_public_keys=meta.get("ssh_public_keys", ()),
+            volumes=meta.get("volumes") or {},
+        )
+
+    def stop(self, *, key: str, state: dict) -> dict:
+        if self._meta(key) is not None:
+            self._call(self.runtime.stop, key)
+        return {**state, "ports": {}}
+
+    def restart(self, *, key: str, state: dict) -> dict:
+        if self._meta(key) is None:
+            raise PermanentBackendError("This machine no longer exists on this host.")
+        return {**state, **self._call(self.runtime.restart, key), "v": STATE_VERSION}
+
+    def destroy(self, *, key: str, state: dict) -> None:
+        self._call(self.runtime.destroy, key)
+
+    def poll(self, *, key: str, state: dict) -> Observation:
+        status = self._call(self.runtime.status, key)
+        observed = _OVERALL[status.overall]
+        if observed != Observed.DEGRADED:
+            return Observation(observed)
+        crashed = [s for s in status.servers.values() if s.state == "crashed"]
+        detail = "; ".join(
+            f"{SERVER_NAMES.get(s.name, s.name)} stopped unexpectedly"
+            + (f" ({s.detail.splitlines()[-1].strip()[:120]})" if s.detail.strip() else "")
+            for s in crashed
+        )
+        return Observation(Observed.DEGRADED, detail=detail)
+
+    def machines(self) -> list[MachineInfo]:
+        machines = []
+        for key in self.runtime.instance_keys():
+            meta = self._meta(key) or {}
+            observed = _OVERALL[self.runtime.status(key).overall]
+            machines.append(MachineInfo(key=key, node=self.node, cards=len(meta.get("gpus") or ()), observed=observed))
+        return machines
+
+    # --- entry points ---------------------------------------------------------------------------------
+
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        meta = self._meta(key)
+        if meta is None:
+            return EntryPoints()
+        ports = self.runtime.ports.get(key)
+        return EntryPoints(
+            web=tuple(service for service in (LAB, CODE) if service in ports),
+            ssh_port=ports.get(SSH),
+            ssh_user=meta.get("login_user", "") if SSH in ports else "",
+        )
+
+    def proxy_target(self, *, key: str, service: str):
+        return registry.proxy_target(self.runtime, key=key, service=service)
+
+    # --- helpers ----------------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> dict | None:
+        return self._call(self.runtime.meta, key)
+
+    @staticmethod
+    def _call(method, key: str):
+        try:
+            return method(key)
+        except LocalRuntimeError as exc:
+            raise PermanentBackendError(str(exc)) from exc

@@ -1,0 +1,36 @@
+"""The console proxy's resolver backed by the Instance model (``CONSOLE_PROXY_RESOLVER``).
+
+Only the instance's owner, and only while it is running, gets a target; everyone else gets None,
+which the proxy answers with the same 404 as a URL that names no instance. The backend that runs the
+instance says where its server listens and which secret to inject (``ProvisioningBackend.proxy_target``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.exceptions import ImproperlyConfigured
+
+from instances.backends import BackendError, get_backend
+from instances.models import Instance
+
+
+def instance_proxy_target(*, instance_id: str, service: str, user):
+    try:
+        pk = uuid.UUID(str(instance_id))
+    except ValueError:
+        return None
+    instance = (
+        Instance.objects.filter(pk=pk, owner_id=user.pk, status=Instance.Status.RUNNING)
+        .only("id", "backend_alias", "backend_state")
+        .first()
+    )
+    if instance is None:
+        return None
+    try:
+        backend = get_backend(instance.backend_alias)
+        if service not in backend.entry_points(key=instance.key, state=instance.backend_state).web:
+            return None
+        return backend.proxy_target(key=instance.key, service=service)
+    except (BackendError, ImproperlyConfigured):
+        return None
