@@ -40,7 +40,8 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
 setup: $(VENV)/.installed
 setup-dev: $(VENV)/.installed-dev
 
-run: setup
+# CONSOLE_LOCAL_BACKEND=1 make run: this host is a provider too (README, "The local backend").
+run: setup $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
 	@echo "Starting web, worker and beat; the console's address is printed once it answers."
