@@ -21,6 +21,7 @@ from django.db.models import F, Max, Sum
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from instances.backends import (
@@ -577,7 +578,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     gone_reason = observation.detail or _("the provider no longer has this machine")
     if seen == Observed.UNKNOWN:
         return status in Instance.BUSY
-    if seen == Observed.DEGRADED and status in (S.PROVISIONING, S.RESTARTING, S.RUNNING):
+    if seen == Observed.DEGRADED and status in (S.PROVISIONING, S.STARTING, S.RESTARTING, S.RUNNING):
         _instance_repair(instance=instance, detail=observation.detail)
         return status in Instance.BUSY
     if status in (S.REQUESTED, S.SCHEDULING):
@@ -660,7 +661,7 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
     """
     status = instance.status
     now = timezone.now()
-    detail = detail or _("A process of the machine stopped unexpectedly")
+    detail = (detail or _("A process of the machine stopped unexpectedly"))[:200]
     crashes = InstanceEvent.objects.filter(
         instance_id=instance.pk,
         old=status,
@@ -668,13 +669,16 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         created_at__gte=now - timedelta(seconds=settings.INSTANCES_CRASH_WINDOW_S),
     ).count()
     if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT:
-        reason = _("Failed after %(n)d crashes in %(m)d minutes: %(detail)s") % {
+        reason = ngettext(
+            "Failed after %(n)d crash in %(m)d minutes: %(detail)s",
+            "Failed after %(n)d crashes in %(m)d minutes: %(detail)s",
+            crashes + 1,
+        ) % {
             "detail": detail,
             "n": crashes + 1,
             "m": max(1, settings.INSTANCES_CRASH_WINDOW_S // 60),
         }
-        if instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=reason):
-            _destroy_quietly(instance)
+        _instance_give_up(instance=instance, reason=reason)
         return
     backend = get_backend(instance.backend_alias)
     try:
@@ -682,9 +686,9 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
             key=instance.key, state=instance.backend_state, node=instance.node.name if instance.node else ""
         )
     except PermanentBackendError as exc:
-        reason = _("%(detail)s; restarting it failed: %(r)s") % {"detail": detail, "r": exc}
-        if instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=reason):
-            _destroy_quietly(instance)
+        _instance_give_up(
+            instance=instance, reason=_("%(detail)s; restarting it failed: %(r)s") % {"detail": detail, "r": exc}
+        )
         return
     with transaction.atomic():
         if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state):
@@ -697,6 +701,16 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
             )
             transaction.on_commit(lambda: _notify(instance))
     logger.warning("instance %s: %s; restarted", instance.pk, detail)
+
+
+def _instance_give_up(*, instance: Instance, reason: str) -> None:
+    """A machine that cannot be repaired: failed (and destroyed), or, for a start of a stopped instance,
+    stopped again with why, its disk intact, as any start that cannot complete."""
+    if instance.status == S.STARTING:
+        _stop_quietly(instance)
+        instance_transition(instance_id=instance.pk, src=S.STARTING, dst=S.STOPPED, reason=reason)
+    elif instance_transition(instance_id=instance.pk, src=instance.status, dst=S.FAILED, reason=reason):
+        _destroy_quietly(instance)
 
 
 def _stop_quietly(instance: Instance) -> None:

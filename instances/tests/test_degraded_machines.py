@@ -1,0 +1,61 @@
+"""A machine the provider reports DEGRADED (a part of it died) is repaired by a start in place, with the
+reason on the timeline; the sync gives up after ``INSTANCES_CRASH_LIMIT`` crashes in the window: a
+running instance fails, a start of a stopped one goes back to stopped with its disk."""
+
+from __future__ import annotations
+
+from instances.backends import Observation, Observed
+from instances.backends.fake import FakeBackend
+from instances.models import Instance
+from instances.services import instance_start, instance_stop, instance_sync
+from instances.tests.conftest import committed, running
+
+
+def test_a_degraded_running_machine_is_started_again_until_the_limit(rich_alice, settings, monkeypatch):
+    settings.INSTANCES_CRASH_LIMIT = 3
+    instance = running(rich_alice)
+    starts = []
+    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node: starts.append(key) or state)
+    monkeypatch.setattr(
+        FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="JupyterLab died")
+    )
+
+    instance_sync(instance_id=instance.pk)
+    instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == "running" and starts == [instance.key] * 2
+    assert (
+        list(instance.events.filter(old="running", new="running").values_list("reason", flat=True))
+        == ["JupyterLab died; restarted it"] * 2
+    )
+
+    instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == "failed" and len(starts) == 2
+    assert instance.status_reason == "Failed after 3 crashes in 10 minutes: JupyterLab died"
+    assert instance.node is None
+
+
+def test_crashes_outside_the_window_do_not_count(rich_alice, settings, monkeypatch):
+    settings.INSTANCES_CRASH_LIMIT = 2
+    instance = running(rich_alice)
+    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node: state)
+    monkeypatch.setattr(FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x"))
+    instance_sync(instance_id=instance.pk)
+    settings.INSTANCES_CRASH_WINDOW_S = 0
+    instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == "running"
+
+
+def test_a_start_that_keeps_crashing_goes_back_to_stopped_with_why(rich_alice, settings, monkeypatch):
+    settings.INSTANCES_CRASH_LIMIT = 1
+    instance = running(rich_alice)
+    with committed():
+        instance_stop(instance=instance)
+    monkeypatch.setattr(FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x"))
+    with committed():
+        instance_start(instance=Instance.objects.get(pk=instance.pk))
+    instance.refresh_from_db()
+    assert instance.status == "stopped"
+    assert instance.status_reason == "Failed after 1 crash in 10 minutes: x"
