@@ -116,6 +116,8 @@ def this_host(settings, tmp_path, db):
 
     def make(*, services=("lab",), **options):
         settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=services, **options)
+        # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
         backend = get_backend("local")
         missing = backend.runtime.missing_components()
         if missing:
