@@ -108,7 +108,7 @@ class InstanceSerializer(serializers.ModelSerializer):
     )
     def get_entry_points(self, instance: Instance) -> dict:
         request = self.context.get("request")
-        host = request.get_host().rsplit(":", 1)[0] if request is not None else ""
+        host = request.get_host() if request is not None else ""
         return selectors.instance_entry_points(instance=instance, host=host)
 
 

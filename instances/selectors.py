@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Max, QuerySet, Sum
+from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -153,7 +154,8 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
     """How the owner reaches a running instance: ``{jupyterlab_url, vscode_url, ssh_command}``, None for what
     its backend does not offer (or while it is not running). URLs go through the console's proxy.
 
-    ``host`` names the SSH host when ``INSTANCES_SSH_HOST`` is not set (the host the browser used).
+    ``host`` names the SSH host when ``INSTANCES_SSH_HOST`` is not set (the host the browser used; a
+    port on it is the web server's, not SSH's, and is dropped).
     """
     empty = {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None}
     if instance.status != Instance.Status.RUNNING:
@@ -166,7 +168,7 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
     proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
     if proxy_host:  # user servers on a host of their own (see console/proxy.py)
         base = f"//{proxy_host}{base}"
-    ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or host
+    ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or split_domain_port(host)[0] or host
     ssh = None
     if offered.ssh_port:
         user = f"{offered.ssh_user}@" if offered.ssh_user else ""

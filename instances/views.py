@@ -89,7 +89,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
             initial={"at": instance.auto_stop_at, "idle_minutes": instance.auto_stop_idle_minutes}
         ),
         "ssh_keys": instance.ssh_keys.all(),
-        "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host().rsplit(":", 1)[0]),
+        "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
     }
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
