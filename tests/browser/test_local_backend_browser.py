@@ -96,6 +96,9 @@ def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this
             output.wait_for()
             assert output.inner_text().strip() == "270"
             lab_url = lab.url
+            instance_id = instance_url.rstrip("/").rsplit("/", 1)[1]
+            secret = this_host_backend.runtime.upstream(instance_id, "lab").secret
+            assert secret not in lab_url and secret not in lab.content()  # the server's token stays with the proxy
 
             with page.context.expect_page() as opened:
                 page.get_by_role("link", name="Open VS Code").click()
@@ -107,7 +110,6 @@ def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this
             stranger = _context(browser, base_url, charlie_cookie).new_page()
             for url in (instance_url, lab_url, code_url):
                 assert stranger.goto(url).status == 404, url
-            instance_id = instance_url.rstrip("/").rsplit("/", 1)[1]
             kernels = httpx.get(f"{base_url}/i/{instance_id}/lab/api/kernels", cookies={"sessionid": alice_cookie})
             channels = (
                 f"{base_url.replace('http', 'ws')}/i/{instance_id}/lab/api/kernels/{kernels.json()[0]['id']}/channels"
