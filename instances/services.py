@@ -435,12 +435,12 @@ def instance_launch(
             field="disk_gb",
         )
     for obj, field, label in (
-        (region, "region", _("region")),
-        (gpu_model, "gpu_model", _("GPU model")),
-        (image, "image", _("image")),
+        (region, "region", _("That region is not available.")),
+        (gpu_model, "gpu_model", _("That GPU model is not available.")),
+        (image, "image", _("That image is not available.")),
     ):
         if not obj.is_active:
-            raise LaunchInvalid(_("That %(what)s is not available.") % {"what": label}, field=field)
+            raise LaunchInvalid(label, field=field)
     ssh_keys = list(ssh_keys)
     if any(key.user_id != user.pk for key in ssh_keys):
         raise LaunchInvalid(_("Choose SSH keys from your own account."), field="ssh_keys")
@@ -723,10 +723,12 @@ def _stop_quietly(instance: Instance) -> None:
 # --- Operations ------------------------------------------------------------------------------------------
 
 
-def _refuse(instance: Instance, verb: str) -> None:
-    raise OperationNotAllowed(
-        _("A %(status)s instance cannot be %(verb)s.") % {"status": instance.get_status_display().lower(), "verb": verb}
-    )
+def _refuse(instance: Instance, message: str) -> None:
+    """Refuse an operation; ``message`` is a whole translated sentence with a ``%(status)s`` slot.
+
+    Whole sentences, not a verb slotted into one: word order and the verb's form differ by language.
+    """
+    raise OperationNotAllowed(message % {"status": instance.get_status_display()})
 
 
 def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
@@ -734,7 +736,7 @@ def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
     if instance.status in (S.STOPPING, S.STOPPED):
         return instance
     if instance.status not in (S.RUNNING, S.RESTARTING):
-        _refuse(instance, _("stopped"))
+        _refuse(instance, _("An instance that is %(status)s cannot be stopped."))
     with transaction.atomic():
         if instance_transition(
             instance_id=instance.pk, src=instance.status, dst=S.STOPPING, reason=reason or _("Stop requested")
@@ -762,7 +764,7 @@ def instance_start(*, instance: Instance, reason: str = "") -> Instance:
     if instance.status in (S.STARTING, S.RUNNING):
         return instance
     if instance.status != S.STOPPED:
-        _refuse(instance, _("started"))
+        _refuse(instance, _("An instance that is %(status)s cannot be started."))
     gpu_model, region = instance.gpu_model, instance.region
     _nodes_ensure(region=region)
     with transaction.atomic():
@@ -806,7 +808,7 @@ def instance_restart(*, instance: Instance, reason: str = "") -> Instance:
     if instance.status == S.RESTARTING:
         return instance
     if instance.status != S.RUNNING:
-        _refuse(instance, _("restarted"))
+        _refuse(instance, _("An instance that is %(status)s cannot be restarted."))
     with transaction.atomic():
         if instance_transition(
             instance_id=instance.pk, src=S.RUNNING, dst=S.RESTARTING, reason=reason or _("Restart requested")
@@ -856,7 +858,7 @@ def instance_rename(*, instance: Instance, name: str) -> Instance:
     if len(name) > 64:
         raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
     if instance.status == S.RELEASED:
-        _refuse(instance, _("renamed"))
+        _refuse(instance, _("An instance that is %(status)s cannot be renamed."))
     Instance.objects.filter(pk=instance.pk).update(name=name)
     instance.name = name
     transaction.on_commit(lambda: _notify(instance))
@@ -872,7 +874,7 @@ def instance_auto_stop_set(
     if idle_minutes is not None and not (5 <= idle_minutes <= 7 * 24 * 60):
         raise LaunchInvalid(_("Idle minutes must be between 5 and 10080."), field="auto_stop_idle_minutes")
     if instance.status in (S.RELEASING, S.RELEASED, S.FAILED, S.LOST):
-        _refuse(instance, _("scheduled"))
+        _refuse(instance, _("An instance that is %(status)s cannot have an auto-stop timer."))
     Instance.objects.filter(pk=instance.pk).update(auto_stop_at=at, auto_stop_idle_minutes=idle_minutes)
     instance.auto_stop_at, instance.auto_stop_idle_minutes = at, idle_minutes
     transaction.on_commit(lambda: _notify(instance))
