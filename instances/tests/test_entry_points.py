@@ -76,6 +76,8 @@ def test_a_backend_without_vs_code_shows_no_vs_code_button(rich_alice, alice_cli
     body = alice_client.get(f"/instances/{instance.pk}/").content.decode()
     assert "Open JupyterLab" in body
     assert "Open VS Code" not in body and "ssh -p" not in body
+    assert instance_proxy_target(instance_id=str(instance.pk), service="code", user=rich_alice) is None
+    assert instance_proxy_target(instance_id=str(instance.pk), service="lab", user=rich_alice) is not None
 
 
 def test_only_the_owner_of_a_running_instance_gets_a_proxy_target(rich_alice, charlie, settings, tmp_path):
