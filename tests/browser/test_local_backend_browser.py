@@ -65,7 +65,7 @@ def _context(browser, base_url: str, cookie: str):
     return context
 
 
-def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this_host_backend, browser, settings):
+def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this_host_backend, browser, screenshot_dir):
     from accounts.tests.factories import UserFactory
     from instances.tests.conftest import fund
 
@@ -83,6 +83,7 @@ def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this
             page.locator("#launch-button").click()
             expect(page.locator("#instance-body h1 .badge")).to_have_text("Running", timeout=60_000)
             instance_url = page.url
+            page.screenshot(path=str(screenshot_dir / "local-instance-running.png"), full_page=True)
 
             with page.context.expect_page() as opened:
                 page.get_by_role("link", name="Open JupyterLab").click()
