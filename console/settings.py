@@ -381,8 +381,8 @@ TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors
 # --- Instance proxy and the local runtime (console/proxy.py, instances/local/) ---------------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
 CONSOLE_PROXY_PREFIX = "/i/"
-# resolve(*, instance_id, service, user) -> console.proxy.ProxyTarget | None (None: a 404).
-CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "instances.local.registry.proxy_target_for")
+# resolve(*, instance_id, service, user) -> console.proxy.ProxyTarget | None (None: a 404); the
+# resolver is set with the instances settings below (instances.proxy.instance_proxy_target).
 # Origins other than the console's own that may open WebSockets / POST through the proxy.
 CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
 # A separate host for user servers (see console/proxy.py); empty: served on the console's host.
