@@ -670,8 +670,8 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
     ).count()
     if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT:
         reason = ngettext(
-            "Failed after %(n)d crash in %(m)d minutes: %(detail)s",
-            "Failed after %(n)d crashes in %(m)d minutes: %(detail)s",
+            "Stopped after %(n)d crash in %(m)d minutes, disk kept: %(detail)s",
+            "Stopped after %(n)d crashes in %(m)d minutes, disk kept: %(detail)s",
             crashes + 1,
         ) % {
             "detail": detail,
@@ -704,13 +704,18 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
 
 
 def _instance_give_up(*, instance: Instance, reason: str) -> None:
-    """A machine that cannot be repaired: failed (and destroyed), or, for a start of a stopped instance,
-    stopped again with why, its disk intact, as any start that cannot complete."""
+    """A machine that keeps breaking is stopped with why: GPUs freed, billing down to the disk, and
+    the disk kept, so the user's work survives and a start (after a fix) can bring it back.
+
+    Failing it instead would destroy the disk with the machine: a crashing server is no reason to
+    lose a user's data.
+    """
     if instance.status == S.STARTING:
         _stop_quietly(instance)
         instance_transition(instance_id=instance.pk, src=S.STARTING, dst=S.STOPPED, reason=reason)
-    elif instance_transition(instance_id=instance.pk, src=instance.status, dst=S.FAILED, reason=reason):
-        _destroy_quietly(instance)
+    elif instance_transition(instance_id=instance.pk, src=instance.status, dst=S.STOPPING, reason=reason):
+        _stop_quietly(instance)
+        instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=reason)
 
 
 def _stop_quietly(instance: Instance) -> None:

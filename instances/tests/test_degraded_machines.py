@@ -1,6 +1,6 @@
 """A machine the provider reports DEGRADED (a part of it died) is repaired by a start in place, with the
 reason on the timeline; the sync gives up after ``INSTANCES_CRASH_LIMIT`` crashes in the window: a
-running instance fails, a start of a stopped one goes back to stopped with its disk."""
+running instance is stopped with its disk, a start of a stopped one goes back to stopped with its disk."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def test_a_degraded_running_machine_is_started_again_until_the_limit(rich_alice,
 
     instance_sync(instance_id=instance.pk)
     instance.refresh_from_db()
-    assert instance.status == "failed" and len(starts) == 2
-    assert instance.status_reason == "Failed after 3 crashes in 10 minutes: JupyterLab died"
+    assert instance.status == "stopped" and len(starts) == 2
+    assert instance.status_reason == "Stopped after 3 crashes in 10 minutes, disk kept: JupyterLab died"
     assert instance.node is None
 
 
@@ -58,4 +58,4 @@ def test_a_start_that_keeps_crashing_goes_back_to_stopped_with_why(rich_alice, s
         instance_start(instance=Instance.objects.get(pk=instance.pk))
     instance.refresh_from_db()
     assert instance.status == "stopped"
-    assert instance.status_reason == "Failed after 1 crash in 10 minutes: x"
+    assert instance.status_reason == "Stopped after 1 crash in 10 minutes, disk kept: x"

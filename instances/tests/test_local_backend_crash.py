@@ -43,7 +43,7 @@ def test_a_killed_jupyterlab_is_restarted_and_the_timeline_says_why(this_host, r
     assert "JupyterLab stopped unexpectedly" in alice_client.get(f"/instances/{instance.pk}/").content.decode()
 
 
-def test_a_jupyterlab_that_keeps_crashing_fails_the_instance(this_host, rich_alice, settings):
+def test_a_jupyterlab_that_keeps_crashing_stops_the_instance_keeping_its_disk(this_host, rich_alice, settings):
     settings.INSTANCES_CRASH_LIMIT = 2
     backend = this_host(services=("lab",))
     with committed():
@@ -56,7 +56,10 @@ def test_a_jupyterlab_that_keeps_crashing_fails_the_instance(this_host, rich_ali
     instances_reconcile()
 
     instance.refresh_from_db()
-    assert instance.status == "failed"
-    assert instance.status_reason.startswith("Failed after 2 crashes in 10 minutes: JupyterLab stopped unexpectedly")
+    assert instance.status == "stopped"
+    assert instance.status_reason.startswith(
+        "Stopped after 2 crashes in 10 minutes, disk kept: JupyterLab stopped unexpectedly"
+    )
     assert instance.node is None  # the cards went back to the node
-    assert instance.key not in backend.runtime.instance_keys()
+    assert instance.key in backend.runtime.instance_keys()  # the disk is still there
+    assert backend.runtime.status(instance.key).overall == "stopped"
