@@ -8,8 +8,12 @@ Catalogue rows are shipped in ``apps_marketplace/data/`` and loaded by
 
 from __future__ import annotations
 
+import uuid
+
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -303,3 +307,41 @@ class AppParameter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app.slug}.{self.key}"
+
+
+class Deployment(models.Model):
+    """An app serving a model on one instance of the user's: the one-click deploy.
+
+    The deployment owns no state machine of its own: its status is derived from its instance's status
+    (:mod:`instances.services` moves it) plus the app's start-up steps, see :func:`deployment_status`.
+    The API key is shown once when it is made and stored as its SHA-256.
+    """
+
+    class Step(models.TextChoices):
+        SCHEDULING = "scheduling", _("Scheduling")
+        PULLING = "pulling", _("Pulling the image")
+        LOADING = "loading", _("Loading the model")
+        READY = "ready", _("Ready")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="deployments")
+    app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="deployments", verbose_name=_("app"))
+    model = models.ForeignKey(
+        ModelEntry, on_delete=models.PROTECT, null=True, blank=True, related_name="deployments", verbose_name=_("model")
+    )
+    parameters = models.JSONField(_("parameters"), default=dict, blank=True)
+    instance = models.OneToOneField(
+        "instances.Instance", on_delete=models.PROTECT, related_name="deployment", verbose_name=_("instance")
+    )
+    api_key_hash = models.CharField(_("API key (SHA-256)"), max_length=64, unique=True)
+    api_key_prefix = models.CharField(_("API key prefix"), max_length=16)
+    created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("deployment")
+        verbose_name_plural = _("deployments")
+
+    def __str__(self) -> str:
+        return f"{self.app.name} · {self.instance.name}"

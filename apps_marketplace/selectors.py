@@ -3,13 +3,17 @@ scoped to a user; deployments (a later issue) will be, through their own selecto
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from apps_marketplace import fit
 from apps_marketplace.forms import SIZE_BUCKETS, SORTS, model_spec
-from apps_marketplace.models import App, DatasetEntry, ModelEntry
-from instances.models import GpuModel
+from apps_marketplace.models import App, DatasetEntry, Deployment, ModelEntry
+from instances.models import GpuModel, Instance
 
 
 def _catalogue_filter(queryset: QuerySet, filters: dict) -> QuerySet:
@@ -115,3 +119,84 @@ def app_memory_matrix(*, app: App, models) -> dict:
                 cells.append(None)
         rows.append({"model": model, "cells": cells})
     return {"precisions": precisions, "context_length": context_length, "rows": rows}
+
+
+# --- Deployments ------------------------------------------------------------------------------------
+
+
+def deployment_list_for(*, user) -> QuerySet[Deployment]:
+    """The user's deployments, newest first; another user's are never in it."""
+    return Deployment.objects.filter(owner=user).select_related(
+        "app", "model", "instance", "instance__gpu_model", "instance__region"
+    )
+
+
+def deployment_get_for(*, user, deployment_id) -> Deployment:
+    """One of the user's deployments, or a 404 (another user's included)."""
+    return get_object_or_404(deployment_list_for(user=user), pk=deployment_id)
+
+
+@dataclass(frozen=True)
+class DeploymentStatus:
+    """Where a deployment stands, derived from its instance and the app's start-up steps."""
+
+    code: str  # a Deployment.Step value, or stopping/stopped/failed/deleting
+    label: str
+    badge: str
+    steps: list[dict]  # [{"code", "label", "state": done|current|todo}]
+
+    @property
+    def is_ready(self) -> bool:
+        return self.code == Deployment.Step.READY
+
+
+def _step_state(i: int, current: int, *, ready: bool) -> str:
+    if i < current or (i == current and ready):
+        return "done"
+    return "current" if i == current else "todo"
+
+
+def deployment_status(*, deployment: Deployment, now=None) -> DeploymentStatus:
+    """The status a user sees, from the instance's status and timestamps (never stored separately).
+
+    Scheduling until the instance has a node; then pulling the image for the estimated pull time, then
+    loading the model, while the machine boots; ready when it runs. On the simulated cloud the machine
+    runs no process, so running is ready; a backend that runs the app adds a probe of the app's port.
+    """
+    instance = deployment.instance
+    status = instance.status
+    s = Instance.Status
+    now = now or timezone.now()
+    order = list(Deployment.Step)
+    if status in (s.REQUESTED, s.SCHEDULING):
+        current = Deployment.Step.SCHEDULING
+    elif status in (s.PROVISIONING, s.STARTING, s.RESTARTING):
+        pull_s = (deployment.app.image_size_bytes + deployment.app.webui_image_size_bytes) // fit.IMAGE_PULL_BYTES_PER_S
+        elapsed = (now - instance.status_changed_at).total_seconds()
+        current = Deployment.Step.PULLING if elapsed < pull_s else Deployment.Step.LOADING
+    elif status == s.RUNNING:
+        current = Deployment.Step.READY
+    else:
+        current = None
+    if current is not None:
+        index = order.index(current)
+        steps = [
+            {
+                "code": step.value,
+                "label": step.label,
+                "state": _step_state(i, index, ready=current == Deployment.Step.READY),
+            }
+            for i, step in enumerate(order)
+        ]
+        badge = "green" if current == Deployment.Step.READY else "blue"
+        return DeploymentStatus(code=current.value, label=str(current.label), badge=badge, steps=steps)
+    others = {
+        s.STOPPING: ("stopping", _("Stopping"), "yellow"),
+        s.STOPPED: ("stopped", _("Stopped"), ""),
+        s.RELEASING: ("deleting", _("Deleting"), "yellow"),
+        s.RELEASED: ("deleted", _("Deleted"), ""),
+        s.FAILED: ("failed", _("Failed"), "red"),
+        s.LOST: ("failed", _("Failed"), "red"),
+    }
+    code, label, badge = others[status]
+    return DeploymentStatus(code=code, label=str(label), badge=badge, steps=[])

@@ -476,3 +476,7 @@ INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.
 INSTANCES_CRASH_LIMIT = int(os.environ.get("INSTANCES_CRASH_LIMIT", "3"))
 INSTANCES_CRASH_WINDOW_S = int(os.environ.get("INSTANCES_CRASH_WINDOW_S", "600"))
+
+# --- One-click deploy (apps_marketplace.services) ---------------------------------------------------
+# The instances image a deployment's instance boots; the app's container image runs on it.
+APPS_DEPLOY_BASE_IMAGE = os.environ.get("APPS_DEPLOY_BASE_IMAGE", "cuda-12.4-ubuntu22.04")

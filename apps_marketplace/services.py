@@ -1,0 +1,206 @@
+"""One-click deploy: an app serving a model on an instance launched through the instances app's services.
+
+Deploying is ``instance_launch`` with the app's fit check in front, so the same quota, balance,
+placement and billing rules apply and their refusals (``instances.services.InstanceError``) reach the
+user unchanged. The instance boots the platform's CUDA base image (``APPS_DEPLOY_BASE_IMAGE``); the
+app's own container image and start command are recorded on the deployment and rendered from its
+parameters (what a backend that runs apps starts on it). The simulated cloud runs no process, so there
+a deployment is "ready" when its instance is running; a real backend adds a readiness probe of the app's
+port before it reports ready.
+
+Redeploying with other parameters updates them and restarts the instance in place: the cards, the node
+and the billing meter stay as they are (no second launch that could be refused for capacity while the
+first still holds the cards), and the restart reruns the start command with the new parameters. A change
+that no longer fits the instance's GPUs is refused; deploy again on bigger GPUs for that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from apps_marketplace import fit
+from apps_marketplace.forms import FitForm, model_spec
+from apps_marketplace.models import App, Deployment, ModelEntry
+from apps_marketplace.parameters import app_parameters_clean
+from instances import services as instance_services
+from instances.models import GpuModel, Image, Region
+
+API_KEY_PREFIX = "dk-"
+DISK_GB = 100
+
+
+class DeploymentInvalid(instance_services.LaunchInvalid):
+    """A choice the user can correct: ``field`` names it (a 400 / a form error)."""
+
+
+class DeploymentKeyRefused(Exception):
+    """The key is not this deployment's."""
+
+
+def api_key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _new_key() -> str:
+    return API_KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def _workload(*, app: App, parameters: dict[str, Any]) -> fit.Workload:
+    defaults = FitForm.initial_for(app)
+    return fit.Workload(
+        precision=str(parameters.get("precision") or defaults["precision"]),
+        context_length=int(parameters.get("context_length") or defaults["context_length"]),
+    )
+
+
+def deployment_fit_check(
+    *, app: App, model: ModelEntry | None, parameters: dict[str, Any], gpu_model: GpuModel, gpu_count: int
+) -> fit.FitRow | None:
+    """The fit check's row for this choice; raises ``DeploymentInvalid`` when the model does not fit."""
+    if not app.gpu_required or model is None:
+        return None
+    from apps_marketplace.selectors import app_fit_table
+
+    try:
+        fit.workload_validate(_workload(app=app, parameters=parameters), model_spec(model))
+        table = app_fit_table(app=app, model=model, workload=_workload(app=app, parameters=parameters))
+    except fit.FitInputError as exc:
+        raise DeploymentInvalid(exc.message, field=exc.field) from exc
+    row = next((r for r in table.rows if r.gpu.slug == gpu_model.slug and r.cards == gpu_count), None)
+    if row is None:
+        raise DeploymentInvalid(_("That GPU model is not available."), field="gpu_model")
+    if not row.fits:
+        raise DeploymentInvalid(
+            _("%(model)s does not fit on %(cards)d × %(gpu)s: %(reason)s")
+            % {"model": model.repo_id, "cards": gpu_count, "gpu": gpu_model.name, "reason": row.reason},
+            field="gpu_count",
+        )
+    return row
+
+
+def _parameters_clean(*, app: App, model: ModelEntry | None, parameters: dict[str, Any]) -> dict[str, Any]:
+    if model is not None and not app.served_models.filter(pk=model.pk, is_active=True).exists():
+        raise DeploymentInvalid(_("This app does not serve that model."), field="model")
+    try:
+        return app_parameters_clean(app=app, values=parameters or {}, model=model)
+    except ValidationError as exc:
+        key, messages = next(iter(exc.message_dict.items()))
+        raise DeploymentInvalid(" ".join(messages), field=f"parameters.{key}") from exc
+
+
+def _base_image() -> Image:
+    image = Image.objects.filter(slug=settings.APPS_DEPLOY_BASE_IMAGE, is_active=True).first()
+    if image is None:
+        raise DeploymentInvalid(_("The image apps run on is not available."), field="image")
+    return image
+
+
+def deployment_create(
+    *,
+    user,
+    app: App,
+    model: ModelEntry | None,
+    parameters: dict[str, Any],
+    gpu_model: GpuModel,
+    gpu_count: int,
+    region: Region,
+) -> tuple[Deployment, str]:
+    """Check the fit, launch the instance (quota, balance, placement, billing) and record the deployment.
+
+    Returns the deployment and its API key, which is not stored and cannot be shown again. Raises
+    ``DeploymentInvalid`` or the instances app's errors with nothing created and nothing charged.
+    """
+    if not app.is_active:
+        raise DeploymentInvalid(_("That app is not available."), field="app")
+    cleaned = _parameters_clean(app=app, model=model, parameters=parameters)
+    deployment_fit_check(app=app, model=model, parameters=cleaned, gpu_model=gpu_model, gpu_count=gpu_count)
+    key = _new_key()
+    with transaction.atomic():
+        instance = instance_services.instance_launch(
+            user=user,
+            region=region,
+            gpu_model=gpu_model,
+            gpu_count=gpu_count,
+            image=_base_image(),
+            disk_gb=DISK_GB,
+            name=f"{app.slug}-{timezone.now():%m%d-%H%M%S}"[:64],
+        )
+        deployment = Deployment.objects.create(
+            owner=user,
+            app=app,
+            model=model,
+            parameters=cleaned,
+            instance=instance,
+            api_key_hash=api_key_hash(key),
+            api_key_prefix=key[:8],
+        )
+    return deployment, key
+
+
+def deployment_key_regenerate(*, deployment: Deployment) -> str:
+    """A new API key; the old one stops working at once. Returned once, stored hashed."""
+    key = _new_key()
+    deployment.api_key_hash = api_key_hash(key)
+    deployment.api_key_prefix = key[:8]
+    deployment.save(update_fields=["api_key_hash", "api_key_prefix", "updated_at"])
+    return key
+
+
+def deployment_key_check(*, deployment: Deployment, key: str) -> None:
+    """Raises ``DeploymentKeyRefused`` unless ``key`` is this deployment's (constant-time compare)."""
+    if not key or not hmac.compare_digest(api_key_hash(key), deployment.api_key_hash):
+        raise DeploymentKeyRefused
+
+
+def deployment_stop(*, deployment: Deployment) -> Deployment:
+    instance_services.instance_stop(instance=deployment.instance)
+    deployment.instance.refresh_from_db()
+    return deployment
+
+
+def deployment_start(*, deployment: Deployment) -> Deployment:
+    instance_services.instance_start(instance=deployment.instance)
+    deployment.instance.refresh_from_db()
+    return deployment
+
+
+def deployment_restart(*, deployment: Deployment) -> Deployment:
+    instance_services.instance_restart(instance=deployment.instance)
+    deployment.instance.refresh_from_db()
+    return deployment
+
+
+def deployment_redeploy(*, deployment: Deployment, model: ModelEntry | None, parameters: dict[str, Any]) -> Deployment:
+    """New model or parameters on the same instance: fit-checked against its GPUs, then a restart."""
+    instance = deployment.instance
+    if not instance.can_restart():
+        raise instance_services.OperationNotAllowed(_("Redeploy a running deployment; start it first."))
+    cleaned = _parameters_clean(app=deployment.app, model=model, parameters=parameters)
+    deployment_fit_check(
+        app=deployment.app, model=model, parameters=cleaned, gpu_model=instance.gpu_model, gpu_count=instance.gpu_count
+    )
+    with transaction.atomic():
+        deployment.model = model
+        deployment.parameters = cleaned
+        deployment.save(update_fields=["model", "parameters", "updated_at"])
+        instance_services.instance_restart(instance=instance, reason=_("Redeployed with new parameters"))
+    instance.refresh_from_db()
+    return deployment
+
+
+def deployment_delete(*, deployment: Deployment) -> None:
+    """Release the instance (its meters close) and forget the deployment and its key."""
+    instance = deployment.instance
+    with transaction.atomic():
+        if instance.can_release():
+            instance_services.instance_release(instance=instance, reason=_("Deployment deleted"))
+        deployment.delete()
