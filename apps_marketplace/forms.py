@@ -8,6 +8,8 @@ from django.utils.translation import gettext_lazy as _
 
 from apps_marketplace import fit
 from apps_marketplace.models import App, AppCategory, DatasetTask, ModelEntry, ModelTask
+from console.templatetags.console_tags import cny
+from instances.models import GpuModel, Region
 
 GB = 1000**3
 
@@ -146,3 +148,44 @@ def model_spec(model: ModelEntry) -> fit.ModelSpec:
         head_dim=model.head_dim,
         max_context_length=model.max_context_length,
     )
+
+
+class DeployForm(FitForm):
+    """The app page's Deploy form: the fit check's inputs plus where and on what to run."""
+
+    region = forms.ModelChoiceField(label=_("Region"), queryset=Region.objects.none(), to_field_name="slug")
+    gpu_model = forms.ModelChoiceField(label=_("GPU model"), queryset=GpuModel.objects.none(), to_field_name="slug")
+    gpu_count = forms.TypedChoiceField(
+        label=_("GPUs"), coerce=int, choices=[(n, str(n)) for n in fit.CARD_COUNTS], initial=1
+    )
+
+    def __init__(self, *args, app: App, **kwargs) -> None:
+        super().__init__(*args, app=app, **kwargs)
+        self.fields.pop("concurrency", None)
+        if not app.served_models.filter(is_active=True).exists():  # tools such as TensorBoard serve no model
+            self.fields["model"].required = False
+        self.fields["region"].queryset = Region.objects.filter(is_active=True)
+        self.fields["gpu_model"].queryset = GpuModel.objects.filter(is_active=True).order_by("sort_order", "name")
+        self.fields["gpu_model"].label_from_instance = lambda gpu: (
+            _("%(name)s · %(price)s per card-hour")
+            % {
+                "name": gpu.name,
+                "price": cny(gpu.price_per_card_hour_fen),
+            }
+        )
+
+    @classmethod
+    def initial_for(cls, app: App, model: ModelEntry | None = None) -> dict:
+        initial = super().initial_for(app)
+        recommendation = app.recommendation_for(model or app.default_model)
+        if recommendation:
+            initial["gpu_model"], initial["gpu_count"] = recommendation
+        region = Region.objects.filter(is_active=True).order_by("name").first()
+        initial["region"] = region.slug if region else None
+        return initial
+
+    def parameters(self) -> dict:
+        """The app parameters this form sets (the model path follows the chosen model)."""
+        keys = {parameter.key for parameter in self.app.parameters.all()}
+        values = {"precision": self.cleaned_data["precision"], "context_length": self.cleaned_data["context_length"]}
+        return {key: value for key, value in values.items() if key in keys}

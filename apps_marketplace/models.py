@@ -169,7 +169,7 @@ class DatasetEntry(CatalogueEntry):
 
 
 # Page paths under /apps/ that an app slug must not shadow.
-RESERVED_APP_SLUGS = frozenset({"models", "datasets"})
+RESERVED_APP_SLUGS = frozenset({"models", "datasets", "deployments"})
 
 
 def validate_app_slug(value: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -200,3 +202,32 @@ def deployment_status(*, deployment: Deployment, now=None) -> DeploymentStatus:
     }
     code, label, badge = others[status]
     return DeploymentStatus(code=code, label=str(label), badge=badge, steps=[])
+
+
+def deployment_endpoints(*, deployment: Deployment, host: str) -> dict:
+    """Where the app answers: ``{serving, webui_url, api_base_url}``.
+
+    The console's proxy serves an app at ``/i/<instance>/app/`` only on a backend that runs it (its
+    entry points offer "app"); elsewhere ``serving`` is false and ``webui_url`` is None, so no page shows
+    a dead link. ``api_base_url`` is the OpenAI-compatible base URL the app takes behind that proxy.
+    """
+    from instances.backends import get_backend
+    from instances.backends.base import BackendError
+
+    instance = deployment.instance
+    serving = False
+    if instance.status == Instance.Status.RUNNING:
+        try:
+            offered = get_backend(instance.backend_alias).entry_points(key=instance.key, state=instance.backend_state)
+            serving = "app" in offered.web
+        except (BackendError, ImproperlyConfigured):
+            serving = False
+    base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/app"
+    proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
+    origin = f"//{proxy_host}" if proxy_host else f"//{host}"
+    app = deployment.app
+    return {
+        "serving": serving,
+        "webui_url": f"{base}{app.webui_path or '/'}" if serving else None,
+        "api_base_url": f"https:{origin}{base}{app.api_path}" if app.openai_compatible else None,
+    }

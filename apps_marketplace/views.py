@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
 
-from apps_marketplace import fit, selectors
-from apps_marketplace.forms import AppFilterForm, DatasetFilterForm, FitForm, ModelFilterForm
+from apps_marketplace import fit, selectors, services
+from apps_marketplace.forms import AppFilterForm, DatasetFilterForm, DeployForm, FitForm, ModelFilterForm
 from apps_marketplace.models import App, AppCategory, DatasetEntry, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
+from instances.services import InstanceError
 
 PAGE_SIZE = 25
 
@@ -86,6 +90,24 @@ def _command_preview(app: App, form: FitForm, table: fit.FitTable | None) -> tup
     return app_command_render(app=app, values=cleaned, tensor_parallel_size=tensor_parallel)
 
 
+def _deploy_form(app: App, form: FitForm, table: fit.FitTable | None) -> tuple[DeployForm, int | None]:
+    """The Deploy form, preselected from the fit check: its inputs, then the recommended GPUs when they
+    fit (else the cheapest that does); and the hourly price of that choice in fen."""
+    model = form.cleaned_data["model"] if form.is_valid() else None
+    initial = DeployForm.initial_for(app, model)
+    if form.is_valid():
+        initial.update(
+            model=model.repo_id if model else None,
+            precision=form.cleaned_data["precision"],
+            context_length=form.cleaned_data["context_length"],
+        )
+    row = table and (table.recommended if table.recommended and table.recommended.fits else table.cheapest)
+    if row:
+        initial["gpu_model"], initial["gpu_count"] = row.gpu.slug, row.cards
+    price = row.price_per_hour_fen if row else None
+    return DeployForm(initial=initial, app=app), price
+
+
 @login_required
 def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     app = selectors.app_get(slug=slug)
@@ -111,6 +133,121 @@ def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "apps_marketplace/_fit.html", context)
     context["served_models"] = app.served_models.filter(is_active=True)
+    context["deploy_form"], context["deploy_price"] = _deploy_form(app, form, table)
     if app.gpu_required:
         context["memory_matrix"] = selectors.app_memory_matrix(app=app, models=context["served_models"])
     return render(request, "apps_marketplace/detail.html", context)
+
+
+# --- Deployments ------------------------------------------------------------------------------------
+
+_SHOW_KEY = "deployment-key-{}"
+
+
+@login_required
+@require_POST
+def app_deploy(request: HttpRequest, slug: str) -> HttpResponse:
+    """The app page's Deploy button: the fit check, then an instance through the instances services."""
+    app = selectors.app_get(slug=slug)
+    form = DeployForm(request.POST, app=app)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            deployment, key = services.deployment_create(
+                user=request.user,
+                app=app,
+                model=data["model"],
+                parameters=form.parameters(),
+                gpu_model=data["gpu_model"],
+                gpu_count=data["gpu_count"],
+                region=data["region"],
+            )
+        except InstanceError as exc:
+            field = exc.field if exc.field in form.fields else None
+            form.add_error(field, exc.message)
+        else:
+            request.session[_SHOW_KEY.format(deployment.pk)] = key
+            return redirect("deployment_detail", deployment_id=deployment.pk)
+    return render(request, "apps_marketplace/deploy.html", {"app": app, "deploy_form": form, "tab": "apps"}, status=400)
+
+
+@login_required
+def deployment_list(request: HttpRequest) -> HttpResponse:
+    deployments = [
+        (deployment, selectors.deployment_status(deployment=deployment))
+        for deployment in selectors.deployment_list_for(user=request.user)
+    ]
+    return render(request, "apps_marketplace/deployments.html", {"deployments": deployments, "tab": "deployments"})
+
+
+def _deployment_context(request: HttpRequest, deployment) -> dict:
+    return {
+        "deployment": deployment,
+        "instance": deployment.instance,
+        "status": selectors.deployment_status(deployment=deployment),
+        "endpoints": selectors.deployment_endpoints(deployment=deployment, host=request.get_host()),
+    }
+
+
+@login_required
+def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
+    deployment = selectors.deployment_get_for(user=request.user, deployment_id=deployment_id)
+    context = _deployment_context(request, deployment)
+    if request.GET.get("partial") == "status":
+        return render(request, "apps_marketplace/_deployment_status.html", context)
+    context.update(
+        api_key=request.session.pop(_SHOW_KEY.format(deployment.pk), None),
+        redeploy_form=DeployForm(
+            initial={**DeployForm.initial_for(deployment.app, deployment.model), **_current(deployment)},
+            app=deployment.app,
+        ),
+        tab="deployments",
+    )
+    return render(request, "apps_marketplace/deployment.html", context)
+
+
+def _current(deployment) -> dict:
+    values = {
+        key: deployment.parameters[key] for key in ("precision", "context_length") if key in deployment.parameters
+    }
+    if deployment.model:
+        values["model"] = deployment.model.repo_id
+    return values
+
+
+@login_required
+@require_POST
+def deployment_action(request: HttpRequest, deployment_id, verb: str) -> HttpResponse:
+    """Stop, start, restart, redeploy, regenerate the key or delete; a refusal is shown on the page."""
+    deployment = selectors.deployment_get_for(user=request.user, deployment_id=deployment_id)
+    verbs = {
+        "stop": services.deployment_stop,
+        "start": services.deployment_start,
+        "restart": services.deployment_restart,
+    }
+    try:
+        if verb in verbs:
+            verbs[verb](deployment=deployment)
+        elif verb == "delete":
+            services.deployment_delete(deployment=deployment)
+            messages.success(request, _("Deployment deleted; its instance is being released."))
+            return redirect("deployments")
+        elif verb == "regenerate-key":
+            key = services.deployment_key_regenerate(deployment=deployment)
+            request.session[_SHOW_KEY.format(deployment.pk)] = key
+        elif verb == "redeploy":
+            form = DeployForm(request.POST, app=deployment.app)
+            for name in ("region", "gpu_model", "gpu_count"):  # the instance keeps its GPUs
+                form.fields[name].required = False
+            if not form.is_valid():
+                for error in form.errors.values():
+                    messages.error(request, " ".join(error))
+                return redirect("deployment_detail", deployment_id=deployment.pk)
+            services.deployment_redeploy(
+                deployment=deployment, model=form.cleaned_data["model"], parameters=form.parameters()
+            )
+        else:
+            raise Http404
+    except InstanceError as exc:
+        messages.error(request, exc.message)
+    return redirect("deployment_detail", deployment_id=deployment.pk)

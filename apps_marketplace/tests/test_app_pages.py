@@ -51,10 +51,17 @@ def test_changing_the_inputs_returns_only_the_new_fit_table(alice_client, catalo
     assert b"--tensor-parallel-size 2" in response.content  # the cheapest fit is 2 x A800
 
 
-def test_the_deploy_button_is_an_honest_note_until_instances_land(alice_client, catalogue):
-    response = alice_client.get(reverse("apps_detail", args=["qwen-coder-assistant"]))
-    assert b"Deployment opens with GPU instances." in response.content
-    assert b">Deploy<" not in response.content
+def test_the_deploy_form_is_preselected_from_the_fit_check(alice_client, catalogue):
+    response = alice_client.get(
+        reverse("apps_detail", args=["llama-3-instruct-chat"]), {"model": "meta-llama/Meta-Llama-3-70B-Instruct"}
+    )
+    form = response.context["deploy_form"]
+    table = response.context["table"]
+    row = table.recommended if table.recommended and table.recommended.fits else table.cheapest
+    assert (form.initial["gpu_model"], form.initial["gpu_count"]) == (row.gpu.slug, row.cards)
+    assert form.initial["model"] == "meta-llama/Meta-Llama-3-70B-Instruct"
+    assert response.context["deploy_price"] == row.price_per_hour_fen
+    assert b'action="/apps/llama-3-instruct-chat/deploy/"' in response.content
 
 
 def test_bad_fit_inputs_are_form_errors_not_a_500(alice_client, catalogue):
@@ -101,7 +108,8 @@ def test_the_page_lists_memory_for_every_model_at_every_precision(alice_client, 
 
 
 def test_the_app_page_keeps_a_query_budget(alice_client, catalogue, django_assert_max_num_queries):
-    with django_assert_max_num_queries(10):
+    # The fit check's 10, plus the Deploy form's model, region and GPU choice lists and its default region.
+    with django_assert_max_num_queries(14):
         alice_client.get(reverse("apps_detail", args=["llama-3-instruct-chat"]))
 
 
