@@ -17,13 +17,20 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
 from instances import services as instance_services
-from instances.api import _raise
+from instances.api import _raise as _raise_instance_error
 from instances.models import GpuModel, Instance, Region
+
+
+def _raise(exc: instance_services.InstanceError):
+    if isinstance(exc, services.DeploymentInvalid) and exc.fields:
+        raise ValidationError(exc.fields) from exc
+    _raise_instance_error(exc)
 
 
 class StepSerializer(serializers.Serializer):
@@ -167,8 +174,10 @@ class DeploymentViewSet(
     def create(self, request, *args, **kwargs):
         body = DeploySerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        data = body.validated_data
+        data.setdefault("model", data["app"].default_model)  # left out: the app's default model
         try:
-            deployment, key = services.deployment_create(user=request.user, **body.validated_data)
+            deployment, key = services.deployment_create(user=request.user, **data)
         except instance_services.InstanceError as exc:
             _raise(exc)
         deployment.api_key = key

@@ -39,7 +39,12 @@ DISK_GB = 100
 
 
 class DeploymentInvalid(instance_services.LaunchInvalid):
-    """A choice the user can correct: ``field`` names it (a 400 / a form error)."""
+    """A choice the user can correct: ``field`` names it (a 400 / a form error); ``fields`` maps every bad
+    field to its messages when there are several (the app's parameters)."""
+
+    def __init__(self, message: str, *, field: str | None = None, fields: dict[str, list[str]] | None = None):
+        super().__init__(message, field=field)
+        self.fields = fields or {}
 
 
 class DeploymentKeyRefused(Exception):
@@ -93,8 +98,9 @@ def _parameters_clean(*, app: App, model: ModelEntry | None, parameters: dict[st
     try:
         return app_parameters_clean(app=app, values=parameters or {}, model=model)
     except ValidationError as exc:
-        key, messages = next(iter(exc.message_dict.items()))
-        raise DeploymentInvalid(" ".join(messages), field=f"parameters.{key}") from exc
+        fields = {f"parameters.{key}": messages for key, messages in exc.message_dict.items()}
+        key, messages = next(iter(fields.items()))
+        raise DeploymentInvalid(" ".join(messages), field=key, fields=fields) from exc
 
 
 def _base_image() -> Image:
