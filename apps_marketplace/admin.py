@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.template.defaultfilters import filesizeformat
 from django.utils.translation import gettext_lazy as _
 
-from apps_marketplace.models import App, AppParameter, DatasetEntry, ModelEntry
+from apps_marketplace.models import App, AppParameter, DatasetEntry, Deployment, ModelEntry
 
 
 @admin.display(description=_("size"), ordering="size_bytes")
@@ -71,3 +71,22 @@ class AppAdmin(admin.ModelAdmin):
     autocomplete_fields = ["default_model"]
     filter_horizontal = ["served_models"]
     inlines = [AppParameterInline]
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(admin.ModelAdmin):
+    """Read-only: deployments change through apps_marketplace.services (and their instance's services)."""
+
+    list_display = ["app", "model", "owner", "instance", "api_key_prefix", "created_at"]
+    list_filter = ["app"]
+    search_fields = ["owner__email", "app__name", "model__repo_id"]
+    list_select_related = ["app", "model", "owner", "instance"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
