@@ -150,6 +150,10 @@ def model_spec(model: ModelEntry) -> fit.ModelSpec:
     )
 
 
+# Parameters the fit check's inputs set (the model path follows the chosen model).
+FITTED_PARAMETERS = frozenset({"model_path", "precision", "context_length"})
+
+
 class DeployForm(FitForm):
     """The app page's Deploy form: the fit check's inputs plus where and on what to run."""
 
@@ -164,6 +168,14 @@ class DeployForm(FitForm):
         self.fields.pop("concurrency", None)
         if not app.served_models.filter(is_active=True).exists():  # tools such as TensorBoard serve no model
             self.fields["model"].required = False
+        if not self.fields["precision"].choices:  # nor hold weights at a precision
+            del self.fields["precision"]
+        # The app's other parameters (a log directory, ...), validated by app_parameters_clean on deploy.
+        for parameter in app.parameters.all():
+            if parameter.key not in FITTED_PARAMETERS:
+                self.fields[f"param_{parameter.key}"] = forms.CharField(
+                    label=parameter.label, required=False, initial=parameter.default, help_text=parameter.help_text
+                )
         self.fields["region"].queryset = Region.objects.filter(is_active=True)
         self.fields["gpu_model"].queryset = GpuModel.objects.filter(is_active=True).order_by("sort_order", "name")
         self.fields["gpu_model"].label_from_instance = lambda gpu: (
@@ -187,5 +199,6 @@ class DeployForm(FitForm):
     def parameters(self) -> dict:
         """The app parameters this form sets (the model path follows the chosen model)."""
         keys = {parameter.key for parameter in self.app.parameters.all()}
-        values = {"precision": self.cleaned_data["precision"], "context_length": self.cleaned_data["context_length"]}
-        return {key: value for key, value in values.items() if key in keys}
+        values = {key: self.cleaned_data.get(key) for key in ("precision", "context_length")}
+        values.update({key: self.cleaned_data.get(f"param_{key}") for key in keys - FITTED_PARAMETERS})
+        return {key: value for key, value in values.items() if key in keys and value not in (None, "")}

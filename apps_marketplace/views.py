@@ -12,7 +12,14 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from apps_marketplace import fit, selectors, services
-from apps_marketplace.forms import AppFilterForm, DatasetFilterForm, DeployForm, FitForm, ModelFilterForm
+from apps_marketplace.forms import (
+    FITTED_PARAMETERS,
+    AppFilterForm,
+    DatasetFilterForm,
+    DeployForm,
+    FitForm,
+    ModelFilterForm,
+)
 from apps_marketplace.models import App, AppCategory, DatasetEntry, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from instances.services import InstanceError
@@ -163,8 +170,8 @@ def app_deploy(request: HttpRequest, slug: str) -> HttpResponse:
                 region=data["region"],
             )
         except InstanceError as exc:
-            field = exc.field if exc.field in form.fields else None
-            form.add_error(field, exc.message)
+            field = (exc.field or "").replace("parameters.", "param_", 1)
+            form.add_error(field if field in form.fields else None, exc.message)
         else:
             request.session[_SHOW_KEY.format(deployment.pk)] = key
             return redirect("deployment_detail", deployment_id=deployment.pk)
@@ -208,7 +215,7 @@ def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
 
 def _current(deployment) -> dict:
     values = {
-        key: deployment.parameters[key] for key in ("precision", "context_length") if key in deployment.parameters
+        key if key in FITTED_PARAMETERS else f"param_{key}": value for key, value in deployment.parameters.items()
     }
     if deployment.model:
         values["model"] = deployment.model.repo_id
