@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
@@ -20,8 +20,9 @@ from apps_marketplace.forms import (
     FitForm,
     ModelFilterForm,
 )
-from apps_marketplace.models import App, AppCategory, DatasetEntry, ModelEntry
+from apps_marketplace.models import App, AppCategory, DatasetEntry, Deployment, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
+from console.api import error_body
 from instances.services import InstanceError
 
 PAGE_SIZE = 25
@@ -258,3 +259,22 @@ def deployment_action(request: HttpRequest, deployment_id, verb: str) -> HttpRes
     except InstanceError as exc:
         messages.error(request, exc.message)
     return redirect("deployment_detail", deployment_id=deployment.pk)
+
+
+def deployment_readiness(request: HttpRequest, deployment_id) -> JsonResponse:
+    """``GET /api/v1/deployments/<id>/readiness/``: whether the app is ready, for its owner (signed in) or a
+    caller with the deployment's API key (``Authorization: Bearer dk-…``), e.g. a script waiting to send
+    requests. Anyone else, another deployment's key included, gets the same 404 as a deployment that
+    does not exist."""
+    not_found = JsonResponse(error_body(code="not_found", message=_("Not found.")), status=404)
+    deployment = Deployment.objects.select_related("app", "instance").filter(pk=deployment_id).first()
+    if deployment is None:
+        return not_found
+    if not (request.user.is_authenticated and deployment.owner_id == request.user.pk):
+        scheme, _space, key = request.headers.get("Authorization", "").partition(" ")
+        try:
+            services.deployment_key_check(deployment=deployment, key=key.strip() if scheme.lower() == "bearer" else "")
+        except services.DeploymentKeyRefused:
+            return not_found
+    status = selectors.deployment_status(deployment=deployment)
+    return JsonResponse({"id": str(deployment.pk), "status": status.code, "ready": status.is_ready})

@@ -71,3 +71,21 @@ def test_the_api_returns_the_key_on_create_and_regenerate_only(rich_alice, clien
     new = client.post(f"/api/v1/deployments/{created['id']}/regenerate-key/").json()["api_key"]
     assert new != created["api_key"]
     deployment_key_check(deployment=Deployment.objects.get(), key=new)
+
+
+def test_readiness_answers_its_own_key_and_refuses_another_deployments(rich_alice, client):
+    first, first_key = deploy(rich_alice)
+    _second, second_key = deploy(rich_alice)
+    url = f"/api/v1/deployments/{first.pk}/readiness/"
+    ok = client.get(url, headers={"Authorization": f"Bearer {first_key}"})
+    assert ok.status_code == 200 and ok.json() == {"id": str(first.pk), "status": "ready", "ready": True}
+    for headers in ({"Authorization": f"Bearer {second_key}"}, {"Authorization": "Bearer "}, {}):
+        refused = client.get(url, headers=headers)
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+
+
+def test_readiness_answers_the_owner_and_not_charlie(rich_alice, client_for, charlie_client):
+    deployment, _key = deploy(rich_alice)
+    url = f"/api/v1/deployments/{deployment.pk}/readiness/"
+    assert client_for(rich_alice).get(url).json()["ready"] is True
+    assert charlie_client.get(url).status_code == 404
