@@ -64,24 +64,31 @@ def _sync(model_cls, rows: list[dict], fields: list[str]) -> int:
     return len(rows)
 
 
+def _common_fields(raw: dict, entry_cls) -> dict:
+    """The columns models.csv and datasets.csv share."""
+    organisation, name = _split_repo(raw["repo_id"])
+    return {
+        "repo_id": raw["repo_id"],
+        "name": name,
+        "organisation": organisation,
+        "task": raw["task"],
+        "size_bytes": _gb_to_bytes(raw["size_gb"]),
+        "licence": raw["licence"],
+        "source": raw["source"],
+        "revision": raw.get("revision") or "main",
+        "description": raw["description"],
+        "mount_path": entry_cls.default_mount_path(raw["repo_id"]),
+    }
+
+
 def model_rows(path: Path | None = None) -> list[dict]:
     rows = []
     with open(path or DATA_DIR / "models.csv", newline="", encoding="utf-8") as handle:
         for raw in csv.DictReader(handle):
-            organisation, name = _split_repo(raw["repo_id"])
             rows.append(
                 {
-                    "repo_id": raw["repo_id"],
-                    "name": name,
-                    "organisation": organisation,
-                    "task": raw["task"],
+                    **_common_fields(raw, ModelEntry),
                     "parameter_count": _billions(raw["params_b"]),
-                    "size_bytes": _gb_to_bytes(raw["size_gb"]),
-                    "licence": raw["licence"],
-                    "source": raw["source"],
-                    "revision": raw.get("revision") or "main",
-                    "description": raw["description"],
-                    "mount_path": ModelEntry.default_mount_path(raw["repo_id"]),
                     "num_layers": _int_or_none(raw["layers"]),
                     "hidden_size": _int_or_none(raw["hidden"]),
                     "num_attention_heads": _int_or_none(raw["heads"]),
@@ -97,22 +104,7 @@ def dataset_rows(path: Path | None = None) -> list[dict]:
     rows = []
     with open(path or DATA_DIR / "datasets.csv", newline="", encoding="utf-8") as handle:
         for raw in csv.DictReader(handle):
-            organisation, name = _split_repo(raw["repo_id"])
-            rows.append(
-                {
-                    "repo_id": raw["repo_id"],
-                    "name": name,
-                    "organisation": organisation,
-                    "task": raw["task"],
-                    "num_rows": _int_or_none(raw["rows"]),
-                    "size_bytes": _gb_to_bytes(raw["size_gb"]),
-                    "licence": raw["licence"],
-                    "source": raw["source"],
-                    "revision": raw.get("revision") or "main",
-                    "description": raw["description"],
-                    "mount_path": DatasetEntry.default_mount_path(raw["repo_id"]),
-                }
-            )
+            rows.append({**_common_fields(raw, DatasetEntry), "num_rows": _int_or_none(raw["rows"])})
     return rows
 
 

@@ -413,14 +413,12 @@ async def proxy_websocket(scope, receive, send) -> None:
                 await upstream.send(message["text"])
 
     async def up_to_down() -> None:
-        try:
+        with contextlib.suppress(websockets.exceptions.ConnectionClosed):
             async for frame in upstream:
                 if isinstance(frame, bytes):
                     await send({"type": "websocket.send", "bytes": frame})
                 else:
                     await send({"type": "websocket.send", "text": frame})
-        except websockets.exceptions.ConnectionClosed:
-            pass
         code = upstream.close_code or 1000
         with contextlib.suppress(Exception):
             await send({"type": "websocket.close", "code": code if code not in (1005, 1006) else 1000})
