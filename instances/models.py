@@ -183,6 +183,9 @@ class Instance(models.Model):
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.PROTECT, related_name="instances")
     backend_alias = models.CharField(_("backend"), max_length=32)
     backend_state = models.JSONField(_("backend state"), default=dict, blank=True)
+    # The app the machine serves (a one-click deployment's server): ``backends.AppLaunch`` as a dict,
+    # empty for a plain instance. Kept here so every start and restart boots the current one.
+    app_launch = models.JSONField(_("app"), default=dict, blank=True)
     # The price per hour when running, fixed at launch for display (billing keeps its own copy).
     hourly_price_fen = models.PositiveIntegerField(_("price per hour (fen)"))
     auto_stop_at = models.DateTimeField(_("stop at"), null=True, blank=True)

@@ -25,6 +25,7 @@ from django.utils.translation import ngettext
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from instances.backends import (
+    AppLaunch,
     InstanceSpec,
     Observed,
     PermanentBackendError,
@@ -499,6 +500,21 @@ def _enqueue(task_name: str, instance_id, **kwargs) -> None:
     transaction.on_commit(lambda: task.apply_async(args=[str(instance_id)], **kwargs))
 
 
+def app_launch_from(data: dict) -> AppLaunch | None:
+    """The stored ``Instance.app_launch`` as the backend's dataclass (None for a plain instance)."""
+    if not data:
+        return None
+    return AppLaunch(
+        name=data["name"],
+        argv=tuple(data["argv"]),
+        image=data.get("image", ""),
+        port=int(data.get("port", 8000)),
+        env=tuple((str(k), str(v)) for k, v in data.get("env", [])),
+        health_path=data.get("health_path", "/"),
+        serves_base_path=bool(data.get("serves_base_path", True)),
+    )
+
+
 def _spec(instance: Instance) -> InstanceSpec:
     return InstanceSpec(
         node=instance.node.name if instance.node else "",
@@ -509,6 +525,7 @@ def _spec(instance: Instance) -> InstanceSpec:
         ssh_public_keys=tuple(instance.ssh_keys.values_list("public_key", flat=True)),
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
+        app=app_launch_from(instance.app_launch),
     )
 
 
@@ -683,7 +700,10 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
     backend = get_backend(instance.backend_alias)
     try:
         state = backend.start(
-            key=instance.key, state=instance.backend_state, node=instance.node.name if instance.node else ""
+            key=instance.key,
+            state=instance.backend_state,
+            node=instance.node.name if instance.node else "",
+            spec=_spec(instance),
         )
     except PermanentBackendError as exc:
         _instance_give_up(
@@ -797,7 +817,10 @@ def instance_start_execute(*, instance_id) -> None:
         return
     try:
         state = get_backend(instance.backend_alias).start(
-            key=instance.key, state=instance.backend_state, node=instance.node.name if instance.node else ""
+            key=instance.key,
+            state=instance.backend_state,
+            node=instance.node.name if instance.node else "",
+            spec=_spec(instance),
         )
     except PermanentBackendError as exc:
         instance_transition(
@@ -828,10 +851,14 @@ def instance_restart_execute(*, instance_id) -> None:
     if instance is None or instance.status != S.RESTARTING:
         return
     try:
-        get_backend(instance.backend_alias).restart(key=instance.key, state=instance.backend_state)
+        state = get_backend(instance.backend_alias).restart(
+            key=instance.key, state=instance.backend_state, spec=_spec(instance)
+        )
     except PermanentBackendError as exc:
         instance_transition(instance_id=instance.pk, src=S.RESTARTING, dst=S.LOST, reason=str(exc))
         return
+    if state is not None:
+        Instance.objects.filter(pk=instance.pk, status=S.RESTARTING).update(backend_state=state)
     instance_sync(instance_id=instance.pk)
 
 

@@ -16,6 +16,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from instances.backends.base import (
+    AppLaunch,
     BackendError,
     EntryPoints,
     InstanceSpec,
@@ -26,9 +27,11 @@ from instances.backends.base import (
     PermanentBackendError,
     ProvisioningBackend,
     TransientBackendError,
+    VolumeMount,
 )
 
 __all__ = [
+    "AppLaunch",
     "BackendError",
     "EntryPoints",
     "InstanceSpec",
@@ -39,6 +42,7 @@ __all__ = [
     "PermanentBackendError",
     "ProvisioningBackend",
     "TransientBackendError",
+    "VolumeMount",
     "get_backend",
 ]
 

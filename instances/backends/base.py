@@ -44,6 +44,36 @@ class Observed(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class AppLaunch:
+    """An app the machine serves beside its entry points (a one-click deployment's server).
+
+    ``argv`` is the start command. Backends fill in ``{port}`` (where the app must listen) and
+    ``{base_path}`` (the URL prefix the console's proxy serves it under, ``/i/<id>/app``) before
+    running it; container backends run it in ``image``, process backends (local, Slurm) on the node.
+    The app is ready when ``GET {base_path}{health_path}`` on its port answers below 500.
+    """
+
+    name: str  # the app's slug, for logs and labels
+    argv: tuple[str, ...]
+    image: str = ""  # the app's container image, for backends that run containers
+    port: int = 8000  # the port inside a container; process backends choose a free one
+    env: tuple[tuple[str, str], ...] = ()
+    health_path: str = "/"
+    # True when the app serves under ``{base_path}`` itself; otherwise the proxy strips the prefix.
+    serves_base_path: bool = True
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A volume attached to a machine: ``key`` is the volume's provider-side name (``volume_create``)."""
+
+    key: str
+    path: str  # where it appears in the machine, e.g. /mnt/data
+    read_only: bool = False
+    state: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
 class InstanceSpec:
     """What to create: everything the provider needs, nothing it must look up in the console."""
 
@@ -55,6 +85,8 @@ class InstanceSpec:
     ssh_public_keys: tuple[str, ...] = ()
     region: str = ""
     owner_ref: str = ""  # an opaque owner label for the provider's own accounting
+    app: AppLaunch | None = None  # a deployment's server, started with the machine and on every start
+    volumes: tuple[VolumeMount, ...] = ()  # mounted at every start, in this order
 
 
 @dataclass(frozen=True)
@@ -111,10 +143,12 @@ class ProvisioningBackend:
         """
         raise NotImplementedError
 
-    def start(self, *, key: str, state: dict, node: str) -> dict:
+    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         """Boot the stopped machine ``key`` on ``node`` (it may have moved), keeping its disk.
 
-        Starting a running machine is a no-op. Raises ``PermanentBackendError`` when it is gone.
+        ``spec`` is the machine's current spec (its app and volumes may have changed while it was
+        stopped); None from callers that predate it: keep what the machine had. Starting a running
+        machine is a no-op. Raises ``PermanentBackendError`` when it is gone.
         """
         raise NotImplementedError
 
@@ -122,8 +156,8 @@ class ProvisioningBackend:
         """Power off machine ``key`` keeping its disk; its GPUs go back to the node. Stopped counts as done."""
         raise NotImplementedError
 
-    def restart(self, *, key: str, state: dict) -> dict:
-        """Reboot machine ``key`` in place, keeping its GPUs."""
+    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
+        """Reboot machine ``key`` in place, keeping its GPUs; with ``spec``, boot it with that app and volumes."""
         raise NotImplementedError
 
     def destroy(self, *, key: str, state: dict) -> None:
@@ -143,6 +177,29 @@ class ProvisioningBackend:
     def entry_points(self, *, key: str, state: dict) -> EntryPoints:
         """What running machine ``key`` offers its owner: web servers behind the console's proxy, SSH."""
         return EntryPoints()
+
+    # Optional: volumes (``storage``). A backend without them keeps these defaults, and the console
+    # offers no volumes in its regions.
+
+    supports_volumes: bool = False
+    # Whether several machines may mount one volume read-write at once (NFS, CephFS, a host path).
+    supports_shared_write: bool = False
+
+    def volume_create(self, *, key: str, size_gb: int) -> dict:
+        """Create volume ``key`` of ``size_gb`` GB, or return the one that exists. Returns its state."""
+        raise PermanentBackendError("This region has no volumes.")
+
+    def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
+        """Grow volume ``key`` to ``size_gb`` GB (never shrink); returns its new state."""
+        raise PermanentBackendError("This region has no volumes.")
+
+    def volume_destroy(self, *, key: str, state: dict) -> None:
+        """Delete volume ``key`` and its files. Already gone counts as success."""
+        raise PermanentBackendError("This region has no volumes.")
+
+    def volume_usage(self, *, key: str, state: dict) -> int | None:
+        """Bytes stored on volume ``key``; None when the provider cannot tell right now."""
+        return None
 
     def proxy_target(self, *, key: str, service: str):
         """Where the console's proxy sends the owner's requests for ``service`` of ``key``.

@@ -167,7 +167,7 @@ class FakeBackend(ProvisioningBackend):
             raise TransientBackendError("The provider accepted the request but its answer was lost.")
         return self._state(machine)
 
-    def start(self, *, key: str, state: dict, node: str) -> dict:
+    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update().filter(key=key).first()
@@ -195,7 +195,7 @@ class FakeBackend(ProvisioningBackend):
                 machine.save(update_fields=["power", "node"])
         return self._state(machine)
 
-    def restart(self, *, key: str, state: dict) -> dict:
+    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()

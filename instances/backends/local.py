@@ -123,7 +123,7 @@ class LocalBackend(ProvisioningBackend):
         cards = self._cards(key, spec.gpu_count)
         return self._start(key, owner_ref=spec.owner_ref, gpus=cards, ssh_public_keys=spec.ssh_public_keys)
 
-    def start(self, *, key: str, state: dict, node: str) -> dict:
+    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         """Start what is not running: a stopped machine, or the crashed server of a running one."""
         meta = self._meta(key)
         if meta is None:
@@ -142,7 +142,7 @@ class LocalBackend(ProvisioningBackend):
             self._call(self.runtime.stop, key)
         return {**state, "ports": {}}
 
-    def restart(self, *, key: str, state: dict) -> dict:
+    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
         if self._meta(key) is None:
             raise PermanentBackendError("This machine no longer exists on this host.")
         return {**state, **self._call(self.runtime.restart, key), "v": STATE_VERSION}

@@ -15,7 +15,7 @@ def test_a_degraded_running_machine_is_started_again_until_the_limit(rich_alice,
     settings.INSTANCES_CRASH_LIMIT = 3
     instance = running(rich_alice)
     starts = []
-    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node: starts.append(key) or state)
+    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node, spec=None: starts.append(key) or state)
     monkeypatch.setattr(
         FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="JupyterLab died")
     )
@@ -39,7 +39,7 @@ def test_a_degraded_running_machine_is_started_again_until_the_limit(rich_alice,
 def test_crashes_outside_the_window_do_not_count(rich_alice, settings, monkeypatch):
     settings.INSTANCES_CRASH_LIMIT = 2
     instance = running(rich_alice)
-    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node: state)
+    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node, spec=None: state)
     monkeypatch.setattr(FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x"))
     instance_sync(instance_id=instance.pk)
     settings.INSTANCES_CRASH_WINDOW_S = 0
