@@ -100,12 +100,19 @@ def _model_location(model_path: str) -> tuple[str, str]:
 
 
 def app_command_render(
-    *, app: App, values: dict[str, Any], api_key: str = "$API_KEY", tensor_parallel_size: int = 1
+    *,
+    app: App,
+    values: dict[str, Any],
+    api_key: str = "$API_KEY",
+    tensor_parallel_size: int = 1,
+    for_backend: bool = False,
 ) -> tuple[str, str]:
     """The start command and (if the app has one) the WebUI command for cleaned ``values``.
 
     Values are shell-quoted; ``model_path`` becomes the read-only mount under /models for a repository
-    id, so ``{model_path}`` in a template names a local directory.
+    id, so ``{model_path}`` in a template names a local directory. ``for_backend`` leaves ``{host}``,
+    ``{port}`` and ``{base_path}`` for the backend that runs it (``AppLaunch``); otherwise they read as
+    in the app's container (0.0.0.0, its port, served at /), which is what the app page shows.
     """
     context: dict[str, str] = {key: shlex.quote(str(value)) for key, value in values.items()}
     if "model_path" in values:
@@ -114,7 +121,9 @@ def app_command_render(
         context["model_name"] = shlex.quote(name)
     precision = values.get("precision", "")
     context.update(
-        port=str(app.port),
+        host="{host}" if for_backend else "0.0.0.0",  # noqa: S104 (inside the app's own container)
+        base_path="{base_path}" if for_backend else "/",
+        port="{port}" if for_backend else str(app.port),
         webui_port=str(app.effective_webui_port),
         api_key=api_key,
         tensor_parallel_size=str(tensor_parallel_size),

@@ -16,6 +16,7 @@ that no longer fits the instance's GPUs is refused; deploy again on bigger GPUs 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
@@ -30,8 +31,9 @@ from django.utils.translation import gettext as _
 from apps_marketplace import fit
 from apps_marketplace.forms import FitForm, model_spec
 from apps_marketplace.models import App, Deployment, ModelEntry
-from apps_marketplace.parameters import app_parameters_clean
+from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from instances import services as instance_services
+from instances.backends import AppLaunch
 from instances.models import GpuModel, Image, Region
 
 API_KEY_PREFIX = "dk-"
@@ -110,6 +112,31 @@ def _base_image() -> Image:
     return image
 
 
+def deployment_app_launch(*, app: App, parameters: dict[str, Any], gpu_count: int) -> AppLaunch:
+    """What the instance runs for this deployment: the app's start command for these parameters.
+
+    ``$APP_API_KEY`` is the app server's own key, a secret of the backend that the console's proxy
+    adds on the way up; the deployment's API key (the user's) stops at the proxy. ``{host}``,
+    ``{port}`` and ``{base_path}`` are the backend's to fill in.
+    """
+    command, _webui = app_command_render(
+        app=app,
+        values=parameters,
+        api_key="$APP_API_KEY",
+        tensor_parallel_size=gpu_count if app.supports_tensor_parallel else 1,
+        for_backend=True,
+    )
+    return AppLaunch(
+        name=app.slug,
+        argv=("/bin/sh", "-c", f"exec {command}"),
+        image=app.image,
+        port=app.port,
+        # vLLM answers /health once the weights are loaded; a WebUI is ready when its page answers.
+        health_path="/health" if app.openai_compatible else (app.webui_path or "/"),
+        serves_base_path="{base_path}" in app.command_template,
+    )
+
+
 def deployment_create(
     *,
     user,
@@ -139,6 +166,7 @@ def deployment_create(
             image=_base_image(),
             disk_gb=DISK_GB,
             name=f"{app.slug}-{timezone.now():%m%d-%H%M%S}"[:64],
+            app=deployment_app_launch(app=app, parameters=cleaned, gpu_count=gpu_count),
         )
         deployment = Deployment.objects.create(
             owner=user,
@@ -194,10 +222,14 @@ def deployment_redeploy(*, deployment: Deployment, model: ModelEntry | None, par
     deployment_fit_check(
         app=deployment.app, model=model, parameters=cleaned, gpu_model=instance.gpu_model, gpu_count=instance.gpu_count
     )
+    launch = deployment_app_launch(app=deployment.app, parameters=cleaned, gpu_count=instance.gpu_count)
     with transaction.atomic():
         deployment.model = model
         deployment.parameters = cleaned
         deployment.save(update_fields=["model", "parameters", "updated_at"])
+        # The restart boots the instance with its current app: this one.
+        instance.app_launch = dataclasses.asdict(launch)
+        instance.save(update_fields=["app_launch"])
         instance_services.instance_restart(instance=instance, reason=_("Redeployed with new parameters"))
     instance.refresh_from_db()
     return deployment

@@ -3,8 +3,9 @@
 Mounted in ``console.asgi`` in front of Django for paths under ``CONSOLE_PROXY_PREFIX``. It carries
 HTTP (streamed both ways, never buffered) and WebSocket (relayed frame by frame) to the server that
 ``CONSOLE_PROXY_RESOLVER`` names. The resolver is the one seam between the proxy and whatever runs
-instances: ``resolve(*, instance_id, service, user) -> ProxyTarget | None``; it returns None unless
-``user`` may use that instance (its owner, later a teammate) and the server has an address.
+instances: ``resolve(*, instance_id, service, user, api_key="") -> ProxyTarget | None``; it returns
+None unless ``user`` may use that instance (its owner, later a teammate), or ``api_key`` is a key that
+opens it (a deployment's, for its app: ``KEY_SERVICES``), and the server has an address.
 
 What the proxy guarantees, whatever the resolver:
 
@@ -70,7 +71,10 @@ WS_REQUEST_DROP = REQUEST_DROP | {
     b"sec-websocket-protocol",
 }
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-SERVICES = ("lab", "code")
+SERVICES = ("lab", "code", "app")
+# Services a caller may reach with a Bearer key instead of the owner's session (a deployment's API key:
+# scripts and OpenAI clients send no cookies). The resolver checks the key; the key never goes upstream.
+KEY_SERVICES = ("app",)
 _PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z]+)(?P<rest>/.*)?$")
 
 
@@ -99,13 +103,25 @@ def _resolver(dotted: str):
     return import_string(dotted)
 
 
-async def resolve(*, instance_id: str, service: str, user) -> ProxyTarget | None:
+async def resolve(*, instance_id: str, service: str, user, api_key: str = "") -> ProxyTarget | None:
+    """The target for the session's ``user``, or, with ``api_key``, for whoever holds that key."""
+    resolver = _resolver(settings.CONSOLE_PROXY_RESOLVER)
+    if api_key:
+        # Only the key decides: a request carrying one is not also granted by the session beside it.
+        return await database_sync_to_async(resolver)(
+            instance_id=instance_id, service=service, user=None, api_key=api_key
+        )
     if user is None or not getattr(user, "is_authenticated", False):
         return None
-    resolver = _resolver(settings.CONSOLE_PROXY_RESOLVER)
     # Thread-sensitive, as Channels runs every database call: a resolver that queries the Instance
     # table then holds one connection, not one per worker thread of a pool.
     return await database_sync_to_async(resolver)(instance_id=instance_id, service=service, user=user)
+
+
+def bearer_key(scope) -> str:
+    """The token of an ``Authorization: Bearer …`` header, or ""."""
+    scheme, _, token = (_header(scope, b"authorization") or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 def _headers(scope) -> list[tuple[bytes, bytes]]:
@@ -257,10 +273,18 @@ async def proxy_http(scope, receive, send) -> None:
         await _simple_response(send, 404, NOT_FOUND)
         return
     instance_id, service, mount, raw = parts
-    if scope["method"] in UNSAFE_METHODS and _header(scope, b"origin") is not None and not origin_allowed(scope):
+    api_key = bearer_key(scope) if service in KEY_SERVICES else ""
+    # A key is no ambient credential (a page elsewhere cannot make a browser send it), so a request
+    # authenticated by one may come from any origin, as API calls do.
+    if (
+        not api_key
+        and scope["method"] in UNSAFE_METHODS
+        and _header(scope, b"origin") is not None
+        and not origin_allowed(scope)
+    ):
         await _simple_response(send, 403, "Cross-origin request refused.")
         return
-    target = await resolve(instance_id=instance_id, service=service, user=scope.get("user"))
+    target = await resolve(instance_id=instance_id, service=service, user=scope.get("user"), api_key=api_key)
     if target is None:
         await _simple_response(send, 404, NOT_FOUND)
         return

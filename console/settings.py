@@ -468,9 +468,10 @@ if env_bool("CONSOLE_LOCAL_BACKEND", False):
             "SIMULATED_GPU_NAME": os.environ.get("LOCAL_BACKEND_GPU_NAME", "NVIDIA H200"),
         },
     }
-# The owner-only proxy asks the Instance model who owns what (the runtime-only resolver,
-# instances.local.registry.proxy_target_for, serves instances started without the console).
-CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "instances.proxy.instance_proxy_target")
+# The proxy asks the Instance model who owns what, and a deployment's API key opens that deployment's
+# app (apps_marketplace.proxy); the runtime-only resolver, instances.local.registry.proxy_target_for,
+# serves instances started without the console.
+CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.

@@ -11,6 +11,7 @@ lost task or a crashed worker left behind.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timedelta
 
@@ -421,8 +422,12 @@ def instance_launch(
     disk_gb: int,
     ssh_keys=(),
     name: str = "",
+    app: AppLaunch | None = None,
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
+
+    ``app`` is a server the machine runs beside its entry points (a one-click deployment's); a region
+    whose provider cannot run it refuses here, before anything is reserved.
 
     Refused before anything is created when the choice is invalid, over quota, without capacity or
     without the balance to run it for the minimum runway. Nothing is billed until it is running.
@@ -448,6 +453,12 @@ def instance_launch(
     name = (name or "").strip() or f"{gpu_model.slug}-{timezone.now():%m%d-%H%M%S}"
     if len(name) > 64:
         raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
+    if app is not None:
+        why = get_backend(region.backend_alias).app_check(app)
+        if why:
+            raise LaunchInvalid(
+                _("This app cannot run in %(region)s: %(why)s.") % {"region": region.name, "why": why}, field="region"
+            )
     hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count)
     _nodes_ensure(region=region)
 
@@ -470,6 +481,7 @@ def instance_launch(
             image=image,
             disk_gb=disk_gb,
             backend_alias=region.backend_alias,
+            app_launch=dataclasses.asdict(app) if app is not None else {},
             hourly_price_fen=hourly,
             status=S.PROVISIONING,
             status_reason=_("Placed on %(node)s") % {"node": node.name},
@@ -685,6 +697,14 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         new=status,
         created_at__gte=now - timedelta(seconds=settings.INSTANCES_CRASH_WINDOW_S),
     ).count()
+    if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT and status == S.PROVISIONING:
+        reason = ngettext(
+            "it crashed %(n)d time while starting: %(detail)s",
+            "it crashed %(n)d times while starting: %(detail)s",
+            crashes + 1,
+        ) % {"detail": detail, "n": crashes + 1}
+        _instance_give_up(instance=instance, reason=reason)
+        return
     if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT:
         reason = ngettext(
             "Stopped after %(n)d crash in %(m)d minutes, disk kept: %(detail)s",
@@ -730,7 +750,11 @@ def _instance_give_up(*, instance: Instance, reason: str) -> None:
     Failing it instead would destroy the disk with the machine: a crashing server is no reason to
     lose a user's data.
     """
-    if instance.status == S.STARTING:
+    if instance.status == S.PROVISIONING:
+        # It never ran (a deployment's app that dies on start): the launch failed, nothing was billed,
+        # and there is no user data on a disk that was made for it moments ago.
+        _launch_fail(instance=instance, reason=reason)
+    elif instance.status == S.STARTING:
         _stop_quietly(instance)
         instance_transition(instance_id=instance.pk, src=S.STARTING, dst=S.STOPPED, reason=reason)
     elif instance_transition(instance_id=instance.pk, src=instance.status, dst=S.STOPPING, reason=reason):

@@ -178,6 +178,11 @@ class ProvisioningBackend:
         """What running machine ``key`` offers its owner: web servers behind the console's proxy, SSH."""
         return EntryPoints()
 
+    def app_check(self, app: AppLaunch) -> str | None:
+        """Why this provider cannot run ``app`` (say, its program is not installed on a process
+        backend), or None. Asked before a deployment launches, so the refusal comes at once."""
+        return None
+
     # Optional: volumes (``storage``). A backend without them keeps these defaults, and the console
     # offers no volumes in its regions.
 

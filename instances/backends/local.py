@@ -23,10 +23,12 @@ Without runtime keys in OPTIONS the backend uses the host's one runtime (``setti
 from __future__ import annotations
 
 import socket
+from dataclasses import asdict
 
 from django.conf import settings
 
 from instances.backends.base import (
+    AppLaunch,
     EntryPoints,
     InstanceSpec,
     MachineInfo,
@@ -40,13 +42,13 @@ from instances.backends.base import (
 from instances.local import registry
 from instances.local.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
 from instances.local.ports import NoFreePort
-from instances.local.servers import CODE, LAB, SSH
+from instances.local.servers import APP, CODE, LAB, SSH
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError
 
 STATE_VERSION = 1
 # The runtime's own settings; any of them in OPTIONS gives this backend a runtime of its own.
 RUNTIME_KEYS = ("ROOT", "SERVICES", "PORT_LOW", "PORT_HIGH", "JUPYTER_BIN", "CODE_SERVER_ENTRY", "NODE_BIN", "SSHD_BIN")
-SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server"}
+SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app"}
 
 _OVERALL = {
     "gone": Observed.GONE,
@@ -121,7 +123,14 @@ class LocalBackend(ProvisioningBackend):
 
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         cards = self._cards(key, spec.gpu_count)
-        return self._start(key, owner_ref=spec.owner_ref, gpus=cards, ssh_public_keys=spec.ssh_public_keys)
+        return self._start(
+            key, owner_ref=spec.owner_ref, gpus=cards, ssh_public_keys=spec.ssh_public_keys, app=_app(spec)
+        )
+
+    def app_check(self, app: AppLaunch) -> str | None:
+        """Why this host cannot run ``app`` (its program is not installed), or None: asked before a
+        deployment is launched here, so the user hears it at once instead of from a failed launch."""
+        return self.runtime.app_missing(asdict(app))
 
     def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         """Start what is not running: a stopped machine, or the crashed server of a running one."""
@@ -135,6 +144,7 @@ class LocalBackend(ProvisioningBackend):
             gpus=cards,
             ssh_public_keys=meta.get("ssh_public_keys", ()),
             volumes=meta.get("volumes") or {},
+            app=_app(spec) if spec is not None else ...,
         )
 
     def stop(self, *, key: str, state: dict) -> dict:
@@ -145,7 +155,8 @@ class LocalBackend(ProvisioningBackend):
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
         if self._meta(key) is None:
             raise PermanentBackendError("This machine no longer exists on this host.")
-        return {**state, **self._call(self.runtime.restart, key), "v": STATE_VERSION}
+        app = _app(spec) if spec is not None else ...
+        return {**state, **self._call(lambda k: self.runtime.restart(k, app=app), key), "v": STATE_VERSION}
 
     def destroy(self, *, key: str, state: dict) -> None:
         self._call(self.runtime.destroy, key)
@@ -158,7 +169,7 @@ class LocalBackend(ProvisioningBackend):
         crashed = [s for s in status.servers.values() if s.state == "crashed"]
         detail = "; ".join(
             f"{SERVER_NAMES.get(s.name, s.name)} stopped unexpectedly"
-            + (f" ({s.detail.splitlines()[-1].strip()[:120]})" if s.detail.strip() else "")
+            + (f" ({_last_words(s.detail)})" if s.detail.strip() else "")
             for s in crashed
         )
         return Observation(Observed.DEGRADED, detail=detail)
@@ -179,7 +190,7 @@ class LocalBackend(ProvisioningBackend):
             return EntryPoints()
         ports = self.runtime.ports.get(key)
         return EntryPoints(
-            web=tuple(service for service in (LAB, CODE) if service in ports),
+            web=tuple(service for service in (LAB, CODE, APP) if service in ports),
             ssh_port=ports.get(SSH),
             ssh_user=meta.get("login_user", "") if SSH in ports else "",
         )
@@ -198,3 +209,15 @@ class LocalBackend(ProvisioningBackend):
             return method(key)
         except LocalRuntimeError as exc:
             raise PermanentBackendError(str(exc)) from exc
+
+
+def _last_words(log_tail: str, lines: int = 3, limit: int = 160) -> str:
+    """The end of a crashed server's log, on one line: usually the error that killed it."""
+    kept = [line.strip() for line in log_tail.splitlines() if line.strip()][-lines:]
+    text = " / ".join(kept)
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def _app(spec: InstanceSpec) -> dict | None:
+    """The spec's app as the runtime keeps it in the instance's metadata (JSON)."""
+    return asdict(spec.app) if spec.app is not None else None

@@ -15,7 +15,7 @@ from django.dispatch import receiver
 
 from console.proxy import ProxyTarget
 from instances.local.gpus import GpuInventory, gpu_discover
-from instances.local.servers import CODE, CODE_SERVER_COOKIE, LAB
+from instances.local.servers import APP, CODE, CODE_SERVER_COOKIE, LAB
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError
 
 
@@ -85,11 +85,23 @@ def proxy_target(runtime: LocalRuntime, *, key: str, service: str) -> ProxyTarge
             cookies=((CODE_SERVER_COOKIE, upstream.secret),),
             secrets=(upstream.secret,),
         )
+    if service == APP:
+        app = (runtime.meta(key) or {}).get("app") or {}
+        return ProxyTarget(
+            host=upstream.host,
+            port=upstream.port,
+            strip_prefix=not app.get("serves_base_path", True),
+            # For servers that take a key (vLLM's --api-key $APP_API_KEY); others ignore it.
+            headers=(("Authorization", f"Bearer {upstream.secret}"),),
+            secrets=(upstream.secret,),
+        )
     return None
 
 
-def proxy_target_for(*, instance_id: str, service: str, user) -> ProxyTarget | None:
+def proxy_target_for(*, instance_id: str, service: str, user, api_key: str = "") -> ProxyTarget | None:
     """``CONSOLE_PROXY_RESOLVER`` for instances started on this host's runtime: owner only."""
+    if api_key or user is None:
+        return None
     runtime = get_runtime()
     try:
         meta = runtime.meta(instance_id)

@@ -20,8 +20,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LAB, CODE, SSH = "lab", "code", "ssh"
-ALL_SERVICES = (LAB, CODE, SSH)
+LAB, CODE, SSH, APP = "lab", "code", "ssh", "app"
+ALL_SERVICES = (LAB, CODE, SSH)  # the entry points every instance gets
+KNOWN_SERVICES = (*ALL_SERVICES, APP)  # plus a deployment's app server, for instances that have one
 CODE_SERVER_COOKIE = "code-server-session"
 
 
@@ -131,6 +132,46 @@ def code_server_command(
         str(paths.home),
     ]
     return ServerCommand(CODE, argv, {"HASHED_PASSWORD": secret}, str(paths.home))
+
+
+def app_command(*, paths: Paths, port: int, base_path: str, app: dict, secret: str) -> ServerCommand:
+    """A one-click deployment's server (``backends.AppLaunch`` as a dict), run like the other servers.
+
+    The placeholders the console left in its command are filled in here: ``{port}`` (a free port of
+    ours), ``{host}`` (127.0.0.1: only the proxy reaches it) and ``{base_path}`` (the proxy's prefix).
+    ``APP_API_KEY`` is a secret of ours that the proxy sends as a Bearer token, for servers that take
+    one (vLLM's ``--api-key $APP_API_KEY``), so the bare port refuses other local users.
+    """
+    values = {"{port}": str(port), "{host}": "127.0.0.1", "{base_path}": base_path.rstrip("/")}
+
+    def fill(text: str) -> str:
+        for placeholder, value in values.items():
+            text = text.replace(placeholder, value)
+        return text
+
+    argv = [fill(arg) for arg in app["argv"]]
+    env = {str(k): fill(str(v)) for k, v in app.get("env", [])}
+    env.update(PORT=str(port), APP_BASE_PATH=base_path.rstrip("/"), APP_API_KEY=secret)
+    return ServerCommand(APP, argv, env, str(paths.home))
+
+
+def app_program(argv) -> str:
+    """The program an app's command runs: argv[0], or for ``sh -c "…"`` the first word that is not
+    ``exec``, ``env`` or a ``NAME=value`` assignment."""
+    argv = list(argv)
+    if not argv:
+        return ""
+    if Path(argv[0]).name in ("sh", "bash") and len(argv) >= 3 and argv[1] == "-c":
+        try:
+            words = shlex.split(argv[2])
+        except ValueError:
+            return ""
+        for word in words:
+            if word in ("exec", "env") or ("=" in word and not word.startswith(("/", "."))):
+                continue
+            return word
+        return ""
+    return argv[0]
 
 
 def sshd_login_user() -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import fcntl
+import http.client
 import json
 import os
 import secrets
@@ -37,7 +38,7 @@ import psutil
 from instances.local import servers
 from instances.local.gpus import GpuRegistry
 from instances.local.ports import PortRegistry
-from instances.local.servers import CODE, LAB, SSH, Paths
+from instances.local.servers import APP, CODE, LAB, SSH, Paths
 
 MARKER = "CONSOLE_INSTANCE_KEY"
 STATE_VERSION = 1
@@ -147,6 +148,19 @@ class LocalRuntime:
             missing[SSH] = f"sshd not found at {self.sshd_bin} (run `make local-deps`)"
         return missing
 
+    def instance_path(self) -> str:
+        """The PATH an instance's processes get: the local-deps environment first, then the system's."""
+        return f"{Path(self.jupyter_bin).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def app_missing(self, app: dict) -> str | None:
+        """Why this host cannot run ``app``'s command (its program is not installed), or None."""
+        program = servers.app_program(app.get("argv") or ())
+        if not program:
+            return f"the app {app.get('name', '')!r} has no start command"
+        if shutil.which(program, path=self.instance_path()) is None:
+            return f"{program} is not installed on this host, so {app.get('name', 'the app')} cannot run here"
+        return None
+
     # --- paths, locks, metadata -------------------------------------------------------------------
 
     def paths(self, key: str) -> Paths:
@@ -186,30 +200,48 @@ class LocalRuntime:
         gpus: Sequence[str] = (),
         ssh_public_keys: Sequence[str] = (),
         volumes: Mapping[str, str] | None = None,
+        app: dict | type[Ellipsis] | None = ...,
     ) -> dict:
         """Create the instance (or find it) and bring up every server that is not running.
 
-        Returns the state to persist: ``{"version", "ports", "dir", "login_user"}``. Servers that are
-        alive are left alone, so a repeat starts nothing; a crashed one is started again.
+        ``app`` is the deployment's server (``backends.AppLaunch`` as a dict), None for none, or ``...``
+        to keep what the instance had. Returns the state to persist: ``{"version", "ports", "dir",
+        "login_user"}``. Servers that are alive are left alone, so a repeat starts nothing; a crashed
+        one is started again.
         """
         missing = self.missing_components()
         if missing:
             raise LocalRuntimeError("; ".join(missing.values()))
+        if app and app is not ...:
+            reason = self.app_missing(app)
+            if reason:
+                raise LocalRuntimeError(reason)
         paths = self.paths(key)
         with self._lock(key):
             meta = self._write_meta(
-                key, paths, owner_ref=owner_ref, gpus=gpus, ssh_public_keys=ssh_public_keys, volumes=volumes or {}
+                key,
+                paths,
+                owner_ref=owner_ref,
+                gpus=gpus,
+                ssh_public_keys=ssh_public_keys,
+                volumes=volumes or {},
+                app=app,
             )
-            ports = self.ports.allocate(key, list(self.services))
+            services = self.services_of(meta)
+            ports = self.ports.allocate(key, list(services))
             env = self._environment(key, paths, meta)
-            for service in self.services:
+            for service in services:
                 if self._alive(paths, service) is not None:
                     continue
                 command = self._command(key, service, paths, ports[service], meta, env)
                 self._spawn(paths, command, env)
             return {"version": STATE_VERSION, "ports": ports, "dir": str(paths.base), "login_user": meta["login_user"]}
 
-    def _write_meta(self, key, paths, *, owner_ref, gpus, ssh_public_keys, volumes) -> dict:
+    def services_of(self, meta: dict | None) -> tuple[str, ...]:
+        """The servers this instance runs: the configured entry points, plus its app if it has one."""
+        return self.services + ((APP,) if meta and meta.get("app") else ())
+
+    def _write_meta(self, key, paths, *, owner_ref, gpus, ssh_public_keys, volumes, app=...) -> dict:
         paths.home.mkdir(parents=True, exist_ok=True)
         paths.run.mkdir(parents=True, exist_ok=True)
         os.chmod(paths.run, 0o700)
@@ -219,6 +251,9 @@ class LocalRuntime:
             # One secret per server, made once: kept across stop/start so open tabs keep working.
             "secrets": {LAB: secrets.token_urlsafe(32), CODE: secrets.token_hex(32)},
         }
+        meta["secrets"].setdefault(APP, secrets.token_urlsafe(32))
+        if app is not ...:
+            meta["app"] = dict(app) if app else None
         meta.update(
             owner_ref=owner_ref or meta.get("owner_ref", ""),
             gpus=[str(g) for g in gpus],
@@ -247,9 +282,8 @@ class LocalRuntime:
 
     def _environment(self, key: str, paths: Paths, meta: dict) -> dict[str, str]:
         # A clean environment: the console's own (database URL, secret key…) never reaches a user.
-        jupyter_bin_dir = str(Path(self.jupyter_bin).parent)
         env = {
-            "PATH": f"{jupyter_bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "PATH": self.instance_path(),
             "HOME": str(paths.home),
             "USER": meta["login_user"],
             "LOGNAME": meta["login_user"],
@@ -296,6 +330,14 @@ class LocalRuntime:
                 path.write_text(text)
                 os.chmod(path, 0o700 if path.name == "ssh-session" else 0o600)
             return servers.sshd_command(paths=paths, sshd_bin=self.sshd_bin)
+        if service == APP:
+            return servers.app_command(
+                paths=paths,
+                port=port,
+                base_path=self.base_url(key, APP),
+                app=meta["app"],
+                secret=meta["secrets"][APP],
+            )
         raise LocalRuntimeError(f"unknown service {service!r}")
 
     def _spawn(self, paths: Paths, command: servers.ServerCommand, env: dict[str, str]) -> None:
@@ -341,12 +383,15 @@ class LocalRuntime:
         if not paths.meta.exists():
             return InstanceStatus(key=key, exists=False)
         ports = self.ports.get(key)
+        meta = self.meta(key)
         result = {}
-        for service in self.services:
+        for service in self.services_of(meta):
             port = ports.get(service)
             process = self._alive(paths, service)
             if process is not None:
                 listening = port is not None and _listens(process, port)
+                if listening and service == APP:
+                    listening = _answers(port, self._app_probe_path(key, meta))
                 state = ServerState.RUNNING if listening else ServerState.STARTING
                 result[service] = ServerStatus(service, state, port, process.pid)
             elif paths.pidfile(service).exists():
@@ -355,11 +400,16 @@ class LocalRuntime:
                 result[service] = ServerStatus(service, ServerState.STOPPED, port)
         return InstanceStatus(key=key, exists=True, servers=result)
 
+    def _app_probe_path(self, key: str, meta: dict) -> str:
+        app = meta.get("app") or {}
+        base = self.base_url(key, APP).rstrip("/") if app.get("serves_base_path", True) else ""
+        return base + (app.get("health_path") or "/")
+
     def upstream(self, key: str, service: str) -> Upstream | None:
         """Where the proxy reaches ``service`` of ``key``; None when it is not configured or has no port."""
         meta = self.meta(key)
         port = self.ports.get(key).get(service) if meta else None
-        if not meta or port is None or service not in (LAB, CODE):
+        if not meta or port is None or service not in (LAB, CODE, APP):
             return None
         return Upstream(host="127.0.0.1", port=port, service=service, secret=meta["secrets"][service])
 
@@ -367,7 +417,7 @@ class LocalRuntime:
         """Every live process of the instance: server trees and anything carrying its marker."""
         paths = self.paths(key)
         found: dict[int, psutil.Process] = {}
-        for service in servers.ALL_SERVICES:
+        for service in servers.KNOWN_SERVICES:
             process = self._alive(paths, service)
             if process is None:
                 continue
@@ -390,20 +440,22 @@ class LocalRuntime:
         paths = self.paths(key)
         with self._lock(key):
             self._kill(key)
-            for service in servers.ALL_SERVICES:
+            for service in servers.KNOWN_SERVICES:
                 paths.pidfile(service).unlink(missing_ok=True)
             self.ports.release(key)
             self.gpus.release(key)
 
-    def restart(self, key: str) -> dict:
-        """Kill the instance's processes and start its servers again, keeping its ports and GPUs."""
+    def restart(self, key: str, *, app: dict | type[Ellipsis] | None = ...) -> dict:
+        """Kill the instance's processes and start its servers again, keeping its ports and GPUs.
+
+        ``app``: the app to run from now on (None: none), or ``...`` to keep the instance's."""
         paths = self.paths(key)
         meta = self.meta(key)
         if meta is None:
             raise LocalRuntimeError(f"no instance {key!r} on this host")
         with self._lock(key):
             self._kill(key)
-            for service in servers.ALL_SERVICES:
+            for service in servers.KNOWN_SERVICES:
                 paths.pidfile(service).unlink(missing_ok=True)
         return self.start(
             key,
@@ -411,6 +463,7 @@ class LocalRuntime:
             gpus=meta.get("gpus", []),
             ssh_public_keys=meta.get("ssh_public_keys", []),
             volumes=meta.get("volumes", {}),
+            app=app,
         )
 
     def destroy(self, key: str) -> None:
@@ -460,6 +513,19 @@ def _listens(process: psutil.Process, port: int) -> bool:
         except psutil.Error:
             continue
     return False
+
+
+def _answers(port: int, path: str, timeout: float = 1.0) -> bool:
+    """The app answers ``GET path`` with a status below 500: it is serving, not just listening
+    (vLLM opens its port before the weights are loaded and answers 503 until then)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers={"User-Agent": "console-readiness"})
+        return connection.getresponse().status < 500
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
 
 
 def _tail(path: Path, lines: int = 5, limit: int = 2000) -> str:
