@@ -85,7 +85,9 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
     def _endpoints(self, obj: Deployment) -> dict:
         request = self.context.get("request")
-        return selectors.deployment_endpoints(deployment=obj, host=request.get_host() if request else "")
+        return selectors.deployment_endpoints(
+            deployment=obj, host=request.get_host() if request else "", scheme=request.scheme if request else "https"
+        )
 
     def get_status(self, obj: Deployment) -> str:
         return self._status(obj).code

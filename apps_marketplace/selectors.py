@@ -204,8 +204,8 @@ def deployment_status(*, deployment: Deployment, now=None) -> DeploymentStatus:
     return DeploymentStatus(code=code, label=str(label), badge=badge, steps=[])
 
 
-def deployment_endpoints(*, deployment: Deployment, host: str) -> dict:
-    """Where the app answers: ``{serving, webui_url, api_base_url}``.
+def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "https") -> dict:
+    """Where the app answers: ``{serving, webui_url, app_url, api_base_url}``.
 
     The console's proxy serves an app at ``/i/<instance>/app/`` only on a backend that runs it (its
     entry points offer "app"); elsewhere ``serving`` is false and ``webui_url`` is None, so no page shows
@@ -229,5 +229,6 @@ def deployment_endpoints(*, deployment: Deployment, host: str) -> dict:
     return {
         "serving": serving,
         "webui_url": f"{base}{app.webui_path or '/'}" if serving else None,
-        "api_base_url": f"https:{origin}{base}{app.api_path}" if app.openai_compatible else None,
+        "app_url": f"{scheme}:{origin}{base}/" if serving else None,
+        "api_base_url": f"{scheme}:{origin}{base}{app.api_path}" if app.openai_compatible else None,
     }

@@ -193,7 +193,9 @@ def _deployment_context(request: HttpRequest, deployment) -> dict:
         "deployment": deployment,
         "instance": deployment.instance,
         "status": selectors.deployment_status(deployment=deployment),
-        "endpoints": selectors.deployment_endpoints(deployment=deployment, host=request.get_host()),
+        "endpoints": selectors.deployment_endpoints(
+            deployment=deployment, host=request.get_host(), scheme=request.scheme
+        ),
     }
 
 
