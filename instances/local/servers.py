@@ -16,6 +16,7 @@ the console's authenticating proxy (``console.proxy``), which injects the server
 from __future__ import annotations
 
 import getpass
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +135,23 @@ def code_server_command(
     return ServerCommand(CODE, argv, {"HASHED_PASSWORD": secret}, str(paths.home))
 
 
-def app_command(*, paths: Paths, port: int, base_path: str, app: dict, secret: str) -> ServerCommand:
+def paths_translate(text: str, mounts: dict[str, str]) -> str:
+    """``text`` with every path under a mount point (``/mnt/data/runs``) moved to where that mount
+    appears on this host (``<home>/mnt/data/runs``).
+
+    Instances of this runtime share the host's filesystem, so a volume "mounted at /mnt/data" lives
+    under the instance's home; an app's command, written for a container where it is at /mnt/data,
+    is pointed there. Only whole path components match: ``/mnt/database`` is not under ``/mnt/data``.
+    """
+    for point in sorted(mounts, key=len, reverse=True):
+        pattern = re.compile(r"(?<![\w./-])" + re.escape(point.rstrip("/")) + r"(?=/|$|[\s'\":;,])")
+        text = pattern.sub(lambda _match, target=mounts[point]: target, text)
+    return text
+
+
+def app_command(
+    *, paths: Paths, port: int, base_path: str, app: dict, secret: str, mounts: dict[str, str] | None = None
+) -> ServerCommand:
     """A one-click deployment's server (``backends.AppLaunch`` as a dict), run like the other servers.
 
     The placeholders the console left in its command are filled in here: ``{port}`` (a free port of
@@ -147,7 +164,7 @@ def app_command(*, paths: Paths, port: int, base_path: str, app: dict, secret: s
     def fill(text: str) -> str:
         for placeholder, value in values.items():
             text = text.replace(placeholder, value)
-        return text
+        return paths_translate(text, mounts or {})
 
     argv = [fill(arg) for arg in app["argv"]]
     env = {str(k): fill(str(v)) for k, v in app.get("env", [])}
