@@ -124,7 +124,7 @@ def app_command_render(
         host="{host}" if for_backend else "0.0.0.0",  # noqa: S104 (inside the app's own container)
         base_path="{base_path}" if for_backend else "/",
         port="{port}" if for_backend else str(app.port),
-        webui_port=str(app.effective_webui_port),
+        webui_port="{webui_port}" if for_backend else str(app.effective_webui_port),
         api_key=api_key,
         tensor_parallel_size=str(tensor_parallel_size),
         precision_flags=str(app.precision_flags.get(precision, "")),

@@ -215,11 +215,12 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
     from instances.backends.base import BackendError
 
     instance = deployment.instance
-    serving = False
+    serving = has_webui = False
     if instance.status == Instance.Status.RUNNING:
         try:
             offered = get_backend(instance.backend_alias).entry_points(key=instance.key, state=instance.backend_state)
             serving = "app" in offered.web
+            has_webui = "webui" in offered.web
         except (BackendError, ImproperlyConfigured):
             serving = False
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/app"
@@ -228,7 +229,14 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
     app = deployment.app
     return {
         "serving": serving,
-        "webui_url": f"{base}{app.webui_path or '/'}" if serving else None,
+        # A separate WebUI (Open WebUI in front of vLLM) is served beside the server's API.
+        "webui_url": (
+            f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/webui{app.webui_path or '/'}"
+            if has_webui
+            else f"{base}{app.webui_path or '/'}"
+        )
+        if serving
+        else None,
         "app_url": f"{scheme}:{origin}{base}/" if serving else None,
         "api_base_url": f"{scheme}:{origin}{base}{app.api_path}" if app.openai_compatible else None,
     }

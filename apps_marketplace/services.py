@@ -119,7 +119,7 @@ def deployment_app_launch(*, app: App, parameters: dict[str, Any], gpu_count: in
     adds on the way up; the deployment's API key (the user's) stops at the proxy. ``{host}``,
     ``{port}`` and ``{base_path}`` are the backend's to fill in.
     """
-    command, _webui = app_command_render(
+    command, webui_command = app_command_render(
         app=app,
         values=parameters,
         api_key="$APP_API_KEY",
@@ -134,6 +134,16 @@ def deployment_app_launch(*, app: App, parameters: dict[str, Any], gpu_count: in
         # vLLM answers /health once the weights are loaded; a WebUI is ready when its page answers.
         health_path="/health" if app.openai_compatible else (app.webui_path or "/"),
         serves_base_path="{base_path}" in app.command_template,
+        webui=AppLaunch(
+            name=f"{app.slug}-webui",
+            argv=("/bin/sh", "-c", f"exec {webui_command}"),
+            image=app.webui_image,
+            port=app.effective_webui_port,
+            health_path="/",
+            serves_base_path="{base_path}" in app.webui_command_template,
+        )
+        if webui_command
+        else None,
     )
 
 

@@ -71,7 +71,7 @@ WS_REQUEST_DROP = REQUEST_DROP | {
     b"sec-websocket-protocol",
 }
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-SERVICES = ("lab", "code", "app")
+SERVICES = ("lab", "code", "app", "webui")
 # Services a caller may reach with a Bearer key instead of the owner's session (a deployment's API key:
 # scripts and OpenAI clients send no cookies). The resolver checks the key; the key never goes upstream.
 KEY_SERVICES = ("app",)

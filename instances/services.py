@@ -516,7 +516,9 @@ def app_launch_from(data: dict) -> AppLaunch | None:
     """The stored ``Instance.app_launch`` as the backend's dataclass (None for a plain instance)."""
     if not data:
         return None
+    webui = app_launch_from(data.get("webui") or {})
     return AppLaunch(
+        webui=webui,
         name=data["name"],
         argv=tuple(data["argv"]),
         image=data.get("image", ""),

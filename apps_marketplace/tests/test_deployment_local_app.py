@@ -218,3 +218,47 @@ def test_an_app_this_host_cannot_run_is_refused_before_anything_is_reserved(loca
     assert "vllm is not installed on this host" in str(refusal.value)
     assert not Instance.objects.filter(owner=rich_alice).exists()
     assert balance_get(user=rich_alice) == before
+
+
+def test_an_app_with_a_separate_webui_runs_both_and_the_webui_knows_the_servers_port(local_apps, rich_alice, charlie):
+    backend, _tensorboard = local_apps
+    chat = App.objects.create(
+        slug="two-process-chat",
+        name="Two-process chat",
+        tagline="A server and a WebUI in front of it",
+        description="As Open WebUI in front of vLLM.",
+        category="chat",
+        engine="test",
+        image="example/server:1",
+        image_size_bytes=1,
+        command_template="python3 -m http.server {port} --bind {host}",
+        port=8000,
+        webui_image="example/webui:1",
+        webui_command_template="env BACKEND_URL=http://127.0.0.1:{port}/v1 python3 -m http.server {webui_port} --bind {host}",
+        webui_port=8080,
+        gpu_required=False,
+    )
+    deployment, key = _deploy_local(rich_alice, chat)
+    instance = wait_running(deployment.instance)
+    ports = backend.runtime.ports.get(instance.key)
+    assert set(ports) == {"app", "webui"} and ports["app"] != ports["webui"]
+    webui_process = next(
+        p
+        for p in backend.runtime.processes(instance.key)
+        if "http.server" in " ".join(p.cmdline()) and str(ports["webui"]) in p.cmdline()
+    )
+    assert webui_process.environ()["BACKEND_URL"] == f"http://127.0.0.1:{ports['app']}/v1"
+
+    endpoints = deployment_endpoints(deployment=deployment, host="testserver", scheme="http")
+    assert endpoints["webui_url"] == f"/i/{instance.pk}/webui/"
+    with asgi_server() as base_url:
+        owner = session_cookie(rich_alice)
+        assert httpx.get(f"{base_url}/i/{instance.pk}/webui/", cookies=owner, timeout=10).status_code == 200
+        api = httpx.get(f"{base_url}/i/{instance.pk}/app/", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert api.status_code == 200
+        # The key is for the API; the WebUI is the owner's, in the browser.
+        refused = [
+            httpx.get(f"{base_url}/i/{instance.pk}/webui/", headers={"Authorization": f"Bearer {key}"}, timeout=10),
+            httpx.get(f"{base_url}/i/{instance.pk}/webui/", cookies=session_cookie(charlie), timeout=10),
+        ]
+        assert [r.status_code for r in refused] == [404, 404]

@@ -47,7 +47,8 @@ class Observed(enum.StrEnum):
 class AppLaunch:
     """An app the machine serves beside its entry points (a one-click deployment's server).
 
-    ``argv`` is the start command. Backends fill in ``{port}`` (where the app must listen) and
+    ``argv`` is the start command. Backends fill in ``{port}`` (where the app must listen),
+    ``{webui_port}`` (where its WebUI must listen, when it has one) and
     ``{base_path}`` (the URL prefix the console's proxy serves it under, ``/i/<id>/app``) before
     running it; container backends run it in ``image``, process backends (local, Slurm) on the node.
     The app is ready when ``GET {base_path}{health_path}`` on its port answers below 500.
@@ -61,6 +62,10 @@ class AppLaunch:
     health_path: str = "/"
     # True when the app serves under ``{base_path}`` itself; otherwise the proxy strips the prefix.
     serves_base_path: bool = True
+    # A separate WebUI in front of the server (Open WebUI before vLLM), run beside it and served at
+    # ``/i/<id>/webui/``; its command may name ``{port}`` (the server's) and ``{webui_port}`` (its own),
+    # which backends fill in for both commands.
+    webui: AppLaunch | None = None
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,13 @@ from instances.backends.base import (
 from instances.local import registry
 from instances.local.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
 from instances.local.ports import NoFreePort
-from instances.local.servers import APP, CODE, LAB, SSH
+from instances.local.servers import APP, CODE, LAB, SSH, WEBUI
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError
 
 STATE_VERSION = 1
 # The runtime's own settings; any of them in OPTIONS gives this backend a runtime of its own.
 RUNTIME_KEYS = ("ROOT", "SERVICES", "PORT_LOW", "PORT_HIGH", "JUPYTER_BIN", "CODE_SERVER_ENTRY", "NODE_BIN", "SSHD_BIN")
-SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app"}
+SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
 
 _OVERALL = {
     "gone": Observed.GONE,
@@ -190,7 +190,7 @@ class LocalBackend(ProvisioningBackend):
             return EntryPoints()
         ports = self.runtime.ports.get(key)
         return EntryPoints(
-            web=tuple(service for service in (LAB, CODE, APP) if service in ports),
+            web=tuple(service for service in (LAB, CODE, APP, WEBUI) if service in ports),
             ssh_port=ports.get(SSH),
             ssh_user=meta.get("login_user", "") if SSH in ports else "",
         )

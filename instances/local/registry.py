@@ -15,7 +15,7 @@ from django.dispatch import receiver
 
 from console.proxy import ProxyTarget
 from instances.local.gpus import GpuInventory, gpu_discover
-from instances.local.servers import APP, CODE, CODE_SERVER_COOKIE, LAB
+from instances.local.servers import APP, CODE, CODE_SERVER_COOKIE, LAB, WEBUI
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError
 
 
@@ -85,6 +85,9 @@ def proxy_target(runtime: LocalRuntime, *, key: str, service: str) -> ProxyTarge
             cookies=((CODE_SERVER_COOKIE, upstream.secret),),
             secrets=(upstream.secret,),
         )
+    if service == WEBUI:
+        webui = ((runtime.meta(key) or {}).get("app") or {}).get("webui") or {}
+        return ProxyTarget(host=upstream.host, port=upstream.port, strip_prefix=not webui.get("serves_base_path", True))
     if service == APP:
         app = (runtime.meta(key) or {}).get("app") or {}
         return ProxyTarget(

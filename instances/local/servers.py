@@ -21,9 +21,10 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LAB, CODE, SSH, APP = "lab", "code", "ssh", "app"
+LAB, CODE, SSH, APP, WEBUI = "lab", "code", "ssh", "app", "webui"
 ALL_SERVICES = (LAB, CODE, SSH)  # the entry points every instance gets
-KNOWN_SERVICES = (*ALL_SERVICES, APP)  # plus a deployment's app server, for instances that have one
+# Plus a deployment's app server and its separate WebUI, for instances that have them.
+KNOWN_SERVICES = (*ALL_SERVICES, APP, WEBUI)
 CODE_SERVER_COOKIE = "code-server-session"
 
 
@@ -150,7 +151,15 @@ def paths_translate(text: str, mounts: dict[str, str]) -> str:
 
 
 def app_command(
-    *, paths: Paths, port: int, base_path: str, app: dict, secret: str, mounts: dict[str, str] | None = None
+    *,
+    paths: Paths,
+    port: int,
+    base_path: str,
+    app: dict,
+    secret: str,
+    mounts: dict[str, str] | None = None,
+    webui_port: int | None = None,
+    name: str = APP,
 ) -> ServerCommand:
     """A one-click deployment's server (``backends.AppLaunch`` as a dict), run like the other servers.
 
@@ -160,6 +169,8 @@ def app_command(
     one (vLLM's ``--api-key $APP_API_KEY``), so the bare port refuses other local users.
     """
     values = {"{port}": str(port), "{host}": "127.0.0.1", "{base_path}": base_path.rstrip("/")}
+    if webui_port is not None:
+        values["{webui_port}"] = str(webui_port)
 
     def fill(text: str) -> str:
         for placeholder, value in values.items():
@@ -168,8 +179,9 @@ def app_command(
 
     argv = [fill(arg) for arg in app["argv"]]
     env = {str(k): fill(str(v)) for k, v in app.get("env", [])}
-    env.update(PORT=str(port), APP_BASE_PATH=base_path.rstrip("/"), APP_API_KEY=secret)
-    return ServerCommand(APP, argv, env, str(paths.home))
+    env.update(APP_BASE_PATH=base_path.rstrip("/"), APP_API_KEY=secret)
+    env.setdefault("PORT", str(webui_port if name == WEBUI and webui_port is not None else port))
+    return ServerCommand(name, argv, env, str(paths.home))
 
 
 def app_program(argv) -> str:

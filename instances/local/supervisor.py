@@ -38,7 +38,7 @@ import psutil
 from instances.local import servers
 from instances.local.gpus import GpuRegistry
 from instances.local.ports import PortRegistry
-from instances.local.servers import APP, CODE, LAB, SSH, Paths
+from instances.local.servers import APP, CODE, LAB, SSH, WEBUI, Paths
 
 MARKER = "CONSOLE_INSTANCE_KEY"
 STATE_VERSION = 1
@@ -154,11 +154,14 @@ class LocalRuntime:
 
     def app_missing(self, app: dict) -> str | None:
         """Why this host cannot run ``app``'s command (its program is not installed), or None."""
-        program = servers.app_program(app.get("argv") or ())
-        if not program:
-            return f"the app {app.get('name', '')!r} has no start command"
-        if shutil.which(program, path=self.instance_path()) is None:
-            return f"{program} is not installed on this host, so {app.get('name', 'the app')} cannot run here"
+        for part in (app, app.get("webui")):
+            if not part:
+                continue
+            program = servers.app_program(part.get("argv") or ())
+            if not program:
+                return f"the app {app.get('name', '')!r} has no start command"
+            if shutil.which(program, path=self.instance_path()) is None:
+                return f"{program} is not installed on this host, so {app.get('name', 'the app')} cannot run here"
         return None
 
     # --- paths, locks, metadata -------------------------------------------------------------------
@@ -239,7 +242,8 @@ class LocalRuntime:
 
     def services_of(self, meta: dict | None) -> tuple[str, ...]:
         """The servers this instance runs: the configured entry points, plus its app if it has one."""
-        return self.services + ((APP,) if meta and meta.get("app") else ())
+        app = (meta or {}).get("app") or {}
+        return self.services + ((APP,) if app else ()) + ((WEBUI,) if app.get("webui") else ())
 
     def _write_meta(self, key, paths, *, owner_ref, gpus, ssh_public_keys, volumes, app=...) -> dict:
         paths.home.mkdir(parents=True, exist_ok=True)
@@ -330,13 +334,17 @@ class LocalRuntime:
                 path.write_text(text)
                 os.chmod(path, 0o700 if path.name == "ssh-session" else 0o600)
             return servers.sshd_command(paths=paths, sshd_bin=self.sshd_bin)
-        if service == APP:
+        if service in (APP, WEBUI):
+            ports = self.ports.get(key)
+            app = meta["app"]
             return servers.app_command(
                 paths=paths,
-                port=port,
-                base_path=self.base_url(key, APP),
-                app=meta["app"],
+                port=ports[APP],
+                webui_port=ports.get(WEBUI),
+                base_path=self.base_url(key, service),
+                app=app if service == APP else app["webui"],
                 secret=meta["secrets"][APP],
+                name=service,
             )
         raise LocalRuntimeError(f"unknown service {service!r}")
 
@@ -390,8 +398,8 @@ class LocalRuntime:
             process = self._alive(paths, service)
             if process is not None:
                 listening = port is not None and _listens(process, port)
-                if listening and service == APP:
-                    listening = _answers(port, self._app_probe_path(key, meta))
+                if listening and service in (APP, WEBUI):
+                    listening = _answers(port, self._app_probe_path(key, meta, service))
                 state = ServerState.RUNNING if listening else ServerState.STARTING
                 result[service] = ServerStatus(service, state, port, process.pid)
             elif paths.pidfile(service).exists():
@@ -400,18 +408,21 @@ class LocalRuntime:
                 result[service] = ServerStatus(service, ServerState.STOPPED, port)
         return InstanceStatus(key=key, exists=True, servers=result)
 
-    def _app_probe_path(self, key: str, meta: dict) -> str:
+    def _app_probe_path(self, key: str, meta: dict, service: str = APP) -> str:
         app = meta.get("app") or {}
-        base = self.base_url(key, APP).rstrip("/") if app.get("serves_base_path", True) else ""
+        if service == WEBUI:
+            app = app.get("webui") or {}
+        base = self.base_url(key, service).rstrip("/") if app.get("serves_base_path", True) else ""
         return base + (app.get("health_path") or "/")
 
     def upstream(self, key: str, service: str) -> Upstream | None:
         """Where the proxy reaches ``service`` of ``key``; None when it is not configured or has no port."""
         meta = self.meta(key)
         port = self.ports.get(key).get(service) if meta else None
-        if not meta or port is None or service not in (LAB, CODE, APP):
+        if not meta or port is None or service not in (LAB, CODE, APP, WEBUI):
             return None
-        return Upstream(host="127.0.0.1", port=port, service=service, secret=meta["secrets"][service])
+        secret = meta["secrets"][APP if service == WEBUI else service]
+        return Upstream(host="127.0.0.1", port=port, service=service, secret=secret)
 
     def processes(self, key: str) -> list[psutil.Process]:
         """Every live process of the instance: server trees and anything carrying its marker."""
