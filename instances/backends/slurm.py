@@ -537,22 +537,21 @@ class SlurmBackend(ProvisioningBackend):
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
         """Cancel and resubmit: Slurm has no reboot in place, so the cards may change (the node too)."""
         self.stop(key=key, state=state)
-        deadline = time.monotonic() + float(self.options.get("RESTART_WAIT_S", 30))
-        while self._active_job(key, self.api.jobs()) is not None and time.monotonic() < deadline:
-            time.sleep(0.5)
+        self._wait_ended(key)
         return self.start(key=key, state={**state, "stopped": True}, node="", spec=spec)
+
+    def _wait_ended(self, key: str) -> None:
+        """Wait (boundedly: ``END_WAIT_S``) until Slurm has finished ending the instance's job, so its
+        servers no longer write into the directory. A job that takes longer is left to the next call."""
+        deadline = time.monotonic() + float(self.options.get("END_WAIT_S", 20))
+        while self._active_job(key, self.api.jobs()) is not None and time.monotonic() < deadline:
+            time.sleep(0.25)
 
     def destroy(self, *, key: str, state: dict) -> None:
         """Cancel the job and delete the instance's directory. Already gone counts as done."""
         self.stop(key=key, state=state)
-        base = self._dir(key)
-        if base.exists():
-            # The job's servers may still be writing for a moment (KillWait): remove what is there.
-            for _attempt in range(3):
-                shutil.rmtree(base, ignore_errors=True)
-                if not base.exists():
-                    break
-                time.sleep(0.5)
+        self._wait_ended(key)
+        shutil.rmtree(self._dir(key), ignore_errors=True)
 
     def poll(self, *, key: str, state: dict) -> Observation:
         try:
