@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ SLURM_CONF = Path(os.environ.get("SLURM_LOCAL_DIR", Path(settings.BASE_DIR) / "v
 REST_URL = f"http://127.0.0.1:{os.environ.get('SLURM_LOCAL_REST_PORT', '6820')}"
 PREFIX = "console-test-"
 NODES = ("gpu01", "gpu02", "gpu03")
+ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
 
 class Cluster:
@@ -41,11 +43,7 @@ class Cluster:
 
     def active(self, name: str) -> list[dict]:
         """The jobs called ``name`` that Slurm still runs or queues."""
-        return [
-            j
-            for j in self.jobs()
-            if j["name"] == name and j["job_state"] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
-        ]
+        return [j for j in self.jobs() if j["name"] == name and j["job_state"] in ACTIVE]
 
     def job(self, job_id: int) -> dict | None:
         return next((j for j in self.jobs() if j["job_id"] == job_id), None)
@@ -72,9 +70,16 @@ class Cluster:
         return self.run("sinfo", "-h", "-N", "-n", node, "-o", "%t").strip()
 
     def cancel_test_jobs(self) -> None:
+        """Cancel every job of the tests and wait (boundedly) until Slurm has ended them, so the next
+        test finds the cards free."""
         ids = [str(j["job_id"]) for j in self.jobs() if j["name"].startswith(PREFIX)]
         if ids:
             self.run("scancel", *ids, check=False)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(
+            j["name"].startswith(PREFIX) and j["job_state"] in ACTIVE for j in self.jobs()
+        ):
+            time.sleep(0.2)
 
     def node_stop(self, node: str) -> None:
         subprocess.run([str(SCRIPT), "node-stop", node], check=True, capture_output=True, timeout=30)
