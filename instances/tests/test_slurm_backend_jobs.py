@@ -44,7 +44,7 @@ def test_a_two_machine_cluster_gets_two_nodes_and_cancels_cleanly(on_slurm, slur
     state = backend.create(key=key, spec=_spec(gpu_count=2, nodes=2))
     assert backend.create(key=key, spec=_spec(gpu_count=2, nodes=2))["job_id"] == state["job_id"]  # a repeat finds it
 
-    observation, state = _until(backend, key, state, Observed.RUNNING)
+    _observation, state = _until(backend, key, state, Observed.RUNNING)
     job = slurm_cluster.job(state["job_id"])
     assert job["node_count"] == 2 and job["tres_per_node"] == "gres:gpu:h200:2"
     hosts = state["hosts"]
@@ -54,7 +54,7 @@ def test_a_two_machine_cluster_gets_two_nodes_and_cancels_cleanly(on_slurm, slur
     assert {m.key for m in backend.machines() if m.observed == Observed.RUNNING} >= {key}
 
     state = backend.stop(key=key, state=state)
-    observation, state = _until(backend, key, state, Observed.STOPPED)
+    _observation, state = _until(backend, key, state, Observed.STOPPED)
     assert slurm_cluster.active(f"{PREFIX}{key}") == []
     assert backend._dir(key).is_dir()  # the disk stays
 

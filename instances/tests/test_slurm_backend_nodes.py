@@ -22,7 +22,9 @@ def test_nodes_come_from_slurm_with_their_gpus_and_free_cards(on_slurm, slurm_cl
     busy = slurm_cluster.job(job)["nodes"]
     infos = {n.name: n for n in backend.nodes()}
     assert set(infos) == set(NODES)
-    assert all(n.gpu_model == "h200" and n.cards == 8 and n.healthy and n.region == "slurm-local" for n in infos.values())
+    assert all(
+        n.gpu_model == "h200" and n.cards == 8 and n.healthy and n.region == "slurm-local" for n in infos.values()
+    )
     assert infos[busy].free_cards == 5
     assert nodes_sync(alias="slurm") == 3
     assert set(Node.objects.filter(backend_alias="slurm", is_healthy=True).values_list("name", flat=True)) == set(NODES)

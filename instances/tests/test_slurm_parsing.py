@@ -25,7 +25,13 @@ def test_node_states_include_the_flags():
 
 
 def _job(job_id, priority, submitted, state="PENDING", partition="gpu"):
-    return {"job_id": job_id, "priority": priority, "submit_time": submitted, "job_state": state, "partition": partition}
+    return {
+        "job_id": job_id,
+        "priority": priority,
+        "submit_time": submitted,
+        "job_state": state,
+        "partition": partition,
+    }
 
 
 def test_the_queue_position_counts_who_slurm_considers_first():
