@@ -99,6 +99,7 @@ class Job:
             jupyter_bin=args.jupyter_bin,
             code_server_entry=args.code_server_entry,
             stop_timeout=3.0,
+            bind=args.bind,
         )
         # Ports are per host, not per instance root: every job on this host (several Slurm nodes may
         # share one host, as in the test cluster) takes its ports from one registry on local disk.
@@ -213,7 +214,7 @@ class Job:
             # A worker node of a cluster: it reports its node and cards and holds the allocation.
             self.report("running")
             while not self.stopping:
-                time.sleep(1)
+                time.sleep(0.2)
             self.report("stopped")
             return 0
         ports: dict = {}
@@ -229,7 +230,7 @@ class Job:
                 if (state, detail, ports) != last:
                     self.report(state, ports=ports, detail=detail)
                     last = (state, detail, ports)
-                time.sleep(0.5)
+                time.sleep(0.25)
         except Exception as exc:
             self.report("failed", detail=str(exc)[:500])
             raise

@@ -334,7 +334,7 @@ class SlurmBackend(ProvisioningBackend):
         self.root = Path(o.get("ROOT") or settings.BASE_DIR / "var/slurm-instances")
         self.prefix = o.get("JOB_PREFIX", "console-")
         self.gpu_types: dict[str, str] = dict(o.get("GPU_TYPES") or {})
-        self.services = tuple(o.get("SERVICES") or DEFAULT_SERVICES)
+        self.services = tuple(o.get("SERVICES", DEFAULT_SERVICES))  # () is allowed: a job that only holds cards
         self.secret = str(o.get("SECRET") or settings.SECRET_KEY)
         timeout = float(o.get("TIMEOUT_S", 15))
         if o.get("REST_URL"):

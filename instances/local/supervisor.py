@@ -120,6 +120,7 @@ class LocalRuntime:
         port_high: int = 29999,
         url_prefix: str = "/i/",
         stop_timeout: float = 5.0,
+        bind: str = "127.0.0.1",
     ) -> None:
         self.root = Path(root)
         self.jupyter_bin = jupyter_bin or _default_jupyter()
@@ -131,6 +132,7 @@ class LocalRuntime:
         self.services = tuple(services)
         self.url_prefix = url_prefix
         self.stop_timeout = stop_timeout
+        self.bind = bind  # where the servers listen: loopback, unless a Slurm job serves a remote console
         self.ports = PortRegistry(self.root / "ports.json", low=port_low, high=port_high)
         self.gpus = GpuRegistry(self.root / "gpus.json")
 
@@ -274,6 +276,7 @@ class LocalRuntime:
                 base_url=self.base_url(key, LAB),
                 token=meta["secrets"][LAB],
                 jupyter_bin=self.jupyter_bin,
+                bind=self.bind,
             )
         if service == CODE:
             return servers.code_server_command(
@@ -282,6 +285,7 @@ class LocalRuntime:
                 secret=meta["secrets"][CODE],
                 code_server_entry=self.code_server_entry,
                 node_bin=shutil.which(self.node_bin) or self.node_bin,
+                bind=self.bind,
             )
         if service == SSH:
             Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
@@ -292,6 +296,7 @@ class LocalRuntime:
                 authorized_keys=meta["ssh_public_keys"],
                 env=session_env,
                 sftp_server=self.sftp_server,
+                bind=self.bind,
             ).items():
                 path.write_text(text)
                 os.chmod(path, 0o700 if path.name == "ssh-session" else 0o600)
@@ -361,7 +366,12 @@ class LocalRuntime:
         port = self.ports.get(key).get(service) if meta else None
         if not meta or port is None or service not in (LAB, CODE):
             return None
-        return Upstream(host="127.0.0.1", port=port, service=service, secret=meta["secrets"][service])
+        return Upstream(
+            host="127.0.0.1" if self.bind in ("0.0.0.0", "::") else self.bind,  # noqa: S104 (a comparison)
+            port=port,
+            service=service,
+            secret=meta["secrets"][service],
+        )
 
     def processes(self, key: str) -> list[psutil.Process]:
         """Every live process of the instance: server trees and anything carrying its marker."""

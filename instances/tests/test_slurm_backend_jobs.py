@@ -1,5 +1,6 @@
 """The Slurm backend's two ways of talking to Slurm (slurmrestd with JWT, and the command-line tools)
 submit, poll and cancel the same jobs on the local cluster; a cluster of two machines gets two nodes;
+a report not signed with the instance's secret is ignored;
 while the cluster is full the instance waits with its place in the queue and Slurm's reason, and the
 instance page says so."""
 
@@ -53,6 +54,17 @@ def test_a_two_machine_cluster_gets_two_nodes_and_cancels_cleanly(on_slurm, slur
     assert {h["node"] for h in hosts} == set(_expand(job["nodes"]))
     assert {m.key for m in backend.machines() if m.observed == Observed.RUNNING} >= {key}
 
+    # Someone who can write the shared directory but does not know the instance's secret cannot point
+    # the console's proxy elsewhere: an unsigned report is ignored.
+    assert backend.proxy_target(key=key, service="lab") is None  # no lab here; and after the forgery:
+    report_write(
+        report_path(backend._dir(key) / "run", 0),
+        secret="not-the-secret",
+        report={"key": key, "job_id": str(state["job_id"]), "rank": 0, "state": "running", "ports": {"lab": 1}},
+    )
+    assert backend.proxy_target(key=key, service="lab") is None
+    assert backend.poll(key=key, state=state).state == Observed.PENDING  # no verified report: not reachable
+
     state = backend.stop(key=key, state=state)
     _observation, state = _until(backend, key, state, Observed.STOPPED)
     assert slurm_cluster.active(f"{PREFIX}{key}") == []
@@ -61,22 +73,6 @@ def test_a_two_machine_cluster_gets_two_nodes_and_cancels_cleanly(on_slurm, slur
     backend.destroy(key=key, state=state)
     backend.destroy(key=key, state=state)  # already gone counts as done
     assert backend.poll(key=key, state=state).state == Observed.GONE
-
-
-def test_a_report_not_signed_with_the_instance_secret_is_ignored(on_slurm, slurm_cluster):
-    backend = on_slurm(services=())
-    state = backend.create(key="forged", spec=_spec())
-    _observation, state = _until(backend, "forged", state, Observed.RUNNING)
-    run = backend._dir("forged") / "run"
-    # Someone who can write the shared directory but does not know the secret points the proxy elsewhere.
-    report_write(
-        report_path(run, 0),
-        secret="not-the-secret",
-        report={"key": "forged", "job_id": str(state["job_id"]), "rank": 0, "state": "running", "ports": {"lab": 1}},
-    )
-    assert backend.proxy_target(key="forged", service="lab") is None
-    observation = backend.poll(key="forged", state=state)
-    assert observation.state == Observed.PENDING  # no verified report: not reachable yet
 
 
 def test_while_the_cluster_is_full_the_instance_waits_with_its_queue_position_and_reason(
