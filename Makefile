@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test setup setup-dev services browser-deps local-deps migrate lint fmt messages bench clean
+.PHONY: help run test setup setup-dev services browser-deps local-deps slurm migrate lint fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -40,8 +40,9 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
 setup: $(VENV)/.installed
 setup-dev: $(VENV)/.installed-dev
 
-# CONSOLE_LOCAL_BACKEND=1 make run: this host is a provider too (README, "The local backend").
-run: setup $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps)
+# CONSOLE_LOCAL_BACKEND=1 make run: this host is a provider too (README, "The local backend");
+# CONSOLE_SLURM_BACKEND=1: and a Slurm cluster on this host as well (README, "The Slurm backend").
+run: setup $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps) $(if $(filter 1 true yes on,$(CONSOLE_SLURM_BACKEND)),local-deps slurm)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
 	@echo "Starting web, worker and beat; the console's address is printed once it answers."
@@ -72,7 +73,14 @@ local-deps:
 	@PYTHON="$(PYTHON)" scripts/local-deps.sh \
 	  || echo "WARNING: the local backend's servers could not all be installed; tests marked 'local' will skip" >&2
 
-test: setup-dev services browser-deps local-deps
+# A real 3-node Slurm cluster on this host with simulated GPUs (scripts/slurm-cluster.sh; Debian's
+# Slurm 22.05 from apt, about 15 s the first time, under a second when it already runs). The tests
+# marked `slurm` skip, saying why, without it. `scripts/slurm-cluster.sh stop` stops it.
+slurm:
+	@scripts/slurm-cluster.sh start \
+	  || echo "WARNING: the local Slurm cluster could not be started; tests marked 'slurm' will skip" >&2
+
+test: setup-dev services browser-deps local-deps slurm
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -468,6 +468,43 @@ if env_bool("CONSOLE_LOCAL_BACKEND", False):
             "SIMULATED_GPU_NAME": os.environ.get("LOCAL_BACKEND_GPU_NAME", "NVIDIA H200"),
         },
     }
+
+# --- The Slurm backend: a Slurm cluster as a provider (instances/backends/slurm.py) ---------------------
+# An instance is a Slurm job asking for gpu:TYPE:N through GRES; the job runs instances.slurm_job on
+# its node(s), which starts JupyterLab / code-server / sshd there. Pointing it at a real cluster:
+#
+#   PROVISIONING_BACKENDS["slurm"] = {
+#       "BACKEND": "instances.backends.slurm.SlurmBackend",
+#       "OPTIONS": {
+#           "REGION": "hpc-1", "REGION_NAME": "HPC cluster",
+#           "ROOT": "/shared/console/instances",       # on a filesystem the console and all nodes share
+#           "GPU_TYPES": {"h200": "h200", "a100": "a100-40g"},  # Slurm GRES type -> GPU model slug
+#           "PARTITION": "gpu", "SBATCH_ARGS": ["--account=console"],
+#           "REST_URL": "http://slurm-head:6820", "REST_USER": "console",  # slurmrestd with JWT ...
+#           "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"],  # ... or JWT_TOKEN
+#           # without REST_URL: sbatch/squeue/scancel/sinfo, reading SLURM_CONF
+#           "PYTHON": "/shared/console/.venv/bin/python", "CONSOLE_DIR": "/shared/console",
+#       },
+#   }
+#
+# CONSOLE_SLURM_BACKEND=1 (with `make run`, which then starts it) adds the region "slurm-local": the
+# 3-node cluster scripts/slurm-cluster.sh runs on this host, through slurmrestd (JWT).
+if env_bool("CONSOLE_SLURM_BACKEND", False):
+    import getpass
+
+    _slurm_user = getpass.getuser()
+    PROVISIONING_BACKENDS["slurm"] = {
+        "BACKEND": "instances.backends.slurm.SlurmBackend",
+        "OPTIONS": {
+            "REGION": "slurm-local",
+            "REGION_NAME": "Slurm cluster (this host)",
+            "ROOT": Path(os.environ.get("SLURM_BACKEND_ROOT", BASE_DIR / "var/slurm-instances")),
+            "SLURM_CONF": os.environ.get("SLURM_CONF", str(BASE_DIR / "var/slurm/etc/slurm.conf")),
+            "REST_URL": os.environ.get("SLURM_REST_URL", "http://127.0.0.1:6820"),
+            "REST_USER": _slurm_user,
+            "JWT_COMMAND": ["scontrol", "token", f"username={_slurm_user}", "lifespan=3600"],
+        },
+    }
 # The proxy asks the Instance model who owns what, and a deployment's API key opens that deployment's
 # app (apps_marketplace.proxy); the runtime-only resolver, instances.local.registry.proxy_target_for,
 # serves instances started without the console.

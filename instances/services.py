@@ -602,6 +602,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         return False
     backend = get_backend(instance.backend_alias)
     observation = backend.poll(key=instance.key, state=instance.backend_state)
+    _instance_observe(instance=instance, observation=observation)
     seen = observation.state
     status = instance.status
     age = (timezone.now() - instance.status_changed_at).total_seconds()
@@ -680,6 +681,50 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     ):
         instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=_("Stopped; disk kept"))
     return False
+
+
+def _instance_observe(*, instance: Instance, observation) -> None:
+    """Record what a poll taught us without changing the status: the provider's new state (where a
+    queued job landed, so the page shows its node and cards) and, while the instance waits, why
+    ("Queued: position 2, reason Resources") as its status reason, pushed live to the owner's page.
+
+    When the provider chose the node itself (Slurm places jobs), the instance follows it, cards and all.
+    """
+    changes = {}
+    new_state = observation.backend_state
+    if new_state is not None and new_state != instance.backend_state:
+        changes["backend_state"] = new_state
+    waiting = instance.status in (S.PROVISIONING, S.STARTING, S.RESTARTING) and observation.state == Observed.PENDING
+    if waiting and observation.detail and observation.detail[:255] != instance.status_reason:
+        changes["status_reason"] = observation.detail[:255]
+    if not changes:
+        return
+    if Instance.objects.filter(pk=instance.pk, status=instance.status).update(**changes):
+        for name, value in changes.items():
+            setattr(instance, name, value)
+        transaction.on_commit(lambda: _notify(instance))
+    placed = (new_state or {}).get("node")
+    if placed and instance.node_id and instance.node and placed != instance.node.name:
+        _instance_node_follow(instance=instance, name=placed)
+
+
+def _instance_node_follow(*, instance: Instance, name: str) -> None:
+    """Move the instance's cards from the node the console picked to the node the provider used.
+
+    No capacity check: the provider already runs it there. Compare-and-set on ``node`` so a repeat
+    (or a concurrent poll) moves the cards once.
+    """
+    target = Node.objects.filter(backend_alias=instance.backend_alias, name=name).first()
+    if target is None or target.pk == instance.node_id:
+        return
+    with transaction.atomic():
+        if Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(node=target):
+            Node.objects.filter(pk=instance.node_id).update(
+                free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+            )
+            Node.objects.filter(pk=target.pk).update(free_cards=F("free_cards") - instance.gpu_count)
+    instance.node = target
+    instance.node_id = target.pk
 
 
 def _instance_repair(*, instance: Instance, detail: str) -> None:
@@ -1001,12 +1046,17 @@ def instances_reconcile() -> dict:
             logger.warning("backend %s unreachable; reconcile skipped", alias)
             continue
         live = Instance.objects.filter(backend_alias=alias).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
-        for instance_id, status in live.values_list("pk", "status"):
+        for instance_id, status, node_healthy in live.values_list("pk", "status", "node__is_healthy"):
             machine = machines.get(str(instance_id))
-            # DEGRADED (a crashed server) is never settled: the sync repairs it.
-            settled = machine is not None and (
-                (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
-                or (status == S.STOPPED and machine.observed == Observed.STOPPED)
+            # DEGRADED (a crashed server) is never settled: the sync repairs it. Nor is a machine on a
+            # node the provider reports unhealthy: its sync notices when the node took the machine down.
+            settled = (
+                node_healthy is not False
+                and machine is not None
+                and (
+                    (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
+                    or (status == S.STOPPED and machine.observed == Observed.STOPPED)
+                )
             )
             if not settled:
                 try:

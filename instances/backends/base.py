@@ -92,13 +92,19 @@ class InstanceSpec:
     owner_ref: str = ""  # an opaque owner label for the provider's own accounting
     app: AppLaunch | None = None  # a deployment's server, started with the machine and on every start
     volumes: tuple[VolumeMount, ...] = ()  # mounted at every start, in this order
+    # Machines of a cluster, each with ``gpu_count`` cards (a Slurm job's ``--nodes``); 1: one machine.
+    nodes: int = 1
 
 
 @dataclass(frozen=True)
 class Observation:
     state: Observed
     idle_seconds: int | None = None  # how long the GPUs have been idle, when the provider knows
+    # Said to the owner: why it is not running yet ("Queued: position 2, reason Resources"), what broke.
     detail: str = ""
+    # A new state to persist, when polling taught the provider something (where a queued job landed:
+    # its ``node`` and ``gpus``, which the instance page shows). None: keep the state as it is.
+    backend_state: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,9 @@ class NodeInfo:
     gpu_model: str  # GPU model slug
     cards: int
     healthy: bool = True
+    # Cards the provider itself counts free, when it schedules on its own (Slurm); None: it does not say.
+    free_cards: int | None = None
+    detail: str = ""  # why it is unhealthy, in the provider's words ("DOWN+NOT_RESPONDING, Not responding")
 
 
 @dataclass(frozen=True)

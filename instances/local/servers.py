@@ -1,7 +1,8 @@
 """How each user server is started: argv, environment and config files, one function per server.
 
 The runtime (``supervisor``) owns processes and ports; these functions only describe commands, so a
-test can read exactly what would run. Every server listens on 127.0.0.1 only and is reached through
+test can read exactly what would run. Every server listens on 127.0.0.1 only (or the node's address
+``bind`` that a Slurm job gives, for a console on another machine) and is reached through
 the console's authenticating proxy (``console.proxy``), which injects the server's own secret:
 
 - JupyterLab: ``JUPYTER_TOKEN`` in its environment (never argv, which ``ps`` shows to every local
@@ -61,19 +62,22 @@ class Paths:
         return self.run / f"{service}.log"
 
 
-def jupyter_command(*, paths: Paths, port: int, base_url: str, token: str, jupyter_bin: str) -> ServerCommand:
+def jupyter_command(
+    *, paths: Paths, port: int, base_url: str, token: str, jupyter_bin: str, bind: str = "127.0.0.1"
+) -> ServerCommand:
     argv = [
         jupyter_bin,
         "lab",
         "--no-browser",
         "--allow-root",
-        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.ip={bind}",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.base_url={base_url}",
         f"--ServerApp.root_dir={paths.home}",
-        # The proxy strips Origin (it checks it itself) and connects as 127.0.0.1: nothing remote.
-        "--ServerApp.allow_remote_access=False",
+        # The proxy strips Origin (it checks it itself) and connects as 127.0.0.1: nothing remote. On
+        # another address the console connects from elsewhere; the token still guards every request.
+        f"--ServerApp.allow_remote_access={bind not in ('127.0.0.1', 'localhost')}",
         "--ServerApp.open_browser=False",
         "--LabApp.news_url=",  # no calls home from the browser
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
@@ -115,13 +119,13 @@ def jupyter_files(*, paths: Paths) -> dict[Path, str]:
 
 
 def code_server_command(
-    *, paths: Paths, port: int, secret: str, code_server_entry: str, node_bin: str = "node"
+    *, paths: Paths, port: int, secret: str, code_server_entry: str, node_bin: str = "node", bind: str = "127.0.0.1"
 ) -> ServerCommand:
     argv = [
         node_bin,
         code_server_entry,
         "--bind-addr",
-        f"127.0.0.1:{port}",
+        f"{bind}:{port}",
         "--auth",
         "password",
         "--disable-telemetry",
@@ -160,15 +164,16 @@ def app_command(
     mounts: dict[str, str] | None = None,
     webui_port: int | None = None,
     name: str = APP,
+    host: str = "127.0.0.1",
 ) -> ServerCommand:
     """A one-click deployment's server (``backends.AppLaunch`` as a dict), run like the other servers.
 
     The placeholders the console left in its command are filled in here: ``{port}`` (a free port of
-    ours), ``{host}`` (127.0.0.1: only the proxy reaches it) and ``{base_path}`` (the proxy's prefix).
+    ours), ``{host}`` (the runtime's bind address, 127.0.0.1 unless a Slurm node serves a remote console) and ``{base_path}`` (the proxy's prefix).
     ``APP_API_KEY`` is a secret of ours that the proxy sends as a Bearer token, for servers that take
     one (vLLM's ``--api-key $APP_API_KEY``), so the bare port refuses other local users.
     """
-    values = {"{port}": str(port), "{host}": "127.0.0.1", "{base_path}": base_path.rstrip("/")}
+    values = {"{port}": str(port), "{host}": host, "{base_path}": base_path.rstrip("/")}
     if webui_port is not None:
         values["{webui_port}"] = str(webui_port)
 
@@ -209,7 +214,13 @@ def sshd_login_user() -> str:
 
 
 def sshd_files(
-    *, paths: Paths, port: int, authorized_keys: list[str], env: dict[str, str], sftp_server: str
+    *,
+    paths: Paths,
+    port: int,
+    authorized_keys: list[str],
+    env: dict[str, str],
+    sftp_server: str,
+    bind: str = "127.0.0.1",
 ) -> dict[Path, str]:
     """The config, authorized keys and log-in wrapper of the instance's sshd."""
     run = paths.run
@@ -217,7 +228,7 @@ def sshd_files(
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
     config = f"""# The sshd of one instance; written by the console's local runtime.
 Port {port}
-ListenAddress 127.0.0.1
+ListenAddress {bind}
 HostKey {run / "ssh_host_ed25519_key"}
 PidFile none
 AuthorizedKeysFile {run / "authorized_keys"}

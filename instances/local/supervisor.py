@@ -121,6 +121,7 @@ class LocalRuntime:
         port_high: int = 29999,
         url_prefix: str = "/i/",
         stop_timeout: float = 5.0,
+        bind: str = "127.0.0.1",
     ) -> None:
         self.root = Path(root)
         self.jupyter_bin = jupyter_bin or _default_jupyter()
@@ -132,6 +133,7 @@ class LocalRuntime:
         self.services = tuple(services)
         self.url_prefix = url_prefix
         self.stop_timeout = stop_timeout
+        self.bind = bind  # where the servers listen: loopback, unless a Slurm job serves a remote console
         self.ports = PortRegistry(self.root / "ports.json", low=port_low, high=port_high)
         self.gpus = GpuRegistry(self.root / "gpus.json")
 
@@ -312,6 +314,7 @@ class LocalRuntime:
                 base_url=self.base_url(key, LAB),
                 token=meta["secrets"][LAB],
                 jupyter_bin=self.jupyter_bin,
+                bind=self.bind,
             )
         if service == CODE:
             return servers.code_server_command(
@@ -320,6 +323,7 @@ class LocalRuntime:
                 secret=meta["secrets"][CODE],
                 code_server_entry=self.code_server_entry,
                 node_bin=shutil.which(self.node_bin) or self.node_bin,
+                bind=self.bind,
             )
         if service == SSH:
             Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
@@ -330,6 +334,7 @@ class LocalRuntime:
                 authorized_keys=meta["ssh_public_keys"],
                 env=session_env,
                 sftp_server=self.sftp_server,
+                bind=self.bind,
             ).items():
                 path.write_text(text)
                 os.chmod(path, 0o700 if path.name == "ssh-session" else 0o600)
@@ -345,6 +350,7 @@ class LocalRuntime:
                 app=app if service == APP else app["webui"],
                 secret=meta["secrets"][APP],
                 name=service,
+                host=self.bind,
             )
         raise LocalRuntimeError(f"unknown service {service!r}")
 
@@ -421,8 +427,12 @@ class LocalRuntime:
         port = self.ports.get(key).get(service) if meta else None
         if not meta or port is None or service not in (LAB, CODE, APP, WEBUI):
             return None
-        secret = meta["secrets"][APP if service == WEBUI else service]
-        return Upstream(host="127.0.0.1", port=port, service=service, secret=secret)
+        return Upstream(
+            host="127.0.0.1" if self.bind in ("0.0.0.0", "::") else self.bind,  # noqa: S104 (a comparison)
+            port=port,
+            service=service,
+            secret=meta["secrets"][APP if service == WEBUI else service],
+        )
 
     def processes(self, key: str) -> list[psutil.Process]:
         """Every live process of the instance: server trees and anything carrying its marker."""

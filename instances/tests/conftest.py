@@ -130,3 +130,34 @@ def this_host(settings, tmp_path, db):
     for backend in made:
         for key in backend.runtime.instance_keys():
             backend.runtime.destroy(key)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """The real Slurm cluster on this host (``make slurm``), or a skip that says how to start it."""
+    from instances.tests.slurm_helpers import cluster_or_skip
+
+    return cluster_or_skip()
+
+
+@pytest.fixture
+def on_slurm(settings, tmp_path, db, slurm_cluster):
+    """``on_slurm(rest=False, services=("lab",), **options)``: the Slurm backend (region "slurm-local")
+    on the test cluster with instance directories in a temporary root, the catalogue seeded with its
+    region. Skips when a server it should start is not installed. Every job of the test is cancelled
+    afterwards. Returns the backend."""
+    from instances.backends import get_backend
+    from instances.local.supervisor import LocalRuntime
+    from instances.tests.slurm_helpers import slurm_backends
+
+    def make(*, rest: bool = False, services=("lab",), **options):
+        missing = LocalRuntime(root=tmp_path, services=services).missing_components()
+        if missing:
+            pytest.skip("; ".join(missing.values()))
+        settings.PROVISIONING_BACKENDS = slurm_backends(tmp_path / "instances", rest=rest, services=services, **options)
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        catalogue_seed()
+        return get_backend("slurm")
+
+    yield make
+    slurm_cluster.cancel_test_jobs()

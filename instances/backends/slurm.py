@@ -1,0 +1,752 @@
+"""A Slurm cluster as a provider: an instance (or a multi-node cluster) is a Slurm job holding GPUs.
+
+Like JupyterHub's batchspawner: the console submits a batch job asking for ``gpu:TYPE:N`` through
+GRES (``--nodes`` for a cluster); Slurm places it, queues it while the cluster is full, and runs
+``python -m instances.slurm_job`` on every node it got. That program starts the instance's user
+servers (JupyterLab, code-server, sshd, the app) with the local backend's runtime on the first node,
+with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for the allocation, and writes a report signed with the
+instance's secret into the instance's directory (why a signed file: see ``instances.slurm_job``).
+The console's proxy reads that report to reach the servers.
+
+- The instance's directory (``ROOT/<key>``: ``home`` is its disk, ``run`` its secrets and reports)
+  is on a filesystem the console and every node share. Stop cancels the job and keeps the
+  directory; start submits a new job on the same directory; release cancels and deletes it.
+- While the job waits, ``poll`` says PENDING with Slurm's queue position and reason ("Queued:
+  position 2, reason Resources"); once it runs, the node(s) and cards are in the instance's state.
+- Two ways to talk to Slurm, the same operations: slurmrestd with JWT (``REST_URL``), or the
+  command-line tools (``sbatch``, ``squeue --json``, ``scancel``, ``sinfo --json``) otherwise.
+- Node inventory and health come from Slurm: a node that is DOWN, DRAINED, FAILED or not
+  responding is unhealthy; a job that Slurm killed with its node (NODE_FAIL) makes the instance GONE.
+
+    PROVISIONING_BACKENDS["slurm"] = {
+        "BACKEND": "instances.backends.slurm.SlurmBackend",
+        "OPTIONS": {
+            "REGION": "slurm-local",            # the region its nodes are in (catalogue_seed creates it)
+            "REGION_NAME": "Slurm cluster",
+            "ROOT": "/shared/console/instances", # the instances' directories, on the shared filesystem
+            "GPU_TYPES": {"h200": "h200"},       # Slurm GRES type -> console GPU model slug (default: same)
+            "PARTITION": "gpu",                  # default: the cluster's default partition
+            "SBATCH_ARGS": ["--account=ml", "--qos=normal"],  # anything else the site requires
+            # The REST path (slurmrestd with JWT); leave REST_URL empty to use the command-line tools.
+            "REST_URL": "http://slurm-head:6820",
+            "REST_USER": "console",              # X-SLURM-USER-NAME: the account jobs run as
+            "JWT_TOKEN": "",                     # a fixed token, or a command that mints one:
+            "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"],
+            # The command-line path: where the tools are and which slurm.conf they read.
+            "SLURM_CONF": "/etc/slurm/slurm.conf",
+            "BIN_DIR": "",                       # default: found on PATH
+            # What the job runs on the node: the console's code and Python, on the shared filesystem.
+            "PYTHON": "/shared/console/.venv/bin/python",
+            "CONSOLE_DIR": "/shared/console",
+            "SERVICES": ["lab", "code", "ssh"],
+            "BIND": "127.0.0.1",                 # where the servers listen (a node address on a real cluster)
+        },
+    }
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+
+from instances.backends.base import (
+    EntryPoints,
+    InstanceSpec,
+    MachineInfo,
+    NodeInfo,
+    Observation,
+    Observed,
+    PermanentBackendError,
+    ProvisioningBackend,
+    TransientBackendError,
+)
+from instances.slurm_job import report_path, report_read
+
+STATE_VERSION = 1
+DEFAULT_SERVICES = ("lab", "code", "ssh")
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
+# Jobs Slurm ended because their node died: the machine is lost, not stopped.
+NODE_LOST = {"NODE_FAIL", "BOOT_FAIL"}
+UNHEALTHY = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "ERROR", "INVAL", "UNKNOWN"}
+_GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
+
+
+# --- Talking to Slurm: two transports, one shape ------------------------------------------------------
+
+
+class SlurmCli:
+    """The command-line tools: ``sbatch`` (script on stdin), ``squeue --json``, ``scancel``, ``sinfo --json``.
+
+    Slurm 22.05's ``squeue --json`` ignores filters and lists every job it knows (recently ended ones
+    too, for ``MinJobAge``), which is what ``poll`` wants anyway: one call sees the whole queue.
+    """
+
+    def __init__(self, *, bin_dir: str = "", slurm_conf: str = "", timeout: float = 15.0) -> None:
+        self.bin_dir = bin_dir
+        self.env = {**os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {})}
+        self.timeout = timeout
+
+    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
+        path = os.path.join(self.bin_dir, tool) if self.bin_dir else (shutil.which(tool) or tool)
+        try:
+            done = subprocess.run(  # noqa: S603 (fixed tools, arguments from the backend)
+                [path, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                env=self.env,
+                timeout=self.timeout,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise PermanentBackendError(f"Slurm's {tool} is not installed on the console's host.") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise TransientBackendError(f"Slurm's {tool} did not answer within {self.timeout:.0f} s.") from exc
+        if done.returncode != 0:
+            message = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+            text = f"{tool}: {message[0][:300]}"
+            # The controller unreachable (or busy) is worth retrying; a refused request is not.
+            if re.search(r"Unable to contact|Socket timed out|Connection refused|Zero Bytes|try again", text, re.I):
+                raise TransientBackendError(text)
+            raise PermanentBackendError(text)
+        return done.stdout
+
+    def submit(self, *, script: str, job: dict) -> int:
+        args = ["--parsable", f"--job-name={job['name']}", f"--nodes={job['nodes']}", "--ntasks-per-node=1"]
+        args += [f"--gres={job['gres']}", f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
+        args += [f"--output={job['output']}", "--no-requeue", "--export=NONE"]
+        if job.get("partition"):
+            args.append(f"--partition={job['partition']}")
+        if job.get("comment"):
+            args.append(f"--comment={job['comment']}")
+        args += list(job.get("extra", ()))
+        out = self._run("sbatch", *args, stdin=script).strip()
+        try:
+            return int(out.split(";")[0])
+        except ValueError as exc:
+            raise TransientBackendError(f"sbatch answered {out[:200]!r}") from exc
+
+    def jobs(self) -> list[dict]:
+        return _json(self._run("squeue", "--json"), "squeue").get("jobs", [])
+
+    def cancel(self, job_id: int) -> None:
+        self._run("scancel", str(job_id))
+
+    def nodes(self) -> list[dict]:
+        return _json(self._run("sinfo", "--json"), "sinfo").get("nodes", [])
+
+
+class SlurmRest:
+    """slurmrestd (OpenAPI ``v0.0.38`` in Slurm 22.05) with JWT: ``X-SLURM-USER-NAME`` and ``-TOKEN``.
+
+    The token is ``JWT_TOKEN``, or minted by ``JWT_COMMAND`` (``scontrol token username=… lifespan=…``)
+    and minted again when it nears its end or slurmrestd refuses it.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        user: str,
+        token: str = "",
+        token_command: list[str] | None = None,
+        token_lifespan: int = 3600,
+        api: str = "v0.0.38",
+        slurm_conf: str = "",
+        timeout: float = 15.0,
+    ) -> None:
+        self.base = f"{url.rstrip('/')}/slurm/{api}"
+        self.user = user
+        self.fixed_token = token
+        self.token_command = list(token_command or [])
+        self.token_lifespan = token_lifespan
+        self.env = {**os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {})}
+        self.timeout = timeout
+        self._token = ""
+        self._token_until = 0.0
+        self._lock = threading.Lock()
+
+    def token(self, *, fresh: bool = False) -> str:
+        if self.fixed_token:
+            return self.fixed_token
+        with self._lock:
+            if fresh or not self._token or time.time() > self._token_until:
+                if not self.token_command:
+                    raise PermanentBackendError("The Slurm backend has REST_URL but neither JWT_TOKEN nor JWT_COMMAND.")
+                try:
+                    out = subprocess.run(  # noqa: S603 (the operator's configured command)
+                        self.token_command,
+                        capture_output=True,
+                        text=True,
+                        env=self.env,
+                        timeout=self.timeout,
+                        check=True,
+                    ).stdout
+                except (OSError, subprocess.SubprocessError) as exc:
+                    raise TransientBackendError(f"Could not get a Slurm token: {exc}") from exc
+                self._token = out.strip().split("=", 1)[-1]
+                lifespan = self.token_lifespan
+                match = re.search(r"lifespan=(\d+)", " ".join(self.token_command))
+                if match:
+                    lifespan = int(match[1])
+                self._token_until = time.time() + max(30, lifespan - 60)
+            return self._token
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+        for attempt in range(2):
+            headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token(fresh=attempt > 0)}
+            try:
+                response = httpx.request(method, f"{self.base}{path}", json=body, headers=headers, timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                raise TransientBackendError(f"slurmrestd did not answer: {exc}") from exc
+            if response.status_code in (401, 403) and attempt == 0 and not self.fixed_token:
+                continue  # an expired token: mint another once
+            break
+        try:
+            data = response.json()
+        except ValueError:
+            data = {}
+        errors = [e for e in data.get("errors", []) if e.get("error_number") or e.get("error")]
+        if response.status_code >= 500 or response.status_code == 429:
+            raise TransientBackendError(f"slurmrestd answered {response.status_code}")
+        if response.status_code >= 400 or errors:
+            detail = errors[0].get("error") if errors else response.text[:200]
+            raise PermanentBackendError(f"slurmrestd refused {method} {path}: {detail}")
+        return data
+
+    def submit(self, *, script: str, job: dict) -> int:
+        desc = {
+            "name": job["name"],
+            "nodes": job["nodes"],
+            "tasks": job["nodes"],
+            "tasks_per_node": 1,
+            "cpus_per_task": job["cpus_per_task"],
+            "gres": job["gres"],
+            "current_working_directory": job["cwd"],
+            "standard_output": job["output"],
+            "requeue": False,
+            # The job's environment is the script's own (as ``--export=NONE`` on the CLI).
+            "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+        }
+        if job.get("partition"):
+            desc["partition"] = job["partition"]
+        if job.get("comment"):
+            desc["comment"] = job["comment"]
+        desc.update(job.get("rest_extra") or {})
+        data = self._request("POST", "/job/submit", {"script": script, "job": desc})
+        try:
+            return int(data["job_id"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TransientBackendError("slurmrestd gave no job id") from exc
+
+    def jobs(self) -> list[dict]:
+        return self._request("GET", "/jobs").get("jobs", [])
+
+    def cancel(self, job_id: int) -> None:
+        try:
+            self._request("DELETE", f"/job/{job_id}")
+        except PermanentBackendError as exc:
+            if "already completing or completed" in str(exc).lower() or "invalid job id" in str(exc).lower():
+                return  # already gone counts as done
+            raise
+
+    def nodes(self) -> list[dict]:
+        return self._request("GET", "/nodes").get("nodes", [])
+
+
+def _json(text: str, tool: str) -> dict:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise TransientBackendError(f"{tool} --json gave unreadable output") from exc
+
+
+# --- Reading Slurm's answers ------------------------------------------------------------------------------
+
+
+def gres_gpus(gres: str) -> tuple[str, int]:
+    """``("h200", 8)`` from a node's ``gpu:h200:8(S:0-1),shard:…``; ``("", 0)`` when it has no GPUs."""
+    for part in re.split(r",(?![^(]*\))", gres or ""):
+        match = _GRES.match(part.strip())
+        if match:
+            return match["type"] or "", int(match["count"])
+    return "", 0
+
+
+def node_states(node: dict) -> set[str]:
+    """Every state word of a node: the base state (``idle``, ``down``…) and its flags (``DRAIN``…)."""
+    words = {str(node.get("state", "")).upper()}
+    words |= {str(flag).upper() for flag in node.get("state_flags") or ()}
+    return {w for word in words for w in re.split(r"[+ ]", word) if w}
+
+
+def job_state(job: dict) -> str:
+    state = job.get("job_state") or ""
+    if isinstance(state, list):  # later OpenAPI versions give a list of words
+        state = state[0] if state else ""
+    return str(state).upper()
+
+
+def job_key(job: dict, prefix: str) -> str | None:
+    name = str(job.get("name") or "")
+    return name[len(prefix) :] if name.startswith(prefix) else None
+
+
+def queue_position(job: dict, jobs: list[dict]) -> int:
+    """1 + the pending jobs of the same partition that Slurm will consider first (higher priority, or
+    the same priority and submitted earlier): the job's place in the line."""
+    partition = job.get("partition")
+
+    def order(j: dict) -> tuple:
+        return (-int(j.get("priority") or 0), int(j.get("submit_time") or 0), int(j.get("job_id") or 0))
+
+    mine = order(job)
+    ahead = [
+        j
+        for j in jobs
+        if job_state(j) == "PENDING" and j.get("partition") == partition and j.get("job_id") != job.get("job_id")
+    ]
+    return 1 + sum(1 for j in ahead if order(j) < mine)
+
+
+# --- The backend -------------------------------------------------------------------------------------------
+
+
+class SlurmBackend(ProvisioningBackend):
+    def __init__(self, *, alias: str, options: dict | None = None) -> None:
+        super().__init__(alias=alias, options=options)
+        o = self.options
+        self.region = o.get("REGION", "slurm")
+        self.root = Path(o.get("ROOT") or settings.BASE_DIR / "var/slurm-instances")
+        self.prefix = o.get("JOB_PREFIX", "console-")
+        self.gpu_types: dict[str, str] = dict(o.get("GPU_TYPES") or {})
+        self.services = tuple(o.get("SERVICES", DEFAULT_SERVICES))  # () is allowed: a job that only holds cards
+        self.secret = str(o.get("SECRET") or settings.SECRET_KEY)
+        timeout = float(o.get("TIMEOUT_S", 15))
+        if o.get("REST_URL"):
+            self.api: SlurmCli | SlurmRest = SlurmRest(
+                url=o["REST_URL"],
+                user=o.get("REST_USER") or "root",
+                token=o.get("JWT_TOKEN", ""),
+                token_command=o.get("JWT_COMMAND"),
+                api=o.get("REST_API", "v0.0.38"),
+                slurm_conf=o.get("SLURM_CONF", ""),
+                timeout=timeout,
+            )
+        else:
+            self.api = SlurmCli(bin_dir=o.get("BIN_DIR", ""), slurm_conf=o.get("SLURM_CONF", ""), timeout=timeout)
+
+    # --- secrets: derived from the console's key, so nothing needs storing -------------------------
+
+    def _derive(self, key: str, purpose: str) -> str:
+        return hmac.new(self.secret.encode(), f"slurm:{purpose}:{key}".encode(), hashlib.sha256).hexdigest()
+
+    def report_secret(self, key: str) -> str:
+        """The instance's secret: the job signs its reports with it; only the job and the console know it."""
+        return self._derive(key, "report")
+
+    def server_secrets(self, key: str) -> dict[str, str]:
+        return {service: self._derive(key, service) for service in ("lab", "code", "app")}
+
+    # --- the instance's directory ---------------------------------------------------------------------
+
+    def _dir(self, key: str) -> Path:
+        if not key or "/" in key or key.startswith(".") or len(key) > 64:
+            raise PermanentBackendError(f"invalid instance key {key!r}")
+        return self.root / key
+
+    def _prepare(self, key: str, spec: InstanceSpec | None) -> None:
+        """Write what the job needs into the instance's directory: its metadata (the servers' secrets,
+        SSH keys, app, volumes) in the local runtime's format, and the report secret (0600)."""
+        base = self._dir(key)
+        run = base / "run"
+        (base / "home").mkdir(parents=True, exist_ok=True)
+        run.mkdir(parents=True, exist_ok=True)
+        os.chmod(run, 0o700)
+        meta_path = run / "meta.json"
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            meta = {"key": key, "created": time.time()}
+        meta["secrets"] = self.server_secrets(key)
+        if spec is not None:
+            app = spec.app
+            meta.update(
+                owner_ref=spec.owner_ref or meta.get("owner_ref", ""),
+                ssh_public_keys=list(spec.ssh_public_keys),
+                volumes={v.key: v.state.get("path", v.path) for v in spec.volumes},
+                # The runtime on the node runs it (and its WebUI) as it does on the local backend.
+                app=dataclasses.asdict(app) if app is not None else None,
+            )
+        tmp = meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, meta_path)
+        secret_path = run / "report.key"
+        with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+            handle.write(self.report_secret(key))
+        for old in run.glob("slurm-report-*.json"):
+            old.unlink(missing_ok=True)  # a previous job's reports: the new job writes its own
+
+    def _script(self, key: str) -> str:
+        o = self.options
+        python = o.get("PYTHON") or sys.executable
+        console_dir = str(o.get("CONSOLE_DIR") or settings.BASE_DIR)
+        args = [
+            python,
+            "-m",
+            "instances.slurm_job",
+            f"--root={self.root}",
+            f"--key={key}",
+            f"--services={','.join(self.services)}",
+            f"--url-prefix={getattr(settings, 'CONSOLE_PROXY_PREFIX', '/i/')}",
+            f"--bind={o.get('BIND', '127.0.0.1')}",
+            f"--port-low={o.get('PORT_LOW', 20000)}",
+            f"--port-high={o.get('PORT_HIGH', 29999)}",
+            f"--ports-dir={o.get('PORTS_DIR', '/tmp/console-slurm-ports')}",  # noqa: S108 (node-local on purpose)
+        ]
+        if o.get("JUPYTER_BIN"):
+            args.append(f"--jupyter-bin={o['JUPYTER_BIN']}")
+        if o.get("CODE_SERVER_ENTRY"):
+            args.append(f"--code-server-entry={o['CODE_SERVER_ENTRY']}")
+        srun = os.path.join(o["BIN_DIR"], "srun") if o.get("BIN_DIR") else "srun"
+        return (
+            "#!/bin/bash\n"
+            f"# The console's instance {key}: its servers on the first node, every node reporting.\n"
+            "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            "export SLURM_EXPORT_ENV=ALL\n"
+            f"cd {shlex.quote(console_dir)}\n"
+            f"export PYTHONPATH={shlex.quote(console_dir)}\n"
+            f"exec {shlex.quote(srun)} --ntasks-per-node=1 --kill-on-bad-exit=1 {shlex.join(args)}\n"
+        )
+
+    def _submit(self, key: str, spec: InstanceSpec, *, nodes: int) -> dict:
+        self._prepare(key, spec)
+        gpu_type = self._gres_type(spec.gpu_model)
+        job = {
+            "name": f"{self.prefix}{key}",
+            "nodes": nodes,
+            "gres": f"gpu:{gpu_type}:{spec.gpu_count}" if gpu_type else f"gpu:{spec.gpu_count}",
+            "cpus_per_task": max(1, int(self.options.get("CPUS_PER_GPU", 1)) * spec.gpu_count),
+            "cwd": str(self._dir(key) / "home"),
+            "output": str(self._dir(key) / "run" / "slurm-%j.log"),
+            "partition": self.options.get("PARTITION", ""),
+            "comment": spec.owner_ref,
+            "extra": list(self.options.get("SBATCH_ARGS") or ()),
+            "rest_extra": dict(self.options.get("REST_JOB") or {}),
+        }
+        if self.options.get("PIN_NODE") and spec.node:
+            job["extra"].append(f"--nodelist={spec.node}")
+            job["rest_extra"]["required_nodes"] = [spec.node]
+        job_id = self.api.submit(script=self._script(key), job=job)
+        return {
+            "v": STATE_VERSION,
+            "job_id": job_id,
+            "nodes": nodes,
+            "gpu_count": spec.gpu_count,
+            "gres_type": gpu_type,
+            "dir": str(self._dir(key)),
+            "stopped": False,
+        }
+
+    def _gres_type(self, gpu_model: str) -> str:
+        for slurm_type, slug in self.gpu_types.items():
+            if slug == gpu_model:
+                return slurm_type
+        return gpu_model
+
+    def _active_job(self, key: str, jobs: list[dict]) -> dict | None:
+        mine = [j for j in jobs if job_key(j, self.prefix) == key and job_state(j) in ACTIVE]
+        return max(mine, key=lambda j: int(j.get("job_id") or 0)) if mine else None
+
+    # --- the machine ------------------------------------------------------------------------------------
+
+    def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        """Submit the instance's job, or find the one a previous attempt submitted (by its name)."""
+        existing = self._active_job(key, self.api.jobs())
+        if existing is not None:
+            return {
+                "v": STATE_VERSION,
+                "job_id": int(existing["job_id"]),
+                "nodes": spec.nodes,
+                "gpu_count": spec.gpu_count,
+                "gres_type": self._gres_type(spec.gpu_model),
+                "dir": str(self._dir(key)),
+                "stopped": False,
+            }
+        return self._submit(key, spec, nodes=spec.nodes)
+
+    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
+        """Submit a new job on the instance's directory; with a live job, ask it to restart crashed servers."""
+        if not self._dir(key).is_dir():
+            raise PermanentBackendError("This machine's disk no longer exists on the cluster.")
+        existing = self._active_job(key, self.api.jobs())
+        if existing is not None and job_state(existing) != "COMPLETING":
+            job_id = int(existing["job_id"])
+            if job_id == state.get("job_id") and not state.get("stopped"):
+                self._repair_request(key)  # it runs: the job restarts its crashed servers in place
+                return state
+            return {**state, "job_id": job_id, "stopped": False}  # a job a previous attempt submitted
+        if spec is None:
+            spec = self._spec_from_state(key, state, node)
+        return self._submit(key, spec, nodes=int(state.get("nodes") or spec.nodes))
+
+    def _spec_from_state(self, key: str, state: dict, node: str) -> InstanceSpec:
+        return InstanceSpec(
+            node=node,
+            gpu_model=self.gpu_types.get(state.get("gres_type", ""), state.get("gres_type", "")),
+            gpu_count=int(state.get("gpu_count") or 1),
+            image="",
+            disk_gb=0,
+            nodes=int(state.get("nodes") or 1),
+        )
+
+    def _repair_request(self, key: str) -> None:
+        path = self._dir(key) / "run" / "slurm-repair"
+        try:
+            count = int(path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            count = 0
+        path.write_text(str(count + 1))
+
+    def stop(self, *, key: str, state: dict) -> dict:
+        """Cancel the job (its servers stop, its cards go back to Slurm); the directory stays."""
+        for job in self.api.jobs():
+            if job_key(job, self.prefix) == key and job_state(job) in ACTIVE - {"COMPLETING"}:
+                self.api.cancel(int(job["job_id"]))
+        return {**state, "stopped": True, "ports": {}, "host": ""}
+
+    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
+        """Cancel and resubmit: Slurm has no reboot in place, so the cards may change (the node too)."""
+        self.stop(key=key, state=state)
+        self._wait_ended(key)
+        return self.start(key=key, state={**state, "stopped": True}, node="", spec=spec)
+
+    def _wait_ended(self, key: str) -> None:
+        """Wait (boundedly: ``END_WAIT_S``) until Slurm has finished ending the instance's job, so its
+        servers no longer write into the directory. A job that takes longer is left to the next call."""
+        deadline = time.monotonic() + float(self.options.get("END_WAIT_S", 20))
+        while self._active_job(key, self.api.jobs()) is not None and time.monotonic() < deadline:
+            time.sleep(0.25)
+
+    def destroy(self, *, key: str, state: dict) -> None:
+        """Cancel the job and delete the instance's directory. Already gone counts as done."""
+        self.stop(key=key, state=state)
+        self._wait_ended(key)
+        shutil.rmtree(self._dir(key), ignore_errors=True)
+
+    def poll(self, *, key: str, state: dict) -> Observation:
+        try:
+            jobs = self.api.jobs()
+        except TransientBackendError:
+            return Observation(Observed.UNKNOWN)
+        base = self._dir(key)
+        job = self._job(key, state, jobs)
+        status = job_state(job) if job else ""
+        if job is None or status not in ACTIVE:
+            if not base.is_dir():
+                return Observation(Observed.GONE)
+            if status in NODE_LOST and not state.get("stopped"):
+                return Observation(
+                    Observed.GONE,
+                    detail=f"Slurm lost the job with its node {job.get('nodes') or '?'} ({status}); the disk is kept",
+                )
+            return Observation(
+                Observed.STOPPED, backend_state=self._placement(state, None) if state.get("host") else None
+            )
+        if state.get("stopped"):
+            return Observation(Observed.PENDING, detail="Stopping")  # cancelled, still winding down
+        if status == "PENDING":
+            # "None": the scheduler has not looked at it yet.
+            reason = str(job.get("state_reason") or "None")
+            detail = f"Queued: position {queue_position(job, jobs)}"
+            return Observation(Observed.PENDING, detail=detail if reason == "None" else f"{detail}, reason {reason}")
+        if status == "COMPLETING":
+            return Observation(Observed.PENDING, detail="Slurm is ending the job")
+        reports = self._reports(key, job_id=str(job["job_id"]))
+        head = reports.get(0)
+        where = job.get("nodes") or "?"
+        if head is None or head.get("state") == "starting":
+            return Observation(Observed.PENDING, detail=f"Starting on {where}")
+        new_state = self._placement(state, reports)
+        if head.get("state") == "degraded":
+            return Observation(Observed.DEGRADED, detail=head.get("detail", ""), backend_state=new_state)
+        if head.get("state") != "running":
+            return Observation(
+                Observed.PENDING, detail=head.get("detail") or f"Starting on {where}", backend_state=new_state
+            )
+        return Observation(Observed.RUNNING, backend_state=new_state)
+
+    def _job(self, key: str, state: dict, jobs: list[dict]) -> dict | None:
+        job_id = state.get("job_id")
+        for job in jobs:
+            if job.get("job_id") == job_id and job_key(job, self.prefix) == key:
+                return job
+        return self._active_job(key, jobs)
+
+    def _reports(self, key: str, *, job_id: str) -> dict[int, dict]:
+        """The verified reports of job ``job_id``, by rank (a previous job's or a forged one is skipped)."""
+        run = self._dir(key) / "run"
+        secret = self.report_secret(key)
+        found = {}
+        for path in run.glob("slurm-report-*.json"):
+            report = report_read(path, secret=secret)
+            if report and report.get("key") == key and str(report.get("job_id")) == job_id:
+                found[int(report.get("rank", 0))] = report
+        return found
+
+    @staticmethod
+    def _placement(state: dict, reports: dict[int, dict] | None) -> dict:
+        """The state with where the job runs: its node(s), each node's cards, the servers' host and ports."""
+        if not reports:
+            return {**state, "node": "", "gpus": [], "hosts": [], "host": "", "ports": {}}
+        head = reports.get(0, {})
+        return {
+            **state,
+            "node": head.get("node", ""),
+            "gpus": list(head.get("gpus") or ()),
+            "hosts": [
+                {"node": r.get("node", ""), "gpus": list(r.get("gpus") or ())} for _rank, r in sorted(reports.items())
+            ],
+            "host": head.get("host", ""),
+            "ports": dict(head.get("ports") or {}),
+            "login_user": head.get("login_user", ""),
+        }
+
+    def machines(self) -> list[MachineInfo]:
+        jobs = self.api.jobs()
+        machines = {}
+        for job in jobs:
+            key = job_key(job, self.prefix)
+            if key is None or job_state(job) not in ACTIVE:
+                continue
+            observed = Observed.RUNNING if job_state(job) == "RUNNING" else Observed.PENDING
+            _type, per_node = gres_gpus(str(job.get("tres_per_node") or "").removeprefix("gres:"))
+            machines[key] = MachineInfo(
+                key=key,
+                node=str(job.get("nodes") or ""),
+                cards=per_node * int(job.get("node_count") or 1),
+                observed=observed,
+                extra={"job_id": job.get("job_id"), "state": job_state(job), "reason": job.get("state_reason", "")},
+            )
+        if self.root.is_dir():
+            for path in self.root.iterdir():
+                if path.name not in machines and (path / "run" / "meta.json").is_file():
+                    machines[path.name] = MachineInfo(key=path.name, node="", cards=0, observed=Observed.STOPPED)
+        return list(machines.values())
+
+    # --- the nodes -----------------------------------------------------------------------------------
+
+    def nodes(self) -> list[NodeInfo]:
+        infos = []
+        for node in self.api.nodes():
+            gpu_type, cards = gres_gpus(str(node.get("gres") or ""))
+            if not cards:
+                continue  # a CPU-only node: nothing the console can rent
+            _used_type, used = gres_gpus(str(node.get("gres_used") or ""))
+            infos.append(
+                NodeInfo(
+                    name=str(node["name"]),
+                    region=self.region,
+                    gpu_model=self.gpu_types.get(gpu_type, gpu_type),
+                    cards=cards,
+                    healthy=not (node_states(node) & UNHEALTHY),
+                    free_cards=max(0, cards - used),
+                    detail=_node_detail(node),
+                )
+            )
+        return infos
+
+    # --- entry points -----------------------------------------------------------------------------------
+
+    def _head(self, key: str) -> dict | None:
+        """The verified report of the job running now (the proxy asks per request, without state)."""
+        try:
+            reports = [
+                report_read(path, secret=self.report_secret(key)) for path in [report_path(self._dir(key) / "run", 0)]
+            ]
+        except PermanentBackendError:
+            return None
+        head = reports[0]
+        if not head or head.get("key") != key or head.get("state") not in ("running", "degraded"):
+            return None
+        return head
+
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        head = self._head(key)
+        if head is None:
+            return EntryPoints()
+        ports = head.get("ports") or {}
+        return EntryPoints(
+            web=tuple(s for s in ("lab", "code", "app", "webui") if s in ports),
+            ssh_port=ports.get("ssh"),
+            ssh_user=head.get("login_user", "") if "ssh" in ports else "",
+        )
+
+    def proxy_target(self, *, key: str, service: str):
+        from console.proxy import ProxyTarget
+
+        head = self._head(key)
+        if head is None:
+            return None
+        port = (head.get("ports") or {}).get(service)
+        host = head.get("host") or "127.0.0.1"
+        if not port:
+            return None
+        secrets = self.server_secrets(key)
+        if service == "lab":
+            token = secrets["lab"]
+            return ProxyTarget(
+                host=host,
+                port=int(port),
+                strip_prefix=False,
+                headers=(("Authorization", f"token {token}"),),
+                secrets=(token,),
+            )
+        if service == "code":
+            from instances.local.servers import CODE_SERVER_COOKIE
+
+            return ProxyTarget(
+                host=host,
+                port=int(port),
+                strip_prefix=True,
+                cookies=((CODE_SERVER_COOKIE, secrets["code"]),),
+                secrets=(secrets["code"],),
+            )
+        if service in ("app", "webui"):
+            meta = {}
+            with contextlib.suppress(OSError, ValueError):
+                meta = json.loads((self._dir(key) / "run" / "meta.json").read_text())
+            app = meta.get("app") or {}
+            if service == "webui":
+                webui = app.get("webui") or {}
+                return ProxyTarget(host=host, port=int(port), strip_prefix=not webui.get("serves_base_path", True))
+            return ProxyTarget(
+                host=host,
+                port=int(port),
+                strip_prefix=not app.get("serves_base_path", True),
+                headers=(("Authorization", f"Bearer {secrets['app']}"),),  # vLLM's --api-key $APP_API_KEY
+                secrets=(secrets["app"],),
+            )
+        return None
+
+
+def _node_detail(node: dict) -> str:
+    states = sorted(node_states(node) - {"IDLE", "MIXED", "ALLOCATED"})
+    reason = str(node.get("reason") or "").strip()
+    return ", ".join(filter(None, ["+".join(states), reason]))

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# A real multi-node Slurm cluster on this host, for the Slurm backend's tests and `make run`:
+#
+#   scripts/slurm-cluster.sh [start]      install Debian's Slurm if missing, write the config, start it all
+#   scripts/slurm-cluster.sh stop         stop every daemon of this cluster (its state is kept)
+#   scripts/slurm-cluster.sh status       say what runs; exit 0 only when the whole cluster is up
+#   scripts/slurm-cluster.sh env          print the environment a client needs (SLURM_CONF=...)
+#   scripts/slurm-cluster.sh node-stop gpu03 / node-start gpu03
+#                                         stop or start one node's slurmd (the tests' "node died")
+#
+# Debian's Slurm 22.05 (munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin, from apt)
+# runs SLURM_LOCAL_NODES nodes gpu01..gpuNN, each one `slurmd -N gpuNN` on 127.0.0.1 with its own port
+# and spool, and SLURM_LOCAL_GPUS simulated GPUs of GRES type SLURM_LOCAL_GPU_TYPE: gres.conf names
+# device files that are symlinks to /dev/null (AutoDetect=off), so Slurm allocates and binds them and
+# a job's CUDA_VISIBLE_DEVICES is set exactly as on a real GPU node. slurmrestd serves the REST API
+# on 127.0.0.1:SLURM_LOCAL_REST_PORT with JWT authentication (as nobody: it refuses to run as root).
+#
+# Everything lives under var/slurm/ (config, state, spool, logs, pid files, its own munge key and
+# socket) and uses ports of its own (controller 16817, nodes 17001..), so a system Slurm or munge on
+# the same host is neither used nor disturbed. Idempotent: a second `start` that finds everything
+# running returns at once; a changed config restarts the daemons. Needs root (slurmd runs jobs as
+# their users; apt-get installs the packages).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BASE="${SLURM_LOCAL_DIR:-$ROOT/var/slurm}"
+NODES="${SLURM_LOCAL_NODES:-3}"
+GPUS="${SLURM_LOCAL_GPUS:-8}"
+GPU_TYPE="${SLURM_LOCAL_GPU_TYPE:-h200}"
+CPUS="${SLURM_LOCAL_CPUS:-8}"
+CTLD_PORT="${SLURM_LOCAL_CTLD_PORT:-16817}"
+NODE_PORT_LOW="${SLURM_LOCAL_NODE_PORT:-17001}"
+REST_PORT="${SLURM_LOCAL_REST_PORT:-6820}"
+CLUSTER="${SLURM_LOCAL_CLUSTER:-console-local}"
+PACKAGES=(munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin)
+
+ETC="$BASE/etc"
+RUN="$BASE/run"
+LOG="$BASE/log"
+MUNGE="$BASE/munge"
+CONF="$ETC/slurm.conf"
+# slurmrestd runs as nobody and must read slurm.conf: when the checkout is not world-traversable (a
+# clone under /root), it gets a copy under /run instead.
+REST_ETC="/run/console-slurm-$(printf %s "$BASE" | md5sum | cut -c1-12)"
+
+node_names() { for i in $(seq 1 "$NODES"); do printf 'gpu%02d\n' "$i"; done; }
+last_node() { printf 'gpu%02d' "$NODES"; }
+
+say() { echo "slurm-cluster: $*"; }
+die() { echo "slurm-cluster: $*" >&2; exit 1; }
+
+pid_alive() { # pidfile
+  [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+port_listens() { # port
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+client_env() {
+  echo "SLURM_CONF=$CONF"
+}
+
+# --- install -------------------------------------------------------------------------------------------
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  [[ $(id -u) -eq 0 ]] || die "installing ${missing[*]} needs root"
+  command -v apt-get >/dev/null || die "apt-get not found: install ${missing[*]} by hand"
+  say "installing ${missing[*]} (apt-get)"
+  # RUNLEVEL=1: the packages' scripts must not start the system's own munge/slurm services.
+  apt-get update -qq
+  RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# --- config --------------------------------------------------------------------------------------------
+
+write_if_changed() { # path (content on stdin); prints "changed" when it was
+  local tmp
+  tmp="$(mktemp "$1.XXXX")"
+  cat >"$tmp"
+  if [[ -f "$1" ]] && cmp -s "$tmp" "$1"; then
+    rm -f "$tmp"
+  else
+    mv "$tmp" "$1"
+    chmod 644 "$1"
+    echo changed
+  fi
+}
+
+write_config() {
+  mkdir -p "$ETC" "$RUN" "$LOG" "$BASE/state" "$BASE/spool" "$BASE/dev" "$MUNGE"
+  chmod 755 "$BASE" "$ETC"
+  local n changed="" hostname
+  hostname="$(hostname -s)"
+  # Simulated cards: device files Slurm can open and bind (symlinks to /dev/null; regular files and a
+  # bare Count= make Slurm drop the GPUs).
+  for i in $(seq 0 $((GPUS - 1))); do
+    [[ -L "$BASE/dev/nvidia$i" ]] || ln -sfn /dev/null "$BASE/dev/nvidia$i"
+  done
+  if [[ ! -s "$ETC/jwt.key" ]]; then
+    (umask 077 && dd if=/dev/urandom bs=32 count=1 status=none >"$ETC/jwt.key")
+  fi
+  chmod 600 "$ETC/jwt.key"
+  changed+=$(write_if_changed "$CONF" <<EOF
+# Written by scripts/slurm-cluster.sh: a ${NODES}-node cluster on this host (edit the script, not this file).
+ClusterName=$CLUSTER
+SlurmctldHost=$hostname(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE/munge.socket
+CredType=cred/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$ETC/jwt.key
+StateSaveLocation=$BASE/state
+SlurmdSpoolDir=$BASE/spool/%n
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd-%n.pid
+SlurmctldLogFile=$LOG/slurmctld.log
+SlurmdLogFile=$LOG/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+# The nodes report the CPUs configured here, whatever this host has.
+SlurmdParameters=config_overrides
+# A node whose slurmd stops is NOT_RESPONDING within seconds and DOWN after SlurmdTimeout.
+SlurmdTimeout=6
+MessageTimeout=5
+KillWait=5
+InactiveLimit=0
+MinJobAge=300
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=2
+NodeName=gpu[01-$(printf %02d "$NODES")] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT_LOW-$((NODE_PORT_LOW + NODES - 1))] CPUs=$CPUS RealMemory=64000 Gres=gpu:$GPU_TYPE:$GPUS State=UNKNOWN
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+EOF
+)
+  changed+=$(write_if_changed "$ETC/gres.conf" <<EOF
+# Simulated GPUs: device files that are symlinks to /dev/null.
+AutoDetect=off
+Name=gpu Type=$GPU_TYPE File=$BASE/dev/nvidia[0-$((GPUS - 1))]
+EOF
+)
+  if [[ -n "$changed" ]]; then echo changed; fi
+}
+
+# --- daemons -------------------------------------------------------------------------------------------
+
+spawn() { # pidfile logfile command...: run in its own session with a clean environment, record its pid
+  local pidfile="$1" logfile="$2"
+  shift 2
+  setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SLURM_CONF="$CONF" "$@" \
+    </dev/null >>"$logfile" 2>&1 &
+  echo $! >"$pidfile"
+}
+
+start_munge() {
+  pid_alive "$RUN/munged.pid" && [[ -S "$MUNGE/munge.socket" ]] && return 0
+  id munge >/dev/null 2>&1 || die "the munge user is missing (is the munge package installed?)"
+  if [[ ! -s "$MUNGE/munge.key" ]]; then
+    (umask 077 && dd if=/dev/urandom bs=1024 count=1 status=none >"$MUNGE/munge.key")
+  fi
+  chown munge:munge "$MUNGE" "$MUNGE/munge.key"
+  chmod 700 "$MUNGE"
+  chmod 600 "$MUNGE/munge.key"
+  # munged insists that its socket's directory is not writable by others; ours is 0711 so clients
+  # (slurmrestd as nobody) can reach the socket.
+  chmod 711 "$MUNGE"
+  rm -f "$MUNGE/munge.socket" "$MUNGE/munge.socket.lock"
+  setsid runuser -u munge -- munged -F --force --socket="$MUNGE/munge.socket" --key-file="$MUNGE/munge.key" \
+    --pid-file="$MUNGE/munged.pid" --log-file="$MUNGE/munged.log" --seed-file="$MUNGE/munged.seed" \
+    </dev/null >>"$LOG/munged.out" 2>&1 &
+  echo $! >"$RUN/munged.pid"
+  for _ in $(seq 50); do [[ -S "$MUNGE/munge.socket" ]] && return 0; sleep 0.1; done
+  die "munged did not start (see $MUNGE/munged.log)"
+}
+
+start_ctld() {
+  pid_alive "$RUN/slurmctld.run" && return 0
+  spawn "$RUN/slurmctld.run" "$LOG/slurmctld.out" slurmctld -D -f "$CONF"
+  for _ in $(seq 100); do
+    SLURM_CONF="$CONF" scontrol ping 2>/dev/null | grep -q "is UP" && return 0
+    pid_alive "$RUN/slurmctld.run" || break
+    sleep 0.1
+  done
+  tail -n 20 "$LOG/slurmctld.log" >&2 || true
+  die "slurmctld did not start"
+}
+
+start_node() { # name
+  pid_alive "$RUN/slurmd-$1.run" && return 0
+  mkdir -p "$BASE/spool/$1"
+  spawn "$RUN/slurmd-$1.run" "$LOG/slurmd-$1.out" slurmd -D -N "$1" -f "$CONF"
+}
+
+stop_node() { # name
+  if pid_alive "$RUN/slurmd-$1.run"; then
+    kill "$(cat "$RUN/slurmd-$1.run")" 2>/dev/null || true
+    for _ in $(seq 50); do pid_alive "$RUN/slurmd-$1.run" || break; sleep 0.1; done
+  fi
+  rm -f "$RUN/slurmd-$1.run"
+}
+
+rest_conf() {
+  # The configuration slurmrestd (as nobody) can read.
+  if runuser -u nobody -- test -r "$CONF" 2>/dev/null; then
+    echo "$CONF"
+  else
+    mkdir -p "$REST_ETC"
+    chmod 755 "$REST_ETC"
+    cp "$CONF" "$REST_ETC/slurm.conf"
+    cp "$ETC/gres.conf" "$REST_ETC/gres.conf"
+    chmod 644 "$REST_ETC/slurm.conf" "$REST_ETC/gres.conf"
+    echo "$REST_ETC/slurm.conf"
+  fi
+}
+
+start_rest() {
+  pid_alive "$RUN/slurmrestd.run" && port_listens "$REST_PORT" && return 0
+  port_listens "$REST_PORT" && die "port $REST_PORT is taken by another program (set SLURM_LOCAL_REST_PORT)"
+  local conf
+  conf="$(rest_conf)"
+  setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SLURM_CONF="$conf" SLURM_JWT=daemon \
+    runuser -u nobody -- slurmrestd -f "$conf" -a rest_auth/jwt -s openapi/v0.0.38 "127.0.0.1:$REST_PORT" \
+    </dev/null >>"$LOG/slurmrestd.log" 2>&1 &
+  echo $! >"$RUN/slurmrestd.run"
+  for _ in $(seq 50); do port_listens "$REST_PORT" && return 0; sleep 0.1; done
+  tail -n 20 "$LOG/slurmrestd.log" >&2 || true
+  die "slurmrestd did not start"
+}
+
+stop_pidfile() { # pidfile
+  if pid_alive "$1"; then
+    local pid
+    pid="$(cat "$1")"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$1"
+}
+
+nodes_idle() {
+  # Every node has registered and answers (no UNKNOWN, DOWN, INVAL, or "*" not responding).
+  local states s
+  states="$(SLURM_CONF="$CONF" sinfo -h -N -o '%t' 2>/dev/null)" || return 1
+  [[ -n "$states" ]] || return 1
+  while read -r s; do
+    case "$s" in idle | mix | alloc | comp | resv | plnd) ;; *) return 1 ;; esac
+  done <<<"$states"
+}
+
+all_up() {
+  pid_alive "$RUN/munged.pid" || return 1
+  pid_alive "$RUN/slurmctld.run" || return 1
+  local n
+  for n in $(node_names); do pid_alive "$RUN/slurmd-$n.run" || return 1; done
+  pid_alive "$RUN/slurmrestd.run" && port_listens "$REST_PORT"
+}
+
+cmd_start() {
+  install_packages
+  local changed
+  changed="$(write_config)"
+  if [[ -n "$changed" ]] && pid_alive "$RUN/slurmctld.run"; then
+    say "configuration changed: restarting the daemons"
+    cmd_stop >/dev/null
+  fi
+  if all_up; then
+    say "running ($NODES nodes, REST on 127.0.0.1:$REST_PORT)"
+    return 0
+  fi
+  start_munge
+  start_ctld
+  local n
+  for n in $(node_names); do start_node "$n"; done
+  start_rest
+  for _ in $(seq 100); do nodes_idle && break; sleep 0.1; done
+  nodes_idle || { SLURM_CONF="$CONF" sinfo -N >&2 || true; die "the nodes did not register"; }
+  say "running ($NODES nodes gpu01..$(last_node), $GPUS x gpu:$GPU_TYPE each; REST on 127.0.0.1:$REST_PORT)"
+  say "client environment: $(client_env)"
+}
+
+cmd_stop() {
+  stop_pidfile "$RUN/slurmrestd.run"
+  local n
+  for n in $(node_names); do stop_node "$n"; done
+  stop_pidfile "$RUN/slurmctld.run"
+  stop_pidfile "$RUN/munged.pid"
+  say "stopped"
+}
+
+cmd_status() {
+  local ok=0 n
+  pid_alive "$RUN/munged.pid" && say "munged: running" || { say "munged: stopped"; ok=1; }
+  pid_alive "$RUN/slurmctld.run" && say "slurmctld: running" || { say "slurmctld: stopped"; ok=1; }
+  for n in $(node_names); do
+    pid_alive "$RUN/slurmd-$n.run" && say "slurmd $n: running" || { say "slurmd $n: stopped"; ok=1; }
+  done
+  if pid_alive "$RUN/slurmrestd.run" && port_listens "$REST_PORT"; then
+    say "slurmrestd: running on 127.0.0.1:$REST_PORT"
+  else
+    say "slurmrestd: stopped"
+    ok=1
+  fi
+  [[ $ok -eq 0 ]] && SLURM_CONF="$CONF" sinfo -N -o '%N %t %G' 2>/dev/null || true
+  return $ok
+}
+
+case "${1:-start}" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+  env) client_env ;;
+  node-stop) [[ -n "${2:-}" ]] || die "which node?"; stop_node "$2" ;;
+  node-start) [[ -n "${2:-}" ]] || die "which node?"; start_node "$2" ;;
+  *) die "usage: $0 [start|stop|status|env|node-stop NODE|node-start NODE]" ;;
+esac
