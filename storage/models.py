@@ -95,6 +95,10 @@ class Volume(models.Model):
         return self.status in self.BUSY
 
     @property
+    def size_bytes(self) -> int:
+        return self.size_gb * BYTES_PER_GB
+
+    @property
     def used_percent(self) -> float | None:
         """Display only: how full it is (may pass 100 on a backend that cannot cap a volume)."""
         if self.used_bytes is None:
@@ -127,6 +131,14 @@ class VolumeEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.old or '∅'} → {self.new}"
+
+    @property
+    def new_label(self) -> str:
+        return Volume.Status(self.new).label if self.new in Volume.Status.values else self.new
+
+    @property
+    def badge_colour(self) -> str:
+        return Volume.BADGE_COLOURS.get(self.new, "")
 
 
 class VolumeAttachment(models.Model):
