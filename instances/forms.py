@@ -64,7 +64,10 @@ class LaunchForm(forms.Form):
                 label=_("Mount path"), max_length=128, required=False, initial=default_path
             )
             self.fields[f"{prefix}_mode"] = forms.ChoiceField(
-                label=_("Mode"), choices=VolumeAttachment.Mode.choices, initial=VolumeAttachment.Mode.READ_WRITE
+                label=_("Mode"),
+                choices=VolumeAttachment.Mode.choices,
+                initial=VolumeAttachment.Mode.READ_WRITE,
+                required=False,
             )
             self.volume_rows.append(
                 {
@@ -83,7 +86,7 @@ class LaunchForm(forms.Form):
             attach = data.pop(f"{prefix}_attach", False)
             path, mode = data.pop(f"{prefix}_path", ""), data.pop(f"{prefix}_mode", None)
             if attach:
-                volumes.append((row["volume"], path or "", mode))
+                volumes.append((row["volume"], path or "", mode or "rw"))
         data["volumes"] = volumes
         return data
 
