@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "billing",
     "instances",
     "apps_marketplace",
+    "storage",
 ]
 
 MIDDLEWARE = [
@@ -514,6 +515,32 @@ INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.
 INSTANCES_CRASH_LIMIT = int(os.environ.get("INSTANCES_CRASH_LIMIT", "3"))
 INSTANCES_CRASH_WINDOW_S = int(os.environ.get("INSTANCES_CRASH_WINDOW_S", "600"))
+
+# --- Storage: shared volumes (storage/) ------------------------------------------------------------
+# Billed per GB-day through a billing meter (SKU "volume-gb-day", storage: it keeps running when the
+# money runs out); a resize closes the meter and opens one at the new size.
+STORAGE_VOLUME_PRICE_FEN_PER_GB_DAY = int(os.environ.get("STORAGE_VOLUME_PRICE_FEN_PER_GB_DAY", "2"))  # ¥0.02
+STORAGE_VOLUME_MIN_GB = 1
+STORAGE_VOLUME_MAX_GB = int(os.environ.get("STORAGE_VOLUME_MAX_GB", "16384"))
+STORAGE_VOLUME_QUOTA_GB = int(os.environ.get("STORAGE_VOLUME_QUOTA_GB", "4096"))  # per user, all volumes together
+# Where volumes may be mounted in an instance: at one of these directories or below it.
+STORAGE_MOUNT_ROOTS = ("/mnt", "/data", "/datasets", "/models", "/workspace")
+STORAGE_USAGE_REFRESH_S = int(os.environ.get("STORAGE_USAGE_REFRESH_S", "300"))
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "storage-volumes-refresh": {
+            "task": "storage.tasks.volumes_refresh_task",
+            "schedule": float(STORAGE_USAGE_REFRESH_S),
+            "options": {"expires": STORAGE_USAGE_REFRESH_S},
+        },
+    }
+)
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
+    {
+        "VolumeStatusEnum": "storage.models.Volume.Status",
+        "VolumeAttachmentModeEnum": "storage.models.VolumeAttachment.Mode",
+    }
+)
 
 # --- One-click deploy (apps_marketplace.services) ---------------------------------------------------
 # The instances image a deployment's instance boots; the app's container image runs on it.

@@ -11,6 +11,7 @@ api_v1 = [
     path("billing/", include("billing.api_urls")),
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
     path("", include("instances.api_urls")),
+    path("", include("storage.api_urls")),  # volumes/
 ]
 
 urlpatterns = [
@@ -25,6 +26,7 @@ urlpatterns = [
     path("apps/", include("apps_marketplace.urls")),
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
+    path("storage/", include("storage.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/v1/", include(api_v1)),
@@ -33,7 +35,3 @@ urlpatterns = [
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/", json_not_found),
 ]
-
-# Sections whose issues have not landed yet show a 'coming soon' page instead of a broken link.
-for section in ("storage",):
-    urlpatterns.append(path(f"{section}/", views.coming_soon, {"section": section}, name=section))

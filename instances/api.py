@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db.models import Prefetch
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -135,6 +136,23 @@ LIST_FIELDS = (
 )
 
 
+@extend_schema_field(OpenApiTypes.UUID)
+class _OwnVolumeField(serializers.PrimaryKeyRelatedField):
+    """A volume of the requesting user; another user's id is "does not exist", as any stranger's object."""
+
+    def get_queryset(self):
+        from storage.models import Volume
+
+        request = self.context.get("request")
+        return Volume.objects.filter(owner=request.user) if request is not None else Volume.objects.none()
+
+
+class LaunchVolumeSerializer(serializers.Serializer):
+    volume = _OwnVolumeField()
+    mount_path = serializers.CharField(max_length=128)
+    mode = serializers.ChoiceField(choices=["rw", "ro", "shared-rw"], default="rw")
+
+
 class LaunchSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, required=False, allow_blank=True)
     region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
@@ -143,6 +161,7 @@ class LaunchSerializer(serializers.Serializer):
     image = serializers.SlugRelatedField(slug_field="slug", queryset=Image.objects.filter(is_active=True))
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
+    volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -271,8 +290,10 @@ class InstanceViewSet(
     def create(self, request, *args, **kwargs):
         launch = LaunchSerializer(data=request.data, context={"request": request})
         launch.is_valid(raise_exception=True)
+        data = dict(launch.validated_data)
+        data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
         try:
-            instance = services.instance_launch(user=request.user, **launch.validated_data)
+            instance = services.instance_launch(user=request.user, **data)
         except services.InstanceError as exc:
             _raise(exc)
         return Response(

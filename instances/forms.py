@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
@@ -46,6 +48,47 @@ class LaunchForm(forms.Form):
         first_gpu = self.fields["gpu_model"].queryset.first()
         self.fields["region"].initial = first_region.pk if first_region else None
         self.fields["gpu_model"].initial = first_gpu.pk if first_gpu else None
+        self._add_volume_fields(user)
+
+    def _add_volume_fields(self, user) -> None:
+        """Per volume the user could attach: attach it?, where, how. ``clean`` turns them into ``volumes``."""
+        from storage.models import VolumeAttachment
+        from storage.selectors import attachable_volumes_for
+
+        self.volume_rows = []
+        for volume in attachable_volumes_for(user=user):
+            prefix = f"volume_{volume.pk.hex}"
+            default_path = "/mnt/" + (re.sub(r"[^A-Za-z0-9._-]+", "-", volume.name).strip(".-") or "data")
+            self.fields[f"{prefix}_attach"] = forms.BooleanField(label=volume.name, required=False)
+            self.fields[f"{prefix}_path"] = forms.CharField(
+                label=_("Mount path"), max_length=128, required=False, initial=default_path
+            )
+            self.fields[f"{prefix}_mode"] = forms.ChoiceField(
+                label=_("Mode"),
+                choices=VolumeAttachment.Mode.choices,
+                initial=VolumeAttachment.Mode.READ_WRITE,
+                required=False,
+            )
+            self.volume_rows.append(
+                {
+                    "volume": volume,
+                    "attach": self[f"{prefix}_attach"],
+                    "path": self[f"{prefix}_path"],
+                    "mode": self[f"{prefix}_mode"],
+                }
+            )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        volumes = []
+        for row in self.volume_rows:
+            prefix = f"volume_{row['volume'].pk.hex}"
+            attach = data.pop(f"{prefix}_attach", False)
+            path, mode = data.pop(f"{prefix}_path", ""), data.pop(f"{prefix}_mode", None)
+            if attach:
+                volumes.append((row["volume"], path or "", mode or "rw"))
+        data["volumes"] = volumes
+        return data
 
 
 class RenameForm(forms.Form):

@@ -417,3 +417,20 @@ class SimulatedMachine(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class SimulatedVolume(models.Model):
+    """A volume in the simulated cloud, named by the console's key. ``used_bytes`` is what its files
+    would take; the simulator's ``volume_write`` lever sets it (nothing is stored anywhere)."""
+
+    backend_alias = models.CharField(max_length=32)
+    key = models.CharField(max_length=64)
+    size_gb = models.PositiveIntegerField()
+    used_bytes = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["backend_alias", "key"], name="instances_simvolume_unique")]
+
+    def __str__(self) -> str:
+        return self.key

@@ -423,6 +423,7 @@ def instance_launch(
     ssh_keys=(),
     name: str = "",
     app: AppLaunch | None = None,
+    volumes=(),
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
 
@@ -431,6 +432,8 @@ def instance_launch(
 
     Refused before anything is created when the choice is invalid, over quota, without capacity or
     without the balance to run it for the minimum runway. Nothing is billed until it is running.
+    ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction (see
+    ``storage.services.volume_attach`` for the rules), so the machine boots with them mounted.
     """
     if gpu_count not in Instance.GPU_COUNTS:
         raise LaunchInvalid(_("Choose 1, 2, 4 or 8 GPUs."), field="gpu_count")
@@ -491,6 +494,11 @@ def instance_launch(
         )
         if ssh_keys:
             instance.ssh_keys.set(ssh_keys)
+        if volumes:
+            # The storage app builds on this one; imported here so instances never needs it to load.
+            from storage.services import volume_attachments_at_launch
+
+            volume_attachments_at_launch(user=user, instance=instance, volumes=volumes)
         reasons = [
             _("Launched by %(who)s") % {"who": user.email},
             _("Finding a node"),
@@ -540,7 +548,15 @@ def _spec(instance: Instance) -> InstanceSpec:
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),
+        volumes=_volume_mounts(instance),
     )
+
+
+def _volume_mounts(instance: Instance):
+    """The volumes attached to the instance, as the spec of a boot happening now (see storage)."""
+    from storage.services import volume_mounts_for_boot
+
+    return volume_mounts_for_boot(instance=instance)
 
 
 def _get(instance_id) -> Instance | None:

@@ -156,7 +156,6 @@ class Job:
             owner_ref=meta.get("owner_ref", ""),
             gpus=self.gpus,
             ssh_public_keys=meta.get("ssh_public_keys", ()),
-            volumes=meta.get("volumes") or {},
         )
         return dict(state["ports"])
 

@@ -90,10 +90,17 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         ),
         "ssh_keys": instance.ssh_keys.all(),
         "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
+        "mounts": _mounts(instance),
     }
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
+
+
+def _mounts(instance: Instance) -> list:
+    from storage.selectors import instance_mounts  # storage builds on instances: read it late
+
+    return instance_mounts(instance=instance)
 
 
 def _back(request: HttpRequest, instance: Instance) -> HttpResponse:

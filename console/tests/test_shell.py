@@ -2,7 +2,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from django.conf import settings
 
 
@@ -27,13 +26,6 @@ def test_anonymous_visitors_see_prices_and_sign_up(client, db):
     body = response.content.decode()
     assert "A800 80GB" in body and "¥1.90" in body
     assert "/accounts/signup/" in body
-
-
-@pytest.mark.parametrize("section", ["storage"])
-def test_sections_not_built_yet_say_so(alice_client, section):
-    response = alice_client.get(f"/{section}/")
-    assert response.status_code == 200
-    assert b"coming soon" in response.content
 
 
 def test_pages_need_login(client, db):

@@ -15,7 +15,14 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
         "LOST_NODES": [],              # names of nodes that have failed (their machines are gone)
         "SEED": None,                  # seed the fault dice for repeatable runs
+        "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
+        "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
+        "FAIL_VOLUME_CREATE": 0.0,     # share of volume creates refused for good
     }
+
+Volumes live in the simulator's own table (``SimulatedVolume``): created, grown and deleted like a
+cloud's disks, with a size and a used-bytes figure (``volume_write`` sets it), and the volumes a
+machine was booted with are recorded on its spec.
 """
 
 from __future__ import annotations
@@ -36,9 +43,15 @@ from instances.backends.base import (
     PermanentBackendError,
     ProvisioningBackend,
     TransientBackendError,
+    VolumeMount,
 )
 
 STATE_VERSION = 1
+VOLUME_STATE_VERSION = 1
+
+
+def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
+    return [{"key": v.key, "path": v.path, "read_only": v.read_only} for v in volumes]
 
 
 class FakeBackend(ProvisioningBackend):
@@ -158,6 +171,7 @@ class FakeBackend(ProvisioningBackend):
                         "disk_gb": spec.disk_gb,
                         "ssh_keys": len(spec.ssh_public_keys),
                         "owner": spec.owner_ref,
+                        "volumes": _mounts_json(spec.volumes),
                     },
                     ready_at=None if self._roll("HANG_CREATE") else self._boot_ready_at(),
                 )
@@ -179,7 +193,9 @@ class FakeBackend(ProvisioningBackend):
             machine.power = "on"
             machine.ready_at = self._boot_ready_at()
             machine.last_active_at = timezone.now()
-            machine.save(update_fields=["node", "power", "ready_at", "last_active_at"])
+            if spec is not None:  # booted with the volumes attached now
+                machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}
+            machine.save(update_fields=["node", "power", "ready_at", "last_active_at", "spec"])
         return self._state(machine)
 
     def stop(self, *, key: str, state: dict) -> dict:
@@ -203,7 +219,9 @@ class FakeBackend(ProvisioningBackend):
                 raise PermanentBackendError("Only a running machine can be restarted.")
             machine.ready_at = self._boot_ready_at()
             machine.last_active_at = timezone.now()
-            machine.save(update_fields=["ready_at", "last_active_at"])
+            if spec is not None:
+                machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}
+            machine.save(update_fields=["ready_at", "last_active_at", "spec"])
         return self._state(machine)
 
     def destroy(self, *, key: str, state: dict) -> None:
@@ -231,7 +249,70 @@ class FakeBackend(ProvisioningBackend):
             for m in self._machines().select_related("node")
         ]
 
+    # --- volumes ----------------------------------------------------------------------------------------
+
+    @property
+    def supports_volumes(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("VOLUMES", True))
+
+    @property
+    def supports_shared_write(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("SHARED_WRITE", False))
+
+    def _volumes(self):
+        from instances.models import SimulatedVolume
+
+        if not self.supports_volumes:
+            raise PermanentBackendError("This region has no volumes.")
+        return SimulatedVolume.objects.filter(backend_alias=self.alias)
+
+    @staticmethod
+    def _volume_state(volume) -> dict:
+        return {"v": VOLUME_STATE_VERSION, "volume": volume.pk, "size_gb": volume.size_gb}
+
+    def volume_create(self, *, key: str, size_gb: int) -> dict:
+        from instances.models import SimulatedVolume
+
+        self._reachable()
+        existing = self._volumes().filter(key=key).first()
+        if existing is not None:
+            return self._volume_state(existing)
+        if self._roll("FAIL_VOLUME_CREATE"):
+            raise PermanentBackendError(f"The provider could not allocate a {size_gb} GB volume.")
+        try:
+            with transaction.atomic():
+                volume = SimulatedVolume.objects.create(backend_alias=self.alias, key=key, size_gb=size_gb)
+        except IntegrityError:  # a twin request created it first
+            volume = self._volumes().get(key=key)
+        return self._volume_state(volume)
+
+    def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
+        self._reachable()
+        with transaction.atomic():
+            volume = self._volumes().select_for_update().filter(key=key).first()
+            if volume is None:
+                raise PermanentBackendError("The volume no longer exists.")
+            if size_gb < volume.size_gb:
+                raise PermanentBackendError("A volume can only grow.")
+            if size_gb != volume.size_gb:
+                volume.size_gb = size_gb
+                volume.save(update_fields=["size_gb"])
+        return self._volume_state(volume)
+
+    def volume_destroy(self, *, key: str, state: dict) -> None:
+        self._reachable()
+        self._volumes().filter(key=key).delete()
+
+    def volume_usage(self, *, key: str, state: dict) -> int | None:
+        if self.options.get("UNREACHABLE"):
+            return None
+        return self._volumes().filter(key=key).values_list("used_bytes", flat=True).first()
+
     # --- the simulator's own levers (tests, demos) -----------------------------------------------------
+
+    def volume_write(self, *, key: str, used_bytes: int) -> None:
+        """Files on volume ``key`` now take ``used_bytes`` (as a machine writing to it would make them)."""
+        self._volumes().filter(key=key).update(used_bytes=used_bytes)
 
     def node_lose(self, *, name: str) -> None:
         """A node fails: its machines are gone, and it takes no new ones."""

@@ -18,6 +18,12 @@ exists by the instance's key, starts only what is not running and treats "alread
     }
 
 Without runtime keys in OPTIONS the backend uses the host's one runtime (``settings.LOCAL_RUNTIME``).
+
+Volumes are directories under ``<runtime root>/volumes/<key>``, mounted into instances at the path
+the user chose (see ``instances.local.supervisor``: a symlink, or a read-only bind mount). One host
+means one filesystem, so several instances may write to a volume at once (``supports_shared_write``).
+A volume's size is what the console bills and shows usage against; a directory has no size of its
+own, so nothing stops files growing past it (usage says so).
 """
 
 from __future__ import annotations
@@ -43,9 +49,10 @@ from instances.local import registry
 from instances.local.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
 from instances.local.ports import NoFreePort
 from instances.local.servers import APP, CODE, LAB, SSH, WEBUI
-from instances.local.supervisor import LocalRuntime, LocalRuntimeError
+from instances.local.supervisor import LocalRuntime, LocalRuntimeError, Mount
 
 STATE_VERSION = 1
+VOLUME_STATE_VERSION = 1
 # The runtime's own settings; any of them in OPTIONS gives this backend a runtime of its own.
 RUNTIME_KEYS = ("ROOT", "SERVICES", "PORT_LOW", "PORT_HIGH", "JUPYTER_BIN", "CODE_SERVER_ENTRY", "NODE_BIN", "SSHD_BIN")
 SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
@@ -60,6 +67,9 @@ _OVERALL = {
 
 
 class LocalBackend(ProvisioningBackend):
+    supports_volumes = True
+    supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
+
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         self.node = self.options.get("NODE") or socket.gethostname()
@@ -121,10 +131,24 @@ class LocalBackend(ProvisioningBackend):
 
     # --- the machine ------------------------------------------------------------------------------------
 
+    def _mounts(self, spec: InstanceSpec | None) -> list[Mount] | None:
+        """The spec's volumes as the runtime's mounts; None (keep what the machine had) without a spec."""
+        if spec is None:
+            return None
+        return [
+            Mount(source=str(self._call(self.runtime.volume_path, v.key)), path=v.path, read_only=v.read_only)
+            for v in spec.volumes
+        ]
+
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         cards = self._cards(key, spec.gpu_count)
         return self._start(
-            key, owner_ref=spec.owner_ref, gpus=cards, ssh_public_keys=spec.ssh_public_keys, app=_app(spec)
+            key,
+            owner_ref=spec.owner_ref,
+            gpus=cards,
+            ssh_public_keys=spec.ssh_public_keys,
+            mounts=self._mounts(spec),
+            app=_app(spec),
         )
 
     def app_check(self, app: AppLaunch) -> str | None:
@@ -143,7 +167,7 @@ class LocalBackend(ProvisioningBackend):
             owner_ref=meta.get("owner_ref", ""),
             gpus=cards,
             ssh_public_keys=meta.get("ssh_public_keys", ()),
-            volumes=meta.get("volumes") or {},
+            mounts=self._mounts(spec),
             app=_app(spec) if spec is not None else ...,
         )
 
@@ -155,8 +179,10 @@ class LocalBackend(ProvisioningBackend):
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
         if self._meta(key) is None:
             raise PermanentBackendError("This machine no longer exists on this host.")
+        mounts = self._mounts(spec)
         app = _app(spec) if spec is not None else ...
-        return {**state, **self._call(lambda k: self.runtime.restart(k, app=app), key), "v": STATE_VERSION}
+        restarted = self._call(lambda k: self.runtime.restart(k, mounts=mounts, app=app), key)
+        return {**state, **restarted, "v": STATE_VERSION}
 
     def destroy(self, *, key: str, state: dict) -> None:
         self._call(self.runtime.destroy, key)
@@ -197,6 +223,25 @@ class LocalBackend(ProvisioningBackend):
 
     def proxy_target(self, *, key: str, service: str):
         return registry.proxy_target(self.runtime, key=key, service=service)
+
+    # --- volumes ----------------------------------------------------------------------------------------
+
+    def volume_create(self, *, key: str, size_gb: int) -> dict:
+        path = self._call(self.runtime.volume_create, key)
+        return {"v": VOLUME_STATE_VERSION, "path": str(path), "size_gb": size_gb}
+
+    def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
+        if not self._call(self.runtime.volume_path, key).is_dir():
+            raise PermanentBackendError("The volume no longer exists on this host.")
+        if size_gb < int(state.get("size_gb") or 0):
+            raise PermanentBackendError("A volume can only grow.")
+        return {**state, "v": VOLUME_STATE_VERSION, "size_gb": size_gb}
+
+    def volume_destroy(self, *, key: str, state: dict) -> None:
+        self._call(self.runtime.volume_destroy, key)
+
+    def volume_usage(self, *, key: str, state: dict) -> int | None:
+        return self._call(self.runtime.volume_usage, key)
 
     # --- helpers ----------------------------------------------------------------------------------------
 

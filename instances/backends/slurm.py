@@ -389,7 +389,12 @@ class SlurmBackend(ProvisioningBackend):
             meta.update(
                 owner_ref=spec.owner_ref or meta.get("owner_ref", ""),
                 ssh_public_keys=list(spec.ssh_public_keys),
-                volumes={v.key: v.state.get("path", v.path) for v in spec.volumes},
+                # In the local runtime's format: the job's runtime mounts them as the local backend does.
+                mounts=[
+                    {"source": v.state.get("path", ""), "path": v.path, "read_only": v.read_only}
+                    for v in spec.volumes
+                    if v.state.get("path")
+                ],
                 # The runtime on the node runs it (and its WebUI) as it does on the local backend.
                 app=dataclasses.asdict(app) if app is not None else None,
             )

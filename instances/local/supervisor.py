@@ -15,6 +15,17 @@ terminals, are found) and every process that carries the instance's marker in it
 Isolation: all instances run as the runtime's own Unix account. The proxy keeps users apart over
 HTTP, but code inside one instance can read another's files; the local backend is for a
 single-tenant host (a workstation, a lab's box, CI), like JupyterHub's spawner without system users.
+
+Volumes are directories under ``<root>/volumes/<key>``. Instances share the host's filesystem, so a
+volume "mounted at /mnt/data" appears at ``<home>/mnt/data`` (and in ``$CONSOLE_VOLUME_MNT_DATA``):
+a symlink to the volume for a read-write mount; for a read-only one, a read-only bind mount of it
+when the runtime may mount (it runs as root), so a write through that path fails with EROFS for
+every process, root included. Without that privilege a read-only mount is a symlink too and is not
+enforced (``Mount state`` says so). Either way it guards the path the instance was given, not the
+volume's directory itself, which any process of the runtime's account can still reach by its host
+path: the same single-tenant caveat as above. Mounts are set up at every start (the current list,
+``mounts``), torn down at stop, and unmounted before an instance's directory is deleted, so a
+release never deletes a volume's files.
 """
 
 from __future__ import annotations
@@ -25,13 +36,14 @@ import fcntl
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
 
 import psutil
 
@@ -93,6 +105,28 @@ class Upstream:
     port: int
     service: str
     secret: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A volume the instance sees: ``source`` (a directory on this host) at ``path`` (``/mnt/data``)."""
+
+    source: str
+    path: str
+    read_only: bool = False
+
+    def target(self, home: Path) -> Path:
+        """Where it appears on this host: the mount path under the instance's home."""
+        relative = PurePosixPath(self.path).relative_to("/")
+        if not relative.parts or any(part in ("", ".", "..") for part in relative.parts):
+            raise LocalRuntimeError(f"invalid mount path {self.path!r}")
+        return home.joinpath(*relative.parts)
+
+    @property
+    def env_name(self) -> str:
+        """``/mnt/train`` → ``CONSOLE_VOLUME_MNT_TRAIN``."""
+        name = "".join(c if c.isalnum() else "_" for c in self.path.strip("/")).upper()
+        return f"CONSOLE_VOLUME_{name}"
 
 
 def _default_jupyter() -> str:
@@ -204,15 +238,16 @@ class LocalRuntime:
         owner_ref: str = "",
         gpus: Sequence[str] = (),
         ssh_public_keys: Sequence[str] = (),
-        volumes: Mapping[str, str] | None = None,
+        mounts: Sequence[Mount] | None = None,
         app: dict | type[Ellipsis] | None = ...,
     ) -> dict:
-        """Create the instance (or find it) and bring up every server that is not running.
+        """Create the instance (or find it), set up its mounts and bring up every server that is not running.
 
-        ``app`` is the deployment's server (``backends.AppLaunch`` as a dict), None for none, or ``...``
-        to keep what the instance had. Returns the state to persist: ``{"version", "ports", "dir",
-        "login_user"}``. Servers that are alive are left alone, so a repeat starts nothing; a crashed
-        one is started again.
+        ``mounts`` replaces the instance's volumes; None keeps the ones it had. ``app`` is the
+        deployment's server (``backends.AppLaunch`` as a dict), None for none, or ``...`` to keep what
+        the instance had. Returns the state to persist: ``{"version", "ports", "dir", "login_user",
+        "mounts"}``. Servers that are alive are left alone, so a repeat starts nothing; a crashed one is
+        started again.
         """
         missing = self.missing_components()
         if missing:
@@ -229,9 +264,11 @@ class LocalRuntime:
                 owner_ref=owner_ref,
                 gpus=gpus,
                 ssh_public_keys=ssh_public_keys,
-                volumes=volumes or {},
+                mounts=mounts,
                 app=app,
             )
+            meta["mounted"] = self._mounts_apply(paths, meta)
+            self._save_meta(paths, meta)
             services = self.services_of(meta)
             ports = self.ports.allocate(key, list(services))
             env = self._environment(key, paths, meta)
@@ -240,14 +277,23 @@ class LocalRuntime:
                     continue
                 command = self._command(key, service, paths, ports[service], meta, env)
                 self._spawn(paths, command, env)
-            return {"version": STATE_VERSION, "ports": ports, "dir": str(paths.base), "login_user": meta["login_user"]}
+            return {
+                "version": STATE_VERSION,
+                "ports": ports,
+                "dir": str(paths.base),
+                "login_user": meta["login_user"],
+                "mounts": [
+                    {"path": m["path"], "read_only": m["read_only"], "enforced": m["enforced"]}
+                    for m in meta["mounted"].values()
+                ],
+            }
 
     def services_of(self, meta: dict | None) -> tuple[str, ...]:
         """The servers this instance runs: the configured entry points, plus its app if it has one."""
         app = (meta or {}).get("app") or {}
         return self.services + ((APP,) if app else ()) + ((WEBUI,) if app.get("webui") else ())
 
-    def _write_meta(self, key, paths, *, owner_ref, gpus, ssh_public_keys, volumes, app=...) -> dict:
+    def _write_meta(self, key, paths, *, owner_ref, gpus, ssh_public_keys, mounts, app=...) -> dict:
         paths.home.mkdir(parents=True, exist_ok=True)
         paths.run.mkdir(parents=True, exist_ok=True)
         os.chmod(paths.run, 0o700)
@@ -264,19 +310,11 @@ class LocalRuntime:
             owner_ref=owner_ref or meta.get("owner_ref", ""),
             gpus=[str(g) for g in gpus],
             ssh_public_keys=list(ssh_public_keys),
-            volumes=dict(volumes),
+            mounts=[asdict(m) for m in mounts] if mounts is not None else meta.get("mounts", []),
             login_user=servers.sshd_login_user(),
         )
-        tmp = paths.meta.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, paths.meta)
-        volume_dir = paths.home / "volumes"
-        for name, target in meta["volumes"].items():
-            volume_dir.mkdir(exist_ok=True)
-            link = volume_dir / name
-            if not link.is_symlink():
-                link.symlink_to(target)
+        meta.setdefault("mounted", {})
+        self._save_meta(paths, meta)
         host_key = paths.run / "ssh_host_ed25519_key"
         if SSH in self.services and not host_key.exists():
             subprocess.run(  # noqa: S603
@@ -285,6 +323,78 @@ class LocalRuntime:
                 capture_output=True,
             )
         return meta
+
+    @staticmethod
+    def _save_meta(paths: Paths, meta: dict) -> None:
+        tmp = paths.meta.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, paths.meta)
+
+    # --- volumes and mounts -----------------------------------------------------------------------
+
+    @property
+    def volumes_root(self) -> Path:
+        return self.root / "volumes"
+
+    def volume_path(self, key: str) -> Path:
+        if not key or "/" in key or key.startswith(".") or len(key) > 64:
+            raise LocalRuntimeError(f"invalid volume key {key!r}")
+        return self.volumes_root / key
+
+    def volume_create(self, key: str) -> Path:
+        """Make volume ``key``'s directory, or find it. Returns its path."""
+        path = self.volume_path(key)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def volume_destroy(self, key: str) -> None:
+        """Delete volume ``key`` and its files. Already gone counts as done."""
+        path = self.volume_path(key)
+        if path.is_symlink():  # never ours; do not follow it
+            path.unlink()
+        shutil.rmtree(path, ignore_errors=True)
+
+    def volume_usage(self, key: str) -> int | None:
+        """Bytes volume ``key`` takes on disk (allocated blocks, hard links once); None when it is missing."""
+        path = self.volume_path(key)
+        if not path.is_dir() or path.is_symlink():
+            return None
+        return _disk_usage(path)
+
+    def _mounts_apply(self, paths: Paths, meta: dict) -> dict[str, dict]:
+        """Make the home's mount targets match ``meta["mounts"]``; returns what is mounted, by target."""
+        wanted: dict[str, Mount] = {}
+        for record in meta.get("mounts", []):
+            mount = Mount(**record)
+            if not Path(mount.source).is_dir():
+                raise LocalRuntimeError(f"the volume for {mount.path} does not exist on this host")
+            wanted[str(mount.target(paths.home))] = mount
+        mounted: dict[str, dict] = dict(meta.get("mounted") or {})
+        for target, record in list(mounted.items()):
+            mount = wanted.get(target)
+            if mount is None or mount.source != record["source"] or mount.read_only != record["read_only"]:
+                _unmount(Path(target), record)
+                del mounted[target]
+        for target, mount in wanted.items():
+            if target in mounted and _mount_intact(Path(target), mounted[target]):
+                continue
+            mounted[target] = _mount(Path(target), mount)
+        return mounted
+
+    def _mounts_clear(self, paths: Paths) -> None:
+        meta = self.meta(paths.base.name)
+        if not meta or not meta.get("mounted"):
+            return
+        for target, record in meta["mounted"].items():
+            _unmount(Path(target), record)
+        meta["mounted"] = {}
+        self._save_meta(paths, meta)
+
+    def mounts(self, key: str) -> list[dict]:
+        """What instance ``key`` has mounted now: ``[{"path", "target", "read_only", "enforced"}]``."""
+        meta = self.meta(key) or {}
+        return [{"target": target, **record} for target, record in (meta.get("mounted") or {}).items()]
 
     def _environment(self, key: str, paths: Paths, meta: dict) -> dict[str, str]:
         # A clean environment: the console's own (database URL, secret key…) never reaches a user.
@@ -299,8 +409,9 @@ class LocalRuntime:
             "CUDA_VISIBLE_DEVICES": ",".join(meta["gpus"]),
             MARKER: key,
         }
-        for name, target in sorted(meta["volumes"].items()):
-            env[f"CONSOLE_VOLUME_{name.upper().replace('-', '_')}"] = target
+        for record in meta.get("mounts", []):
+            mount = Mount(**record)
+            env[mount.env_name] = str(mount.target(paths.home))
         return env
 
     def _command(self, key, service, paths, port, meta, env) -> servers.ServerCommand:
@@ -351,6 +462,8 @@ class LocalRuntime:
                 secret=meta["secrets"][APP],
                 name=service,
                 host=self.bind,
+                # The app's command names paths as the instance sees them (/mnt/data/...).
+                mounts={m["path"]: str(Mount(**m).target(paths.home)) for m in meta.get("mounts", [])},
             )
         raise LocalRuntimeError(f"unknown service {service!r}")
 
@@ -463,13 +576,17 @@ class LocalRuntime:
             self._kill(key)
             for service in servers.KNOWN_SERVICES:
                 paths.pidfile(service).unlink(missing_ok=True)
+            self._mounts_clear(paths)
             self.ports.release(key)
             self.gpus.release(key)
 
-    def restart(self, key: str, *, app: dict | type[Ellipsis] | None = ...) -> dict:
+    def restart(
+        self, key: str, *, mounts: Sequence[Mount] | None = None, app: dict | type[Ellipsis] | None = ...
+    ) -> dict:
         """Kill the instance's processes and start its servers again, keeping its ports and GPUs.
 
-        ``app``: the app to run from now on (None: none), or ``...`` to keep the instance's."""
+        ``mounts`` replaces its volumes (None keeps them); ``app`` the app to run from now on (None:
+        none), or ``...`` to keep the instance's."""
         paths = self.paths(key)
         meta = self.meta(key)
         if meta is None:
@@ -483,7 +600,7 @@ class LocalRuntime:
             owner_ref=meta.get("owner_ref", ""),
             gpus=meta.get("gpus", []),
             ssh_public_keys=meta.get("ssh_public_keys", []),
-            volumes=meta.get("volumes", {}),
+            mounts=mounts,
             app=app,
         )
 
@@ -494,6 +611,10 @@ class LocalRuntime:
             self._kill(key)
             self.ports.release(key)
             self.gpus.release(key)
+            # Unmount first: deleting the directory must never reach into a volume.
+            self._mounts_clear(paths)
+            for mountpoint in sorted(_mountpoints_under(paths.base), key=len, reverse=True):
+                _umount(mountpoint)
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 
@@ -558,3 +679,122 @@ def _tail(path: Path, lines: int = 5, limit: int = 2000) -> str:
     except FileNotFoundError:
         return ""
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+# --- mounts ---------------------------------------------------------------------------------------
+
+
+def _can_bind_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+def _run(*argv: str) -> bool:
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0  # noqa: S603
+
+
+def _mountpoints() -> set[str]:
+    """Every mount point of this process's mount namespace (``/proc/self/mountinfo``, unescaped)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:  # the kernel writes space, tab, newline and backslash as \ooo
+            points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
+
+
+def _real(target: Path) -> str:
+    """``target`` as the kernel lists it (its parents resolved; a link at ``target`` itself not followed)."""
+    return os.path.join(os.path.realpath(target.parent), target.name)
+
+
+def _is_mountpoint(target: Path) -> bool:
+    return _real(target) in _mountpoints()
+
+
+def _mountpoints_under(base: Path) -> list[str]:
+    prefix = os.path.realpath(base).rstrip("/") + "/"
+    return [p for p in _mountpoints() if p.startswith(prefix)]
+
+
+def _umount(target: str) -> None:
+    if not _run("umount", target):
+        _run("umount", "-l", target)  # busy: detach it now, the kernel frees it when unused
+
+
+def _clear_target(target: Path, path: str) -> None:
+    """Make room for mount ``path`` at ``target``: only what we made there (a link, an empty directory) goes."""
+    if _is_mountpoint(target):
+        _umount(_real(target))
+    if target.is_symlink():
+        target.unlink()
+    elif target.is_dir():
+        try:
+            target.rmdir()
+        except OSError as exc:
+            raise LocalRuntimeError(
+                f"{path} already holds files on the instance's own disk; move them away to mount a volume there"
+            ) from exc
+    elif target.exists():
+        raise LocalRuntimeError(f"a file on the instance's own disk is in the way of the mount at {path}")
+
+
+def _mount(target: Path, mount: Mount) -> dict:
+    """Set up one mount; returns its record (``kind``: "link" or "bind"; ``enforced``: read-only is real)."""
+    record = {"source": mount.source, "path": mount.path, "read_only": mount.read_only}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _clear_target(target, mount.path)
+    if mount.read_only and _can_bind_mount():
+        target.mkdir()
+        if _run("mount", "--bind", mount.source, str(target)):
+            if _run("mount", "-o", "remount,bind,ro", str(target)):
+                return {**record, "kind": "bind", "enforced": True}
+            _umount(str(target))
+        target.rmdir()
+    target.symlink_to(mount.source, target_is_directory=True)
+    return {**record, "kind": "link", "enforced": not mount.read_only}
+
+
+def _mount_intact(target: Path, record: dict) -> bool:
+    if record.get("kind") == "bind":
+        return _is_mountpoint(target)
+    return target.is_symlink() and os.readlink(target) == record["source"]
+
+
+def _unmount(target: Path, record: dict) -> None:
+    """Take one mount down (unmount or unlink), leaving the empty directory a bind mount needed."""
+    if record.get("kind") == "bind":
+        if _is_mountpoint(target):
+            _umount(_real(target))
+        with contextlib.suppress(OSError):
+            target.rmdir()
+    elif target.is_symlink():
+        target.unlink()
+
+
+def _disk_usage(path: Path) -> int:
+    """What ``du -s --bytes``-like accounting of allocated blocks says ``path`` takes, not following links."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    stack = [path]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            total += info.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    return total

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from instances.local.supervisor import MARKER, ServerState
+from instances.local.supervisor import MARKER, Mount, ServerState
 from instances.tests.local_helpers import lab_answers, listening_ports, runtime_or_skip, wait_until
 
 pytestmark = pytest.mark.local
@@ -22,7 +22,7 @@ def running(tmp_path_factory, volume):
     mp = pytest.MonkeyPatch()
     mp.setenv("DATABASE_URL", "postgres://secret@db/console")  # the console's own secrets must not leak
     runtime = runtime_or_skip(tmp_path_factory.mktemp("instances"), ("lab", "ssh"))
-    state = runtime.start("a1", owner_ref="user-1", gpus=["4", "5"], volumes={"datasets": str(volume)})
+    state = runtime.start("a1", owner_ref="user-1", gpus=["4", "5"], mounts=[Mount(str(volume), "/datasets")])
     mp.undo()
     wait_until(lambda: runtime.status("a1").overall == "running", timeout=60, what="servers to listen")
     yield runtime, state
@@ -59,9 +59,9 @@ def test_servers_run_in_the_instance_directory_with_its_gpus_and_volumes(running
     assert lab.cwd() == str(home)
     assert environ["CUDA_VISIBLE_DEVICES"] == "4,5"
     assert environ["HOME"] == str(home)
-    assert environ["CONSOLE_VOLUME_DATASETS"] == str(volume)
+    assert environ["CONSOLE_VOLUME_DATASETS"] == str(home / "datasets")
     assert "DATABASE_URL" not in environ
-    assert (home / "volumes" / "datasets").resolve() == volume
+    assert (home / "datasets").resolve() == volume
 
 
 def test_two_instances_never_share_a_port(tmp_path):

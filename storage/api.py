@@ -1,0 +1,236 @@
+"""The REST API for volumes and their attachments. Same services, same errors as the pages.
+
+A field problem is a 400 with ``fields``; a refusal is a 409 whose ``code`` says which
+(``invalid_state``, ``attachment_conflict``, ``quota_exceeded``, ``insufficient_funds``). Creating,
+resizing and deleting finish in a worker: the answer shows the volume in its busy state.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from console.api import ServiceError
+from instances.models import Instance, Region
+from instances.services import InstanceError, LaunchInvalid
+from storage import selectors, services
+from storage.models import Volume, VolumeAttachment
+
+
+def _raise(exc: InstanceError):
+    if isinstance(exc, LaunchInvalid):
+        raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
+    raise ServiceError(detail=exc.message, code=exc.code) from exc
+
+
+# --- Serializers ----------------------------------------------------------------------------------------
+
+
+class AttachmentSerializer(serializers.ModelSerializer):
+    instance = serializers.UUIDField(source="instance_id", read_only=True)
+    instance_name = serializers.CharField(source="instance.name", read_only=True)
+    detach_pending = serializers.SerializerMethodField()
+
+    class Meta:
+        model = VolumeAttachment
+        fields = ["id", "instance", "instance_name", "mount_path", "mode", "created_at", "detach_pending"]
+        read_only_fields = fields
+
+    def get_detach_pending(self, attachment: VolumeAttachment) -> bool:
+        """True while a detach waits for the instance's next stop or restart."""
+        return attachment.detach_requested_at is not None
+
+
+class VolumeSerializer(serializers.ModelSerializer):
+    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status_display = serializers.CharField(source="get_status_display", read_only=True)
+    attachments = AttachmentSerializer(many=True, read_only=True)
+    cost_per_day_fen = serializers.SerializerMethodField()
+    cost_month_fen = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Volume
+        fields = [
+            "id",
+            "name",
+            "region",
+            "size_gb",
+            "resize_to_gb",
+            "status",
+            "status_display",
+            "status_reason",
+            "used_bytes",
+            "usage_checked_at",
+            "cost_per_day_fen",
+            "cost_month_fen",
+            "attachments",
+            "created_at",
+            "status_changed_at",
+        ]
+        read_only_fields = fields
+
+    def _cost(self, volume: Volume):
+        costs = self.context.get("costs")
+        if costs is None or volume.pk not in costs:
+            costs = selectors.volume_costs(volumes=[volume])
+        return costs[volume.pk]
+
+    def get_cost_per_day_fen(self, volume: Volume) -> int:
+        return self._cost(volume).per_day_fen
+
+    def get_cost_month_fen(self, volume: Volume) -> int:
+        """Accrued since the 1st of this month (settled or not)."""
+        return self._cost(volume).month_fen
+
+
+class VolumeCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    size_gb = serializers.IntegerField()
+
+
+class VolumeResizeSerializer(serializers.Serializer):
+    size_gb = serializers.IntegerField()
+
+
+class AttachSerializer(serializers.Serializer):
+    instance = serializers.PrimaryKeyRelatedField(queryset=Instance.objects.none())
+    mount_path = serializers.CharField(max_length=128)
+    mode = serializers.ChoiceField(choices=VolumeAttachment.Mode.choices, default=VolumeAttachment.Mode.READ_WRITE)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:  # another user's instance id is "does not exist", as any stranger's object
+            self.fields["instance"].queryset = Instance.objects.filter(owner=request.user)
+
+
+# --- Views ----------------------------------------------------------------------------------------------
+
+_refused = OpenApiResponse(description="invalid_state, attachment_conflict, quota_exceeded or insufficient_funds")
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your volumes", tags=["storage"]),
+    retrieve=extend_schema(summary="Get one volume", tags=["storage"]),
+    create=extend_schema(
+        summary="Create a volume",
+        tags=["storage"],
+        request=VolumeCreateSerializer,
+        responses={201: VolumeSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
+    ),
+    destroy=extend_schema(
+        summary="Delete a volume and its files",
+        tags=["storage"],
+        responses={202: VolumeSerializer, 409: OpenApiResponse(description="Attached, or not in a deletable state")},
+    ),
+)
+class VolumeViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = VolumeSerializer
+    lookup_value_converter = "uuid"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
+            return Volume.objects.none()
+        return selectors.volume_list_for(user=self.request.user)
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        costs = selectors.volume_costs(volumes=page)
+        data = VolumeSerializer(page, many=True, context={**self.get_serializer_context(), "costs": costs}).data
+        return self.get_paginated_response(data)
+
+    def _answer(self, volume: Volume, code: int = status.HTTP_200_OK) -> Response:
+        volume = selectors.volume_get_for(user=self.request.user, volume_id=volume.pk)
+        return Response(VolumeSerializer(volume, context=self.get_serializer_context()).data, status=code)
+
+    def create(self, request, *args, **kwargs):
+        body = VolumeCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            volume = services.volume_create(user=request.user, **body.validated_data)
+        except InstanceError as exc:
+            _raise(exc)
+        return self._answer(volume, status.HTTP_201_CREATED)
+
+    def destroy(self, request, *args, **kwargs):
+        volume = self.get_object()
+        try:
+            volume = services.volume_delete(volume=volume)
+        except InstanceError as exc:
+            _raise(exc)
+        return self._answer(volume, status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        summary="Grow a volume (never shrink)",
+        tags=["storage"],
+        request=VolumeResizeSerializer,
+        responses={200: VolumeSerializer, 400: OpenApiResponse(description="Not larger"), 409: _refused},
+    )
+    @action(detail=True, methods=["post"])
+    def resize(self, request, pk=None):
+        volume = self.get_object()
+        body = VolumeResizeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            volume = services.volume_resize(volume=volume, size_gb=body.validated_data["size_gb"])
+        except InstanceError as exc:
+            _raise(exc)
+        return self._answer(volume)
+
+    @extend_schema(
+        methods=["GET"], summary="The volume's attachments", tags=["storage"], responses=AttachmentSerializer(many=True)
+    )
+    @extend_schema(
+        methods=["POST"],
+        summary="Attach to one of your instances (mounted at its next start or restart)",
+        tags=["storage"],
+        request=AttachSerializer,
+        responses={201: AttachmentSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
+    )
+    @action(detail=True, methods=["get", "post"])
+    def attachments(self, request, pk=None):
+        volume = self.get_object()
+        if request.method == "GET":
+            return Response(AttachmentSerializer(volume.attachments.all(), many=True).data)
+        body = AttachSerializer(data=request.data, context={"request": request})
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            attachment = services.volume_attach(
+                user=request.user,
+                volume=volume,
+                instance=data["instance"],
+                mount_path=data["mount_path"],
+                mode=data["mode"],
+            )
+        except InstanceError as exc:
+            _raise(exc)
+        return Response(AttachmentSerializer(attachment).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Detach (at once from a stopped instance; at the next stop or restart from a running one)",
+        tags=["storage"],
+        request=None,
+        responses={
+            200: OpenApiResponse(AttachmentSerializer, description="Detach pending"),
+            204: OpenApiResponse(description="Detached"),
+        },
+    )
+    @action(detail=True, methods=["delete"], url_path=r"attachments/(?P<attachment_id>\d+)")
+    def detach(self, request, pk=None, attachment_id=None):
+        volume = self.get_object()
+        attachment = selectors.attachment_get_for(user=request.user, volume=volume, attachment_id=attachment_id)
+        pending = services.volume_detach(attachment=attachment)
+        if pending is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(AttachmentSerializer(pending).data)
