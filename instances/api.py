@@ -164,7 +164,7 @@ class AutoStopSerializer(serializers.Serializer):
 class EventSerializer(serializers.ModelSerializer):
     class Meta:
         model = InstanceEvent
-        fields = ["old", "new", "reason", "created_at"]
+        fields = ["kind", "old", "new", "reason", "created_at"]
 
 
 class GpuModelSerializer(serializers.ModelSerializer):

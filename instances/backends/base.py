@@ -119,6 +119,9 @@ class NodeInfo:
     gpu_model: str  # GPU model slug
     cards: int
     healthy: bool = True
+    # Why an unhealthy node is out of service, in the provider's words ("down", "drain", "NotReady"):
+    # shown to staff and on the timelines of the node's instances. Empty when healthy.
+    detail: str = ""
 
 
 @dataclass(frozen=True)
