@@ -209,3 +209,20 @@ def test_nodes_sync_of_one_backend_leaves_the_others_nodes_alone(regions):
     assert Node.objects.filter(is_healthy=False).count() == 1
     nodes_sync(alias="default")
     assert Node.objects.filter(is_healthy=False).count() == 1
+
+
+def test_the_catalogue_seed_command_creates_the_backends_regions_and_reads_their_nodes(settings, db):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.PROVISIONING_BACKENDS = two_backends()
+    out = StringIO()
+    call_command("catalogue_seed", stdout=out)
+    call_command("catalogue_seed", stdout=out)
+    assert "cn-east-1: East China 1 (Shanghai) (backend east)" in out.getvalue()
+    assert Node.objects.filter(backend_alias="east").count() == 3
+    assert Node.objects.filter(backend_alias="default").count() == 2
+    from accounts.models import User
+
+    assert not User.objects.exists()
