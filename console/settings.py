@@ -131,9 +131,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
+
+def redis_channel_layer(url: str) -> dict:
+    """The Channels layer on Redis at ``url``.
+
+    channels_redis waits for a consumer's next message with a blocking pop of 5 s, and redis-py's
+    asyncio client times reads out after 5 s by default: on a quiet connection the read lost that race
+    and the consumer died, dropping every live-status WebSocket after a few seconds of silence. A
+    socket timeout well above the pop's keeps them open (a dead Redis is still noticed).
+    """
+    return {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30, "socket_connect_timeout": 5}]},
+    }
+
+
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
