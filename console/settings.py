@@ -132,9 +132,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
+
+def redis_channel_layer(url: str) -> dict:
+    """The Channels layer on Redis at ``url``.
+
+    channels_redis waits for a consumer's next message with a blocking pop of 5 s, and redis-py's
+    asyncio client times reads out after 5 s by default: on a quiet connection the read lost that race
+    and the consumer died, dropping every live-status WebSocket after a few seconds of silence. A
+    socket timeout well above the pop's keeps them open (a dead Redis is still noticed).
+    """
+    return {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": url, "socket_timeout": 30, "socket_connect_timeout": 5}]},
+    }
+
+
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
 else:
@@ -414,6 +429,40 @@ SIMULATED_FLEET = [
         ("rtx-3090", 3),
     )
 ]
+# Regions and backends. Each alias is one provider (a backend class and its OPTIONS); each region
+# (instances.models.Region, edited in the admin) names the alias that serves it in ``backend_alias``.
+# Several backends run at once: the reconciler, placement, the launch page, the staff fleet page and
+# billing all work per region, and a region only ever uses its own backend's nodes. A backend that
+# serves one region of its own declares it in OPTIONS as REGION (its slug) and REGION_NAME;
+# ``manage.py seed_demo`` (instances.catalogue.catalogue_seed) then creates that region, mapped to the
+# alias. The simulated cloud ("default") serves the demo regions cn-north-1 and cn-east-1. Nodes
+# report a GPU model by its catalogue slug (h200, a800-80g, ...). For example:
+#
+#     PROVISIONING_BACKENDS = {
+#         # The simulated cloud: nodes in its own tables, machines that boot in BOOT_DELAY_S.
+#         "default": {"BACKEND": "instances.backends.fake.FakeBackend", "OPTIONS": {"FLEET": SIMULATED_FLEET}},
+#         # This host: JupyterLab, VS Code and sshd processes on its GPUs (CONSOLE_LOCAL_BACKEND=1 below).
+#         "local": {
+#             "BACKEND": "instances.backends.local.LocalBackend",
+#             "OPTIONS": {"REGION": "local", "REGION_NAME": "This host"},
+#         },
+#         # A Slurm cluster through slurmrestd: each instance is a job holding its GPUs.
+#         "hpc": {
+#             "BACKEND": "instances.backends.slurm.SlurmBackend",
+#             "OPTIONS": {"REGION": "cn-north-hpc", "REGION_NAME": "Beijing HPC (Slurm)",
+#                         "URL": "http://slurm-ctl:6820", "PARTITION": "gpu"},
+#         },
+#         # A Kubernetes cluster: each instance is a pod with nvidia.com/gpu limits.
+#         "k8s": {
+#             "BACKEND": "instances.backends.kubernetes.KubernetesBackend",
+#             "OPTIONS": {"REGION": "cn-east-k8s", "REGION_NAME": "Shanghai (Kubernetes)",
+#                         "NAMESPACE": "gpu-instances"},
+#         },
+#     }
+#
+# (Each backend's module docstring lists its own OPTIONS.) Deployments that cannot edit this file
+# set CONSOLE_PROVISIONING_BACKENDS to a JSON object of the same shape: its aliases are added to (or
+# replace) the ones here, and an alias set to null removes one (``{"default": null}``: no simulated cloud).
 PROVISIONING_BACKENDS = {
     "default": {
         "BACKEND": "instances.backends.fake.FakeBackend",
@@ -506,6 +555,35 @@ if env_bool("CONSOLE_SLURM_BACKEND", False):
             "JWT_COMMAND": ["scontrol", "token", f"username={_slurm_user}", "lifespan=3600"],
         },
     }
+
+
+def _backends_from_env(raw: str) -> dict:
+    """CONSOLE_PROVISIONING_BACKENDS: ``{alias: {"BACKEND": dotted path, "OPTIONS": {...}} | null}``."""
+    import json
+
+    try:
+        extra = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"CONSOLE_PROVISIONING_BACKENDS is not valid JSON: {exc}") from exc
+    if not isinstance(extra, dict):
+        raise ImproperlyConfigured("CONSOLE_PROVISIONING_BACKENDS must be a JSON object of aliases.")
+    for alias, config in extra.items():
+        if config is not None and not (
+            isinstance(config, dict)
+            and isinstance(config.get("BACKEND"), str)
+            and isinstance(config.get("OPTIONS", {}), dict)
+        ):
+            raise ImproperlyConfigured(
+                f"CONSOLE_PROVISIONING_BACKENDS[{alias!r}] needs a BACKEND (a dotted path) and optional OPTIONS."
+            )
+    return extra
+
+
+for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_BACKENDS", "") or "{}").items():
+    if _config is None:
+        PROVISIONING_BACKENDS.pop(_alias, None)
+    else:
+        PROVISIONING_BACKENDS[_alias] = {"BACKEND": _config["BACKEND"], "OPTIONS": _config.get("OPTIONS", {})}
 # The proxy asks the Instance model who owns what, and a deployment's API key opens that deployment's
 # app (apps_marketplace.proxy); the runtime-only resolver, instances.local.registry.proxy_target_for,
 # serves instances started without the console.

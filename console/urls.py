@@ -20,6 +20,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("staff/billing/", include("billing.staff_urls")),
+    path("staff/fleet/", include("instances.staff_urls")),
     path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
     path("billing/", include("billing.urls")),

@@ -183,7 +183,7 @@ class AutoStopSerializer(serializers.Serializer):
 class EventSerializer(serializers.ModelSerializer):
     class Meta:
         model = InstanceEvent
-        fields = ["old", "new", "reason", "created_at"]
+        fields = ["kind", "old", "new", "reason", "created_at"]
 
 
 class GpuModelSerializer(serializers.ModelSerializer):
@@ -372,7 +372,8 @@ class CatalogueView(APIView):
     )
     def get(self, request):
         services.nodes_ensure()
-        regions = {r.pk: r.slug for r in Region.objects.filter(is_active=True)}
+        offered = list(selectors.regions_offered())
+        regions = {r.pk: r.slug for r in offered}
         context = {"capacity": selectors.capacity_by_region_model(), "regions": regions}
         return Response(
             {
@@ -380,7 +381,7 @@ class CatalogueView(APIView):
                     GpuModel.objects.filter(is_active=True), many=True, context=context
                 ).data,
                 "images": ImageSerializer(selectors.images_active(), many=True).data,
-                "regions": RegionSerializer(Region.objects.filter(is_active=True), many=True).data,
+                "regions": RegionSerializer(offered, many=True).data,
             }
         )
 

@@ -36,18 +36,34 @@ IMAGES = [
 ]
 
 
-def catalogue_seed() -> None:
-    """Create or update the demo catalogue; safe to run any number of times."""
-    for region in REGIONS:
-        Region.objects.update_or_create(slug=region["slug"], defaults=region)
-    # A backend that is a region of its own (the local backend: "This host") names it in its OPTIONS.
+def backend_regions() -> dict[str, dict]:
+    """The regions backends declare in their OPTIONS (``REGION`` and ``REGION_NAME``), by slug.
+
+    A backend that serves one region of its own (the local backend: "This host", a Slurm cluster, a
+    Kubernetes cluster) names it there; the demo regions belong to the simulated cloud ("default")
+    unless a backend claims one of them.
+    """
+    declared = {}
     for alias, config in settings.PROVISIONING_BACKENDS.items():
         options = config.get("OPTIONS") or {}
-        if options.get("REGION") and not any(r["slug"] == options["REGION"] for r in REGIONS):
-            Region.objects.update_or_create(
-                slug=options["REGION"],
-                defaults={"name": options.get("REGION_NAME") or options["REGION"], "backend_alias": alias},
-            )
+        slug = options.get("REGION")
+        if slug:
+            declared[slug] = {"slug": slug, "name": options.get("REGION_NAME") or "", "backend_alias": alias}
+    return declared
+
+
+def catalogue_seed() -> None:
+    """Create or update the demo catalogue, and a region for every backend that declares one; safe to
+    run any number of times."""
+    declared = backend_regions()
+    # The demo regions are the simulated cloud's: seeded only where it is configured.
+    demo = {region["slug"]: region for region in REGIONS} if "default" in settings.PROVISIONING_BACKENDS else {}
+    for slug, region in {**demo, **declared}.items():
+        defaults = {"backend_alias": region["backend_alias"]}
+        name = region["name"] or demo.get(slug, {}).get("name") or slug
+        Region.objects.update_or_create(slug=slug, defaults=defaults, create_defaults={**defaults, "name": name})
+        if region["name"]:  # a name the settings give wins over one edited in the admin
+            Region.objects.filter(slug=slug).update(name=region["name"])
     for order, (slug, name, memory, price, cores, ram) in enumerate(GPU_MODELS):
         GpuModel.objects.update_or_create(
             slug=slug,

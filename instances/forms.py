@@ -13,7 +13,7 @@ from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
 
 class LaunchForm(forms.Form):
     region = forms.ModelChoiceField(
-        label=_("Region"), queryset=Region.objects.filter(is_active=True), empty_label=None, widget=forms.RadioSelect
+        label=_("Region"), queryset=Region.objects.none(), empty_label=None, widget=forms.RadioSelect
     )
     gpu_model = forms.ModelChoiceField(
         label=_("GPU model"),
@@ -41,7 +41,10 @@ class LaunchForm(forms.Form):
     name = forms.CharField(label=_("Name"), max_length=64, required=False, help_text=_("Optional; one is made up."))
 
     def __init__(self, *args, user, **kwargs) -> None:
+        from instances.selectors import regions_offered
+
         super().__init__(*args, **kwargs)
+        self.fields["region"].queryset = regions_offered()
         self.fields["ssh_keys"].queryset = user.ssh_keys.all()
         self.fields["ssh_keys"].initial = list(user.ssh_keys.values_list("pk", flat=True))
         first_region = self.fields["region"].queryset.first()

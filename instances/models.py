@@ -89,6 +89,10 @@ class Node(models.Model):
     total_cards = models.PositiveSmallIntegerField(_("cards"))
     free_cards = models.SmallIntegerField(_("free cards"))
     is_healthy = models.BooleanField(_("healthy"), default=True)
+    # Why it is out of service, in the provider's words ("down", "drain", "NotReady"…), or that the
+    # provider stopped reporting it; empty while healthy.
+    health_detail = models.CharField(_("health detail"), max_length=128, blank=True)
+    health_changed_at = models.DateTimeField(_("health changed"), null=True, blank=True)
     last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
 
     class Meta:
@@ -236,9 +240,18 @@ class Instance(models.Model):
 
 
 class InstanceEvent(models.Model):
-    """One change of an instance's status, with why: the timeline users see and the clock billing reads."""
+    """One change of an instance's status, with why: the timeline users see and the clock billing reads.
+
+    A ``NODE`` event is news about the node the instance runs on (it went down or drained, or came
+    back); the instance's status is unchanged by it (``old == new``), and it never counts as a crash.
+    """
+
+    class Kind(models.TextChoices):
+        STATUS = "status", _("Status")  # a status change, or a repair in place (old == new)
+        NODE = "node", _("Node")  # the instance's node changed health; the status did not change
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(_("kind"), max_length=8, choices=Kind.choices, default=Kind.STATUS)
     old = models.CharField(_("from"), max_length=16, blank=True)
     new = models.CharField(_("to"), max_length=16)
     reason = models.CharField(_("reason"), max_length=255, blank=True)
@@ -255,10 +268,14 @@ class InstanceEvent(models.Model):
 
     @property
     def new_label(self) -> str:
+        if self.kind == self.Kind.NODE:
+            return str(self.Kind.NODE.label)
         return Instance.Status(self.new).label if self.new in Instance.Status.values else self.new
 
     @property
     def badge_colour(self) -> str:
+        if self.kind == self.Kind.NODE:
+            return "yellow"
         return Instance.BADGE_COLOURS.get(self.new, "")
 
 
@@ -391,6 +408,7 @@ class SimulatedNode(models.Model):
     gpu_slug = models.CharField(max_length=50)
     cards = models.PositiveSmallIntegerField()
     is_lost = models.BooleanField(default=False)
+    is_draining = models.BooleanField(default=False)  # its machines run on; it takes no new ones
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["backend_alias", "name"], name="instances_simnode_unique")]

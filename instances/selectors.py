@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
 from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from instances.backends import BackendError, get_backend
-from instances.models import GpuModel, GpuQuota, Image, Instance, InstanceEvent, Node, QuotaRequest, Region
+from instances.backends import BackendError, backend_aliases, get_backend
+from instances.models import (
+    GpuModel,
+    GpuQuota,
+    Image,
+    Instance,
+    InstanceEvent,
+    Node,
+    QuotaRequest,
+    Region,
+    StrayMachine,
+)
 
 
 def instance_list_for(*, user, include_released: bool = False) -> QuerySet[Instance]:
@@ -30,10 +40,18 @@ def instance_events(*, instance: Instance) -> QuerySet[InstanceEvent]:
     return instance.events.order_by("created_at", "id")
 
 
+def regions_offered() -> QuerySet[Region]:
+    """Active regions whose backend is configured: a region pointing at a missing backend is not offered."""
+    return Region.objects.filter(is_active=True, backend_alias__in=backend_aliases())
+
+
 def capacity_by_region_model() -> dict[tuple[int, int], dict]:
-    """Free cards per (region, GPU model): the total and the most on one node (what one instance can get)."""
+    """Free cards per (region, GPU model): the total and the most on one node (what one instance can get).
+
+    Only nodes of the region's own backend count: those are the ones placement uses.
+    """
     rows = (
-        Node.objects.filter(is_healthy=True)
+        Node.objects.filter(is_healthy=True, backend_alias=F("region__backend_alias"))
         .values("region_id", "gpu_model_id")
         .annotate(free=Sum("free_cards"), best=Max("free_cards"), total=Sum("total_cards"))
     )
@@ -87,9 +105,19 @@ def launch_options_for(*, user) -> dict:
 
     capacity = capacity_by_region_model()
     quotas = {row["gpu_model"].pk: row for row in quota_table_for(user=user)}
-    regions = list(Region.objects.filter(is_active=True))
+    regions = list(regions_offered())
     gpus = []
+    summaries = {region.pk: {"free": 0, "total": 0, "gpus": [], "from_price_fen": None} for region in regions}
     for gpu in GpuModel.objects.filter(is_active=True):
+        for region in regions:
+            cap = capacity.get((region.pk, gpu.pk))
+            if cap and cap["total"]:
+                summary = summaries[region.pk]
+                summary["free"] += cap["free"]
+                summary["total"] += cap["total"]
+                summary["gpus"].append(gpu.name)
+                price = gpu.price_per_card_hour_fen
+                summary["from_price_fen"] = min(price, summary["from_price_fen"] or price)
         q = quotas[gpu.pk]
         gpus.append(
             {
@@ -108,7 +136,8 @@ def launch_options_for(*, user) -> dict:
         )
     runway = runway_get(user=user)
     return {
-        "regions": [{"id": r.pk, "slug": r.slug, "name": r.name} for r in regions],
+        # Each region with what it offers now: free and total cards, its GPU models, its lowest price.
+        "regions": [{"id": r.pk, "slug": r.slug, "name": r.name, **summaries[r.pk]} for r in regions],
         "gpus": gpus,
         "balance_fen": runway.balance_fen,
         "burn_fen_per_hour": runway.burn_fen_per_hour,
@@ -178,3 +207,77 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
         "vscode_url": f"{base}code/" if "code" in offered.web else None,
         "ssh_command": ssh,
     }
+
+
+# --- Staff: the fleet ---------------------------------------------------------------------------------------
+
+
+def _totals() -> dict:
+    return {"nodes": 0, "unhealthy": 0, "total": 0, "used": 0, "free": 0, "out_of_service": 0, "instances": 0}
+
+
+def _add(totals: dict, node: Node) -> None:
+    used = node.total_cards - node.free_cards
+    totals["nodes"] += 1
+    totals["total"] += node.total_cards
+    totals["used"] += used
+    totals["instances"] += node.instance_count
+    if node.is_healthy:
+        totals["free"] += node.free_cards  # what placement can still use
+    else:
+        totals["unhealthy"] += 1
+        totals["out_of_service"] += node.free_cards
+
+
+def fleet_overview() -> dict:
+    """Every region with its backend and nodes (cards, health, instances on each), totals per region,
+    per GPU model and for the fleet, and the unresolved stray machines per backend. Staff only.
+
+    Read from the console's own tables (what the last ``nodes_sync`` recorded): rendering it calls no
+    backend. Three queries, whatever the size of the fleet.
+    """
+    configured = settings.PROVISIONING_BACKENDS
+    nodes = list(
+        Node.objects.select_related("gpu_model")
+        .annotate(
+            instance_count=Count(
+                "instances",
+                filter=~Q(
+                    instances__status__in=(Instance.Status.RELEASED, Instance.Status.FAILED, Instance.Status.LOST)
+                ),
+            )
+        )
+        .order_by("region_id", "gpu_model__sort_order", "name")
+    )
+    strays = dict(
+        StrayMachine.objects.filter(resolved_at__isnull=True)
+        .values("backend_alias")
+        .annotate(n=Count("id"))
+        .values_list("backend_alias", "n")
+    )
+    by_region: dict[int, list[Node]] = {}
+    for node in nodes:
+        node.used_cards = node.total_cards - node.free_cards
+        by_region.setdefault(node.region_id, []).append(node)
+    fleet, by_gpu = _totals(), {}
+    regions = []
+    for region in Region.objects.order_by("-is_active", "name"):
+        config = configured.get(region.backend_alias)
+        totals = _totals()
+        for node in by_region.get(region.pk, []):
+            _add(totals, node)
+            _add(fleet, node)
+            gpu = by_gpu.setdefault(node.gpu_model_id, {"gpu_model": node.gpu_model, **_totals()})
+            _add(gpu, node)
+        regions.append(
+            {
+                "region": region,
+                "backend_alias": region.backend_alias,
+                "backend_class": config["BACKEND"] if config else None,
+                "nodes": by_region.get(region.pk, []),
+                "totals": totals,
+                "strays": strays.get(region.backend_alias, 0),
+            }
+        )
+    gpu_rows = sorted(by_gpu.values(), key=lambda row: (row["gpu_model"].sort_order, row["gpu_model"].name))
+    return {"regions": regions, "gpu_models": gpu_rows, "totals": fleet}

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F, Max, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -90,6 +90,10 @@ class OperationNotAllowed(InstanceError):
 
 class QuotaRequestInvalid(InstanceError):
     code = "invalid"
+
+
+class BackendUnavailable(InstanceError):
+    code = "backend_unavailable"
 
 
 class InvalidTransition(Exception):
@@ -256,7 +260,13 @@ def nodes_sync(*, alias: str) -> int:
     """Bring the console's nodes in line with what backend ``alias`` reports; returns how many it has.
 
     New nodes arrive with all cards free; a node whose card count changed keeps its allocations; a
-    node that is unhealthy or no longer reported takes no new placements.
+    node that is unhealthy or no longer reported takes no new placements. A node is placed in the
+    region of the slug it reports only when that region is served by ``alias``: a backend cannot put
+    nodes into another backend's region (placement there would ask the wrong provider).
+
+    A change of health is recorded once (compare-and-set on the node), with a ``NODE`` event on the
+    timeline of every instance holding cards on it; whether those instances are lost is the
+    provider's word, read by the reconciler's sync (a drained node's machines run on).
     """
     infos = get_backend(alias).nodes()
     regions = {r.slug: r for r in Region.objects.all()}
@@ -269,7 +279,17 @@ def nodes_sync(*, alias: str) -> int:
         if region is None or gpu is None:
             logger.warning("node %s: unknown region %r or GPU model %r", info.name, info.region, info.gpu_model)
             continue
+        if region.backend_alias != alias:
+            logger.warning(
+                "node %s of backend %s is in region %s, which backend %s serves: ignored",
+                info.name,
+                alias,
+                region.slug,
+                region.backend_alias,
+            )
+            continue
         seen.append(info.name)
+        detail = "" if info.healthy else (info.detail or "unhealthy")[:128]
         node = existing.get(info.name)
         if node is None:
             Node.objects.get_or_create(
@@ -281,19 +301,99 @@ def nodes_sync(*, alias: str) -> int:
                     "total_cards": info.cards,
                     "free_cards": info.cards,
                     "is_healthy": info.healthy,
+                    "health_detail": detail,
+                    "health_changed_at": None if info.healthy else now,
                 },
             )
-        elif node.total_cards != info.cards or node.is_healthy != info.healthy:
+            continue
+        if node.total_cards != info.cards:
             with transaction.atomic():
                 node = Node.objects.select_for_update().get(pk=node.pk)
                 node.free_cards = max(0, min(info.cards, node.free_cards + info.cards - node.total_cards))
                 node.total_cards = info.cards
-                node.is_healthy = info.healthy
-                node.last_seen_at = now
-                node.save(update_fields=["free_cards", "total_cards", "is_healthy", "last_seen_at"])
+                node.save(update_fields=["free_cards", "total_cards"])
+        if node.is_healthy != info.healthy or node.health_detail != detail:
+            _node_health_set(node=node, healthy=info.healthy, detail=detail, at=now)
     Node.objects.filter(backend_alias=alias, name__in=seen).update(last_seen_at=now)
-    Node.objects.filter(backend_alias=alias, is_healthy=True).exclude(name__in=seen).update(is_healthy=False)
+    for node in Node.objects.filter(backend_alias=alias).exclude(name__in=seen).exclude(health_detail=_MISSING):
+        _node_health_set(node=node, healthy=False, detail=_MISSING, at=now)
     return len(seen)
+
+
+# The health detail of a node its backend no longer reports (kept in English: it is data, shown
+# translated where it is displayed).
+_MISSING = "not reported"
+
+
+def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) -> bool:
+    """Record a node's new health once: the compare-and-set on its old health makes a concurrent
+    sync (two reconcilers, a staff "sync now") write the instances' events only once."""
+    with transaction.atomic():
+        moved = Node.objects.filter(pk=node.pk, is_healthy=node.is_healthy, health_detail=node.health_detail).update(
+            is_healthy=healthy, health_detail=detail, health_changed_at=at
+        )
+        if not moved:
+            return False
+        was_healthy = node.is_healthy
+        node.is_healthy, node.health_detail, node.health_changed_at = healthy, detail, at
+        if healthy:
+            if was_healthy:
+                return True
+            reason = _("Node %(node)s is back in service") % {"node": node.name}
+        else:
+            why = _("no longer reported by its provider") if detail == _MISSING else detail
+            reason = _("Node %(node)s is out of service (%(why)s): it takes no new instances") % {
+                "node": node.name,
+                "why": why,
+            }
+        logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, reason)
+        on_node = list(Instance.objects.filter(node_id=node.pk).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST)))
+        InstanceEvent.objects.bulk_create(
+            InstanceEvent(
+                instance=instance,
+                kind=InstanceEvent.Kind.NODE,
+                old=instance.status,
+                new=instance.status,
+                reason=reason[:255],
+                created_at=at,
+            )
+            for instance in on_node
+        )
+        for instance in on_node:
+            transaction.on_commit(lambda instance=instance: _notify(instance))
+    return True
+
+
+def region_nodes_sync(*, region: Region) -> dict:
+    """Staff's "sync now": read the nodes of ``region``'s backend at once instead of at the next
+    reconcile, then sync the instances on its nodes that are out of service, so that machines the
+    provider lost with a node are marked lost now. Returns ``{nodes, unhealthy, synced}`` for the region.
+
+    The backend is synced whole: its other regions are refreshed too (one ``nodes()`` call serves all).
+    """
+    if region.backend_alias not in backend_aliases():
+        raise BackendUnavailable(
+            _("The backend %(alias)s of %(region)s is not configured (PROVISIONING_BACKENDS).")
+            % {"alias": region.backend_alias, "region": region.name}
+        )
+    try:
+        nodes_sync(alias=region.backend_alias)
+    except TransientBackendError as exc:
+        raise BackendUnavailable(
+            _("The backend of %(region)s did not answer: %(error)s") % {"region": region.name, "error": exc}
+        ) from exc
+    synced = 0
+    on_bad_nodes = Instance.objects.filter(region=region, node__is_healthy=False).exclude(
+        status__in=(S.RELEASED, S.FAILED, S.LOST)
+    )
+    for instance_id in on_bad_nodes.values_list("pk", flat=True):
+        try:
+            instance_sync(instance_id=instance_id)
+        except (TransientBackendError, PermanentBackendError):
+            logger.warning("sync of %s failed", instance_id, exc_info=True)
+        synced += 1
+    nodes = Node.objects.filter(region=region)
+    return {"nodes": nodes.count(), "unhealthy": nodes.filter(is_healthy=False).count(), "synced": synced}
 
 
 def nodes_ensure() -> None:
@@ -320,7 +420,13 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
     """
     for _attempt in range(5):
         candidates = list(
-            Node.objects.filter(region=region, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count)
+            Node.objects.filter(
+                region=region,
+                backend_alias=region.backend_alias,
+                gpu_model=gpu_model,
+                is_healthy=True,
+                free_cards__gte=count,
+            )
             .order_by("free_cards", "name")
             .values_list("pk", "name")[:16]
         )
@@ -443,6 +549,8 @@ def instance_launch(
             % {"min": settings.INSTANCES_DISK_MIN_GB, "max": settings.INSTANCES_DISK_MAX_GB},
             field="disk_gb",
         )
+    if region.backend_alias not in backend_aliases():
+        raise LaunchInvalid(_("That region is not available."), field="region")
     for obj, field, label in (
         (region, "region", _("That region is not available.")),
         (gpu_model, "gpu_model", _("That GPU model is not available.")),
@@ -756,6 +864,7 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
     detail = (detail or _("A process of the machine stopped unexpectedly"))[:200]
     crashes = InstanceEvent.objects.filter(
         instance_id=instance.pk,
+        kind=InstanceEvent.Kind.STATUS,
         old=status,
         new=status,
         created_at__gte=now - timedelta(seconds=settings.INSTANCES_CRASH_WINDOW_S),
@@ -1049,20 +1158,27 @@ def instances_reconcile() -> dict:
       advances, re-drives or times them out);
     - machines of instances that are released or failed are destroyed (a crash leaked them);
     - machines no instance knows are recorded as ``StrayMachine`` for staff and logged, never touched.
+
+    The report adds ``regions``: per region slug, its backend, whether it answered, its nodes and
+    cards now, the instances synced, the nodes whose health changed and the instances lost in this run.
     """
-    report = {"synced": 0, "destroyed": 0, "stray": 0, "unreachable": []}
+    report = {"synced": 0, "destroyed": 0, "stray": 0, "unreachable": [], "regions": {}}
     now = timezone.now()
+    synced_by_region: dict[str, int] = {}
     for alias in backend_aliases():
         backend = get_backend(alias)
         try:
             nodes_sync(alias=alias)
             machines = {m.key: m for m in backend.machines()}
-        except TransientBackendError:
+        except (TransientBackendError, PermanentBackendError):
+            # One region's provider refusing (down, or missing a permission) must not stop the others.
             report["unreachable"].append(alias)
-            logger.warning("backend %s unreachable; reconcile skipped", alias)
+            logger.warning("backend %s unreachable; reconcile skipped", alias, exc_info=True)
             continue
         live = Instance.objects.filter(backend_alias=alias).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
-        for instance_id, status, node_healthy in live.values_list("pk", "status", "node__is_healthy"):
+        for instance_id, status, node_healthy, region_slug in live.values_list(
+            "pk", "status", "node__is_healthy", "region__slug"
+        ):
             machine = machines.get(str(instance_id))
             # DEGRADED (a crashed server) is never settled: the sync repairs it. Nor is a machine on a
             # node the provider reports unhealthy: its sync notices when the node took the machine down.
@@ -1080,6 +1196,7 @@ def instances_reconcile() -> dict:
                 except (TransientBackendError, PermanentBackendError):
                     logger.warning("sync of %s failed", instance_id, exc_info=True)
                 report["synced"] += 1
+                synced_by_region[region_slug] = synced_by_region.get(region_slug, 0) + 1
         known = {
             str(pk): status
             for pk, status in Instance.objects.filter(pk__in=_uuids(machines)).values_list("pk", "status")
@@ -1107,7 +1224,47 @@ def instances_reconcile() -> dict:
         StrayMachine.objects.filter(backend_alias=alias, resolved_at__isnull=True).exclude(key__in=stray_keys).update(
             resolved_at=now
         )
+    report["regions"] = _reconcile_regions_report(
+        since=now, unreachable=set(report["unreachable"]), synced=synced_by_region
+    )
     return report
+
+
+def _reconcile_regions_report(*, since: datetime, unreachable: set[str], synced: dict[str, int]) -> dict:
+    """Per region: what the reconciler saw and did in the run that started at ``since``."""
+    configured = set(backend_aliases())
+    nodes = {
+        row["region_id"]: row
+        for row in Node.objects.values("region_id").annotate(
+            nodes=Count("id"),
+            unhealthy=Count("id", filter=Q(is_healthy=False)),
+            total=Sum("total_cards"),
+            free=Sum("free_cards", filter=Q(is_healthy=True)),
+            changed=Count("id", filter=Q(health_changed_at__gte=since)),
+        )
+    }
+    lost = dict(
+        InstanceEvent.objects.filter(created_at__gte=since, new=S.LOST, kind=InstanceEvent.Kind.STATUS)
+        .values("instance__region_id")
+        .annotate(n=Count("instance_id", distinct=True))
+        .values_list("instance__region_id", "n")
+    )
+    regions = {}
+    for region in Region.objects.order_by("slug"):
+        row = nodes.get(region.pk, {})
+        regions[region.slug] = {
+            "backend": region.backend_alias,
+            "configured": region.backend_alias in configured,
+            "reachable": region.backend_alias in configured and region.backend_alias not in unreachable,
+            "nodes": row.get("nodes", 0),
+            "unhealthy_nodes": row.get("unhealthy", 0),
+            "health_changes": row.get("changed", 0),
+            "total_cards": row.get("total") or 0,
+            "free_cards": row.get("free") or 0,
+            "synced": synced.get(region.slug, 0),
+            "lost": lost.get(region.pk, 0),
+        }
+    return regions
 
 
 def _uuids(keys) -> list:

@@ -127,7 +127,9 @@ class NodeInfo:
     healthy: bool = True
     # Cards the provider itself counts free, when it schedules on its own (Slurm); None: it does not say.
     free_cards: int | None = None
-    detail: str = ""  # why it is unhealthy, in the provider's words ("DOWN+NOT_RESPONDING, Not responding")
+    # Why an unhealthy node is out of service, in the provider's words ("down", "drain", "NotReady"):
+    # shown to staff and on the timelines of the node's instances. Empty when healthy.
+    detail: str = ""
 
 
 @dataclass(frozen=True)

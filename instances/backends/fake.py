@@ -14,6 +14,7 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "HANG_CREATE": 0.0,            # share of machines that never finish booting
         "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
         "LOST_NODES": [],              # names of nodes that have failed (their machines are gone)
+        "DRAINING_NODES": [],          # names of nodes being drained (machines run on; no new ones)
         "SEED": None,                  # seed the fault dice for repeatable runs
         "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
         "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
@@ -110,7 +111,7 @@ class FakeBackend(ProvisioningBackend):
             node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
         if node is None:
             raise PermanentBackendError(f"Node {node_name} does not exist.")
-        if self._is_lost(node):
+        if self._is_lost(node) or self._is_draining(node):
             raise PermanentBackendError(f"Node {node_name} is out of service.")
         if self._used_cards(node) + machine_cards > node.cards:
             raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
@@ -118,6 +119,16 @@ class FakeBackend(ProvisioningBackend):
 
     def _is_lost(self, node) -> bool:
         return node.is_lost or node.name in (self.options.get("LOST_NODES") or ())
+
+    def _is_draining(self, node) -> bool:
+        return node.is_draining or node.name in (self.options.get("DRAINING_NODES") or ())
+
+    def _health(self, node) -> tuple[bool, str]:
+        if self._is_lost(node):
+            return False, "down"
+        if self._is_draining(node):
+            return False, "draining"
+        return True, ""
 
     def _state(self, machine) -> dict:
         return {"v": STATE_VERSION, "machine": machine.pk, "node": machine.node.name if machine.node else ""}
@@ -141,7 +152,12 @@ class FakeBackend(ProvisioningBackend):
         self._ensure_fleet()
         return [
             NodeInfo(
-                name=n.name, region=n.region_slug, gpu_model=n.gpu_slug, cards=n.cards, healthy=not self._is_lost(n)
+                name=n.name,
+                region=n.region_slug,
+                gpu_model=n.gpu_slug,
+                cards=n.cards,
+                healthy=self._health(n)[0],
+                detail=self._health(n)[1],
             )
             for n in SimulatedNode.objects.filter(backend_alias=self.alias).order_by("name")
         ]
@@ -319,6 +335,12 @@ class FakeBackend(ProvisioningBackend):
         from instances.models import SimulatedNode
 
         SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_lost=True)
+
+    def node_drain(self, *, name: str, draining: bool = True) -> None:
+        """A node is drained for maintenance: its machines run on, it takes no new ones."""
+        from instances.models import SimulatedNode
+
+        SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_draining=draining)
 
     def machine_touch(self, *, key: str) -> None:
         """Someone used the machine's GPUs just now (resets its idle clock)."""

@@ -56,9 +56,9 @@ def asgi_server(settings):
         pytest.skip(f"{CHROMIUM} does not exist: install Debian's chromium (make browser-deps)")
     if not _redis_up():
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-    }
+    from console.settings import redis_channel_layer
+
+    settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     from console.asgi import application
 
     port = _free_port()

@@ -1,0 +1,40 @@
+"""Staff pages for the fleet: regions, their backends and nodes, and a "sync now". Everyone else gets a 404."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from billing.staff_views import staff_only
+from instances import selectors, services
+from instances.models import Region
+
+
+@staff_only
+def staff_fleet(request: HttpRequest) -> HttpResponse:
+    """The whole page, or (htmx, every 30 s) the body it is made of."""
+    context = {"fleet": selectors.fleet_overview()}
+    if request.htmx:
+        return render(request, "instances/_fleet_body.html", context)
+    return render(request, "instances/fleet.html", context)
+
+
+@staff_only
+@require_POST
+def staff_fleet_sync(request: HttpRequest, slug: str) -> HttpResponse:
+    """Read the region's nodes from its backend now (and mark what a lost node took with it)."""
+    region = get_object_or_404(Region, slug=slug)
+    try:
+        result = services.region_nodes_sync(region=region)
+    except services.InstanceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            _("%(region)s synced: %(nodes)d nodes, %(unhealthy)d out of service, %(synced)d instances checked.")
+            % {"region": region.name, **result},
+        )
+    return redirect("staff_fleet")
