@@ -251,6 +251,7 @@ class FakeCluster:
         self.requests: list[tuple[str, str, str]] = []  # (verb, group, resource) as RBAC names them
         self.bodies: list[dict] = []  # every object the backend sent, as sent
         self.failures: list[int] = []
+        self.refused: list[tuple[int, str]] = []  # the 4xx answers to bodies it judged invalid
         self.delay_s = 0.0
         self.crashing_images: set[str] = set()
         self.unready_containers: set[str] = set()
@@ -673,6 +674,7 @@ class FakeCluster:
                 try:
                     validate_manifest(obj)
                 except ValueError as exc:
+                    self.refused.append((422, str(exc)))
                     return 422, _status(422, "Invalid", f'{kind} "{name}" is invalid: {exc}', name=name, kind=plural)
                 key = (plural, namespace if namespaced else "", name)
                 if key in self.objects:
@@ -728,6 +730,7 @@ class FakeCluster:
                 validate_manifest(updated)
                 self._immutable(kind, current, updated)
             except ValueError as exc:
+                self.refused.append((422, str(exc)))
                 return 422, _status(422, "Invalid", f'{kind} "{name}" is invalid: {exc}', name=name, kind=plural)
             if kind in ("StatefulSet", "Job") and updated.get("spec") != current.get("spec"):
                 updated["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
@@ -855,6 +858,7 @@ def _ready(pod: dict) -> bool:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed-ACK stall
     cluster: FakeCluster
 
     def log_message(self, *args) -> None:  # quiet
@@ -945,7 +949,7 @@ class FakeApiServer:
                 }
             )
         )
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
