@@ -756,6 +756,7 @@ class KubernetesBackend(ProvisioningBackend):
         self.supports_shared_write = bool(self.options.get("VOLUME_RWX", False))
         self._client_lock = threading.Lock()
         self._api_client = None
+        self._api_objects: tuple | None = None
         self._opts: KubeOptions | None = None
         self._targets: dict[tuple[str, str], tuple[float, Any]] = {}
 
@@ -809,15 +810,18 @@ class KubernetesBackend(ProvisioningBackend):
         return self.opts.namespace
 
     def _apis(self):
-        from kubernetes import client
+        """The four API groups the backend uses, made once (building them imports the whole client)."""
+        if self._api_objects is None:
+            from kubernetes import client
 
-        self._connect()
-        return (
-            client.CoreV1Api(self._api_client),
-            client.AppsV1Api(self._api_client),
-            client.BatchV1Api(self._api_client),
-            client.CustomObjectsApi(self._api_client),
-        )
+            self._connect()
+            self._api_objects = (
+                client.CoreV1Api(self._api_client),
+                client.AppsV1Api(self._api_client),
+                client.BatchV1Api(self._api_client),
+                client.CustomObjectsApi(self._api_client),
+            )
+        return self._api_objects
 
     @property
     def core(self):

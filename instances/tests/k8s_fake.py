@@ -101,8 +101,8 @@ def validate_manifest(obj: dict) -> None:
         try:
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            path = ".".join(str(p) for p in exc.caused_by.absolute_path) or "(root)"
-            raise ValueError(f"{path}: {exc.caused_by.message}") from exc
+            path = ".".join(str(p) for p in exc.absolute_path) or "(root)"
+            raise ValueError(f"{path}: {exc.message}") from exc
         except kubernetes_validate.SchemaNotFoundError as exc:
             raise ValueError(f"unknown kind {obj.get('kind')} in {obj.get('apiVersion')}") from exc
     meta = obj.get("metadata") or {}
@@ -252,6 +252,7 @@ class FakeCluster:
         self.bodies: list[dict] = []  # every object the backend sent, as sent
         self.failures: list[int] = []
         self.refused: list[tuple[int, str]] = []  # the 4xx answers to bodies it judged invalid
+        self.crashes: list[str] = []  # the fake's own errors: fake_api_server fails the test on any
         self.delay_s = 0.0
         self.crashing_images: set[str] = set()
         self.unready_containers: set[str] = set()
@@ -382,6 +383,15 @@ class FakeCluster:
                     if condition["type"] in ("Ready", "ContainersReady"):
                         condition["status"] = "True" if all_ready else "False"
                 self._put("pods", pod["metadata"]["namespace"], pod, "MODIFIED")
+
+    def job_admit(self, name: str, namespace: str | None = None) -> None:
+        """What Kueue does once the whole Job fits its quota: unsuspend it."""
+        with self.lock:
+            namespace = namespace or self.namespace
+            job = copy.deepcopy(self.objects[("jobs", namespace, name)])
+            job["spec"]["suspend"] = False
+            self._put("jobs", namespace, job, "MODIFIED")
+            self._reconcile()
 
     def fail_next(self, status: int, times: int = 1) -> None:
         self.failures.extend([status] * times)
@@ -880,9 +890,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             self._send(401, _status(401, "Unauthorized", "Unauthorized"))
             return
-        status, payload = self.cluster.handle(
-            method, url.path, parse_qs(url.query), body, self.headers.get("Content-Type", "")
-        )
+        try:
+            status, payload = self.cluster.handle(
+                method, url.path, parse_qs(url.query), body, self.headers.get("Content-Type", "")
+            )
+        except Exception as exc:  # a bug in the fake: answer as a server would, and fail the test after
+            self.cluster.crashes.append(f"{method} {url.path}: {exc!r}")
+            status, payload = 500, _status(500, "InternalError", f"the fake failed: {exc!r}")
         if isinstance(payload, dict):
             self._send(status, payload)
             return
@@ -971,3 +985,4 @@ def fake_api_server(directory: Path, **kwargs) -> Iterator[FakeApiServer]:
     finally:
         with contextlib.suppress(Exception):
             server.stop()
+    assert not server.cluster.crashes, f"the fake API server failed: {server.cluster.crashes}"
