@@ -54,7 +54,8 @@ Configuration (``PROVISIONING_BACKENDS[alias]["OPTIONS"]``; see the README, "Kub
     "DEFAULT_IMAGE": "quay.io/jupyter/pytorch-notebook:cuda12-latest",
     "STORAGE_CLASS": "", "VOLUME_STORAGE_CLASS": "", "VOLUME_RWX": False,
     "SERVICES": ["lab", "code", "ssh"],        # what the workspace container starts
-    "PIN_TO_NODE": True, "SERVICE_TYPE": "ClusterIP",
+    "PIN_TO_NODE": True, "SERVICE_TYPE": "ClusterIP",  # NodePort: SSH and an out-of-cluster proxy
+    "SSH_USER": "root",                        # the user the image's sshd logs in (NodePort/LoadBalancer)
     "PROXY_HOST": "{service}.{namespace}.svc", # where the console's proxy reaches a Service
     "GANG_SCHEDULING": "", "KUEUE_QUEUE": "", "COSCHEDULING_SCHEDULER": "scheduler-plugins-scheduler",
     "REQUEST_TIMEOUT_S": 10,
@@ -241,6 +242,7 @@ class KubeOptions:
     cpu_per_gpu: str = ""
     memory_per_gpu: str = ""
     request_timeout_s: float = 10.0
+    ssh_user: str = "root"
     volume_usage_from_kubelet: bool = False
 
     @classmethod
@@ -277,6 +279,7 @@ class KubeOptions:
             cpu_per_gpu=str(options.get("CPU_PER_GPU", "") or ""),
             memory_per_gpu=str(options.get("MEMORY_PER_GPU", "") or ""),
             request_timeout_s=float(options.get("REQUEST_TIMEOUT_S", 10)),
+            ssh_user=options.get("SSH_USER", "root"),
             volume_usage_from_kubelet=bool(options.get("VOLUME_USAGE_FROM_KUBELET", False)),
         )
 
@@ -1221,7 +1224,7 @@ class KubernetesBackend(ProvisioningBackend):
                 for port in (service.get("spec") or {}).get("ports") or []:
                     if port.get("name") == SSH:
                         ssh_port = port.get("nodePort") if self.opts.service_type == "NodePort" else port.get("port")
-        return EntryPoints(web=web, ssh_port=ssh_port, ssh_user="root" if ssh_port else "")
+        return EntryPoints(web=web, ssh_port=ssh_port, ssh_user=self.opts.ssh_user if ssh_port else "")
 
     def proxy_target(self, *, key: str, service: str):
         """The Service's cluster DNS name (``PROXY_HOST``) and port, with the server's secret to inject.
@@ -1250,7 +1253,10 @@ class KubernetesBackend(ProvisioningBackend):
         if port is None:
             return None
         host = self.opts.proxy_host.format(service=name, namespace=self.namespace, key=key)
-        number = port["port"]
+        # A console outside the cluster reaches a NodePort Service on a node's address (PROXY_HOST).
+        number = port.get("nodePort") if self.opts.service_type == "NodePort" else port["port"]
+        if not number:
+            return None
         if service == APP:
             sts = self._read_sts(key)
             template_meta = sts["spec"]["template"].get("metadata") or {}

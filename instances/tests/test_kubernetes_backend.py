@@ -430,3 +430,23 @@ def test_a_watch_that_cannot_connect_is_transient(api, backend):
     api.stop()
     with pytest.raises(TransientBackendError):
         next(backend.watch_pods(timeout_s=1))
+
+
+def test_a_nodeport_service_gives_ssh_and_an_out_of_cluster_proxy_target(api):
+    backend = backend_for(api, SERVICE_TYPE="NodePort", PROXY_HOST="192.0.2.10", SSH_USER="jovyan")
+    state = backend.create(key=KEY, spec=spec())
+    node_ports = {p["name"]: p["nodePort"] for p in api.cluster.get("services", NAME)["spec"]["ports"]}
+
+    entry = backend.entry_points(key=KEY, state=state)
+    assert (entry.web, entry.ssh_port, entry.ssh_user) == (("lab", "code"), node_ports["ssh"], "jovyan")
+    target = backend.proxy_target(key=KEY, service="code")
+    assert (target.host, target.port, target.strip_prefix) == ("192.0.2.10", node_ports["code"], True)
+    assert target.cookies == (("code-server-session", state["secrets"]["code"]),)
+
+
+def test_a_clusterip_service_offers_the_web_servers_but_no_ssh_port(api, backend):
+    state = backend.create(key=KEY, spec=spec())
+    entry = backend.entry_points(key=KEY, state=state)
+    assert (entry.web, entry.ssh_port) == (("lab", "code"), None)
+    assert backend.proxy_target(key=KEY, service="app") is None  # no app on this machine
+    assert backend.proxy_target(key=KEY, service="shell") is None
