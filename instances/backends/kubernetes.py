@@ -1104,7 +1104,9 @@ class KubernetesBackend(ProvisioningBackend):
     def poll(self, *, key: str, state: dict) -> Observation:
         try:
             return self._poll(key)
-        except TransientBackendError as exc:
+        except (TransientBackendError, PermanentBackendError) as exc:
+            # Unreachable, or refusing the console's credentials or configuration: it cannot tell,
+            # and a machine it cannot see is not thereby gone.
             return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
 
     def _poll(self, key: str) -> Observation:
@@ -1219,7 +1221,7 @@ class KubernetesBackend(ProvisioningBackend):
         ssh_port = None
         if SSH in self.opts.services and self.opts.service_type in ("NodePort", "LoadBalancer"):
             # A ClusterIP is unreachable from the user's laptop; only an exposed Service has an SSH port.
-            with contextlib.suppress(_NotFound, TransientBackendError):
+            with contextlib.suppress(_NotFound, TransientBackendError, PermanentBackendError):
                 service = self._call(self.core.read_namespaced_service, instance_name(key), self.namespace)
                 for port in (service.get("spec") or {}).get("ports") or []:
                     if port.get("name") == SSH:

@@ -385,6 +385,7 @@ def test_wrong_credentials_are_a_plain_permanent_error(api, tmp_path):
     backend = KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(tmp_path / "bad")})
     with pytest.raises(PermanentBackendError, match="refused the console"):
         backend.nodes()
+    assert backend.poll(key=KEY, state={}).state == Observed.UNKNOWN
 
 
 def test_every_body_the_backend_sent_was_valid(api, backend):
@@ -450,3 +451,14 @@ def test_a_clusterip_service_offers_the_web_servers_but_no_ssh_port(api, backend
     assert (entry.web, entry.ssh_port) == (("lab", "code"), None)
     assert backend.proxy_target(key=KEY, service="app") is None  # no app on this machine
     assert backend.proxy_target(key=KEY, service="shell") is None
+
+
+def test_a_missing_kubeconfig_or_cluster_is_a_plain_permanent_error(tmp_path, monkeypatch):
+    missing = KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(tmp_path / "nowhere")})
+    with pytest.raises(PermanentBackendError, match="configuration could not be loaded"):
+        missing.nodes()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    outside = KubernetesBackend(alias="k8s", options={"IN_CLUSTER": True})
+    with pytest.raises(PermanentBackendError, match="configuration could not be loaded"):
+        outside.nodes()
+    assert outside.poll(key=KEY, state={}).state == Observed.UNKNOWN  # never GONE
