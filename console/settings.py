@@ -8,6 +8,7 @@ PostgreSQL and Redis. ``CONSOLE_ENV=production`` turns on the hardened settings 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from datetime import timedelta
@@ -554,6 +555,23 @@ if env_bool("CONSOLE_SLURM_BACKEND", False):
             "REST_USER": _slurm_user,
             "JWT_COMMAND": ["scontrol", "token", f"username={_slurm_user}", "lifespan=3600"],
         },
+    }
+
+
+# --- A Kubernetes cluster as a provider (instances/backends/kubernetes.py) --------------------------
+# KUBERNETES_BACKEND_OPTIONS, a JSON object of the backend's OPTIONS, adds the backend "kubernetes" and
+# its region (OPTIONS["REGION"], default "k8s"), e.g. '{"KUBECONFIG": "/etc/console/kubeconfig",
+# "NAMESPACE": "gpu-console", "REGION": "k8s-1", "REGION_NAME": "GPU cluster"}'. See the README.
+if os.environ.get("KUBERNETES_BACKEND_OPTIONS"):
+    try:
+        _kubernetes_options = json.loads(os.environ["KUBERNETES_BACKEND_OPTIONS"])
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"KUBERNETES_BACKEND_OPTIONS is not JSON: {exc}") from exc
+    if not isinstance(_kubernetes_options, dict):
+        raise ImproperlyConfigured("KUBERNETES_BACKEND_OPTIONS must be a JSON object.")
+    PROVISIONING_BACKENDS["kubernetes"] = {
+        "BACKEND": "instances.backends.kubernetes.KubernetesBackend",
+        "OPTIONS": {"REGION": "k8s", "REGION_NAME": "Kubernetes", **_kubernetes_options},
     }
 
 

@@ -1,0 +1,204 @@
+"""Every kind of object the Kubernetes backend sends is valid against the Kubernetes OpenAPI schema
+(``kubernetes-validate``, strict, offline), and a broken one is not: the check can fail."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from instances.backends.base import AppLaunch, InstanceSpec, PermanentBackendError, VolumeMount
+from instances.backends.kubernetes import (
+    KubeOptions,
+    cluster_manifests,
+    home_pvc_manifest,
+    secret_manifest,
+    service_manifest,
+    statefulset_manifest,
+    volume_pvc_manifest,
+)
+from instances.tests.k8s_fake import validate_manifest
+
+KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
+APP = AppLaunch(
+    name="vllm",
+    argv=("vllm", "serve", "m", "--port", "{port}"),
+    image="vllm/vllm-openai:v0.9.0",
+    port=8000,
+    env=(("A", "1"),),
+    health_path="/health",
+    serves_base_path=False,
+)
+SPEC = InstanceSpec(
+    node="gpu-a",
+    gpu_model="h200",
+    gpu_count=8,
+    image="pytorch-2.5-cu124",
+    disk_gb=200,
+    ssh_public_keys=("ssh-ed25519 AAAA a@b",),
+    owner_ref="user-7",
+    app=APP,
+    volumes=(VolumeMount(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", path="/data", read_only=True),),
+)
+OPTS = KubeOptions(
+    namespace="gpu-console",
+    region="k8s-1",
+    storage_class="fast-ssd",
+    volume_rwx=True,
+    cpu_per_gpu="12",
+    memory_per_gpu="96Gi",
+    image_pull_secrets=("registry-cred",),
+)
+
+
+def instance_manifests(opts: KubeOptions = OPTS, spec: InstanceSpec = SPEC) -> list[dict]:
+    tokens = {"lab": "t" * 48, "code": "c" * 64}
+    return [
+        statefulset_manifest(opts, alias="k8s", key=KEY, spec=spec),
+        service_manifest(opts, alias="k8s", key=KEY, spec=spec),
+        secret_manifest(opts, alias="k8s", key=KEY, spec=spec, tokens=tokens),
+        home_pvc_manifest(opts, alias="k8s", key=KEY, spec=spec),
+        volume_pvc_manifest(opts, alias="k8s", key="0b7e0000-aaaa-4bbb-8ccc-000000000001", size_gb=500),
+    ]
+
+
+def cluster(gang: str = "", **changes) -> list[dict]:
+    opts = KubeOptions(
+        namespace="gpu-console",
+        gang_scheduling=gang,
+        kueue_queue="team-a" if gang == "kueue" else "",
+        **changes,
+    )
+    return cluster_manifests(
+        opts,
+        alias="k8s",
+        key=KEY,
+        nodes=4,
+        gpus_per_node=8,
+        gpu_model="h200",
+        image="nvcr.io/nvidia/pytorch:25.01-py3",
+        command=("torchrun", "--nnodes=4", "train.py"),
+        env=(("NCCL_DEBUG", "INFO"),),
+        owner_ref="user-7",
+    )
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        *instance_manifests(),
+        *instance_manifests(KubeOptions(namespace="n", pin_to_node=False), InstanceSpec("", "rtx-4090", 1, "x", 20)),
+        *cluster(""),
+        *cluster("kueue"),
+        *cluster("coscheduling"),
+    ],
+    ids=lambda m: f"{m['kind']}-{m['metadata']['name']}",
+)
+def test_each_manifest_the_backend_sends_is_valid(manifest):
+    validate_manifest(manifest)
+
+
+def test_every_kind_is_covered():
+    kinds = {m["kind"] for m in instance_manifests() + cluster("coscheduling")}
+    assert kinds == {"StatefulSet", "Service", "Secret", "PersistentVolumeClaim", "Job", "PodGroup"}
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        lambda m: m["spec"].update(replicas="one"),  # a type error
+        lambda m: m["spec"]["template"]["spec"]["containers"][0].update(gpus=8),  # an unknown field
+        lambda m: m["spec"]["template"]["spec"]["containers"][0].pop("name"),  # a required field
+        lambda m: m["metadata"].update(name="Inst_Bad"),  # not a DNS name
+        lambda m: m["metadata"]["labels"].update({"console.gpu/owner": "user one"}),  # not a label value
+        lambda m: m["spec"]["selector"]["matchLabels"].update({"console.gpu/instance": "someone-else"}),
+        lambda m: m["spec"]["template"]["spec"]["containers"][1]["resources"]["requests"].update(
+            {"nvidia.com/gpu": "4"}
+        ),  # GPUs cannot be overcommitted
+    ],
+)
+def test_a_broken_manifest_fails_validation(breakage):
+    manifest = copy.deepcopy(instance_manifests()[0])
+    breakage(manifest)
+    with pytest.raises(ValueError):
+        validate_manifest(manifest)
+
+
+def test_a_broken_pod_group_fails_validation():
+    group = copy.deepcopy(cluster("coscheduling")[1])
+    group["spec"]["minMember"] = 0
+    with pytest.raises(ValueError):
+        validate_manifest(group)
+
+
+def test_the_pod_requests_its_gpus_and_resources_and_is_placed_by_gpu_model_and_node():
+    pod = instance_manifests()[0]["spec"]["template"]["spec"]
+    app = next(c for c in pod["containers"] if c["name"] == "app")
+    assert app["resources"] == {
+        "requests": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "768Gi"},
+        "limits": {"nvidia.com/gpu": "8", "memory": "768Gi"},
+    }
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-a"]}]}]
+    assert pod["imagePullSecrets"] == [{"name": "registry-cred"}]
+    assert app["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}  # the proxy strips the prefix
+
+    loose = statefulset_manifest(
+        KubeOptions(namespace="n", pin_to_node=False, gpu_label="example.com/gpu", gpu_models=(("h200", "H200"),)),
+        alias="k8s",
+        key=KEY,
+        spec=SPEC,
+    )["spec"]["template"]["spec"]
+    assert "affinity" not in loose and loose["nodeSelector"] == {"example.com/gpu": "H200"}
+
+
+def test_images_map_from_slugs_with_a_default():
+    opts = KubeOptions(images=(("pytorch-2.5-cu124", "registry.local/pytorch:2.5.1-cuda12.4"),))
+    plain = InstanceSpec("n", "h200", 1, "pytorch-2.5-cu124", 20)
+    assert statefulset_manifest(opts, alias="k", key=KEY, spec=plain)["spec"]["template"]["spec"]["containers"][0][
+        "image"
+    ] == ("registry.local/pytorch:2.5.1-cuda12.4")
+    other = InstanceSpec("n", "h200", 1, "jax-0.4-cu124", 20)
+    workspace = statefulset_manifest(opts, alias="k", key=KEY, spec=other)["spec"]["template"]["spec"]["containers"][0]
+    assert workspace["image"] == "quay.io/jupyter/pytorch-notebook:cuda12-latest"
+
+
+def test_a_cluster_is_an_indexed_job_whose_pods_find_each_other():
+    service, job = cluster("")
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 4, 4)
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
+    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    # Neither gang scheduler: nothing asks for one, so the pods may start partially (see cluster_poll).
+    assert "suspend" not in spec and "schedulerName" not in pod
+    assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
+
+
+def test_with_kueue_the_job_is_queued_suspended():
+    _service, job = cluster("kueue")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job["spec"]["suspend"] is True
+
+
+def test_with_coscheduling_a_pod_group_holds_all_the_pods():
+    _service, group, job = cluster("coscheduling")
+    assert group["kind"] == "PodGroup" and group["spec"]["minMember"] == 4
+    pod = job["spec"]["template"]
+    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == group["metadata"]["name"]
+    assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+
+
+def test_bad_options_and_specs_are_refused_plainly():
+    with pytest.raises(PermanentBackendError, match="KUEUE_QUEUE"):
+        KubeOptions.from_options({"GANG_SCHEDULING": "kueue"}, namespace="n", alias="a")
+    with pytest.raises(PermanentBackendError, match="GANG_SCHEDULING"):
+        KubeOptions.from_options({"GANG_SCHEDULING": "volcano"}, namespace="n", alias="a")
+    with pytest.raises(PermanentBackendError, match="SERVICES"):
+        KubeOptions.from_options({"SERVICES": ["lab", "rdp"]}, namespace="n", alias="a")
+    with pytest.raises(PermanentBackendError, match="command"):
+        cluster_manifests(OPTS, alias="k", key=KEY, nodes=2, gpus_per_node=8, gpu_model="h200", image="i", command=())
