@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
 from instances import services as instance_services
+from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
 from instances.models import GpuModel, Instance, Region
 
@@ -128,6 +129,9 @@ class DeploySerializer(serializers.Serializer):
     region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
     gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
     gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
+    volumes = LaunchVolumeSerializer(
+        many=True, required=False, help_text="Volumes mounted into the app's instance (training output, a model)."
+    )
 
 
 class RedeploySerializer(serializers.Serializer):
@@ -174,9 +178,10 @@ class DeploymentViewSet(
         return selectors.deployment_list_for(user=self.request.user)
 
     def create(self, request, *args, **kwargs):
-        body = DeploySerializer(data=request.data)
+        body = DeploySerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
         data.setdefault("model", data["app"].default_model)  # left out: the app's default model
         try:
             deployment, key = services.deployment_create(user=request.user, **data)

@@ -163,9 +163,11 @@ class DeployForm(FitForm):
         label=_("GPUs"), coerce=int, choices=[(n, str(n)) for n in fit.CARD_COUNTS], initial=1
     )
 
-    def __init__(self, *args, app: App, **kwargs) -> None:
+    def __init__(self, *args, app: App, user=None, **kwargs) -> None:
         super().__init__(*args, app=app, **kwargs)
         self.fields.pop("concurrency", None)
+        if user is not None:
+            self._add_volume_fields(user)
         if not app.served_models.filter(is_active=True).exists():  # tools such as TensorBoard serve no model
             self.fields["model"].required = False
         if not self.fields["precision"].choices:  # nor hold weights at a precision
@@ -195,6 +197,34 @@ class DeployForm(FitForm):
         region = Region.objects.filter(is_active=True).order_by("name").first()
         initial["region"] = region.slug if region else None
         return initial
+
+    def _add_volume_fields(self, user) -> None:
+        """One of the user's volumes mounted into the app: training output served without an upload
+        (a checkpoint directory as the model path, a log directory for TensorBoard)."""
+        from storage.models import VolumeAttachment
+        from storage.selectors import attachable_volumes_for
+
+        volumes = list(attachable_volumes_for(user=user))
+        if not volumes:
+            return
+        self.fields["volume"] = forms.TypedChoiceField(
+            label=_("Volume"),
+            required=False,
+            choices=[("", _("None"))] + [(str(v.pk), f"{v.name} · {v.region.name}") for v in volumes],
+            help_text=_("Mounted into the app's instance; point a path parameter at it."),
+        )
+        self.fields["volume_path"] = forms.CharField(label=_("Mount path"), max_length=128, initial="/mnt/data")
+        self.fields["volume_mode"] = forms.ChoiceField(
+            label=_("Mode"), choices=VolumeAttachment.Mode.choices, initial=VolumeAttachment.Mode.READ_ONLY
+        )
+        self._volumes = {str(v.pk): v for v in volumes}
+
+    def volumes(self) -> list[tuple]:
+        """``[(volume, mount_path, mode)]`` for ``deployment_create`` (empty when none was chosen)."""
+        chosen = self.cleaned_data.get("volume")
+        if not chosen:
+            return []
+        return [(self._volumes[chosen], self.cleaned_data.get("volume_path") or "", self.cleaned_data["volume_mode"])]
 
     def parameters(self) -> dict:
         """The app parameters this form sets (the model path follows the chosen model)."""

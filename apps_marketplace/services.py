@@ -156,8 +156,12 @@ def deployment_create(
     gpu_model: GpuModel,
     gpu_count: int,
     region: Region,
+    volumes=(),
 ) -> tuple[Deployment, str]:
     """Check the fit, launch the instance (quota, balance, placement, billing) and record the deployment.
+
+    ``volumes`` are ``(volume, mount_path, mode)`` triples mounted into the app's instance, as for any
+    launch: a training run's output on a volume is served without an upload.
 
     Returns the deployment and its API key, which is not stored and cannot be shown again. Raises
     ``DeploymentInvalid`` or the instances app's errors with nothing created and nothing charged.
@@ -177,6 +181,7 @@ def deployment_create(
             disk_gb=DISK_GB,
             name=f"{app.slug}-{timezone.now():%m%d-%H%M%S}"[:64],
             app=deployment_app_launch(app=app, parameters=cleaned, gpu_count=gpu_count),
+            volumes=volumes,
         )
         deployment = Deployment.objects.create(
             owner=user,

@@ -98,7 +98,7 @@ def _command_preview(app: App, form: FitForm, table: fit.FitTable | None) -> tup
     return app_command_render(app=app, values=cleaned, tensor_parallel_size=tensor_parallel)
 
 
-def _deploy_form(app: App, form: FitForm, table: fit.FitTable | None) -> tuple[DeployForm, int | None]:
+def _deploy_form(app: App, form: FitForm, table: fit.FitTable | None, user=None) -> tuple[DeployForm, int | None]:
     """The Deploy form, preselected from the fit check: its inputs, then the recommended GPUs when they
     fit (else the cheapest that does); and the hourly price of that choice in fen."""
     model = form.cleaned_data["model"] if form.is_valid() else None
@@ -113,7 +113,7 @@ def _deploy_form(app: App, form: FitForm, table: fit.FitTable | None) -> tuple[D
     if row:
         initial["gpu_model"], initial["gpu_count"] = row.gpu.slug, row.cards
     price = row.price_per_hour_fen if row else None
-    return DeployForm(initial=initial, app=app), price
+    return DeployForm(initial=initial, app=app, user=user), price
 
 
 @login_required
@@ -141,7 +141,7 @@ def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "apps_marketplace/_fit.html", context)
     context["served_models"] = app.served_models.filter(is_active=True)
-    context["deploy_form"], context["deploy_price"] = _deploy_form(app, form, table)
+    context["deploy_form"], context["deploy_price"] = _deploy_form(app, form, table, user=request.user)
     if app.gpu_required:
         context["memory_matrix"] = selectors.app_memory_matrix(app=app, models=context["served_models"])
     return render(request, "apps_marketplace/detail.html", context)
@@ -157,7 +157,7 @@ _SHOW_KEY = "deployment-key-{}"
 def app_deploy(request: HttpRequest, slug: str) -> HttpResponse:
     """The app page's Deploy button: the fit check, then an instance through the instances services."""
     app = selectors.app_get(slug=slug)
-    form = DeployForm(request.POST, app=app)
+    form = DeployForm(request.POST, app=app, user=request.user)
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -169,9 +169,11 @@ def app_deploy(request: HttpRequest, slug: str) -> HttpResponse:
                 gpu_model=data["gpu_model"],
                 gpu_count=data["gpu_count"],
                 region=data["region"],
+                volumes=form.volumes(),
             )
         except InstanceError as exc:
             field = (exc.field or "").replace("parameters.", "param_", 1)
+            field = {"mount_path": "volume_path", "mode": "volume_mode", "instance": "volume"}.get(field, field)
             form.add_error(field if field in form.fields else None, exc.message)
         else:
             request.session[_SHOW_KEY.format(deployment.pk)] = key

@@ -438,7 +438,17 @@ class LocalRuntime:
             )
         if service == SSH:
             Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege-separation directory
-            session_env = {k: v for k, v in env.items() if k not in {"PATH", "USER", "LOGNAME", "SHELL", "TERM"}}
+            # PATH too: a command over SSH finds the instance's Python (the one JupyterLab's kernels use).
+            session_env = {k: v for k, v in env.items() if k not in {"USER", "LOGNAME", "SHELL", "TERM"}}
+            profile = paths.home / ".profile"
+            if not profile.exists():
+                # A login shell's /etc/profile resets PATH; the default ~/.profile (the user's to edit,
+                # as on a cloud image) puts the instance's Python first again.
+                profile.write_text(
+                    "# Written once by the console; yours to edit.\n"
+                    f'export PATH="{Path(self.jupyter_bin).parent}:$PATH"\n'
+                    'if [ -n "$BASH_VERSION" ] && [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi\n'
+                )
             for path, text in servers.sshd_files(
                 paths=paths,
                 port=port,
