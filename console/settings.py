@@ -410,6 +410,12 @@ LOCAL_RUNTIME = {
     "PORT_HIGH": int(os.environ.get("LOCAL_RUNTIME_PORT_HIGH", "29999")),
     # Cards offered when the host has no NVIDIA GPU (nvidia-smi missing or finds none).
     "SIMULATED_GPUS": int(os.environ.get("LOCAL_RUNTIME_SIMULATED_GPUS", "8")),
+    # The public models and datasets (the catalogues' mount paths: /models/<org>/<name>), read-only in
+    # every local instance: put weights and data here once, and every instance and app reads them.
+    "PUBLIC_MOUNTS": {
+        "/models": Path(os.environ.get("LOCAL_PUBLIC_MODELS_DIR", BASE_DIR / "var/public/models")),
+        "/datasets": Path(os.environ.get("LOCAL_PUBLIC_DATASETS_DIR", BASE_DIR / "var/public/datasets")),
+    },
 }
 # The proxy's upstream client would log every proxied request at INFO.
 LOGGING["loggers"]["httpx"] = {"level": "WARNING"}

@@ -54,7 +54,17 @@ from instances.local.supervisor import LocalRuntime, LocalRuntimeError, Mount
 STATE_VERSION = 1
 VOLUME_STATE_VERSION = 1
 # The runtime's own settings; any of them in OPTIONS gives this backend a runtime of its own.
-RUNTIME_KEYS = ("ROOT", "SERVICES", "PORT_LOW", "PORT_HIGH", "JUPYTER_BIN", "CODE_SERVER_ENTRY", "NODE_BIN", "SSHD_BIN")
+RUNTIME_KEYS = (
+    "ROOT",
+    "SERVICES",
+    "PORT_LOW",
+    "PORT_HIGH",
+    "JUPYTER_BIN",
+    "CODE_SERVER_ENTRY",
+    "NODE_BIN",
+    "SSHD_BIN",
+    "PUBLIC_MOUNTS",
+)
 SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
 
 _OVERALL = {

@@ -30,6 +30,7 @@ def runtime_from_options(options: dict) -> LocalRuntime:
         "port_low": options.get("PORT_LOW", 20000),
         "port_high": options.get("PORT_HIGH", 29999),
         "url_prefix": getattr(settings, "CONSOLE_PROXY_PREFIX", "/i/"),
+        "public_mounts": options.get("PUBLIC_MOUNTS") or {},
     }
     if "SERVICES" in options:
         kwargs["services"] = tuple(options["SERVICES"])

@@ -41,7 +41,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -155,6 +155,7 @@ class LocalRuntime:
         port_high: int = 29999,
         url_prefix: str = "/i/",
         stop_timeout: float = 5.0,
+        public_mounts: Mapping[str, str | os.PathLike] | None = None,
         bind: str = "127.0.0.1",
     ) -> None:
         self.root = Path(root)
@@ -167,6 +168,8 @@ class LocalRuntime:
         self.services = tuple(services)
         self.url_prefix = url_prefix
         self.stop_timeout = stop_timeout
+        # Read-only in every instance, as AutoDL mounts its public models and datasets: ``{"/models": dir}``.
+        self.public_mounts = {str(path): str(source) for path, source in (public_mounts or {}).items()}
         self.bind = bind  # where the servers listen: loopback, unless a Slurm job serves a remote console
         self.ports = PortRegistry(self.root / "ports.json", low=port_low, high=port_high)
         self.gpus = GpuRegistry(self.root / "gpus.json")
@@ -362,11 +365,22 @@ class LocalRuntime:
             return None
         return _disk_usage(path)
 
+    def all_mounts(self, meta: dict) -> list[Mount]:
+        """The instance's volumes, then the host's public directories (read-only) at paths no volume took."""
+        mounts = [Mount(**record) for record in meta.get("mounts", [])]
+        taken = [m.path.rstrip("/") for m in mounts]
+        for path, source in sorted(self.public_mounts.items()):
+            point = path.rstrip("/")
+            # A volume at or under the point wins (a read-only mount cannot hold another's mount point).
+            if not any(t == point or t.startswith(point + "/") for t in taken):
+                Path(source).mkdir(parents=True, exist_ok=True)
+                mounts.append(Mount(source=source, path=path, read_only=True))
+        return mounts
+
     def _mounts_apply(self, paths: Paths, meta: dict) -> dict[str, dict]:
         """Make the home's mount targets match ``meta["mounts"]``; returns what is mounted, by target."""
         wanted: dict[str, Mount] = {}
-        for record in meta.get("mounts", []):
-            mount = Mount(**record)
+        for mount in self.all_mounts(meta):
             if not Path(mount.source).is_dir():
                 raise LocalRuntimeError(f"the volume for {mount.path} does not exist on this host")
             wanted[str(mount.target(paths.home))] = mount
@@ -409,8 +423,7 @@ class LocalRuntime:
             "CUDA_VISIBLE_DEVICES": ",".join(meta["gpus"]),
             MARKER: key,
         }
-        for record in meta.get("mounts", []):
-            mount = Mount(**record)
+        for mount in self.all_mounts(meta):
             env[mount.env_name] = str(mount.target(paths.home))
         return env
 
@@ -473,7 +486,7 @@ class LocalRuntime:
                 name=service,
                 host=self.bind,
                 # The app's command names paths as the instance sees them (/mnt/data/...).
-                mounts={m["path"]: str(Mount(**m).target(paths.home)) for m in meta.get("mounts", [])},
+                mounts={m.path: str(m.target(paths.home)) for m in self.all_mounts(meta)},
             )
         raise LocalRuntimeError(f"unknown service {service!r}")
 
