@@ -457,13 +457,15 @@ SIMULATED_FLEET = [
 #         "hpc": {
 #             "BACKEND": "instances.backends.slurm.SlurmBackend",
 #             "OPTIONS": {"REGION": "cn-north-hpc", "REGION_NAME": "Beijing HPC (Slurm)",
-#                         "URL": "http://slurm-ctl:6820", "PARTITION": "gpu"},
+#                         "ROOT": "/shared/console/instances", "PARTITION": "gpu",
+#                         "REST_URL": "http://slurm-ctl:6820", "REST_USER": "console",
+#                         "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"]},
 #         },
 #         # A Kubernetes cluster: each instance is a pod with nvidia.com/gpu limits.
 #         "k8s": {
 #             "BACKEND": "instances.backends.kubernetes.KubernetesBackend",
 #             "OPTIONS": {"REGION": "cn-east-k8s", "REGION_NAME": "Shanghai (Kubernetes)",
-#                         "NAMESPACE": "gpu-instances"},
+#                         "KUBECONFIG": "/etc/console/kubeconfig", "NAMESPACE": "gpu-instances"},
 #         },
 #     }
 #
