@@ -89,6 +89,9 @@ class Node(models.Model):
     total_cards = models.PositiveSmallIntegerField(_("cards"))
     free_cards = models.SmallIntegerField(_("free cards"))
     is_healthy = models.BooleanField(_("healthy"), default=True)
+    # The provider's own count where it schedules by itself (Slurm: cards not held by any job, the
+    # console's or not); None where the console's reservations are the whole truth (the simulated cloud).
+    provider_free_cards = models.SmallIntegerField(_("free cards (provider)"), null=True, blank=True)
     # Why it is out of service, in the provider's words ("down", "drain", "NotReady"…), or that the
     # provider stopped reporting it; empty while healthy.
     health_detail = models.CharField(_("health detail"), max_length=128, blank=True)

@@ -301,6 +301,7 @@ def nodes_sync(*, alias: str) -> int:
                     "total_cards": info.cards,
                     "free_cards": info.cards,
                     "is_healthy": info.healthy,
+                    "provider_free_cards": info.free_cards,
                     "health_detail": detail,
                     "health_changed_at": None if info.healthy else now,
                 },
@@ -314,6 +315,8 @@ def nodes_sync(*, alias: str) -> int:
                 node.save(update_fields=["free_cards", "total_cards"])
         if node.is_healthy != info.healthy or node.health_detail != detail:
             _node_health_set(node=node, healthy=info.healthy, detail=detail, at=now)
+        if info.free_cards is not None and node.provider_free_cards != info.free_cards:
+            Node.objects.filter(pk=node.pk).update(provider_free_cards=info.free_cards)
     Node.objects.filter(backend_alias=alias, name__in=seen).update(last_seen_at=now)
     for node in Node.objects.filter(backend_alias=alias).exclude(name__in=seen).exclude(health_detail=_MISSING):
         _node_health_set(node=node, healthy=False, detail=_MISSING, at=now)

@@ -28,6 +28,17 @@ def test_nodes_come_from_slurm_with_their_gpus_and_free_cards(on_slurm, slurm_cl
     assert infos[busy].free_cards == 5
     assert nodes_sync(alias="slurm") == 3
     assert set(Node.objects.filter(backend_alias="slurm", is_healthy=True).values_list("name", flat=True)) == set(NODES)
+    # Slurm's own count reaches the fleet page: the job was not the console's, so its reservations
+    # still say 8 free, and the provider says 5.
+    node = Node.objects.get(backend_alias="slurm", name=busy)
+    assert (node.free_cards, node.provider_free_cards) == (8, 5)
+    from django.test import Client
+
+    from accounts.tests.factories import UserFactory
+
+    staff = Client()
+    staff.force_login(UserFactory(email="ops@example.com", is_staff=True))
+    assert "5 by the provider" in staff.get("/staff/fleet/").content.decode()
 
 
 def test_a_stopped_slurmd_is_noticed_and_the_instance_it_took_down_is_lost(on_slurm, slurm_cluster, rich_alice):
