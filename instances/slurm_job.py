@@ -99,6 +99,7 @@ class Job:
             code_server_entry=args.code_server_entry,
             stop_timeout=3.0,
             bind=args.bind,
+            public_mounts=dict(item.split("=", 1) for item in args.public_mount),
         )
         # Ports are per host, not per instance root: every job on this host (several Slurm nodes may
         # share one host, as in the test cluster) takes its ports from one registry on local disk.
@@ -222,6 +223,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ports-dir", default="/tmp/console-slurm-ports")  # noqa: S108 (node-local on purpose)
     parser.add_argument("--jupyter-bin", default="")
     parser.add_argument("--code-server-entry", default="")
+    parser.add_argument(
+        "--public-mount",
+        action="append",
+        default=[],
+        help="PATH=DIR: read-only in every instance (/models=/shared/models)",
+    )
     return parser.parse_args(argv)
 
 

@@ -17,8 +17,13 @@ from instances.tests.local_helpers import asgi_server, wait_running
 pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transaction=True)]
 
 
-def test_tensorboard_runs_in_the_slurm_job_and_answers_its_key(on_slurm, rich_alice, charlie, settings, tmp_path):
-    on_slurm(services=())
+def test_tensorboard_runs_in_the_slurm_job_with_the_public_models_and_answers_its_key(
+    on_slurm, rich_alice, charlie, settings, tmp_path
+):
+    public = tmp_path / "public-models"
+    (public / "Qwen/Qwen2.5-0.5B").mkdir(parents=True)
+    (public / "Qwen/Qwen2.5-0.5B/config.json").write_text("{}")
+    backend = on_slurm(services=(), PUBLIC_MOUNTS={"/models": str(public)})
     settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
     from instances.local.supervisor import LocalRuntime
 
@@ -38,6 +43,9 @@ def test_tensorboard_runs_in_the_slurm_job_and_answers_its_key(on_slurm, rich_al
         )
     instance = wait_running(deployment.instance, timeout=90)
     assert instance.backend_state["job_id"]
+    # The public models are read-only in the job's instance too, at the catalogue's path.
+    home = backend._dir(instance.key) / "home"
+    assert (home / "models/Qwen/Qwen2.5-0.5B/config.json").read_text() == "{}"
 
     with asgi_server() as base_url:
         app = f"{base_url}/i/{instance.pk}/app/"

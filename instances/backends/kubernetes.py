@@ -53,6 +53,7 @@ Configuration (``PROVISIONING_BACKENDS[alias]["OPTIONS"]``; see the README, "Kub
     "IMAGES": {"pytorch-2.5-cu124": "registry/pytorch:2.5"},  # console image slug -> container image
     "DEFAULT_IMAGE": "quay.io/jupyter/pytorch-notebook:cuda12-latest",
     "STORAGE_CLASS": "", "VOLUME_STORAGE_CLASS": "", "VOLUME_RWX": False,
+    "PUBLIC_VOLUMES": {"/models": "public-models"},  # ReadOnlyMany claims mounted read-only in every pod
     "SERVICES": ["lab", "code", "ssh"],        # what the workspace container starts
     "PIN_TO_NODE": True, "SERVICE_TYPE": "ClusterIP",  # NodePort: SSH and an out-of-cluster proxy
     "SSH_USER": "root",                        # the user the image's sshd logs in (NodePort/LoadBalancer)
@@ -245,6 +246,9 @@ class KubeOptions:
     request_timeout_s: float = 10.0
     ssh_user: str = "root"
     volume_usage_from_kubelet: bool = False
+    # Claims holding the public models and datasets (ReadOnlyMany), mounted read-only in every pod at
+    # the catalogues' paths: ``{"/models": "public-models", "/datasets": "public-datasets"}``.
+    public_volumes: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_options(cls, options: dict, *, namespace: str, alias: str) -> KubeOptions:
@@ -282,6 +286,7 @@ class KubeOptions:
             request_timeout_s=float(options.get("REQUEST_TIMEOUT_S", 10)),
             ssh_user=options.get("SSH_USER", "root"),
             volume_usage_from_kubelet=bool(options.get("VOLUME_USAGE_FROM_KUBELET", False)),
+            public_volumes=tuple(sorted((options.get("PUBLIC_VOLUMES") or {}).items())),
         )
 
     def gpu_label_value(self, slug: str) -> str:
@@ -345,11 +350,27 @@ def _placement(opts: KubeOptions, *, gpu_model: str, node: str) -> dict:
     return placement
 
 
-def _volume_mounts(spec: InstanceSpec) -> list[dict]:
+def _public_volumes(opts: KubeOptions, spec: InstanceSpec) -> list[tuple[str, str]]:
+    """The public claims to mount: those whose path no volume of the user's takes (or lies under)."""
+    taken = [m.path.rstrip("/") for m in spec.volumes]
     return [
+        (path, claim)
+        for path, claim in opts.public_volumes
+        if not any(t == path.rstrip("/") or t.startswith(path.rstrip("/") + "/") for t in taken)
+    ]
+
+
+def _volume_mounts(spec: InstanceSpec, opts: KubeOptions | None = None) -> list[dict]:
+    mounts = [
         {"name": f"v{index}", "mountPath": mount.path, "readOnly": bool(mount.read_only)}
         for index, mount in enumerate(spec.volumes)
     ]
+    if opts is not None:
+        mounts += [
+            {"name": f"public{index}", "mountPath": path, "readOnly": True}
+            for index, (path, _claim) in enumerate(_public_volumes(opts, spec))
+        ]
+    return mounts
 
 
 def webui_port(opts: KubeOptions, spec: InstanceSpec) -> int | None:
@@ -377,7 +398,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
     mounts = [
         {"name": "home", "mountPath": opts.disk_path},
         {"name": "console", "mountPath": FILES_MOUNT, "readOnly": True},
-        *_volume_mounts(spec),
+        *_volume_mounts(spec, opts),
     ]
     services = [s for s in opts.services if s in CONTAINER_PORTS]
     workspace: dict[str, Any] = {
@@ -451,7 +472,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
                 "resources": _resources(opts, spec.gpu_count),
                 "volumeMounts": [
                     {"name": "home", "mountPath": opts.disk_path},
-                    *_volume_mounts(spec),
+                    *_volume_mounts(spec, opts),
                 ],
                 # A model server may take minutes to load its weights: readiness, not liveness.
                 "readinessProbe": {
@@ -507,6 +528,10 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
                 "persistentVolumeClaim": {"claimName": volume_name(mount.key), "readOnly": bool(mount.read_only)},
             }
             for index, mount in enumerate(spec.volumes)
+        ),
+        *(
+            {"name": f"public{index}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+            for index, (_path, claim) in enumerate(_public_volumes(opts, spec))
         ),
     ]
     pod_spec: dict[str, Any] = {

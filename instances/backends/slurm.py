@@ -429,6 +429,8 @@ class SlurmBackend(ProvisioningBackend):
             args.append(f"--jupyter-bin={o['JUPYTER_BIN']}")
         if o.get("CODE_SERVER_ENTRY"):
             args.append(f"--code-server-entry={o['CODE_SERVER_ENTRY']}")
+        # The public models and datasets, on the shared filesystem, read-only in every instance.
+        args += [f"--public-mount={path}={source}" for path, source in sorted((o.get("PUBLIC_MOUNTS") or {}).items())]
         srun = os.path.join(o["BIN_DIR"], "srun") if o.get("BIN_DIR") else "srun"
         return (
             "#!/bin/bash\n"

@@ -503,3 +503,18 @@ def test_a_missing_kubeconfig_or_cluster_is_a_plain_permanent_error(tmp_path, mo
     with pytest.raises(PermanentBackendError, match="configuration could not be loaded"):
         outside.nodes()
     assert outside.poll(key=KEY, state={}).state == Observed.UNKNOWN  # never GONE
+
+
+def test_the_public_models_and_datasets_are_mounted_read_only_unless_a_volume_takes_the_path(api):
+    from instances.backends.base import VolumeMount
+
+    backend = backend_for(api, PUBLIC_VOLUMES={"/models": "public-models", "/datasets": "public-datasets"})
+    backend.volume_create(key="0b7e11", size_gb=10)
+    backend.create(key=KEY, spec=spec(volumes=(VolumeMount(key="0b7e11", path="/datasets/mine", read_only=True),)))
+    pod = api.cluster.get("pods", f"{NAME}-0")["spec"]
+    claims = {v["name"]: v.get("persistentVolumeClaim") for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/models"]["readOnly"] is True
+    assert claims[mounts["/models"]["name"]] == {"claimName": "public-models", "readOnly": True}
+    # The user's volume at /datasets/mine takes /datasets: a read-only mount cannot hold its mount point.
+    assert "/datasets" not in mounts and mounts["/datasets/mine"]["readOnly"] is True
