@@ -175,8 +175,7 @@ def _docker_compose() -> list[str] | None:
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
         return [docker, "compose"]
-    if shutil.which("docker-compose"):
-        return [shutil.which("docker-compose")]
+    # Not Debian's docker-compose 1.29: it predates the Compose Specification the file is written in.
     return None
 
 
