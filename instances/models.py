@@ -172,19 +172,26 @@ class Instance(models.Model):
         Status.RELEASING,
     )
     GPU_COUNTS = (1, 2, 4, 8)
+    # Nodes of a multi-node cluster; settings.INSTANCES_MAX_NODES caps which of these are offered.
+    NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
     name = models.CharField(_("name"), max_length=64)
     region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="instances")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="instances")
-    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))
+    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))  # per node
+    # Nodes the instance spans (a multi-node cluster), each with ``gpu_count`` cards; 1: one machine.
+    node_count = models.PositiveSmallIntegerField(_("nodes"), default=1)
     image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="instances")
     disk_gb = models.PositiveIntegerField(_("disk (GB)"))
     ssh_keys = models.ManyToManyField("accounts.SSHKey", blank=True, related_name="instances")
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.REQUESTED)
     status_reason = models.CharField(_("reason"), max_length=255, blank=True)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.PROTECT, related_name="instances")
+    # The names of a cluster's other nodes (``node`` is its head), each holding ``gpu_count`` cards.
+    # Cleared in the same compare-and-set as ``node`` when the cards go back, so they go back once.
+    extra_nodes = models.JSONField(_("other nodes"), default=list, blank=True)
     backend_alias = models.CharField(_("backend"), max_length=32)
     backend_state = models.JSONField(_("backend state"), default=dict, blank=True)
     # The app the machine serves (a one-click deployment's server): ``backends.AppLaunch`` as a dict,
@@ -208,6 +215,9 @@ class Instance(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_count__in=(1, 2, 4, 8)), name="instances_gpu_count_valid"),
+            models.CheckConstraint(
+                condition=models.Q(node_count__in=(1, 2, 4, 8, 16, 32, 64, 128)), name="instances_node_count_valid"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -225,6 +235,16 @@ class Instance(models.Model):
     @property
     def is_busy(self) -> bool:
         return self.status in self.BUSY
+
+    @property
+    def total_gpus(self) -> int:
+        """The cards billed and counted against quota: every node's."""
+        return self.node_count * self.gpu_count
+
+    @property
+    def node_names(self) -> list[str]:
+        """Every node it holds cards on, the head first."""
+        return ([self.node.name] if self.node_id and self.node else []) + list(self.extra_nodes or [])
 
     def can_start(self) -> bool:
         return self.status == self.Status.STOPPED
