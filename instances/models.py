@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 
 class Region(models.Model):
@@ -240,6 +241,17 @@ class Instance(models.Model):
     def total_gpus(self) -> int:
         """The cards billed and counted against quota: every node's."""
         return self.node_count * self.gpu_count
+
+    @property
+    def shape(self) -> str:
+        """What the pages call it: "8 × H200", or "2 nodes × 8 × H200" for a cluster."""
+        shape = f"{self.gpu_count} × {self.gpu_model.name}"
+        if self.node_count > 1:
+            return ngettext("%(n)d node × %(shape)s", "%(n)d nodes × %(shape)s", self.node_count) % {
+                "n": self.node_count,
+                "shape": shape,
+            }
+        return shape
 
     @property
     def node_names(self) -> list[str]:

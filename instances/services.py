@@ -189,14 +189,9 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
 
 
 def instance_shape(instance: Instance) -> str:
-    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster: what the meter and the pages call it."""
+    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster, untranslated: the meter's description is data."""
     shape = f"{instance.gpu_count} × {instance.gpu_model.name}"
-    if instance.node_count > 1:
-        return ngettext("%(n)d node × %(shape)s", "%(n)d nodes × %(shape)s", instance.node_count) % {
-            "n": instance.node_count,
-            "shape": shape,
-        }
-    return shape
+    return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
 
 
 def _notify(instance: Instance) -> None:
