@@ -33,6 +33,8 @@ class LaunchForm(forms.Form):
         choices=[(1, "1")],
         coerce=int,
         initial=1,
+        required=False,  # a form (or a script) that does not ask launches one node
+        empty_value=1,
         widget=forms.RadioSelect,
         help_text=_("More than one makes a cluster: the GPUs above on each node, billed for every card."),
     )
