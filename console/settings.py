@@ -483,6 +483,8 @@ PROVISIONING_BACKENDS = {
 }
 INSTANCES_DEFAULT_GPU_QUOTA = int(os.environ.get("INSTANCES_DEFAULT_GPU_QUOTA", "8"))  # cards per model
 INSTANCES_DISK_DEFAULT_GB = 50
+# The most nodes one instance (a multi-node cluster) may span; the choices are powers of two up to it.
+INSTANCES_MAX_NODES = int(os.environ.get("INSTANCES_MAX_NODES", "8"))
 INSTANCES_DISK_MIN_GB = 20
 INSTANCES_DISK_MAX_GB = 2048
 INSTANCES_DISK_PRICE_FEN_PER_GB_DAY = int(os.environ.get("INSTANCES_DISK_PRICE_FEN_PER_GB_DAY", "1"))  # ¥0.01

@@ -59,6 +59,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "region",
             "gpu_model",
             "gpu_count",
+            "node_count",
             "image",
             "disk_gb",
             "ssh_keys",
@@ -85,6 +86,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "region": instance.region.slug,
             "gpu_model": instance.gpu_model.slug,
             "gpu_count": instance.gpu_count,
+            "node_count": instance.node_count,
             "image": instance.image.slug,
             "disk_gb": instance.disk_gb,
             "ssh_keys": [key.pk for key in instance.ssh_keys.all()],
@@ -123,6 +125,7 @@ LIST_FIELDS = (
     "gpu_model__slug",
     "image__slug",
     "gpu_count",
+    "node_count",
     "disk_gb",
     "hourly_price_fen",
     "auto_stop_at",
@@ -158,6 +161,11 @@ class LaunchSerializer(serializers.Serializer):
     region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
     gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
     gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
+    node_count = serializers.ChoiceField(
+        choices=Instance.NODE_COUNTS,
+        default=1,
+        help_text="Nodes of a cluster, each with gpu_count cards (billed for all); at most INSTANCES_MAX_NODES.",
+    )
     image = serializers.SlugRelatedField(slug_field="slug", queryset=Image.objects.filter(is_active=True))
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())

@@ -28,6 +28,16 @@ class LaunchForm(forms.Form):
         initial=1,
         widget=forms.RadioSelect,
     )
+    node_count = forms.TypedChoiceField(
+        label=_("Nodes"),
+        choices=[(1, "1")],
+        coerce=int,
+        initial=1,
+        required=False,  # a form (or a script) that does not ask launches one node
+        empty_value=1,
+        widget=forms.RadioSelect,
+        help_text=_("More than one makes a cluster: the GPUs above on each node, billed for every card."),
+    )
     image = forms.ModelChoiceField(label=_("Image"), queryset=Image.objects.filter(is_active=True), empty_label=None)
     disk_gb = forms.IntegerField(
         label=_("Disk (GB)"),
@@ -42,8 +52,10 @@ class LaunchForm(forms.Form):
 
     def __init__(self, *args, user, **kwargs) -> None:
         from instances.selectors import regions_offered
+        from instances.services import node_count_choices
 
         super().__init__(*args, **kwargs)
+        self.fields["node_count"].choices = [(n, str(n)) for n in node_count_choices()]
         self.fields["region"].queryset = regions_offered()
         self.fields["ssh_keys"].queryset = user.ssh_keys.all()
         self.fields["ssh_keys"].initial = list(user.ssh_keys.values_list("pk", flat=True))

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 
 class Region(models.Model):
@@ -175,19 +176,26 @@ class Instance(models.Model):
         Status.RELEASING,
     )
     GPU_COUNTS = (1, 2, 4, 8)
+    # Nodes of a multi-node cluster; settings.INSTANCES_MAX_NODES caps which of these are offered.
+    NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
     name = models.CharField(_("name"), max_length=64)
     region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="instances")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="instances")
-    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))
+    gpu_count = models.PositiveSmallIntegerField(_("GPUs"))  # per node
+    # Nodes the instance spans (a multi-node cluster), each with ``gpu_count`` cards; 1: one machine.
+    node_count = models.PositiveSmallIntegerField(_("nodes"), default=1)
     image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="instances")
     disk_gb = models.PositiveIntegerField(_("disk (GB)"))
     ssh_keys = models.ManyToManyField("accounts.SSHKey", blank=True, related_name="instances")
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.REQUESTED)
     status_reason = models.CharField(_("reason"), max_length=255, blank=True)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.PROTECT, related_name="instances")
+    # The names of a cluster's other nodes (``node`` is its head), each holding ``gpu_count`` cards.
+    # Cleared in the same compare-and-set as ``node`` when the cards go back, so they go back once.
+    extra_nodes = models.JSONField(_("other nodes"), default=list, blank=True)
     backend_alias = models.CharField(_("backend"), max_length=32)
     backend_state = models.JSONField(_("backend state"), default=dict, blank=True)
     # The app the machine serves (a one-click deployment's server): ``backends.AppLaunch`` as a dict,
@@ -211,6 +219,9 @@ class Instance(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_count__in=(1, 2, 4, 8)), name="instances_gpu_count_valid"),
+            models.CheckConstraint(
+                condition=models.Q(node_count__in=(1, 2, 4, 8, 16, 32, 64, 128)), name="instances_node_count_valid"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -228,6 +239,27 @@ class Instance(models.Model):
     @property
     def is_busy(self) -> bool:
         return self.status in self.BUSY
+
+    @property
+    def total_gpus(self) -> int:
+        """The cards billed and counted against quota: every node's."""
+        return self.node_count * self.gpu_count
+
+    @property
+    def shape(self) -> str:
+        """What the pages call it: "8 × H200", or "2 nodes × 8 × H200" for a cluster."""
+        shape = f"{self.gpu_count} × {self.gpu_model.name}"
+        if self.node_count > 1:
+            return ngettext("%(n)d node × %(shape)s", "%(n)d nodes × %(shape)s", self.node_count) % {
+                "n": self.node_count,
+                "shape": shape,
+            }
+        return shape
+
+    @property
+    def node_names(self) -> list[str]:
+        """Every node it holds cards on, the head first."""
+        return ([self.node.name] if self.node_id and self.node else []) + list(self.extra_nodes or [])
 
     def can_start(self) -> bool:
         return self.status == self.Status.STOPPED

@@ -46,17 +46,25 @@ def regions_offered() -> QuerySet[Region]:
 
 
 def capacity_by_region_model() -> dict[tuple[int, int], dict]:
-    """Free cards per (region, GPU model): the total and the most on one node (what one instance can get).
+    """Free cards per (region, GPU model): the total and the most on one node (what one instance can get),
+    and ``fits``: per card count, how many nodes have that many free (how large a cluster can get).
 
     Only nodes of the region's own backend count: those are the ones placement uses.
     """
+    fits = {f"fit{n}": Count("id", filter=Q(free_cards__gte=n)) for n in Instance.GPU_COUNTS}
     rows = (
         Node.objects.filter(is_healthy=True, backend_alias=F("region__backend_alias"))
         .values("region_id", "gpu_model_id")
-        .annotate(free=Sum("free_cards"), best=Max("free_cards"), total=Sum("total_cards"))
+        .annotate(free=Sum("free_cards"), best=Max("free_cards"), total=Sum("total_cards"), **fits)
     )
     return {
-        (r["region_id"], r["gpu_model_id"]): {"free": r["free"], "best": r["best"], "total": r["total"]} for r in rows
+        (r["region_id"], r["gpu_model_id"]): {
+            "free": r["free"],
+            "best": r["best"],
+            "total": r["total"],
+            "fits": {str(n): r[f"fit{n}"] for n in Instance.GPU_COUNTS},
+        }
+        for r in rows
     }
 
 
@@ -73,7 +81,7 @@ def quota_table_for(*, user) -> list[dict]:
     used = dict(
         Instance.objects.filter(owner=user, status__in=Instance.HOLDING_GPUS)
         .values("gpu_model_id")
-        .annotate(n=Sum("gpu_count"))
+        .annotate(n=Sum(F("gpu_count") * F("node_count")))
         .values_list("gpu_model_id", "n")
     )
     pending = set(
@@ -129,7 +137,10 @@ def launch_options_for(*, user) -> dict:
                 "quota": q["limit"],
                 "used": q["used"],
                 "regions": {
-                    str(region.pk): capacity.get((region.pk, gpu.pk), {"free": 0, "best": 0, "total": 0})
+                    str(region.pk): capacity.get(
+                        (region.pk, gpu.pk),
+                        {"free": 0, "best": 0, "total": 0, "fits": {str(n): 0 for n in Instance.GPU_COUNTS}},
+                    )
                     for region in regions
                 },
             }
@@ -137,13 +148,24 @@ def launch_options_for(*, user) -> dict:
     runway = runway_get(user=user)
     return {
         # Each region with what it offers now: free and total cards, its GPU models, its lowest price.
-        "regions": [{"id": r.pk, "slug": r.slug, "name": r.name, **summaries[r.pk]} for r in regions],
+        "regions": [
+            {"id": r.pk, "slug": r.slug, "name": r.name, "max_nodes": _max_nodes(r), **summaries[r.pk]} for r in regions
+        ],
         "gpus": gpus,
         "balance_fen": runway.balance_fen,
         "burn_fen_per_hour": runway.burn_fen_per_hour,
         "min_runway_s": settings.BILLING_MIN_RUNWAY_S,
         "disk_price_fen_per_gb_day": settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
     }
+
+
+def _max_nodes(region: Region) -> int:
+    """How many nodes one instance may span in ``region``: its backend's limit and the console's."""
+    try:
+        backend_max = get_backend(region.backend_alias).max_nodes
+    except (BackendError, ImproperlyConfigured, KeyError):
+        backend_max = 1
+    return min(backend_max, settings.INSTANCES_MAX_NODES)
 
 
 def images_active() -> QuerySet[Image]:
@@ -171,7 +193,7 @@ def quota_request_context(*, request: QuotaRequest) -> dict:
     used = (
         Instance.objects.filter(
             owner=request.user, gpu_model=request.gpu_model, status__in=Instance.HOLDING_GPUS
-        ).aggregate(n=Sum("gpu_count"))["n"]
+        ).aggregate(n=Sum(F("gpu_count") * F("node_count")))["n"]
         or 0
     )
     free = Node.objects.filter(gpu_model=request.gpu_model, is_healthy=True).aggregate(n=Sum("free_cards"))["n"] or 0

@@ -170,9 +170,9 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
         meter_start(
             user=instance.owner,
             sku=gpu_sku_upsert(gpu_model=instance.gpu_model),
-            quantity=instance.gpu_count,
+            quantity=instance.total_gpus,
             ref=gpu_meter_ref(instance.pk),
-            description=f"{instance.name}: {instance.gpu_count} × {instance.gpu_model.name}",
+            description=f"{instance.name}: {instance_shape(instance)}",
             at=at,
         )
     if dst == S.STOPPED:
@@ -186,6 +186,12 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
         )
     if dst in _FREES_GPUS:
         _gpus_free(instance=instance)
+
+
+def instance_shape(instance: Instance) -> str:
+    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster, untranslated: the meter's description is data."""
+    shape = f"{instance.gpu_count} × {instance.gpu_model.name}"
+    return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
 
 
 def _notify(instance: Instance) -> None:
@@ -350,7 +356,13 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
                 "why": why,
             }
         logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, reason)
-        on_node = list(Instance.objects.filter(node_id=node.pk).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST)))
+        on_node = list(
+            Instance.objects.filter(
+                Q(node_id=node.pk) | Q(backend_alias=node.backend_alias, extra_nodes__contains=[node.name])
+            )
+            .exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
+            .distinct()
+        )
         InstanceEvent.objects.bulk_create(
             InstanceEvent(
                 instance=instance,
@@ -448,13 +460,58 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
     )
 
 
+def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[Node]:
+    """Take ``count`` cards on each of ``nodes`` distinct nodes (a cluster), all or none; the first is its head.
+
+    One node at a time with the same conditional update as ``_gpus_reserve`` (best fit first), inside
+    a savepoint: when the fleet cannot give every node, the cards already taken go back with it.
+    """
+    if nodes == 1:
+        return [_gpus_reserve(region=region, gpu_model=gpu_model, count=count)]
+    eligible = Node.objects.filter(
+        region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
+    )
+    taken: list[Node] = []
+    try:
+        with transaction.atomic():
+            candidates = list(
+                eligible.filter(free_cards__gte=count).order_by("free_cards", "name").values_list("pk", "name")
+            )
+            for pk, name in candidates:
+                if eligible.filter(pk=pk, free_cards__gte=count).update(free_cards=F("free_cards") - count):
+                    taken.append(Node(pk=pk, name=name, region=region, gpu_model=gpu_model))
+                    if len(taken) == nodes:
+                        return taken
+            raise NoCapacity("")
+    except NoCapacity:
+        fitting = eligible.filter(free_cards__gte=count).count()
+        raise NoCapacity(
+            ngettext(
+                "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d node "
+                "in %(region)s has that many right now. Try fewer nodes, fewer cards or another region.",
+                "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d nodes "
+                "in %(region)s have that many right now. Try fewer nodes, fewer cards or another region.",
+                fitting,
+            )
+            % {"nodes": nodes, "count": count, "gpu": gpu_model.name, "fit": fitting, "region": region.name},
+            field="node_count",
+        ) from None
+
+
 def _gpus_free(*, instance: Instance) -> None:
-    # Clearing ``node`` first, conditionally, makes giving the cards back happen exactly once.
-    if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(node=None):
+    # Clearing ``node`` (and a cluster's other nodes) first, conditionally, makes giving the cards back
+    # happen exactly once.
+    if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(
+        node=None, extra_nodes=[]
+    ):
         # Capped at the node's size: the provider may have shrunk the node while the cards were out.
         Node.objects.filter(pk=instance.node_id).update(
             free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
         )
+        if instance.extra_nodes:
+            Node.objects.filter(backend_alias=instance.backend_alias, name__in=instance.extra_nodes).update(
+                free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+            )
 
 
 # --- Quota ---------------------------------------------------------------------------------------------------
@@ -485,7 +542,7 @@ def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None, b
 def quota_usage(*, user, gpu_model: GpuModel) -> int:
     return (
         Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS).aggregate(
-            n=Sum("gpu_count")
+            n=Sum(F("gpu_count") * F("node_count"))
         )["n"]
         or 0
     )
@@ -517,8 +574,14 @@ def _funds_check(*, user, hourly_fen: int) -> None:
 # --- Launch ---------------------------------------------------------------------------------------------------
 
 
-def instance_hourly_price(*, gpu_model: GpuModel, gpu_count: int) -> int:
-    return gpu_model.price_per_card_hour_fen * gpu_count
+def instance_hourly_price(*, gpu_model: GpuModel, gpu_count: int, node_count: int = 1) -> int:
+    """What it costs per hour running: every card of every node, at the model's card-hour price."""
+    return gpu_model.price_per_card_hour_fen * gpu_count * node_count
+
+
+def node_count_choices() -> tuple[int, ...]:
+    """The cluster sizes offered: the allowed counts up to ``INSTANCES_MAX_NODES``."""
+    return tuple(n for n in Instance.NODE_COUNTS if n <= settings.INSTANCES_MAX_NODES)
 
 
 def instance_launch(
@@ -533,6 +596,7 @@ def instance_launch(
     name: str = "",
     app: AppLaunch | None = None,
     volumes=(),
+    node_count: int = 1,
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
 
@@ -543,9 +607,18 @@ def instance_launch(
     without the balance to run it for the minimum runway. Nothing is billed until it is running.
     ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction (see
     ``storage.services.volume_attach`` for the rules), so the machine boots with them mounted.
+
+    ``node_count`` > 1 makes a cluster: ``gpu_count`` cards on each of that many distinct nodes,
+    priced, billed and counted against quota as ``node_count × gpu_count`` cards.
     """
     if gpu_count not in Instance.GPU_COUNTS:
         raise LaunchInvalid(_("Choose 1, 2, 4 or 8 GPUs."), field="gpu_count")
+    allowed_nodes = node_count_choices()
+    if node_count not in allowed_nodes:
+        raise LaunchInvalid(
+            _("Choose %(choices)s nodes.") % {"choices": ", ".join(str(n) for n in allowed_nodes)},
+            field="node_count",
+        )
     if not (settings.INSTANCES_DISK_MIN_GB <= disk_gb <= settings.INSTANCES_DISK_MAX_GB):
         raise LaunchInvalid(
             _("The disk must be between %(min)d and %(max)d GB.")
@@ -567,20 +640,35 @@ def instance_launch(
     name = (name or "").strip() or f"{gpu_model.slug}-{timezone.now():%m%d-%H%M%S}"
     if len(name) > 64:
         raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
+    max_nodes = get_backend(region.backend_alias).max_nodes
+    if node_count > max_nodes:
+        raise LaunchInvalid(
+            ngettext(
+                "Instances in %(region)s run on %(max)d node at most; choose fewer nodes or another region.",
+                "Instances in %(region)s run on %(max)d nodes at most; choose fewer nodes or another region.",
+                max_nodes,
+            )
+            % {"region": region.name, "max": max_nodes},
+            field="node_count",
+        )
     if app is not None:
         why = get_backend(region.backend_alias).app_check(app)
         if why:
             raise LaunchInvalid(
                 _("This app cannot run in %(region)s: %(why)s.") % {"region": region.name, "why": why}, field="region"
             )
-    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count)
+    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count)
     _nodes_ensure(region=region)
 
     with transaction.atomic():
-        _quota_check(user=user, gpu_model=gpu_model, count=gpu_count)
+        _quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
         _funds_check(user=user, hourly_fen=hourly)
         # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
-        node = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count)
+        if node_count == 1:
+            node, extra = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count), []
+        else:
+            head, *others = _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=gpu_count, nodes=node_count)
+            node, extra = head, [n.name for n in others]
         now = timezone.now()
         # Nobody else can see the row before this transaction commits, so the walk through
         # requested → scheduling → provisioning is written at once (the path the table allows).
@@ -592,13 +680,15 @@ def instance_launch(
             region=region,
             gpu_model=gpu_model,
             gpu_count=gpu_count,
+            node_count=node_count,
+            extra_nodes=extra,
             image=image,
             disk_gb=disk_gb,
             backend_alias=region.backend_alias,
             app_launch=dataclasses.asdict(app) if app is not None else {},
             hourly_price_fen=hourly,
             status=S.PROVISIONING,
-            status_reason=_("Placed on %(node)s") % {"node": node.name},
+            status_reason=_("Placed on %(node)s") % {"node": ", ".join([node.name, *extra])},
             node_id=node.pk,
             created_at=now,
             status_changed_at=now,
@@ -660,6 +750,8 @@ def _spec(instance: Instance) -> InstanceSpec:
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),
         volumes=_volume_mounts(instance),
+        nodes=instance.node_count,
+        peer_nodes=tuple(instance.extra_nodes or ()),
     )
 
 
@@ -831,7 +923,16 @@ def _instance_observe(*, instance: Instance, observation) -> None:
             setattr(instance, name, value)
         transaction.on_commit(lambda: _notify(instance))
     placed = (new_state or {}).get("node")
-    if placed and instance.node_id and instance.node and placed != instance.node.name:
+    if not (placed and instance.node_id and instance.node):
+        return
+    if instance.node_count > 1:
+        # A cluster: the provider's hosts, head first (Slurm reports every rank's node).
+        names = [placed] + [
+            h.get("node", "") for h in (new_state or {}).get("hosts") or () if h.get("node") and h["node"] != placed
+        ]
+        if len(names) == instance.node_count and names != instance.node_names:
+            _instance_nodes_follow(instance=instance, names=names)
+    elif placed != instance.node.name:
         _instance_node_follow(instance=instance, name=placed)
 
 
@@ -852,6 +953,35 @@ def _instance_node_follow(*, instance: Instance, name: str) -> None:
             Node.objects.filter(pk=target.pk).update(free_cards=F("free_cards") - instance.gpu_count)
     instance.node = target
     instance.node_id = target.pk
+
+
+def _instance_nodes_follow(*, instance: Instance, names: list[str]) -> None:
+    """A cluster's ``_instance_node_follow``: its cards move from the nodes the console picked to the
+    ``names`` the provider used (head first), on the nodes that changed only.
+
+    Compare-and-set on the head and the other nodes together, so a repeat moves the cards once.
+    """
+    targets = {
+        n.name: n for n in Node.objects.filter(backend_alias=instance.backend_alias, name__in=names).only("pk", "name")
+    }
+    if len(targets) != len(set(names)) or len(set(names)) != len(names):
+        return  # a node the console does not know (yet): follow at a later poll, after nodes_sync
+    old = instance.node_names
+    head, extra = targets[names[0]], names[1:]
+    leaving = [n for n in old if n not in names]
+    arriving = [n for n in names if n not in old]
+    with transaction.atomic():
+        moved = Instance.objects.filter(
+            pk=instance.pk, node_id=instance.node_id, extra_nodes=list(instance.extra_nodes or [])
+        ).update(node=head, extra_nodes=extra)
+        if moved:
+            Node.objects.filter(backend_alias=instance.backend_alias, name__in=leaving).update(
+                free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+            )
+            Node.objects.filter(backend_alias=instance.backend_alias, name__in=arriving).update(
+                free_cards=F("free_cards") - instance.gpu_count
+            )
+    instance.node, instance.node_id, instance.extra_nodes = head, head.pk, extra
 
 
 def _instance_repair(*, instance: Instance, detail: str) -> None:
@@ -992,15 +1122,23 @@ def instance_start(*, instance: Instance, reason: str = "") -> Instance:
     gpu_model, region = instance.gpu_model, instance.region
     _nodes_ensure(region=region)
     with transaction.atomic():
-        _quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.gpu_count)
+        _quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
         _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
-        node = _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)
+        if instance.node_count == 1:
+            node, extra = _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count), {}
+        else:
+            node, *others = _gpus_reserve_nodes(
+                region=region, gpu_model=gpu_model, count=instance.gpu_count, nodes=instance.node_count
+            )
+            extra = {"extra_nodes": [n.name for n in others]}
+        placed = ", ".join([node.name, *extra.get("extra_nodes", [])])
         moved = instance_transition(
             instance_id=instance.pk,
             src=S.STOPPED,
             dst=S.STARTING,
-            reason=reason or _("Start requested; placed on %(node)s") % {"node": node.name},
+            reason=reason or _("Start requested; placed on %(node)s") % {"node": placed},
             node=node,
+            **extra,
         )
         if not moved:  # someone else started (or released) it first: give the cards back
             transaction.set_rollback(True)

@@ -94,6 +94,9 @@ class InstanceSpec:
     volumes: tuple[VolumeMount, ...] = ()  # mounted at every start, in this order
     # Machines of a cluster, each with ``gpu_count`` cards (a Slurm job's ``--nodes``); 1: one machine.
     nodes: int = 1
+    # The cluster's other nodes as the console placed them (``node`` is its head): ``nodes - 1`` names.
+    # Providers that place clusters themselves (Slurm, Kubernetes) may ignore them.
+    peer_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,10 @@ class MachineInfo:
 
 class ProvisioningBackend:
     """One provider. Every method may be repeated with the same key; repeats are harmless."""
+
+    # The most nodes one instance may span (``InstanceSpec.nodes``). One host can only give one: the
+    # console refuses a larger cluster at launch in a region whose backend says so.
+    max_nodes: int = 1
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias

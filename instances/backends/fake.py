@@ -21,6 +21,10 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "FAIL_VOLUME_CREATE": 0.0,     # share of volume creates refused for good
     }
 
+A cluster (``spec.nodes`` > 1) is one machine spread over the head node and ``spec.peer_nodes``,
+``cards`` on each: every node must fit it, it holds cards on all of them while powered on, and losing
+any of its nodes loses it (a distributed job cannot run with a hole in it).
+
 Volumes live in the simulator's own table (``SimulatedVolume``): created, grown and deleted like a
 cloud's disks, with a size and a used-bytes figure (``volume_write`` sets it), and the volumes a
 machine was booted with are recorded on its spec.
@@ -56,6 +60,8 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
 
 
 class FakeBackend(ProvisioningBackend):
+    max_nodes = 128
+
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         seed = self.options.get("SEED")
@@ -99,7 +105,27 @@ class FakeBackend(ProvisioningBackend):
         SimulatedNode.objects.bulk_create(rows, ignore_conflicts=True)
 
     def _used_cards(self, node) -> int:
-        return self._machines().filter(node=node, power="on").aggregate(n=Sum("cards"))["n"] or 0
+        on = self._machines().filter(power="on")
+        # A cluster holds its cards on its head (``node``) and on each of its peers.
+        here = on.filter(node=node).aggregate(n=Sum("cards"))["n"] or 0
+        return here + (on.filter(spec__peers__contains=[node.name]).aggregate(n=Sum("cards"))["n"] or 0)
+
+    def _peers(self, machine) -> list:
+        from instances.models import SimulatedNode
+
+        names = (machine.spec or {}).get("peers") or []
+        return list(SimulatedNode.objects.filter(backend_alias=self.alias, name__in=names)) if names else []
+
+    def _place_all(self, *, machine_cards: int, head: str, peers: tuple[str, ...]):
+        """Place a machine on ``head`` and, for a cluster, on every peer: all fit, or nothing is placed.
+
+        Nodes are locked in name order, so two clusters placed at once cannot deadlock on each other.
+        """
+        names = [head, *peers]
+        if len(set(names)) != len(names):
+            raise PermanentBackendError("A cluster needs distinct nodes.")
+        placed = {name: self._place(machine_cards=machine_cards, node_name=name) for name in sorted(names)}
+        return placed[head]
 
     def _place(self, *, machine_cards: int, node_name: str):
         """Lock the node and check the machine fits, as a real host would refuse an oversubscription."""
@@ -136,6 +162,9 @@ class FakeBackend(ProvisioningBackend):
     def _observe(self, machine, now) -> Observation:
         if machine.node is not None and self._is_lost(machine.node):
             return Observation(Observed.GONE, detail=f"node {machine.node.name} was lost")
+        for peer in self._peers(machine) if machine.power == "on" else ():
+            if self._is_lost(peer):
+                return Observation(Observed.GONE, detail=f"node {peer.name} of the cluster was lost")
         if machine.power == "off":
             return Observation(Observed.STOPPED)
         if machine.ready_at is None or machine.ready_at > now:
@@ -173,9 +202,10 @@ class FakeBackend(ProvisioningBackend):
             raise TransientBackendError("The provider is busy; try again shortly.")
         if self._roll("FAIL_CREATE_PERMANENT"):
             raise PermanentBackendError(f"The provider could not allocate {spec.gpu_count} × {spec.gpu_model}.")
+        peers = self._cluster_peers(spec)
         try:
             with transaction.atomic():
-                node = self._place(machine_cards=spec.gpu_count, node_name=spec.node)
+                node = self._place_all(machine_cards=spec.gpu_count, head=spec.node, peers=peers)
                 machine = SimulatedMachine.objects.create(
                     backend_alias=self.alias,
                     key=key,
@@ -188,6 +218,8 @@ class FakeBackend(ProvisioningBackend):
                         "ssh_keys": len(spec.ssh_public_keys),
                         "owner": spec.owner_ref,
                         "volumes": _mounts_json(spec.volumes),
+                        "nodes": spec.nodes,
+                        "peers": list(peers),
                     },
                     ready_at=None if self._roll("HANG_CREATE") else self._boot_ready_at(),
                 )
@@ -197,6 +229,15 @@ class FakeBackend(ProvisioningBackend):
             raise TransientBackendError("The provider accepted the request but its answer was lost.")
         return self._state(machine)
 
+    def _cluster_peers(self, spec: InstanceSpec) -> tuple[str, ...]:
+        if spec.nodes < 1 or spec.nodes > self.max_nodes:
+            raise PermanentBackendError(f"A machine spans 1 to {self.max_nodes} nodes here, not {spec.nodes}.")
+        if len(spec.peer_nodes) != spec.nodes - 1:
+            raise PermanentBackendError(
+                f"A cluster of {spec.nodes} nodes needs {spec.nodes - 1} other nodes, not {len(spec.peer_nodes)}."
+            )
+        return tuple(spec.peer_nodes)
+
     def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         self._reachable()
         with transaction.atomic():
@@ -205,7 +246,12 @@ class FakeBackend(ProvisioningBackend):
                 raise PermanentBackendError("The machine no longer exists.")
             if machine.power == "on":
                 return self._state(machine)
-            machine.node = self._place(machine_cards=machine.cards, node_name=node)
+            nodes = int((machine.spec or {}).get("nodes") or 1)
+            if nodes > 1 and spec is None:
+                raise PermanentBackendError("A cluster starts only with its spec (where its other nodes are).")
+            peers = self._cluster_peers(spec) if nodes > 1 and spec is not None else ()
+            machine.node = self._place_all(machine_cards=machine.cards, head=node, peers=peers)
+            machine.spec = {**machine.spec, "peers": list(peers)}
             machine.power = "on"
             machine.ready_at = self._boot_ready_at()
             machine.last_active_at = timezone.now()
@@ -221,10 +267,11 @@ class FakeBackend(ProvisioningBackend):
             if machine is None or (machine.node is not None and self._is_lost(machine.node)):
                 raise PermanentBackendError("The machine no longer exists.")
             if machine.power == "on":
-                # Powered off, it gives its GPUs back to the node; the disk stays.
+                # Powered off, it gives its GPUs back to the node (a cluster: to all of them); the disk stays.
                 machine.power = "off"
                 machine.node = None
-                machine.save(update_fields=["power", "node"])
+                machine.spec = {**machine.spec, "peers": []}
+                machine.save(update_fields=["power", "node", "spec"])
         return self._state(machine)
 
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
@@ -259,7 +306,7 @@ class FakeBackend(ProvisioningBackend):
             MachineInfo(
                 key=m.key,
                 node=m.node.name if m.node else "",
-                cards=m.cards,
+                cards=m.cards * (1 + len((m.spec or {}).get("peers") or [])),
                 observed=self._observe(m, now).state,
             )
             for m in self._machines().select_related("node")

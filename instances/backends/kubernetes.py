@@ -99,6 +99,7 @@ LABEL_INSTANCE = "console.gpu/instance"
 LABEL_OWNER = "console.gpu/owner"
 LABEL_VOLUME = "console.gpu/volume"
 LABEL_CLUSTER = "console.gpu/cluster"
+ANNOTATION_STOPPED = "console.gpu/stopped"  # on a cluster's Service: its Job was deleted by a stop
 ANNOTATION_NODE = "console.gpu/node"
 ANNOTATION_GPUS = "console.gpu/gpus"
 ANNOTATION_APP_BASE = "console.gpu/app-serves-base-path"
@@ -842,7 +843,18 @@ def _status_message(exc) -> tuple[str, str]:
 
 
 class KubernetesBackend(ProvisioningBackend):
+    """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
+
+    A multi-node instance (``spec.nodes`` > 1) is an Indexed Job of ``nodes`` pods with a headless
+    Service instead (``cluster_create``): each pod runs the app's command (or ``CLUSTER_COMMAND``,
+    ``sleep infinity`` by default, to hold the cards for a user who brings their own launcher).
+    Stopping a cluster deletes its Job (the cards go back) and keeps its Service; starting it makes
+    the Job again. Its pods have no home disk: what a cluster keeps across a stop is in its volumes.
+    It offers no JupyterLab or VS Code entry points yet.
+    """
+
     supports_volumes = True
+    max_nodes = 128
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
@@ -1022,8 +1034,11 @@ class KubernetesBackend(ProvisioningBackend):
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         """Secret, disk, Service, then the StatefulSet; each that exists is kept (a retry finds them).
 
-        The Secret first: a retry reads the tokens it holds instead of minting new ones.
+        The Secret first: a retry reads the tokens it holds instead of minting new ones. A cluster
+        (``spec.nodes`` > 1) is its Indexed Job and Service instead.
         """
+        if spec.nodes > 1:
+            return self._cluster_start(key, spec)
         opts = self.opts
         self._volumes_check(spec)
         tokens = {LAB: secrets.token_hex(24), CODE: secrets.token_hex(32), APP: secrets.token_hex(24)}
@@ -1082,12 +1097,92 @@ class KubernetesBackend(ProvisioningBackend):
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_INSTANCE}={key}")
         return found.get("items") or []
 
+    # --- a cluster as an instance (an Indexed Job; see the class's docstring) ----------------------------
+
+    def _cluster_command(self, spec: InstanceSpec) -> tuple[str, ...]:
+        if spec.app is not None and spec.app.argv:
+            return tuple(spec.app.argv)
+        return tuple(self.options.get("CLUSTER_COMMAND") or ("sleep", "infinity"))
+
+    def _cluster_start(self, key: str, spec: InstanceSpec) -> dict:
+        """Make the cluster's Job (and Service), or find the one a previous attempt made.
+
+        A Job still being deleted (a stop or restart a moment ago) cannot be made again yet: a
+        transient error, so the task retries once Kubernetes has finished deleting it.
+        """
+        try:
+            job = self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
+        except _NotFound:
+            job = None
+        if job is not None and (job.get("metadata") or {}).get("deletionTimestamp"):
+            raise TransientBackendError("The cluster's previous run is still ending; try again shortly.")
+        if job is not None and _condition(job, "Failed").get("status") == "True":
+            # A failed run (a rank died) is replaced on start: delete it now, make it at the retry.
+            self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background")
+            raise TransientBackendError("The cluster's failed run is being removed; try again shortly.")
+        self._cluster_mark_stopped(key, False)
+        state = self.cluster_create(
+            key=key, nodes=spec.nodes, gpus_per_node=spec.gpu_count, spec=spec, command=self._cluster_command(spec)
+        )
+        return {**state, "cluster": True, "gpus": spec.gpu_count}
+
+    def _cluster_mark_stopped(self, key: str, stopped: bool) -> None:
+        """Say on the cluster's Service that it was stopped on purpose: the console does not keep the
+        state a stop returns, so the provider is where a poll tells "stopped" from "its Job was lost"."""
+        with contextlib.suppress(_NotFound):
+            self._call(
+                self.core.patch_namespaced_service,
+                cluster_name(key),
+                self.namespace,
+                {"metadata": {"annotations": {ANNOTATION_STOPPED: "true" if stopped else None}}},
+                _content_type="application/merge-patch+json",
+            )
+
+    def _cluster_stop(self, key: str, state: dict) -> dict:
+        """Delete the Job (its pods, and their cards, go with it); the Service stays for the next start."""
+        self._cluster_mark_stopped(key, True)
+        self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background")
+        if self.opts.gang_scheduling == "coscheduling":
+            with contextlib.suppress(_NotFound):
+                self._call(
+                    self.custom.delete_namespaced_custom_object,
+                    "scheduling.x-k8s.io",
+                    "v1alpha1",
+                    self.namespace,
+                    "podgroups",
+                    cluster_name(key),
+                )
+        return dict(state)
+
+    def _cluster_observe(self, key: str, state: dict) -> Observation:
+        try:
+            service = self._call(self.core.read_namespaced_service, cluster_name(key), self.namespace)
+        except _NotFound:
+            service = None
+        except TransientBackendError as exc:
+            return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
+        stopped = ((service or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_STOPPED) == "true"
+        if not stopped:
+            return self.cluster_poll(key=key, state=state)
+        try:
+            self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
+        except _NotFound:
+            return Observation(Observed.STOPPED)
+        except TransientBackendError as exc:
+            return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
+        return Observation(Observed.PENDING, detail="shutting down")
+
     def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         """Scale to one on ``node``; with ``spec``, first replace the pod template (app, volumes, image).
 
         On a running machine whose container keeps crashing (the console's repair), the pod is
         deleted: its replacement starts at once instead of after the kubelet's growing back-off.
+        A cluster's Job is made again (from ``spec``: the console always passes it).
         """
+        if state.get("cluster"):
+            if spec is None:
+                raise PermanentBackendError("A cluster starts only with its spec.")
+            return {**state, **self._cluster_start(key, spec)}
         self._forget(key)
         sts = self._read_sts(key)
         name = instance_name(key)
@@ -1148,7 +1243,11 @@ class KubernetesBackend(ProvisioningBackend):
             )
 
     def stop(self, *, key: str, state: dict) -> dict:
-        """Scale to zero: the pod goes (and its GPUs with it); disk, Secret and Service stay."""
+        """Scale to zero: the pod goes (and its GPUs with it); disk, Secret and Service stay.
+
+        A cluster's Job is deleted instead (see the class's docstring)."""
+        if state.get("cluster"):
+            return self._cluster_stop(key, state)
         self._forget(key)
         try:
             self._call(
@@ -1163,7 +1262,15 @@ class KubernetesBackend(ProvisioningBackend):
         return dict(state)
 
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
-        """Delete the pod; the StatefulSet makes a new one on the same node (with ``spec``'s template)."""
+        """Delete the pod; the StatefulSet makes a new one on the same node (with ``spec``'s template).
+
+        A cluster is stopped and started: its Job is made again once the old one is gone (until then
+        the start is a transient error the task retries)."""
+        if state.get("cluster"):
+            if spec is None:
+                raise PermanentBackendError("A cluster restarts only with its spec.")
+            stopped = self._cluster_stop(key, state)
+            return {**stopped, **self._cluster_start(key, spec)}
         self._forget(key)
         sts = self._read_sts(key)
         if not (sts.get("spec") or {}).get("replicas"):
@@ -1183,7 +1290,13 @@ class KubernetesBackend(ProvisioningBackend):
         return dict(state)
 
     def destroy(self, *, key: str, state: dict) -> None:
-        """Delete the StatefulSet (its pod with it), the Service, the Secret and the disk; gone is done."""
+        """Delete the StatefulSet (its pod with it), the Service, the Secret and the disk; gone is done.
+
+        A cluster's Job and Service go instead; with no state (the reconciler's leaked machine), both."""
+        if state.get("cluster") or not state:
+            self.cluster_destroy(key=key, state=state)
+            if state:
+                return
         self._forget(key)
         name = instance_name(key)
         self._delete(self.apps.delete_namespaced_stateful_set, name, propagation_policy="Background")
@@ -1192,6 +1305,11 @@ class KubernetesBackend(ProvisioningBackend):
         self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{name}-home")
 
     def poll(self, *, key: str, state: dict) -> Observation:
+        if state.get("cluster"):
+            try:
+                return self._cluster_observe(key, state)
+            except (TransientBackendError, PermanentBackendError) as exc:
+                return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
         try:
             return self._poll(key)
         except (TransientBackendError, PermanentBackendError) as exc:
@@ -1262,6 +1380,36 @@ class KubernetesBackend(ProvisioningBackend):
                     extra={"name": meta.get("name"), "namespace": self.namespace},
                 )
             )
+        # Clusters (Indexed Jobs): running once every pod is ready, as ``cluster_poll`` says.
+        jobs = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=self._selector(LABEL_CLUSTER))
+        for job in jobs.get("items") or []:
+            key = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER)
+            if not key:
+                continue
+            spec, status = job.get("spec") or {}, job.get("status") or {}
+            wanted = int(spec.get("parallelism") or 0)
+            if _condition(job, "Failed").get("status") == "True":
+                observed = Observed.GONE
+            elif wanted and int(status.get("ready") or status.get("active") or 0) >= wanted:
+                observed = Observed.RUNNING
+            else:
+                observed = Observed.PENDING
+            containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or [{}]
+            limits = (containers[0].get("resources") or {}).get("limits") or {}
+            per_node = int(limits.get(GPU_RESOURCE, 0) or 0)
+            machines.append(
+                MachineInfo(
+                    key=key,
+                    node="",
+                    cards=per_node * wanted,
+                    observed=observed,
+                    extra={
+                        "name": (job.get("metadata") or {}).get("name"),
+                        "namespace": self.namespace,
+                        "cluster": True,
+                    },
+                )
+            )
         return machines
 
     def watch_pods(self, *, timeout_s: int = 60, resource_version: str | None = None) -> Iterator[PodEvent]:
@@ -1307,6 +1455,8 @@ class KubernetesBackend(ProvisioningBackend):
     # --- entry points and the proxy ----------------------------------------------------------------------
 
     def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        if state.get("cluster"):
+            return EntryPoints()  # its pods run the user's command; no servers behind the proxy yet
         web = tuple(s for s in (LAB, CODE) if s in self.opts.services)
         ssh_port = None
         service = {}

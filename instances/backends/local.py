@@ -77,6 +77,7 @@ _OVERALL = {
 
 
 class LocalBackend(ProvisioningBackend):
+    max_nodes = 1  # one host: a multi-node cluster is refused at launch
     supports_volumes = True
     supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
 

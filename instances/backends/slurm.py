@@ -331,6 +331,8 @@ class SlurmBackend(ProvisioningBackend):
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         o = self.options
+        # A job spans ``--nodes`` hosts; Slurm itself refuses one larger than its partition.
+        self.max_nodes = int(o.get("MAX_NODES", 128))
         self.region = o.get("REGION", "slurm")
         self.root = Path(o.get("ROOT") or settings.BASE_DIR / "var/slurm-instances")
         self.prefix = o.get("JOB_PREFIX", "console-")

@@ -70,6 +70,7 @@ def launch(
     image="pytorch-2.5-cu124",
     name="",
     ssh_keys=(),
+    nodes=1,
 ):
     from instances.services import instance_launch
 
@@ -82,6 +83,7 @@ def launch(
         disk_gb=disk_gb,
         name=name,
         ssh_keys=ssh_keys,
+        node_count=nodes,
     )
 
 

@@ -84,15 +84,29 @@
       return field ? field.value : "";
     }
 
-    function reasonFor(gpu, region, count) {
-      var cap = gpu.regions[region] || { free: 0, best: 0 };
+    function regionMaxNodes(region) {
+      var found = options.regions.filter(function (r) { return String(r.id) === region; })[0];
+      return found && found.max_nodes ? found.max_nodes : 1;
+    }
+
+    // ``nodes`` > 1: a cluster, ``count`` cards on each of that many nodes, priced and counted as a whole.
+    function reasonFor(gpu, region, count, nodes) {
+      var cap = gpu.regions[region] || { free: 0, best: 0, fits: {} };
+      if (nodes > regionMaxNodes(region)) {
+        return { text: fmt(s.nodesMax, { nodes: nodes, max: regionMaxNodes(region) }) };
+      }
       if (cap.best < count) {
         return { text: fmt(s.capacity, { count: count, gpu: gpu.name, best: cap.best }) };
       }
-      if (gpu.used + count > gpu.quota) {
-        return { text: fmt(s.quota, { count: count, used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
+      var fit = (cap.fits || {})[String(count)] || 0;
+      if (nodes > 1 && fit < nodes) {
+        return { text: fmt(s.nodesCapacity, { nodes: nodes, count: count, gpu: gpu.name, fit: fit }) };
       }
-      var hourly = gpu.price_fen * count;
+      var cards = count * nodes;
+      if (gpu.used + cards > gpu.quota) {
+        return { text: fmt(s.quota, { count: cards, used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
+      }
+      var hourly = gpu.price_fen * cards;
       var needed = owed(options.burn_fen_per_hour + hourly, options.min_runway_s);
       if (options.balance_fen < needed) {
         return { text: fmt(s.funds, { balance: cny(options.balance_fen), minutes: Math.round(options.min_runway_s / 60), needed: cny(needed) }), link: s.billingUrl, label: s.fundsLink };
@@ -103,6 +117,7 @@
     function update() {
       var region = value("region");
       var count = parseInt(value("gpu_count") || "1", 10);
+      var nodes = parseInt(value("node_count") || "1", 10);
       var gpuId = value("gpu_model");
       var disk = parseInt(value("disk_gb") || "0", 10) || 0;
       var chosen = null;
@@ -111,17 +126,17 @@
         if (!card) return;
         var cap = gpu.regions[region] || { free: 0, best: 0 };
         card.querySelector("[data-free]").textContent = cap.free > 0 ? fmt(s.free, { free: cap.free, best: cap.best }) : s.none;
-        var reason = reasonFor(gpu, region, count);
+        var reason = reasonFor(gpu, region, count, nodes);
         card.classList.toggle("unavailable", !!reason);
         card.querySelector("[data-why]").textContent = reason ? reason.text : "";
         if (String(gpu.id) === gpuId) { chosen = gpu; card.classList.add("selected"); } else { card.classList.remove("selected"); }
       });
       if (!chosen) return;
-      document.getElementById("price-hour").textContent = cny(chosen.price_fen * count) + "/h";
-      document.getElementById("price-detail").textContent = fmt(s.detail, {
-        count: count, price: cny(chosen.price_fen), disk: cny(disk * options.disk_price_fen_per_gb_day)
+      document.getElementById("price-hour").textContent = cny(chosen.price_fen * count * nodes) + "/h";
+      document.getElementById("price-detail").textContent = fmt(nodes > 1 ? s.detailNodes : s.detail, {
+        nodes: nodes, count: count, price: cny(chosen.price_fen), disk: cny(disk * options.disk_price_fen_per_gb_day)
       });
-      var reason = reasonFor(chosen, region, count);
+      var reason = reasonFor(chosen, region, count, nodes);
       button.disabled = !!reason;
       why.hidden = !reason;
       why.textContent = "";

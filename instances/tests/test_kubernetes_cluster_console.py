@@ -1,0 +1,82 @@
+"""A multi-node instance on a Kubernetes region: launched through the console, it is an Indexed Job of
+one pod per node with a headless Service; stop deletes the Job (the cards go back), start makes it
+again, release leaves nothing; the reconciler sees it as the instance's machine, not a stray."""
+
+from __future__ import annotations
+
+import pytest
+
+from instances.backends import get_backend
+from instances.backends.kubernetes import cluster_name
+from instances.models import Instance, Node, StrayMachine
+from instances.services import instance_release, instance_start, instance_stop, instance_sync, instances_reconcile
+from instances.tests.conftest import committed, launch
+from instances.tests.test_kubernetes_console import cluster  # noqa: F401  (the fixture)
+
+S = Instance.Status
+
+
+@pytest.fixture(autouse=True)
+def quota(settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 16
+
+
+def _free() -> dict[str, int]:
+    return dict(Node.objects.filter(backend_alias="k8s").values_list("name", "free_cards"))
+
+
+def test_two_nodes_of_eight_are_an_indexed_job_of_two_that_stops_starts_and_is_released(
+    cluster,  # noqa: F811
+    rich_alice,
+):
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="k8s-1", count=8, nodes=2)
+    instance.refresh_from_db()
+    assert instance.status == S.PROVISIONING
+    assert _free() == {"gpu-a": 0, "gpu-b": 0}
+    name = cluster_name(instance.key)
+    job = cluster.cluster.get("jobs", name)
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (2, 2)
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert cluster.cluster.get("services", name)["spec"]["clusterIP"] == "None"
+    assert cluster.cluster.names("statefulsets") == []  # a cluster is not a one-pod machine
+
+    cluster.cluster.advance()
+    instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
+    assert sorted(p["spec"]["nodeName"] for p in cluster.cluster.list("pods")) == ["gpu-a", "gpu-b"]
+    assert get_backend("k8s").entry_points(key=instance.key, state=instance.backend_state).web == ()
+
+    report = instances_reconcile()  # the Job is this instance's machine: settled, not a stray
+    assert report["stray"] == 0 and not StrayMachine.objects.exists()
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
+
+    with committed():
+        instance_stop(instance=instance)
+    instance.refresh_from_db()
+    assert instance.status == S.STOPPED
+    assert cluster.cluster.list("jobs") == [] and cluster.cluster.list("pods") == []
+    assert cluster.cluster.get("services", name) is not None
+    assert _free() == {"gpu-a": 8, "gpu-b": 8}
+
+    with committed():
+        instance_start(instance=instance)
+    instance.refresh_from_db()
+    assert instance.status == S.STARTING
+    assert cluster.cluster.get("jobs", name)["spec"]["completions"] == 2
+    cluster.cluster.advance()
+    instance_sync(instance_id=instance.pk)
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
+
+    with committed():
+        instance_release(instance=instance)
+    instance.refresh_from_db()
+    assert instance.status == S.RELEASED
+    for plural in ("jobs", "pods", "services", "statefulsets"):
+        assert cluster.cluster.list(plural) == [], plural
+    assert _free() == {"gpu-a": 8, "gpu-b": 8}
+    assert cluster.cluster.refused == []
