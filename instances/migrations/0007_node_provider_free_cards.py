@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('instances', '0005_node_health_and_event_kind'),
+        ('instances', '0006_instance_node_count'),
     ]
 
     operations = [
