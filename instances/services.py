@@ -1251,7 +1251,8 @@ def instance_auto_stop_set(
 
 
 def instances_auto_stop(*, now: datetime | None = None) -> int:
-    """Periodic: stop instances whose stop time has come or whose GPUs have idled long enough."""
+    """Periodic: stop instances whose stop time has come or that nobody has used for long enough
+    (the provider judges use: GPU work, and on this host also notebooks, SSH and VS Code sessions)."""
     now = now or timezone.now()
     stopped = 0
     due = Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_at__lte=now)
@@ -1264,7 +1265,7 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
         if observation.idle_seconds is not None and observation.idle_seconds >= instance.auto_stop_idle_minutes * 60:
             instance_stop(
                 instance=instance,
-                reason=_("Auto-stop: GPUs idle for %(m)d minutes") % {"m": instance.auto_stop_idle_minutes},
+                reason=_("Auto-stop: idle for %(m)d minutes") % {"m": instance.auto_stop_idle_minutes},
             )
             stopped += 1
     return stopped

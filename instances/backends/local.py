@@ -52,6 +52,7 @@ from instances.local.servers import APP, CODE, LAB, SSH, WEBUI
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError, Mount
 
 STATE_VERSION = 1
+GPU_BUSY_PCT = 5  # a card at or above this utilisation is in use (auto-stop's idle check)
 VOLUME_STATE_VERSION = 1
 # The runtime's own settings; any of them in OPTIONS gives this backend a runtime of its own.
 RUNTIME_KEYS = (
@@ -201,6 +202,8 @@ class LocalBackend(ProvisioningBackend):
     def poll(self, *, key: str, state: dict) -> Observation:
         status = self._call(self.runtime.status, key)
         observed = _OVERALL[status.overall]
+        if observed == Observed.RUNNING:
+            return Observation(observed, idle_seconds=self._idle_seconds(key))
         if observed != Observed.DEGRADED:
             return Observation(observed)
         crashed = [s for s in status.servers.values() if s.state == "crashed"]
@@ -210,6 +213,20 @@ class LocalBackend(ProvisioningBackend):
             for s in crashed
         )
         return Observation(Observed.DEGRADED, detail=detail)
+
+    def _idle_seconds(self, key: str) -> int | None:
+        meta = self._meta(key) or {}
+        cards = set(meta.get("gpus") or ())
+        try:
+            gpus = self.inventory().gpus
+        except TransientBackendError:
+            gpus = []
+        # A card of its busy is use; the simulated cards (no nvidia-smi) report 0.
+        gpu_busy = any(str(g.index) in cards and (g.utilization_pct or 0) >= GPU_BUSY_PCT for g in gpus)
+        try:
+            return self.runtime.idle_seconds(key, gpu_busy=gpu_busy)
+        except LocalRuntimeError:
+            return None
 
     def machines(self) -> list[MachineInfo]:
         machines = []

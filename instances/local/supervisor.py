@@ -43,6 +43,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 import psutil
@@ -275,11 +276,15 @@ class LocalRuntime:
             services = self.services_of(meta)
             ports = self.ports.allocate(key, list(services))
             env = self._environment(key, paths, meta)
+            spawned = False
             for service in services:
                 if self._alive(paths, service) is not None:
                     continue
                 command = self._command(key, service, paths, ports[service], meta, env)
                 self._spawn(paths, command, env)
+                spawned = True
+            if spawned:
+                self._activity_mark(paths)  # a (re)start is use: the idle clock starts now
             return {
                 "version": STATE_VERSION,
                 "ports": ports,
@@ -557,6 +562,78 @@ class LocalRuntime:
         base = self.base_url(key, service).rstrip("/") if app.get("serves_base_path", True) else ""
         return base + (app.get("health_path") or "/")
 
+    # --- idleness (auto-stop) --------------------------------------------------------------------
+
+    def _activity_mark(self, paths: Paths, at: float | None = None) -> None:
+        record = paths.run / "activity.json"
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"last_active": at if at is not None else time.time()}))
+        os.replace(tmp, record)
+
+    def idle_seconds(self, key: str, *, gpu_busy: bool = False, now: float | None = None) -> int | None:
+        """How long nobody has used instance ``key``, or None when it does not exist.
+
+        Use is judged the way people use an instance, not by a browser tab being open: a GPU of its
+        busy (``gpu_busy``, from nvidia-smi), a Jupyter kernel executing or any notebook/terminal
+        activity (JupyterLab's own ``last_activity``, which its status endpoint does not touch), an
+        SSH session open, a VS Code window or an app client connected. A long training run in a
+        kernel or over SSH keeps it in use; a forgotten instance with nothing open goes idle.
+        """
+        meta = self.meta(key)
+        if meta is None:
+            return None
+        paths = self.paths(key)
+        now = time.time() if now is None else now
+        try:
+            last = float(json.loads((paths.run / "activity.json").read_text())["last_active"])
+        except (OSError, ValueError, KeyError, TypeError):
+            last = float(meta.get("created", now))
+        lab_last, lab_busy = self._lab_activity(key)
+        if lab_last is not None:
+            last = max(last, lab_last)
+        if gpu_busy or lab_busy or self._sessions_open(key, paths):
+            last = now
+            self._activity_mark(paths, now)
+        return max(0, int(now - last))
+
+    def _lab_activity(self, key: str) -> tuple[float | None, bool]:
+        """(JupyterLab's last activity as a timestamp, whether a kernel is executing now)."""
+        upstream = self.upstream(key, LAB)
+        if upstream is None or self._alive(self.paths(key), LAB) is None:
+            return None, False
+        base = self.base_url(key, LAB)
+        headers = {"Authorization": f"token {upstream.secret}", "User-Agent": "console-idle-check"}
+        status = _get_json(upstream.port, f"{base}api/status", headers)
+        kernels = _get_json(upstream.port, f"{base}api/kernels", headers) or []
+        busy = any(k.get("execution_state") == "busy" for k in kernels if isinstance(k, dict))
+        return _timestamp((status or {}).get("last_activity")), busy
+
+    def _sessions_open(self, key: str, paths: Paths) -> bool:
+        """An SSH session, or a client connected to VS Code or the app (the proxy holds these open)."""
+        ports = self.ports.get(key)
+        for service in (SSH, CODE, APP, WEBUI):
+            process = self._alive(paths, service)
+            if process is None:
+                continue
+            try:
+                family = [process, *process.children(recursive=True)]
+            except psutil.Error:
+                continue
+            if service == SSH:
+                # sshd forks "sshd: user@pts/0" (or @notty) per logged-in session.
+                if any("@" in " ".join(_cmdline(child)) for child in family[1:]):
+                    return True
+                continue
+            port = ports.get(service)
+            for member in family:
+                try:
+                    connections = member.net_connections(kind="tcp")
+                except psutil.Error:
+                    continue
+                if any(c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port for c in connections):
+                    return True
+        return False
+
     def upstream(self, key: str, service: str) -> Upstream | None:
         """Where the proxy reaches ``service`` of ``key``; None when it is not configured or has no port."""
         meta = self.meta(key)
@@ -678,6 +755,35 @@ def _listens(process: psutil.Process, port: int) -> bool:
         except psutil.Error:
             continue
     return False
+
+
+def _get_json(port: int, path: str, headers: dict, timeout: float = 2.0):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        return json.loads(response.read()) if response.status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError):
+        return None
+    finally:
+        connection.close()
+
+
+def _timestamp(value) -> float | None:
+    """An ISO 8601 time from Jupyter ("2026-11-30T06:00:00.123456Z") as a POSIX timestamp."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
 
 
 def _answers(port: int, path: str, timeout: float = 1.0) -> bool:
