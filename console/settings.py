@@ -493,6 +493,8 @@ INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
 INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up
 INSTANCES_RECONCILE_INTERVAL_S = 30
 INSTANCES_QUOTA_MAX_DAYS = 365
+# How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
+INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
 BILLING_OUT_OF_FUNDS_HOOK = "instances.services.instances_stop_for_funds"
 CELERY_BEAT_SCHEDULE.update(
     {

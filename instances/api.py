@@ -358,6 +358,16 @@ class InstanceViewSet(
             idle_minutes=body.validated_data.get("idle_minutes"),
         )
 
+    @extend_schema(
+        summary="Keep running: restart the idle clock of auto-stop",
+        tags=["instances"],
+        request=None,
+        responses=_action_response,
+    )
+    @action(detail=True, methods=["post"], url_path="keep-running")
+    def keep_running(self, request, pk=None):
+        return self._act(services.instance_auto_stop_snooze)
+
     @extend_schema(summary="Status history", tags=["instances"], responses=EventSerializer(many=True))
     @action(detail=True, methods=["get"])
     def events(self, request, pk=None):

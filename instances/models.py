@@ -205,6 +205,10 @@ class Instance(models.Model):
     hourly_price_fen = models.PositiveIntegerField(_("price per hour (fen)"))
     auto_stop_at = models.DateTimeField(_("stop at"), null=True, blank=True)
     auto_stop_idle_minutes = models.PositiveIntegerField(_("stop after idle minutes"), null=True, blank=True)
+    # The owner was told an idle stop is near (once per idle stretch), and "Keep running" was pressed:
+    # the idle clock then counts from that moment, whatever the provider says.
+    auto_stop_warned_at = models.DateTimeField(_("idle stop warned"), null=True, blank=True)
+    auto_stop_snoozed_at = models.DateTimeField(_("kept running"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     status_changed_at = models.DateTimeField(_("status changed"), default=timezone.now)
     running_since = models.DateTimeField(_("running since"), null=True, blank=True)

@@ -1260,15 +1260,72 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
         instance_stop(instance=instance, reason=_("Auto-stop: the scheduled time was reached"))
         Instance.objects.filter(pk=instance.pk).update(auto_stop_at=None)
         stopped += 1
-    for instance in Instance.objects.filter(status=S.RUNNING, auto_stop_idle_minutes__isnull=False):
+    for instance in Instance.objects.select_related("owner").filter(
+        status=S.RUNNING, auto_stop_idle_minutes__isnull=False
+    ):
         observation = get_backend(instance.backend_alias).poll(key=instance.key, state=instance.backend_state)
-        if observation.idle_seconds is not None and observation.idle_seconds >= instance.auto_stop_idle_minutes * 60:
+        idle = observation.idle_seconds
+        if idle is None:
+            continue
+        if instance.auto_stop_snoozed_at is not None:
+            idle = min(idle, int((now - instance.auto_stop_snoozed_at).total_seconds()))
+        limit = instance.auto_stop_idle_minutes * 60
+        if idle >= limit:
             instance_stop(
                 instance=instance,
                 reason=_("Auto-stop: idle for %(m)d minutes") % {"m": instance.auto_stop_idle_minutes},
             )
+            Instance.objects.filter(pk=instance.pk).update(auto_stop_warned_at=None, auto_stop_snoozed_at=None)
             stopped += 1
+        elif idle >= limit - _auto_stop_warning_s(limit):
+            if instance.auto_stop_warned_at is None:
+                _auto_stop_warn(instance=instance, seconds_left=limit - idle, now=now)
+        elif instance.auto_stop_warned_at is not None:
+            # Used again since the warning: the next idle stretch gets a warning of its own.
+            Instance.objects.filter(pk=instance.pk).update(auto_stop_warned_at=None)
     return stopped
+
+
+def _auto_stop_warning_s(limit_s: int) -> int:
+    """How long before an idle stop its owner is warned: ``INSTANCES_AUTO_STOP_WARNING_S``, at most
+    half the idle limit (a 5-minute rule warns after 2.5 minutes)."""
+    return min(getattr(settings, "INSTANCES_AUTO_STOP_WARNING_S", 600), limit_s // 2)
+
+
+def _auto_stop_warn(*, instance: Instance, seconds_left: int, now: datetime) -> None:
+    """Tell the owner (e-mail, and a notice on any open console page) that an idle stop is near, with
+    the way to keep it running: a long job the console cannot see (a detached process, a download)
+    must not be cut off without a word."""
+    from console.live import notify_user
+
+    if not Instance.objects.filter(pk=instance.pk, auto_stop_warned_at__isnull=True).update(auto_stop_warned_at=now):
+        return  # another worker warned first
+    minutes = max(1, round(seconds_left / 60))
+    subject = _("%(name)s will stop in %(m)d minutes: nobody is using it") % {"name": instance.name, "m": minutes}
+    body = _(
+        "Your instance %(name)s has been idle, so auto-stop will stop it in about %(m)d minutes "
+        "(its disk is kept). To keep it running, press “Keep running” on its page or use it."
+    ) % {"name": instance.name, "m": minutes}
+    send_mail(subject, body, None, [instance.owner.email], fail_silently=True)
+    try:
+        notify_user(
+            user_id=instance.owner_id,
+            payload={"type": "notice", "id": str(instance.pk), "message": subject},
+        )
+    except Exception:
+        logger.warning("live notify failed for instance %s", instance.pk, exc_info=True)
+    transaction.on_commit(lambda: _notify(instance))
+
+
+def instance_auto_stop_snooze(*, instance: Instance) -> Instance:
+    """ "Keep running": the idle clock starts again now, and the warning is withdrawn."""
+    if instance.status != S.RUNNING:
+        _refuse(instance, _("An instance that is %(status)s is not counting idle time."))
+    now = timezone.now()
+    Instance.objects.filter(pk=instance.pk).update(auto_stop_snoozed_at=now, auto_stop_warned_at=None)
+    instance.auto_stop_snoozed_at, instance.auto_stop_warned_at = now, None
+    transaction.on_commit(lambda: _notify(instance))
+    return instance
 
 
 def instances_stop_for_funds(*, user_id: int) -> int:

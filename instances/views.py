@@ -24,6 +24,7 @@ ACTIONS = {
     "stop": services.instance_stop,
     "restart": services.instance_restart,
     "release": services.instance_release,
+    "keep-running": services.instance_auto_stop_snooze,
 }
 PROVISIONING_STEPS = [
     ("requested", _("Request accepted")),

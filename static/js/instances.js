@@ -36,7 +36,7 @@
       var event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
       if (event.type === "instance") refresh(event.id);
-      if (event.type === "quota" && event.message) toast(event.message);
+      if ((event.type === "quota" || event.type === "notice") && event.message) toast(event.message);
     };
     socket.onclose = function (event) {
       document.documentElement.setAttribute("data-live", "off");
