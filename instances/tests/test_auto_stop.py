@@ -57,6 +57,7 @@ def test_the_owner_is_warned_before_an_idle_stop_and_keep_running_restarts_the_c
     instance_auto_stop_set(instance=instance, idle_minutes=30)
     machines = SimulatedMachine.objects.filter(key=instance.key)
     machines.update(ready_at=timezone.now() - timedelta(hours=2), last_active_at=timezone.now() - timedelta(minutes=19))
+
     def warnings() -> list:
         return [m for m in mailoutbox if "will stop" in m.subject]
 
