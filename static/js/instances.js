@@ -149,8 +149,38 @@
         }
       }
     }
-    form.addEventListener("change", update);
+    // On arrival and after a change of region, a GPU model with no room there is not left chosen
+    // while another has room: choose the first that fits (a click on a full one still shows why).
+    function pickAvailable() {
+      var region = value("region");
+      var count = parseInt(value("gpu_count") || "1", 10);
+      var nodes = parseInt(value("node_count") || "1", 10);
+      var gpuId = value("gpu_model");
+      var current = options.gpus.filter(function (g) { return String(g.id) === gpuId; })[0];
+      if (current && !reasonFor(current, region, count, nodes)) return;
+      var fits = options.gpus.filter(function (g) { return !reasonFor(g, region, count, nodes); })[0];
+      var input = fits && form.querySelector('input[name="gpu_model"][value="' + fits.id + '"]');
+      if (input) input.checked = true;
+    }
+    // Volumes attach in their own region only: the others are greyed out and cleared.
+    function volumesForRegion() {
+      var region = value("region");
+      form.querySelectorAll("tr[data-volume-region]").forEach(function (row) {
+        var here = row.getAttribute("data-volume-region") === region;
+        row.classList.toggle("unavailable", !here);
+        row.querySelectorAll("input, select").forEach(function (field) {
+          if (!here && field.type === "checkbox") field.checked = false;
+          field.disabled = !here;
+        });
+      });
+    }
+    form.addEventListener("change", function (event) {
+      if (event.target && event.target.name === "region") { pickAvailable(); volumesForRegion(); }
+      update();
+    });
     form.addEventListener("input", update);
+    pickAvailable();
+    volumesForRegion();
     update();
   }
 })();
