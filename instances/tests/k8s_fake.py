@@ -393,6 +393,24 @@ class FakeCluster:
             self._put("jobs", namespace, job, "MODIFIED")
             self._reconcile()
 
+    def endpoints(self, service: str, namespace: str | None = None) -> list[str]:
+        """The pods a Service sends traffic to, as the EndpointSlice controller picks them: those its
+        selector matches, ready ones only unless it publishes not-ready addresses."""
+        with self.lock:
+            namespace = namespace or self.namespace
+            svc = self.objects[("services", namespace, service)]
+            selector = svc["spec"].get("selector") or {}
+            if not selector:
+                return []  # a Service without a selector gets no endpoints from the controller
+            match = parse_selector(",".join(f"{k}={v}" for k, v in selector.items()))
+            return sorted(
+                p["metadata"]["name"]
+                for p in self._pods(lambda p: p["metadata"]["namespace"] == namespace)
+                if match(p["metadata"].get("labels"))
+                and p["status"].get("podIP")
+                and (svc["spec"].get("publishNotReadyAddresses") or _ready(p))
+            )
+
     def fail_next(self, status: int, times: int = 1) -> None:
         self.failures.extend([status] * times)
 
@@ -501,9 +519,11 @@ class FakeCluster:
             pod_name = f"{name}-{index}"
             if pod_name not in pods:
                 labels = {"apps.kubernetes.io/pod-index": str(index), "statefulset.kubernetes.io/pod-name": pod_name}
-                self._put(
-                    "pods", namespace, self._new_pod(namespace, sts, pod_name, sts["spec"]["template"], labels), "ADDED"
-                )
+                pod = self._new_pod(namespace, sts, pod_name, sts["spec"]["template"], labels)
+                # The pod's DNS name is <pod>.<serviceName>: the controller sets both.
+                pod["spec"]["hostname"] = pod_name
+                pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
+                self._put("pods", namespace, pod, "ADDED")
         for pod_name in pods:
             if int(pod_name.rsplit("-", 1)[1]) >= replicas:
                 self._remove("pods", namespace, pod_name)
