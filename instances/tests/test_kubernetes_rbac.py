@@ -4,7 +4,6 @@ by the fake API server over a whole life: instance, app, volume, cluster, nodes,
 from __future__ import annotations
 
 from dataclasses import replace
-
 from pathlib import Path
 
 import pytest
