@@ -21,19 +21,46 @@ to one. ``release`` deletes all four. The disk is a separate PVC rather than a v
 so its life is explicit: a template's PVC outlives the StatefulSet silently and cannot be resized
 through it.
 
-A multi-node cluster (``cluster_manifests``) is an Indexed Job: ``parallelism = completions = N``
-pods, one per node, each requesting G GPUs, found by each other through a headless Service
-(``<job>-<index>.<service>``). Pods of a Job start together only where the cluster has gang
-scheduling:
+A multi-node cluster of N nodes × G GPUs (``cluster_manifests``) is a head and N-1 workers::
 
-- ``GANG_SCHEDULING: "kueue"`` — the Job carries ``kueue.x-k8s.io/queue-name: <KUEUE_QUEUE>`` and is
-  created suspended; Kueue admits (unsuspends) it when the whole quota fits, so all N pods are
-  created at once.
+    instance key 6f1c…   StatefulSet  inst-6f1c2a9b03de   the head (rank 0): the same pod as a single
+                                      machine's (workspace, home disk, app), replicas 1 or 0 (stopped),
+                                      also labelled console.gpu/cluster=<key>, not pinned to a node
+                         PVC, Service, Secret   inst-6f1c2a9b03de-home, inst-6f1c2a9b03de, …-secrets,
+                                      as a single machine's; the Service selects console.gpu/instance,
+                                      which only the head carries, so the proxy and SSH reach the head
+                         Job          clu-6f1c2a9b03de   Indexed, N-1 pods of G GPUs (ranks 1…N-1),
+                                      running the app's command or CLUSTER_COMMAND; no home disk
+                         Service      clu-6f1c2a9b03de   headless, selects console.gpu/cluster: every
+                                      rank; the head is MASTER_ADDR = inst-6f1c2a9b03de-0.clu-6f1c2a9b03de
+
+Why the head is a StatefulSet of its own and not index 0 of the Job: all pods of an Indexed Job share
+one template, so a home disk there would be mounted by every pod, and a ReadWriteOnce disk (what most
+storage classes give) attaches on one node only: the other ranks would never start. The head's
+StatefulSet mounts it alone, keeps it across a stop (scaled to zero, as a single machine) and gives
+the head a stable DNS name under the headless Service. The user's volumes (``spec.volumes``) and the
+public claims are mounted in every pod, head and workers; a volume mounted read-write by a cluster
+must be ReadWriteMany (``VOLUME_RWX``), else the launch is refused (``PermanentBackendError``), since
+a ReadWriteOnce claim would attach on one node only. (Read-only, a ReadWriteOnce claim is mounted on
+every node: storage that attaches a disk to one node at a time, block storage, refuses the second
+node; file storage such as NFS or CephFS allows it.)
+
+The GPUs of the head go to the container that runs rank 0: the app's, when the instance runs one
+(its command on the head, the same command with ``NODE_RANK`` = index + 1 on the workers), else the
+workspace's, where the user starts rank 0 from JupyterLab, VS Code or SSH (``torchrun
+--node-rank=$NODE_RANK --master-addr=$MASTER_ADDR …``; ``NNODES``, ``GPUS_PER_NODE``, ``MASTER_ADDR``,
+``MASTER_PORT`` and ``NODE_RANK=0`` are in its env). Pods start together only where the cluster has
+gang scheduling:
+
+- ``GANG_SCHEDULING: "kueue"`` — the workers' Job carries ``kueue.x-k8s.io/queue-name:
+  <KUEUE_QUEUE>`` and is created suspended; Kueue admits (unsuspends) it when the whole quota fits,
+  so all N-1 workers are created at once. The head is outside the queue, placed as a single machine
+  is; until the Job is admitted the cluster is PENDING ("queued") and the head holds its cards.
 - ``GANG_SCHEDULING: "coscheduling"`` — a scheduler-plugins ``PodGroup`` with ``minMember: N`` and
-  pods labelled ``scheduling.x-k8s.io/pod-group`` run by that scheduler (``COSCHEDULING_SCHEDULER``),
-  which binds none of them until all N fit.
-- neither (the default) — the Job's pods are scheduled one by one: some may run while others wait
-  for GPUs, holding their cards meanwhile. ``cluster_poll`` reports PENDING ("2 of 4 pods running")
+  every pod, head included, labelled ``scheduling.x-k8s.io/pod-group`` and run by that scheduler
+  (``COSCHEDULING_SCHEDULER``), which binds none of them until all N fit.
+- neither (the default) — the pods are scheduled one by one: some may run while others wait for
+  GPUs, holding their cards meanwhile. ``cluster_poll`` reports PENDING ("2 of 4 pods running")
   until every pod runs, so the console never calls a half-started cluster running.
 
 Every call may be repeated: creating what exists (409 AlreadyExists) returns what is there;
@@ -909,12 +936,13 @@ def _status_message(exc) -> tuple[str, str]:
 class KubernetesBackend(ProvisioningBackend):
     """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
 
-    A multi-node instance (``spec.nodes`` > 1) is an Indexed Job of ``nodes`` pods with a headless
-    Service instead (``cluster_create``): each pod runs the app's command (or ``CLUSTER_COMMAND``,
-    ``sleep infinity`` by default, to hold the cards for a user who brings their own launcher).
-    Stopping a cluster deletes its Job (the cards go back) and keeps its Service; starting it makes
-    the Job again. Its pods have no home disk: what a cluster keeps across a stop is in its volumes.
-    It offers no JupyterLab or VS Code entry points yet.
+    A multi-node instance (``spec.nodes`` > 1) is a head and workers (``cluster_create``; see the
+    module's docstring): the head is a single machine's StatefulSet, disk, Service and Secret, with
+    the same entry points (JupyterLab, VS Code, SSH, the app), and the workers an Indexed Job of
+    ``nodes - 1`` pods behind a headless Service, running the app's command (or ``CLUSTER_COMMAND``,
+    ``sleep infinity`` by default, to hold the cards for a user who launches from the head). Stopping
+    a cluster deletes the Job and scales the head to zero (the cards go back; the disk, the Secret
+    and the Services stay); starting it makes the Job again and scales the head back to one.
     """
 
     supports_volumes = True
@@ -1099,7 +1127,7 @@ class KubernetesBackend(ProvisioningBackend):
         """Secret, disk, Service, then the StatefulSet; each that exists is kept (a retry finds them).
 
         The Secret first: a retry reads the tokens it holds instead of minting new ones. A cluster
-        (``spec.nodes`` > 1) is its Indexed Job and Service instead.
+        (``spec.nodes`` > 1) is its head and workers instead (``cluster_create``).
         """
         if spec.nodes > 1:
             return self._cluster_start(key, spec)
@@ -1141,7 +1169,7 @@ class KubernetesBackend(ProvisioningBackend):
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_INSTANCE}={key}")
         return found.get("items") or []
 
-    # --- a cluster as an instance (an Indexed Job; see the class's docstring) ----------------------------
+    # --- a cluster as an instance (a head and a Job of workers; see the module docstring)----------------------------
 
     def _cluster_command(self, spec: InstanceSpec) -> tuple[str, ...]:
         if spec.app is not None and spec.app.argv:
@@ -1461,7 +1489,7 @@ class KubernetesBackend(ProvisioningBackend):
                     extra={"name": meta.get("name"), "namespace": self.namespace},
                 )
             )
-        # Clusters (Indexed Jobs): running once every pod is ready, as ``cluster_poll`` says.
+        # Clusters (a Job of workers and their head): running once every pod is ready, as ``cluster_poll`` says.
         jobs = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=self._selector(LABEL_CLUSTER))
         for job in jobs.get("items") or []:
             key = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER)

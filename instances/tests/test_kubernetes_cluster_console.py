@@ -1,5 +1,6 @@
-"""A multi-node instance on a Kubernetes region: launched through the console, it is an Indexed Job of
-one pod per node with a headless Service; stop deletes the Job (the cards go back), start makes it
+"""A multi-node instance on a Kubernetes region: launched through the console, it is
+a head (StatefulSet: home disk, JupyterLab and VS Code behind the proxy) and a Job of workers with a
+headless Service; stop deletes the Job and scales the head to 0 (the cards go back), start makes it
 again, release leaves nothing; the reconciler sees it as the instance's machine, not a stray."""
 
 from __future__ import annotations
