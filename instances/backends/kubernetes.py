@@ -1169,7 +1169,7 @@ class KubernetesBackend(ProvisioningBackend):
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_INSTANCE}={key}")
         return found.get("items") or []
 
-    # --- a cluster as an instance (a head and a Job of workers; see the module docstring)----------------------------
+    # --- a cluster as an instance (a head and a Job of workers; see the module docstring) -----------------
 
     def _cluster_command(self, spec: InstanceSpec) -> tuple[str, ...]:
         if spec.app is not None and spec.app.argv:
@@ -1489,7 +1489,7 @@ class KubernetesBackend(ProvisioningBackend):
                     extra={"name": meta.get("name"), "namespace": self.namespace},
                 )
             )
-        # Clusters (a Job of workers and their head): running once every pod is ready, as ``cluster_poll`` says.
+        # Clusters (their workers' Jobs and heads): running once every pod is ready, as ``cluster_poll`` says.
         jobs = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=self._selector(LABEL_CLUSTER))
         for job in jobs.get("items") or []:
             key = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER)
