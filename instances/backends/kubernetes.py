@@ -21,19 +21,46 @@ to one. ``release`` deletes all four. The disk is a separate PVC rather than a v
 so its life is explicit: a template's PVC outlives the StatefulSet silently and cannot be resized
 through it.
 
-A multi-node cluster (``cluster_manifests``) is an Indexed Job: ``parallelism = completions = N``
-pods, one per node, each requesting G GPUs, found by each other through a headless Service
-(``<job>-<index>.<service>``). Pods of a Job start together only where the cluster has gang
-scheduling:
+A multi-node cluster of N nodes × G GPUs (``cluster_manifests``) is a head and N-1 workers::
 
-- ``GANG_SCHEDULING: "kueue"`` — the Job carries ``kueue.x-k8s.io/queue-name: <KUEUE_QUEUE>`` and is
-  created suspended; Kueue admits (unsuspends) it when the whole quota fits, so all N pods are
-  created at once.
+    instance key 6f1c…   StatefulSet  inst-6f1c2a9b03de   the head (rank 0): the same pod as a single
+                                      machine's (workspace, home disk, app), replicas 1 or 0 (stopped),
+                                      also labelled console.gpu/cluster=<key>, not pinned to a node
+                         PVC, Service, Secret   inst-6f1c2a9b03de-home, inst-6f1c2a9b03de, …-secrets,
+                                      as a single machine's; the Service selects console.gpu/instance,
+                                      which only the head carries, so the proxy and SSH reach the head
+                         Job          clu-6f1c2a9b03de   Indexed, N-1 pods of G GPUs (ranks 1…N-1),
+                                      running the app's command or CLUSTER_COMMAND; no home disk
+                         Service      clu-6f1c2a9b03de   headless, selects console.gpu/cluster: every
+                                      rank; the head is MASTER_ADDR = inst-6f1c2a9b03de-0.clu-6f1c2a9b03de
+
+Why the head is a StatefulSet of its own and not index 0 of the Job: all pods of an Indexed Job share
+one template, so a home disk there would be mounted by every pod, and a ReadWriteOnce disk (what most
+storage classes give) attaches on one node only: the other ranks would never start. The head's
+StatefulSet mounts it alone, keeps it across a stop (scaled to zero, as a single machine) and gives
+the head a stable DNS name under the headless Service. The user's volumes (``spec.volumes``) and the
+public claims are mounted in every pod, head and workers; a volume mounted read-write by a cluster
+must be ReadWriteMany (``VOLUME_RWX``), else the launch is refused (``PermanentBackendError``), since
+a ReadWriteOnce claim would attach on one node only. (Read-only, a ReadWriteOnce claim is mounted on
+every node: storage that attaches a disk to one node at a time, block storage, refuses the second
+node; file storage such as NFS or CephFS allows it.)
+
+The GPUs of the head go to the container that runs rank 0: the app's, when the instance runs one
+(its command on the head, the same command with ``NODE_RANK`` = index + 1 on the workers), else the
+workspace's, where the user starts rank 0 from JupyterLab, VS Code or SSH (``torchrun
+--node-rank=$NODE_RANK --master-addr=$MASTER_ADDR …``; ``NNODES``, ``GPUS_PER_NODE``, ``MASTER_ADDR``,
+``MASTER_PORT`` and ``NODE_RANK=0`` are in its env). Pods start together only where the cluster has
+gang scheduling:
+
+- ``GANG_SCHEDULING: "kueue"`` — the workers' Job carries ``kueue.x-k8s.io/queue-name:
+  <KUEUE_QUEUE>`` and is created suspended; Kueue admits (unsuspends) it when the whole quota fits,
+  so all N-1 workers are created at once. The head is outside the queue, placed as a single machine
+  is; until the Job is admitted the cluster is PENDING ("queued") and the head holds its cards.
 - ``GANG_SCHEDULING: "coscheduling"`` — a scheduler-plugins ``PodGroup`` with ``minMember: N`` and
-  pods labelled ``scheduling.x-k8s.io/pod-group`` run by that scheduler (``COSCHEDULING_SCHEDULER``),
-  which binds none of them until all N fit.
-- neither (the default) — the Job's pods are scheduled one by one: some may run while others wait
-  for GPUs, holding their cards meanwhile. ``cluster_poll`` reports PENDING ("2 of 4 pods running")
+  every pod, head included, labelled ``scheduling.x-k8s.io/pod-group`` and run by that scheduler
+  (``COSCHEDULING_SCHEDULER``), which binds none of them until all N fit.
+- neither (the default) — the pods are scheduled one by one: some may run while others wait for
+  GPUs, holding their cards meanwhile. ``cluster_poll`` reports PENDING ("2 of 4 pods running")
   until every pod runs, so the console never calls a half-started cluster running.
 
 Every call may be repeated: creating what exists (409 AlreadyExists) returns what is there;
@@ -383,6 +410,40 @@ def webui_port(opts: KubeOptions, spec: InstanceSpec) -> int | None:
     return next(p for p in (spec.app.webui.port, *range(18080, 18180)) if p not in taken)
 
 
+def _app_values(opts: KubeOptions, *, key: str, spec: InstanceSpec) -> dict[str, str]:
+    """What an app's command and env may name: ``{port}``, ``{host}``, ``{base_path}``, ``{webui_port}``."""
+    assert spec.app is not None
+    return {
+        "{port}": str(spec.app.port),
+        "{host}": "0.0.0.0",  # noqa: S104 (inside the pod; the Service is the only way in)
+        "{base_path}": f"{opts.proxy_prefix}{key}/{APP}",
+        "{webui_port}": str(webui_port(opts, spec) or ""),
+    }
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+def _user_volumes(opts: KubeOptions, spec: InstanceSpec) -> list[dict]:
+    """The pod volumes behind ``_volume_mounts``: the user's claims, then the public ones (read-only)."""
+    return [
+        *(
+            {
+                "name": f"v{index}",
+                "persistentVolumeClaim": {"claimName": volume_name(mount.key), "readOnly": bool(mount.read_only)},
+            }
+            for index, mount in enumerate(spec.volumes)
+        ),
+        *(
+            {"name": f"public{index}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+            for index, (_path, claim) in enumerate(_public_volumes(opts, spec))
+        ),
+    ]
+
+
 def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
     """The instance's pod: a workspace container (lab/code/ssh) and, with ``spec.app``, the app's container.
 
@@ -435,17 +496,10 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
                 f"The app's port {app.port} is the {taken[app.port]} server's; choose another port for the app."
             )
         base_path = f"{base}/{APP}"
-        values = {
-            "{port}": str(app.port),
-            "{host}": "0.0.0.0",  # noqa: S104 (inside the pod; the Service is the only way in)
-            "{base_path}": base_path,
-            "{webui_port}": str(webui_port(opts, spec) or ""),
-        }
+        values = _app_values(opts, key=key, spec=spec)
 
         def fill(text: str, values=values) -> str:
-            for placeholder, value in values.items():
-                text = text.replace(placeholder, value)
-            return text
+            return _fill(text, values)
 
         argv = [fill(part) for part in app.argv]
         if not argv:
@@ -523,17 +577,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
                 ],
             },
         },
-        *(
-            {
-                "name": f"v{index}",
-                "persistentVolumeClaim": {"claimName": volume_name(mount.key), "readOnly": bool(mount.read_only)},
-            }
-            for index, mount in enumerate(spec.volumes)
-        ),
-        *(
-            {"name": f"public{index}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
-            for index, (_path, claim) in enumerate(_public_volumes(opts, spec))
-        ),
+        *_user_volumes(opts, spec),
     ]
     pod_spec: dict[str, Any] = {
         "containers": containers,
@@ -657,34 +701,60 @@ def volume_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, size_gb: int
     }
 
 
+# Workers' ranks: the Job numbers them 0…N-2, the head is rank 0, so a worker is its index plus one.
+# (A pod's env cannot do arithmetic; the shell does, then hands over to the command, its argv intact.)
+WORKER_RANK_SCRIPT = 'export NODE_RANK=$((JOB_COMPLETION_INDEX + 1)); exec "$@"'
+MASTER_PORT = 29500
+
+
 def cluster_manifests(
     opts: KubeOptions,
     *,
     alias: str,
     key: str,
+    spec: InstanceSpec,
     nodes: int,
     gpus_per_node: int,
-    gpu_model: str,
-    image: str,
     command: tuple[str, ...],
+    image: str = "",
     env: tuple[tuple[str, str], ...] = (),
-    owner_ref: str = "",
 ) -> list[dict]:
-    """A cluster of ``nodes`` × ``gpus_per_node``: a headless Service, an Indexed Job and, with
-    coscheduling, its PodGroup. In creation order (the PodGroup must exist before its pods).
+    """A cluster of ``nodes`` × ``gpus_per_node``, in creation order: a headless Service, with
+    coscheduling its PodGroup (it must exist before its pods), the head's StatefulSet and the workers'
+    Indexed Job.
 
-    Each pod learns its rank from ``JOB_COMPLETION_INDEX`` and finds rank 0 at ``MASTER_ADDR``
-    (``<job>-0.<service>``, the hostname an Indexed Job gives pod 0 under its subdomain).
+    The head (rank 0) is the instance's own StatefulSet ``inst-…`` of one pod, built as a single-node
+    machine's (``pod_template``): the workspace container (JupyterLab, code-server, sshd), the home
+    disk ``inst-…-home``, the volumes, and the app's container when there is one. It is a separate
+    object, not index 0 of the Job, because a Job's pods share one template: a ReadWriteOnce home disk
+    mounted by every pod would attach on one node only, so the other pods would never start. The
+    instance's Service (``service_manifest``) selects ``console.gpu/instance=<key>``, which only the
+    head carries, so the proxy and SSH reach the head as they reach a single-node machine.
+
+    The workers (ranks 1…N-1) are an Indexed Job of ``nodes - 1`` pods running ``command``, with the
+    volumes and public claims but no home disk and no servers. Every pod (head included) carries
+    ``console.gpu/cluster=<key>``, which the headless Service selects: the head is reachable as
+    ``MASTER_ADDR`` = ``inst-…-0.clu-…`` (a StatefulSet's pod takes its Service as subdomain).
     """
-    if nodes < 1 or gpus_per_node < 1:
-        raise PermanentBackendError("A cluster needs at least one node with at least one GPU.")
+    if nodes < 2 or gpus_per_node < 1:
+        raise PermanentBackendError("A cluster needs at least two nodes with at least one GPU each.")
     if not command:
         raise PermanentBackendError("A cluster needs a command to run on every node.")
+    from dataclasses import replace
+
     name = cluster_name(key)
+    head_name = instance_name(key)
     labels = {LABEL_MANAGED: MANAGED_BY, LABEL_BACKEND: alias, LABEL_CLUSTER: key}
-    if owner_ref:
-        labels[LABEL_OWNER] = owner_ref
+    if spec.owner_ref:
+        labels[LABEL_OWNER] = spec.owner_ref
     pod_labels = dict(labels)
+    cluster_env = [
+        {"name": "NNODES", "value": str(nodes)},
+        {"name": "GPUS_PER_NODE", "value": str(gpus_per_node)},
+        {"name": "MASTER_ADDR", "value": f"{head_name}-0.{name}"},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+    rendezvous_port = {"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}
     manifests: list[dict] = [
         {
             "apiVersion": "v1",
@@ -695,10 +765,35 @@ def cluster_manifests(
                 "selector": {LABEL_CLUSTER: key},
                 # Ranks must resolve each other while they start, before any is "ready".
                 "publishNotReadyAddresses": True,
-                "ports": [{"name": "rendezvous", "port": 29500, "targetPort": 29500, "protocol": "TCP"}],
+                "ports": [{"name": "rendezvous", "port": MASTER_PORT, "targetPort": MASTER_PORT, "protocol": "TCP"}],
             },
         }
     ]
+
+    # The head: a single-node machine's StatefulSet (not pinned: Kubernetes places a cluster's pods).
+    head_spec = replace(spec, node="", gpu_count=gpus_per_node, nodes=nodes)
+    head = statefulset_manifest(opts, alias=alias, key=key, spec=head_spec)
+    head["metadata"]["labels"][LABEL_CLUSTER] = key
+    head["spec"]["serviceName"] = name  # its pod's DNS name is <pod>.<headless Service>
+    template = head["spec"]["template"]
+    template["metadata"]["labels"][LABEL_CLUSTER] = key
+    for container in template["spec"]["containers"]:
+        if container["name"] == "webui":
+            continue
+        container["env"] = [*container["env"], *cluster_env, {"name": "NODE_RANK", "value": "0"}]
+    # Rank 0's process listens for the others: the app's container when there is one (it runs the
+    # cluster's command), else the workspace, where the user starts rank 0 (torchrun --node-rank=0).
+    gpu_container = next(
+        c for c in template["spec"]["containers"] if GPU_RESOURCE in c.get("resources", {}).get("limits", {})
+    )
+    gpu_container["ports"] = [*gpu_container.get("ports", []), rendezvous_port]
+
+    worker_argv = list(command)
+    worker_env = list(env)
+    if spec.app is not None:
+        values = _app_values(opts, key=key, spec=head_spec)
+        worker_argv = [_fill(part, values) for part in worker_argv]
+        worker_env = [(k, _fill(v, values)) for k, v in worker_env]
     pod_spec: dict[str, Any] = {
         "subdomain": name,
         "restartPolicy": "Never",
@@ -707,44 +802,39 @@ def cluster_manifests(
         "containers": [
             {
                 "name": "worker",
-                "image": image,
-                "command": list(command[:1]),
-                "args": list(command[1:]),
-                "env": [
-                    {"name": "NNODES", "value": str(nodes)},
-                    {"name": "GPUS_PER_NODE", "value": str(gpus_per_node)},
-                    {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
-                    {"name": "MASTER_PORT", "value": "29500"},
-                    {
-                        "name": "NODE_RANK",
-                        "valueFrom": {
-                            "fieldRef": {"fieldPath": f"metadata.annotations['{JOB_INDEX_LABEL}']"},
-                        },
-                    },
-                    *({"name": k, "value": v} for k, v in env),
-                ],
-                "ports": [{"name": "rendezvous", "containerPort": 29500, "protocol": "TCP"}],
+                "image": image or opts.image_for(spec.image),
+                "command": ["/bin/sh", "-c", WORKER_RANK_SCRIPT, "console-worker"],
+                "args": worker_argv,
+                "env": [*cluster_env, *({"name": k, "value": v} for k, v in worker_env)],
+                "ports": [rendezvous_port],
                 "resources": _resources(opts, gpus_per_node),
+                "volumeMounts": _volume_mounts(spec, opts),
             }
         ],
-        **_placement(opts, gpu_model=gpu_model, node=""),
+        "volumes": _user_volumes(opts, spec),
+        **_placement(opts, gpu_model=spec.gpu_model, node=""),
     }
+    if opts.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
     job_metadata: dict[str, Any] = {"name": name, "namespace": opts.namespace, "labels": dict(labels)}
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
-        "completions": nodes,
-        "parallelism": nodes,
+        "completions": nodes - 1,
+        "parallelism": nodes - 1,
         # One rank failing fails the run: a distributed job cannot continue with a hole in it.
         "backoffLimit": 0,
         "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
     }
     if opts.gang_scheduling == "kueue":
+        # Kueue admits the workers' Job (created suspended) when its whole quota fits. The head is a
+        # StatefulSet outside the queue, placed like a single-node machine (see the module docstring).
         job_metadata["labels"][KUEUE_LABEL] = opts.kueue_queue
-        # Created suspended; Kueue unsuspends it once the whole Job's quota is admitted.
         job_spec["suspend"] = True
     elif opts.gang_scheduling == "coscheduling":
-        pod_labels[POD_GROUP_LABEL] = name
-        pod_spec["schedulerName"] = opts.coscheduling_scheduler
+        # One PodGroup of all N pods, head and workers: the scheduler binds none until all fit.
+        for target_labels, target_spec in ((pod_labels, pod_spec), (template["metadata"]["labels"], template["spec"])):
+            target_labels[POD_GROUP_LABEL] = name
+            target_spec["schedulerName"] = opts.coscheduling_scheduler
         manifests.append(
             {
                 "apiVersion": "scheduling.x-k8s.io/v1alpha1",
@@ -753,6 +843,7 @@ def cluster_manifests(
                 "spec": {"minMember": nodes, "scheduleTimeoutSeconds": 600},
             }
         )
+    manifests.append(head)
     manifests.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": job_metadata, "spec": job_spec})
     return manifests
 
@@ -845,12 +936,13 @@ def _status_message(exc) -> tuple[str, str]:
 class KubernetesBackend(ProvisioningBackend):
     """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
 
-    A multi-node instance (``spec.nodes`` > 1) is an Indexed Job of ``nodes`` pods with a headless
-    Service instead (``cluster_create``): each pod runs the app's command (or ``CLUSTER_COMMAND``,
-    ``sleep infinity`` by default, to hold the cards for a user who brings their own launcher).
-    Stopping a cluster deletes its Job (the cards go back) and keeps its Service; starting it makes
-    the Job again. Its pods have no home disk: what a cluster keeps across a stop is in its volumes.
-    It offers no JupyterLab or VS Code entry points yet.
+    A multi-node instance (``spec.nodes`` > 1) is a head and workers (``cluster_create``; see the
+    module's docstring): the head is a single machine's StatefulSet, disk, Service and Secret, with
+    the same entry points (JupyterLab, VS Code, SSH, the app), and the workers an Indexed Job of
+    ``nodes - 1`` pods behind a headless Service, running the app's command (or ``CLUSTER_COMMAND``,
+    ``sleep infinity`` by default, to hold the cards for a user who launches from the head). Stopping
+    a cluster deletes the Job and scales the head to zero (the cards go back; the disk, the Secret
+    and the Services stay); starting it makes the Job again and scales the head back to one.
     """
 
     supports_volumes = True
@@ -1035,36 +1127,16 @@ class KubernetesBackend(ProvisioningBackend):
         """Secret, disk, Service, then the StatefulSet; each that exists is kept (a retry finds them).
 
         The Secret first: a retry reads the tokens it holds instead of minting new ones. A cluster
-        (``spec.nodes`` > 1) is its Indexed Job and Service instead.
+        (``spec.nodes`` > 1) is its head and workers instead (``cluster_create``).
         """
         if spec.nodes > 1:
             return self._cluster_start(key, spec)
-        opts = self.opts
         self._volumes_check(spec)
-        tokens = {LAB: secrets.token_hex(24), CODE: secrets.token_hex(32), APP: secrets.token_hex(24)}
-        secret = self._create(
-            self.core.create_namespaced_secret,
-            self.core.read_namespaced_secret,
-            secret_manifest(opts, alias=self.alias, key=key, spec=spec, tokens=tokens),
-            key=key,
-        )
-        tokens = _secret_tokens(secret) or tokens
-        self._create(
-            self.core.create_namespaced_persistent_volume_claim,
-            self.core.read_namespaced_persistent_volume_claim,
-            home_pvc_manifest(opts, alias=self.alias, key=key, spec=spec),
-            key=key,
-        )
-        self._create(
-            self.core.create_namespaced_service,
-            self.core.read_namespaced_service,
-            service_manifest(opts, alias=self.alias, key=key, spec=spec),
-            key=key,
-        )
+        tokens = self._ensure_workspace(key, spec)
         sts = self._create(
             self.apps.create_namespaced_stateful_set,
             self.apps.read_namespaced_stateful_set,
-            statefulset_manifest(opts, alias=self.alias, key=key, spec=spec),
+            statefulset_manifest(self.opts, alias=self.alias, key=key, spec=spec),
             key=key,
         )
         node = ((sts.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE, spec.node)
@@ -1097,7 +1169,7 @@ class KubernetesBackend(ProvisioningBackend):
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_INSTANCE}={key}")
         return found.get("items") or []
 
-    # --- a cluster as an instance (an Indexed Job; see the class's docstring) ----------------------------
+    # --- a cluster as an instance (a head and a Job of workers; see the module docstring) -----------------
 
     def _cluster_command(self, spec: InstanceSpec) -> tuple[str, ...]:
         if spec.app is not None and spec.app.argv:
@@ -1120,10 +1192,32 @@ class KubernetesBackend(ProvisioningBackend):
             # A failed run (a rank died) is replaced on start: delete it now, make it at the retry.
             self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background")
             raise TransientBackendError("The cluster's failed run is being removed; try again shortly.")
+        self._forget(key)
         self._cluster_mark_stopped(key, False)
-        state = self.cluster_create(
-            key=key, nodes=spec.nodes, gpus_per_node=spec.gpu_count, spec=spec, command=self._cluster_command(spec)
+        command = self._cluster_command(spec)
+        state = self.cluster_create(key=key, nodes=spec.nodes, gpus_per_node=spec.gpu_count, spec=spec, command=command)
+        # The head outlives a stop (scaled to zero): bring it back with this start's template (app,
+        # volumes, image may have changed), as a single machine's start does.
+        head = next(
+            m
+            for m in self.cluster_manifests(
+                key=key, nodes=spec.nodes, gpus_per_node=spec.gpu_count, spec=spec, command=command
+            )
+            if m["kind"] == "StatefulSet"
         )
+        self._call(
+            self.apps.patch_namespaced_stateful_set,
+            instance_name(key),
+            self.namespace,
+            [
+                {"op": "replace", "path": "/spec/template", "value": head["spec"]["template"]},
+                {"op": "replace", "path": "/spec/replicas", "value": 1},
+            ],
+        )
+        self._replace_service_ports(key, spec)
+        for pod in self._pods(key):
+            if observe_pod(pod).state == Observed.DEGRADED:
+                self._delete(self.core.delete_namespaced_pod, pod["metadata"]["name"])
         return {**state, "cluster": True, "gpus": spec.gpu_count}
 
     def _cluster_mark_stopped(self, key: str, stopped: bool) -> None:
@@ -1139,9 +1233,19 @@ class KubernetesBackend(ProvisioningBackend):
             )
 
     def _cluster_stop(self, key: str, state: dict) -> dict:
-        """Delete the Job (its pods, and their cards, go with it); the Service stays for the next start."""
+        """Delete the workers' Job and scale the head to zero (the pods, and their cards, go); the
+        Services, the Secret and the head's home disk stay for the next start."""
+        self._forget(key)
         self._cluster_mark_stopped(key, True)
         self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background")
+        with contextlib.suppress(_NotFound):
+            self._call(
+                self.apps.patch_namespaced_stateful_set,
+                instance_name(key),
+                self.namespace,
+                {"spec": {"replicas": 0}},
+                _content_type="application/merge-patch+json",
+            )
         if self.opts.gang_scheduling == "coscheduling":
             with contextlib.suppress(_NotFound):
                 self._call(
@@ -1167,7 +1271,8 @@ class KubernetesBackend(ProvisioningBackend):
         try:
             self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
         except _NotFound:
-            return Observation(Observed.STOPPED)
+            if not self._pods(key):  # the head's pod too
+                return Observation(Observed.STOPPED)
         except TransientBackendError as exc:
             return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
         return Observation(Observed.PENDING, detail="shutting down")
@@ -1363,10 +1468,14 @@ class KubernetesBackend(ProvisioningBackend):
         for pod in pods.get("items") or []:
             by_key.setdefault(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_INSTANCE, ""), pod)
         machines = []
+        heads: dict[str, dict] = {}
         for sts in sets.get("items") or []:
             meta = sts.get("metadata") or {}
             key = (meta.get("labels") or {}).get(LABEL_INSTANCE)
             if not key:
+                continue
+            if LABEL_CLUSTER in (meta.get("labels") or {}):
+                heads[key] = sts  # a cluster's head: one machine with its workers (below)
                 continue
             pod = by_key.get(key)
             annotations = meta.get("annotations") or {}
@@ -1380,7 +1489,7 @@ class KubernetesBackend(ProvisioningBackend):
                     extra={"name": meta.get("name"), "namespace": self.namespace},
                 )
             )
-        # Clusters (Indexed Jobs): running once every pod is ready, as ``cluster_poll`` says.
+        # Clusters (their workers' Jobs and heads): running once every pod is ready, as ``cluster_poll`` says.
         jobs = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=self._selector(LABEL_CLUSTER))
         for job in jobs.get("items") or []:
             key = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER)
@@ -1388,12 +1497,17 @@ class KubernetesBackend(ProvisioningBackend):
                 continue
             spec, status = job.get("spec") or {}, job.get("status") or {}
             wanted = int(spec.get("parallelism") or 0)
-            if _condition(job, "Failed").get("status") == "True":
+            head = heads.pop(key, None)
+            head_seen = self._observe(head, by_key.get(key), nodes.get).state if head else Observed.GONE
+            if _condition(job, "Failed").get("status") == "True" or head is None:
                 observed = Observed.GONE
+            elif head_seen == Observed.DEGRADED:
+                observed = Observed.DEGRADED
             elif wanted and int(status.get("ready") or status.get("active") or 0) >= wanted:
-                observed = Observed.RUNNING
+                observed = Observed.RUNNING if head_seen == Observed.RUNNING else Observed.PENDING
             else:
                 observed = Observed.PENDING
+            wanted += 1
             containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or [{}]
             limits = (containers[0].get("resources") or {}).get("limits") or {}
             per_node = int(limits.get(GPU_RESOURCE, 0) or 0)
@@ -1408,6 +1522,21 @@ class KubernetesBackend(ProvisioningBackend):
                         "namespace": self.namespace,
                         "cluster": True,
                     },
+                )
+            )
+        # A head without its Job: a stopped cluster (STOPPED once its pod is gone), or one being made.
+        for key, head in heads.items():
+            meta = head.get("metadata") or {}
+            machines.append(
+                MachineInfo(
+                    key=key,
+                    node="",
+                    cards=0,
+                    # Its Job lost while the head runs: not a whole cluster (the sync's poll says why).
+                    observed=Observed.STOPPED
+                    if self._observe(head, by_key.get(key), nodes.get).state == Observed.STOPPED
+                    else Observed.GONE,
+                    extra={"name": meta.get("name"), "namespace": self.namespace, "cluster": True},
                 )
             )
         return machines
@@ -1455,8 +1584,7 @@ class KubernetesBackend(ProvisioningBackend):
     # --- entry points and the proxy ----------------------------------------------------------------------
 
     def entry_points(self, *, key: str, state: dict) -> EntryPoints:
-        if state.get("cluster"):
-            return EntryPoints()  # its pods run the user's command; no servers behind the proxy yet
+        # A cluster's head is reached as a single machine is: the instance's Service selects only it.
         web = tuple(s for s in (LAB, CODE) if s in self.opts.services)
         ssh_port = None
         service = {}
@@ -1614,19 +1742,26 @@ class KubernetesBackend(ProvisioningBackend):
             self.opts,
             alias=self.alias,
             key=key,
+            spec=spec,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
-            gpu_model=spec.gpu_model,
             image=(spec.app.image if spec.app and spec.app.image else self.opts.image_for(spec.image)),
             command=tuple(command),
             env=spec.app.env if spec.app else (),
-            owner_ref=spec.owner_ref,
         )
 
     def cluster_create(self, *, key: str, nodes: int, gpus_per_node: int, spec: InstanceSpec, command) -> dict:
-        """Create the cluster's Service, PodGroup (coscheduling) and Job; existing ones are kept."""
+        """Create the cluster's Secret, home disk, Services, PodGroup (coscheduling), head and Job.
+
+        What exists is kept: the Secret first, so a retry reads the tokens it holds. The volumes are
+        checked first: a ReadWriteOnce claim cannot be written from several nodes.
+        """
+        self._cluster_volumes_check(spec, nodes)
+        head_spec = _with_node(spec, "")
+        tokens = self._ensure_workspace(key, head_spec)
         creators = {
             "Service": (self.core.create_namespaced_service, self.core.read_namespaced_service),
+            "StatefulSet": (self.apps.create_namespaced_stateful_set, self.apps.read_namespaced_stateful_set),
             "Job": (self.batch.create_namespaced_job, self.batch.read_namespaced_job),
             "PodGroup": (self._create_pod_group, self._read_pod_group),
         }
@@ -1635,8 +1770,61 @@ class KubernetesBackend(ProvisioningBackend):
         )
         for manifest in manifests:
             create, read = creators[manifest["kind"]]
-            self._create(create, read, manifest, key=key, label=LABEL_CLUSTER)
-        return {"v": STATE_VERSION, "namespace": self.namespace, "name": cluster_name(key), "nodes": nodes}
+            label = LABEL_INSTANCE if manifest["kind"] == "StatefulSet" else LABEL_CLUSTER
+            self._create(create, read, manifest, key=key, label=label)
+        return {
+            "v": STATE_VERSION,
+            "namespace": self.namespace,
+            "name": cluster_name(key),
+            "nodes": nodes,
+            "secrets": {LAB: tokens[LAB], CODE: tokens[CODE], APP: tokens.get(APP, "")},
+        }
+
+    def _ensure_workspace(self, key: str, spec: InstanceSpec) -> dict:
+        """The Secret, the home disk and the instance's Service, shared by a machine and a cluster's head."""
+        opts = self.opts
+        tokens = {LAB: secrets.token_hex(24), CODE: secrets.token_hex(32), APP: secrets.token_hex(24)}
+        secret = self._create(
+            self.core.create_namespaced_secret,
+            self.core.read_namespaced_secret,
+            secret_manifest(opts, alias=self.alias, key=key, spec=spec, tokens=tokens),
+            key=key,
+        )
+        tokens = _secret_tokens(secret) or tokens
+        self._create(
+            self.core.create_namespaced_persistent_volume_claim,
+            self.core.read_namespaced_persistent_volume_claim,
+            home_pvc_manifest(opts, alias=self.alias, key=key, spec=spec),
+            key=key,
+        )
+        self._create(
+            self.core.create_namespaced_service,
+            self.core.read_namespaced_service,
+            service_manifest(opts, alias=self.alias, key=key, spec=spec),
+            key=key,
+        )
+        return tokens
+
+    def _cluster_volumes_check(self, spec: InstanceSpec, nodes: int) -> None:
+        """Every volume exists; one written by several nodes must be ReadWriteMany.
+
+        A ReadWriteOnce claim attaches to one node: the other ranks' pods would wait forever
+        ("Multi-Attach error"), so the cluster is refused up front with the reason.
+        """
+        for mount in spec.volumes:
+            try:
+                pvc = self._call(
+                    self.core.read_namespaced_persistent_volume_claim, volume_name(mount.key), self.namespace
+                )
+            except _NotFound as exc:
+                raise PermanentBackendError(f"The volume {mount.key} does not exist in this region.") from exc
+            modes = (pvc.get("spec") or {}).get("accessModes") or []
+            if nodes > 1 and not mount.read_only and "ReadWriteMany" not in modes:
+                raise PermanentBackendError(
+                    f"The volume {mount.key} ({', '.join(modes) or 'ReadWriteOnce'}) can be written from one node "
+                    f"only; a cluster of {nodes} nodes may mount it read-only, or use a region whose storage is "
+                    "shared (VOLUME_RWX)."
+                )
 
     def _create_pod_group(self, namespace: str, body: dict, **kwargs):
         return self.custom.create_namespaced_custom_object(
@@ -1649,7 +1837,8 @@ class KubernetesBackend(ProvisioningBackend):
         )
 
     def cluster_poll(self, *, key: str, state: dict) -> Observation:
-        """RUNNING only when every node's pod runs; a partial start is PENDING with how many are up."""
+        """RUNNING only when every node's pod (the head's and the workers') runs; a partial start is
+        PENDING with how many are up; the head crash-looping is DEGRADED, as a single machine's pod."""
         try:
             job = self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
         except _NotFound:
@@ -1660,6 +1849,13 @@ class KubernetesBackend(ProvisioningBackend):
         failed = _condition(job, "Failed")
         if failed.get("status") == "True":
             return Observation(Observed.GONE, detail=f"the cluster's job failed: {failed.get('message', '')}"[:200])
+        try:
+            self._call(self.apps.read_namespaced_stateful_set, instance_name(key), self.namespace)
+        except _NotFound:
+            return Observation(Observed.GONE, detail="the cluster's head was deleted")
+        except TransientBackendError as exc:
+            return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
+        wanted += 1  # the head
         if (job.get("spec") or {}).get("suspend"):
             return Observation(Observed.PENDING, detail="queued: waiting for the whole cluster to be admitted")
         try:
@@ -1668,15 +1864,25 @@ class KubernetesBackend(ProvisioningBackend):
             ).get("items")
         except TransientBackendError as exc:
             return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
+        head = next((p for p in pods or [] if LABEL_INSTANCE in ((p.get("metadata") or {}).get("labels") or {})), None)
+        if head is not None and observe_pod(head).state == Observed.DEGRADED:
+            return observe_pod(head)  # its workspace or app keeps crashing: the console's repair restarts it
         running = sum(1 for p in pods or [] if observe_pod(p).state == Observed.RUNNING)
         if running >= wanted > 0:
             return Observation(Observed.RUNNING)
         return Observation(Observed.PENDING, detail=f"{running} of {wanted} pods running")
 
     def cluster_destroy(self, *, key: str, state: dict) -> None:
+        """Delete the Job, the head, both Services, the Secret and the home disk (and the PodGroup)."""
+        self._forget(key)
         name = cluster_name(key)
+        head = instance_name(key)
         self._delete(self.batch.delete_namespaced_job, name, propagation_policy="Background")
+        self._delete(self.apps.delete_namespaced_stateful_set, head, propagation_policy="Background")
         self._delete(self.core.delete_namespaced_service, name)
+        self._delete(self.core.delete_namespaced_service, head)
+        self._delete(self.core.delete_namespaced_secret, f"{head}-secrets")
+        self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{head}-home")
         if self.opts.gang_scheduling == "coscheduling":
             with contextlib.suppress(_NotFound):
                 self._call(

@@ -393,6 +393,39 @@ class FakeCluster:
             self._put("jobs", namespace, job, "MODIFIED")
             self._reconcile()
 
+    def add_claim(self, name: str, *, access_modes: tuple[str, ...] = ("ReadOnlyMany",), size: str = "1Ti") -> dict:
+        """A claim an administrator made (the public models' ReadOnlyMany claim), already bound."""
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": size}}},
+        }
+        validate_manifest(claim)
+        claim["status"] = {"phase": "Bound", "capacity": {"storage": size}}
+        with self.lock:
+            self._put("persistentvolumeclaims", self.namespace, claim, "ADDED")
+            self._reconcile()
+        return claim
+
+    def endpoints(self, service: str, namespace: str | None = None) -> list[str]:
+        """The pods a Service sends traffic to, as the EndpointSlice controller picks them: those its
+        selector matches, ready ones only unless it publishes not-ready addresses."""
+        with self.lock:
+            namespace = namespace or self.namespace
+            svc = self.objects[("services", namespace, service)]
+            selector = svc["spec"].get("selector") or {}
+            if not selector:
+                return []  # a Service without a selector gets no endpoints from the controller
+            match = parse_selector(",".join(f"{k}={v}" for k, v in selector.items()))
+            return sorted(
+                p["metadata"]["name"]
+                for p in self._pods(lambda p: p["metadata"]["namespace"] == namespace)
+                if match(p["metadata"].get("labels"))
+                and p["status"].get("podIP")
+                and (svc["spec"].get("publishNotReadyAddresses") or _ready(p))
+            )
+
     def fail_next(self, status: int, times: int = 1) -> None:
         self.failures.extend([status] * times)
 
@@ -501,9 +534,11 @@ class FakeCluster:
             pod_name = f"{name}-{index}"
             if pod_name not in pods:
                 labels = {"apps.kubernetes.io/pod-index": str(index), "statefulset.kubernetes.io/pod-name": pod_name}
-                self._put(
-                    "pods", namespace, self._new_pod(namespace, sts, pod_name, sts["spec"]["template"], labels), "ADDED"
-                )
+                pod = self._new_pod(namespace, sts, pod_name, sts["spec"]["template"], labels)
+                # The pod's DNS name is <pod>.<serviceName>: the controller sets both.
+                pod["spec"]["hostname"] = pod_name
+                pod["spec"]["subdomain"] = sts["spec"]["serviceName"]
+                self._put("pods", namespace, pod, "ADDED")
         for pod_name in pods:
             if int(pod_name.rsplit("-", 1)[1]) >= replicas:
                 self._remove("pods", namespace, pod_name)
@@ -533,6 +568,12 @@ class FakeCluster:
             }
             pod = self._new_pod(namespace, job, f"{name}-{index}-{uuid.uuid4().hex[:5]}", template, labels)
             self._put("pods", namespace, pod, "ADDED")
+        # The Job's status counts its pods as the controller does: active (not ended) and ready.
+        owned = [p for p in self._owned(job) if p["status"].get("phase") not in ("Succeeded", "Failed")]
+        status = {**(job.get("status") or {}), "active": len(owned), "ready": sum(1 for p in owned if _ready(p))}
+        if job.get("status") != status:
+            job["status"] = status
+            self._put("jobs", namespace, job, "MODIFIED")
 
     def _node_fits(self, node: dict, pod: dict, extra_used: dict[str, int]) -> str:
         """'' when ``pod`` fits on ``node``, else why not (as the scheduler words it)."""

@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 from instances.backends.base import InstanceSpec, Observed
-from instances.backends.kubernetes import KubernetesBackend, cluster_name
+from instances.backends.kubernetes import KubernetesBackend, cluster_name, instance_name
 from instances.tests.k8s_fake import fake_api_server
 
 KEY = "c0000000-1111-4222-8333-000000000001"
 NAME = cluster_name(KEY)
+HEAD = instance_name(KEY)
 SPEC = InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="pytorch-2.5-cu124", disk_gb=50, owner_ref="user-1")
 COMMAND = ("torchrun", "--nnodes=3", "--nproc-per-node=8", "train.py")
 
@@ -49,7 +50,8 @@ def test_without_a_gang_scheduler_pods_start_partially_and_the_cluster_stays_pen
 
     backend.cluster_destroy(key=KEY, state=state)
     backend.cluster_destroy(key=KEY, state=state)
-    assert api.cluster.list("pods") == [] and api.cluster.list("jobs") == [] and api.cluster.list("services") == []
+    for plural in ("pods", "jobs", "services", "statefulsets", "secrets", "persistentvolumeclaims"):
+        assert api.cluster.list(plural) == [], plural
     assert backend.cluster_poll(key=KEY, state=state).state == Observed.GONE
 
 
@@ -75,7 +77,7 @@ def test_with_kueue_the_job_waits_suspended_until_admitted(api):
     state = backend.cluster_create(key=KEY, nodes=2, gpus_per_node=8, spec=SPEC, command=COMMAND)
 
     assert api.cluster.get("jobs", NAME)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert api.cluster.list("pods") == []
+    assert list(pods(api)) == [f"{HEAD}-0"]  # the head is a StatefulSet outside the queue; no worker yet
     observation = backend.cluster_poll(key=KEY, state=state)
     assert observation.state == Observed.PENDING and observation.detail.startswith("queued")
 
@@ -83,4 +85,9 @@ def test_with_kueue_the_job_waits_suspended_until_admitted(api):
     assert sorted(pods(api).values()) == ["gpu-a", "gpu-b"]
     api.cluster.advance()
     assert backend.cluster_poll(key=KEY, state=state).state == Observed.RUNNING
-    assert {p["spec"]["hostname"] for p in api.cluster.list("pods")} == {f"{NAME}-0", f"{NAME}-1"}
+    # Rank 0 is the head, found by the workers at MASTER_ADDR: its hostname under the headless Service.
+    names = {(p["spec"]["hostname"], p["spec"]["subdomain"]) for p in api.cluster.list("pods")}
+    assert names == {(f"{HEAD}-0", NAME), (f"{NAME}-0", NAME)}
+    worker = api.cluster.get("jobs", NAME)["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "MASTER_ADDR", "value": f"{HEAD}-0.{NAME}"} in worker["env"]
+    assert sorted(api.cluster.endpoints(NAME)) == sorted(pods(api))  # the headless Service: every rank

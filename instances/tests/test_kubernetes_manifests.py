@@ -62,24 +62,37 @@ def instance_manifests(opts: KubeOptions = OPTS, spec: InstanceSpec = SPEC) -> l
     ]
 
 
-def cluster(gang: str = "", **changes) -> list[dict]:
+CLUSTER_SPEC = InstanceSpec(
+    node="",
+    gpu_model="h200",
+    gpu_count=8,
+    image="pytorch-2.5-cu124",
+    disk_gb=100,
+    ssh_public_keys=("ssh-ed25519 AAAA a@b",),
+    owner_ref="user-7",
+    volumes=(VolumeMount(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", path="/data"),),
+    nodes=4,
+)
+
+
+def cluster(gang: str = "", spec: InstanceSpec = CLUSTER_SPEC, **changes) -> list[dict]:
     opts = KubeOptions(
         namespace="gpu-console",
         gang_scheduling=gang,
         kueue_queue="team-a" if gang == "kueue" else "",
+        public_volumes=(("/models", "public-models"),),
         **changes,
     )
     return cluster_manifests(
         opts,
         alias="k8s",
         key=KEY,
+        spec=spec,
         nodes=4,
         gpus_per_node=8,
-        gpu_model="h200",
         image="nvcr.io/nvidia/pytorch:25.01-py3",
         command=("torchrun", "--nnodes=4", "train.py"),
         env=(("NCCL_DEBUG", "INFO"),),
-        owner_ref="user-7",
     )
 
 
@@ -91,6 +104,7 @@ def cluster(gang: str = "", **changes) -> list[dict]:
         *cluster(""),
         *cluster("kueue"),
         *cluster("coscheduling"),
+        *cluster("coscheduling", spec=SPEC, image_pull_secrets=("registry-cred",)),
     ],
     ids=lambda m: f"{m['kind']}-{m['metadata']['name']}",
 )
@@ -164,33 +178,79 @@ def test_images_map_from_slugs_with_a_default():
     assert workspace["image"] == "quay.io/jupyter/pytorch-notebook:cuda12-latest"
 
 
-def test_a_cluster_is_an_indexed_job_whose_pods_find_each_other():
-    service, job = cluster("")
+def test_a_cluster_is_a_head_and_an_indexed_job_of_workers_that_find_each_other():
+    service, head, job = cluster("")
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     spec = job["spec"]
-    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 4, 4)
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == service["metadata"]["name"]
-    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert env["MASTER_ADDR"] == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
-    assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    worker = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in worker["env"]}
+    # The head's pod is <statefulset>-0 under the headless Service (its serviceName).
+    assert head["spec"]["serviceName"] == service["metadata"]["name"]
+    assert env["MASTER_ADDR"] == f"{head['metadata']['name']}-0.{service['metadata']['name']}"
+    assert worker["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    # Workers' ranks are 1..3: the Job's index plus one, computed by the shell, the command's argv intact.
+    assert worker["command"][:2] == ["/bin/sh", "-c"] and "JOB_COMPLETION_INDEX + 1" in worker["command"][2]
+    assert worker["args"] == ["torchrun", "--nnodes=4", "train.py"]
+    # Every pod has the user's volume and the public claim; only the head has the home disk.
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+    assert claims == {"vol-0b7e0000-aaaa-4bbb-8ccc-000000000001", "public-models"}
+    head_pod = head["spec"]["template"]["spec"]
+    head_claims = {v["persistentVolumeClaim"]["claimName"] for v in head_pod["volumes"] if "persistentVolumeClaim" in v}
+    assert head_claims == claims | {"inst-6f1c2a9b03de-home"}
+    workspace = head_pod["containers"][0]
+    assert workspace["name"] == "workspace" and workspace["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    head_env = {e["name"]: e.get("value") for e in workspace["env"]}
+    assert (head_env["NODE_RANK"], head_env["NNODES"], head_env["MASTER_ADDR"]) == ("0", "4", env["MASTER_ADDR"])
+    # Both carry the cluster's label (the headless Service's selector); only the head the instance's.
+    head_labels = head["spec"]["template"]["metadata"]["labels"]
+    worker_labels = spec["template"]["metadata"]["labels"]
+    assert head_labels["console.gpu/cluster"] == worker_labels["console.gpu/cluster"] == KEY
+    assert head_labels["console.gpu/instance"] == KEY and "console.gpu/instance" not in worker_labels
     # Neither gang scheduler: nothing asks for one, so the pods may start partially (see cluster_poll).
     assert "suspend" not in spec and "schedulerName" not in pod
     assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
 
 
 def test_with_kueue_the_job_is_queued_suspended():
-    _service, job = cluster("kueue")
+    _service, _head, job = cluster("kueue")
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert job["spec"]["suspend"] is True
 
 
 def test_with_coscheduling_a_pod_group_holds_all_the_pods():
-    _service, group, job = cluster("coscheduling")
+    _service, group, head, job = cluster("coscheduling")
     assert group["kind"] == "PodGroup" and group["spec"]["minMember"] == 4
-    pod = job["spec"]["template"]
-    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == group["metadata"]["name"]
-    assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    for pod in (job["spec"]["template"], head["spec"]["template"]):  # the head is one of the four
+        assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == group["metadata"]["name"]
+        assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+
+
+def test_a_clusters_app_runs_on_the_head_behind_the_proxy_and_on_every_worker():
+    app_spec = InstanceSpec(
+        node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=50, app=APP, nodes=2, owner_ref="user-7"
+    )
+    _service, head, job = cluster_manifests(
+        KubeOptions(namespace="gpu-console"),
+        alias="k8s",
+        key=KEY,
+        spec=app_spec,
+        nodes=2,
+        gpus_per_node=8,
+        image=APP.image,
+        command=APP.argv,  # what the backend runs on a cluster with an app
+        env=APP.env,
+    )
+    containers = {c["name"]: c for c in head["spec"]["template"]["spec"]["containers"]}
+    assert "nvidia.com/gpu" not in containers["workspace"].get("resources", {}).get("limits", {})
+    assert containers["app"]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert containers["app"]["args"] == ["serve", "m", "--port", "8000"]
+    assert {"name": "NODE_RANK", "value": "0"} in containers["app"]["env"]
+    # The workers run the command with the app's placeholders filled as on the head.
+    worker = job["spec"]["template"]["spec"]["containers"][0]
+    assert worker["args"] == ["vllm", "serve", "m", "--port", "8000"] and worker["image"] == APP.image
 
 
 def test_bad_options_and_specs_are_refused_plainly():
@@ -201,4 +261,6 @@ def test_bad_options_and_specs_are_refused_plainly():
     with pytest.raises(PermanentBackendError, match="SERVICES"):
         KubeOptions.from_options({"SERVICES": ["lab", "rdp"]}, namespace="n", alias="a")
     with pytest.raises(PermanentBackendError, match="command"):
-        cluster_manifests(OPTS, alias="k", key=KEY, nodes=2, gpus_per_node=8, gpu_model="h200", image="i", command=())
+        cluster_manifests(OPTS, alias="k", key=KEY, spec=CLUSTER_SPEC, nodes=2, gpus_per_node=8, command=())
+    with pytest.raises(PermanentBackendError, match="two nodes"):
+        cluster_manifests(OPTS, alias="k", key=KEY, spec=CLUSTER_SPEC, nodes=1, gpus_per_node=8, command=("x",))

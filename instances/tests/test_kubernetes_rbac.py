@@ -3,6 +3,7 @@ by the fake API server over a whole life: instance, app, volume, cluster, nodes,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,10 +85,15 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         backend.stop(key=key, state=state)
         backend.start(key=key, state=state, node="gpu-b", spec=spec)
         backend.destroy(key=key, state=state)
-        backend.volume_destroy(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", state=volume)
-        cluster = backend.cluster_create(key=key, nodes=2, gpus_per_node=8, spec=spec, command=("train",))
+        read_only = (VolumeMount(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", path="/data", read_only=True),)
+        cluster_spec = replace(spec, node="", nodes=2, volumes=read_only)
+        cluster = backend.create(key=key, spec=cluster_spec)
         backend.cluster_poll(key=key, state=cluster)
+        backend.proxy_target(key=key, service="lab")
+        backend.stop(key=key, state=cluster)
+        backend.start(key=key, state=cluster, node="", spec=cluster_spec)
         backend.cluster_destroy(key=key, state=cluster)
+        backend.volume_destroy(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", state=volume)
         made = set(api.cluster.requests)
 
     rules = granted()
