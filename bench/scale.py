@@ -80,7 +80,7 @@ os.environ.pop("CONSOLE_PROVISIONING_BACKENDS", None)
 # cards of the instances placed on it. Any row is a card held twice (or leaked).
 NODE_MISMATCH_SQL = """
 SELECT n.name, n.total_cards - n.free_cards AS used, COALESCE(SUM(i.gpu_count), 0) AS held
-FROM instances_node n LEFT JOIN instances_instance i ON i.node_id = n.id
+FROM instances_node n LEFT JOIN instances_instance i ON (i.node_id = n.id OR i.extra_nodes ? n.name)
 GROUP BY n.id HAVING n.total_cards - n.free_cards <> COALESCE(SUM(i.gpu_count), 0) OR n.free_cards < 0
 """
 # The simulated cloud's own view: no node runs machines with more cards than it has.
