@@ -27,11 +27,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from apps_marketplace import fit
 from apps_marketplace.forms import FitForm, model_spec
 from apps_marketplace.models import App, Deployment, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
+from console.messages import reason as stored
 from instances import services as instance_services
 from instances.backends import AppLaunch
 from instances.models import GpuModel, Image, Region
@@ -245,7 +247,9 @@ def deployment_redeploy(*, deployment: Deployment, model: ModelEntry | None, par
         # The restart boots the instance with its current app: this one.
         instance.app_launch = dataclasses.asdict(launch)
         instance.save(update_fields=["app_launch"])
-        instance_services.instance_restart(instance=instance, reason=_("Redeployed with new parameters"))
+        instance_services.instance_restart(
+            instance=instance, reason=stored(gettext_noop("Redeployed with new parameters"))
+        )
     instance.refresh_from_db()
     return deployment
 
@@ -255,5 +259,5 @@ def deployment_delete(*, deployment: Deployment) -> None:
     instance = deployment.instance
     with transaction.atomic():
         if instance.can_release():
-            instance_services.instance_release(instance=instance, reason=_("Deployment deleted"))
+            instance_services.instance_release(instance=instance, reason=stored(gettext_noop("Deployment deleted")))
         deployment.delete()

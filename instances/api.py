@@ -45,6 +45,7 @@ class InstanceSerializer(serializers.ModelSerializer):
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     image = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     status_display = serializers.CharField(source="get_status_display", read_only=True)
+    status_reason = serializers.CharField(source="status_reason_text", read_only=True)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     entry_points = serializers.SerializerMethodField()
 
@@ -82,7 +83,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "name": instance.name,
             "status": instance.status,
             "status_display": str(instance.get_status_display()),
-            "status_reason": instance.status_reason,
+            "status_reason": instance.status_reason_text,  # in the request's language
             "region": instance.region.slug,
             "gpu_model": instance.gpu_model.slug,
             "gpu_count": instance.gpu_count,
@@ -189,6 +190,8 @@ class AutoStopSerializer(serializers.Serializer):
 
 
 class EventSerializer(serializers.ModelSerializer):
+    reason = serializers.CharField(source="reason_text", read_only=True)
+
     class Meta:
         model = InstanceEvent
         fields = ["kind", "old", "new", "reason", "created_at"]

@@ -10,6 +10,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from console.messages import shown
+
 
 class Region(models.Model):
     """A place where GPUs live, served by one provisioning backend (see PROVISIONING_BACKENDS)."""
@@ -191,7 +193,8 @@ class Instance(models.Model):
     disk_gb = models.PositiveIntegerField(_("disk (GB)"))
     ssh_keys = models.ManyToManyField("accounts.SSHKey", blank=True, related_name="instances")
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.REQUESTED)
-    status_reason = models.CharField(_("reason"), max_length=255, blank=True)
+    # A stored message (console.messages): translated into the reader's language when shown.
+    status_reason = models.TextField(_("reason"), blank=True)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.PROTECT, related_name="instances")
     # The names of a cluster's other nodes (``node`` is its head), each holding ``gpu_count`` cards.
     # Cleared in the same compare-and-set as ``node`` when the cards go back, so they go back once.
@@ -235,6 +238,11 @@ class Instance(models.Model):
     def key(self) -> str:
         """The provider-side name: stable across retries, unique across the fleet."""
         return str(self.id)
+
+    @property
+    def status_reason_text(self) -> str:
+        """Why it is in its status, in the reader's language."""
+        return shown(self.status_reason)
 
     @property
     def badge_colour(self) -> str:
@@ -293,7 +301,7 @@ class InstanceEvent(models.Model):
     kind = models.CharField(_("kind"), max_length=8, choices=Kind.choices, default=Kind.STATUS)
     old = models.CharField(_("from"), max_length=16, blank=True)
     new = models.CharField(_("to"), max_length=16)
-    reason = models.CharField(_("reason"), max_length=255, blank=True)
+    reason = models.TextField(_("reason"), blank=True)  # a stored message (console.messages)
     created_at = models.DateTimeField(_("time"), default=timezone.now)
 
     class Meta:
@@ -310,6 +318,11 @@ class InstanceEvent(models.Model):
         if self.kind == self.Kind.NODE:
             return str(self.Kind.NODE.label)
         return Instance.Status(self.new).label if self.new in Instance.Status.values else self.new
+
+    @property
+    def reason_text(self) -> str:
+        """The entry's reason, in the reader's language."""
+        return shown(self.reason)
 
     @property
     def badge_colour(self) -> str:

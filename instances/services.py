@@ -22,9 +22,10 @@ from django.db.models import Count, F, Max, Q, Sum
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_noop, ngettext
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
+from console.messages import reason as stored
 from instances.backends import (
     AppLaunch,
     InstanceSpec,
@@ -145,14 +146,14 @@ def instance_transition(*, instance_id, src: str, dst: str, reason: str = "", **
     if dst not in ALLOWED.get(src, frozenset()):
         raise InvalidTransition(src, dst)
     now = timezone.now()
-    fields = {"status": dst, "status_changed_at": now, "status_reason": reason[:255], **changes}
+    fields = {"status": dst, "status_changed_at": now, "status_reason": reason, **changes}
     if dst == S.RUNNING:
         fields["running_since"] = now
     with transaction.atomic():
         moved = Instance.objects.filter(pk=instance_id, status=src).update(**fields)
         if not moved:
             return False
-        InstanceEvent.objects.create(instance_id=instance_id, old=src, new=dst, reason=reason[:255], created_at=now)
+        InstanceEvent.objects.create(instance_id=instance_id, old=src, new=dst, reason=reason, created_at=now)
         instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
         _on_enter(instance=instance, src=src, dst=dst, at=now)
         transaction.on_commit(lambda: _notify(instance))
@@ -348,13 +349,14 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
         if healthy:
             if was_healthy:
                 return True
-            reason = _("Node %(node)s is back in service") % {"node": node.name}
+            reason = stored(gettext_noop("Node %(node)s is back in service"), node=node.name)
         else:
-            why = _("no longer reported by its provider") if detail == _MISSING else detail
-            reason = _("Node %(node)s is out of service (%(why)s): it takes no new instances") % {
-                "node": node.name,
-                "why": why,
-            }
+            why = stored(gettext_noop("no longer reported by its provider")) if detail == _MISSING else detail
+            reason = stored(
+                gettext_noop("Node %(node)s is out of service (%(why)s): it takes no new instances"),
+                node=node.name,
+                why=why,
+            )
         logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, reason)
         on_node = list(
             Instance.objects.filter(
@@ -369,7 +371,7 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
                 kind=InstanceEvent.Kind.NODE,
                 old=instance.status,
                 new=instance.status,
-                reason=reason[:255],
+                reason=reason,
                 created_at=at,
             )
             for instance in on_node
@@ -688,7 +690,7 @@ def instance_launch(
             app_launch=dataclasses.asdict(app) if app is not None else {},
             hourly_price_fen=hourly,
             status=S.PROVISIONING,
-            status_reason=_("Placed on %(node)s") % {"node": ", ".join([node.name, *extra])},
+            status_reason=stored(gettext_noop("Placed on %(node)s"), node=", ".join([node.name, *extra])),
             node_id=node.pk,
             created_at=now,
             status_changed_at=now,
@@ -701,8 +703,8 @@ def instance_launch(
 
             volume_attachments_at_launch(user=user, instance=instance, volumes=volumes)
         reasons = [
-            _("Launched by %(who)s") % {"who": user.email},
-            _("Finding a node"),
+            stored(gettext_noop("Launched by %(who)s"), who=user.email),
+            stored(gettext_noop("Finding a node")),
             instance.status_reason,
         ]
         InstanceEvent.objects.bulk_create(
@@ -792,7 +794,10 @@ def instance_provision(*, instance_id) -> None:
 
 def _launch_fail(*, instance: Instance, reason: str) -> None:
     if instance_transition(
-        instance_id=instance.pk, src=S.PROVISIONING, dst=S.FAILED, reason=_("Launch failed: %(r)s") % {"r": reason}
+        instance_id=instance.pk,
+        src=S.PROVISIONING,
+        dst=S.FAILED,
+        reason=stored(gettext_noop("Launch failed: %(r)s"), r=reason),
     ):
         _destroy_quietly(instance)
 
@@ -826,7 +831,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     status = instance.status
     age = (timezone.now() - instance.status_changed_at).total_seconds()
     redrive = age >= getattr(settings, "INSTANCES_REDRIVE_AFTER_S", 60)
-    gone_reason = observation.detail or _("the provider no longer has this machine")
+    gone_reason = observation.detail or stored(gettext_noop("the provider no longer has this machine"))
     if seen == Observed.UNKNOWN:
         return status in Instance.BUSY
     if seen == Observed.DEGRADED and status in (S.PROVISIONING, S.STARTING, S.RESTARTING, S.RUNNING):
@@ -835,20 +840,27 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     if status in (S.REQUESTED, S.SCHEDULING):
         # Only inside the launch transaction; seen from outside it means that request died mid-way.
         if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
-            instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=_("Launch was interrupted"))
+            instance_transition(
+                instance_id=instance.pk, src=status, dst=S.FAILED, reason=stored(gettext_noop("Launch was interrupted"))
+            )
         return False
     if status == S.PROVISIONING:
         if seen == Observed.RUNNING:
             node = instance.node.name if instance.node else ""
             instance_transition(
-                instance_id=instance.pk, src=status, dst=S.RUNNING, reason=_("Booted on %(node)s") % {"node": node}
+                instance_id=instance.pk,
+                src=status,
+                dst=S.RUNNING,
+                reason=stored(gettext_noop("Booted on %(node)s"), node=node),
             )
             return False
         if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
             _launch_fail(
                 instance=instance,
-                reason=_("the machine did not boot within %(m)d minutes")
-                % {"m": settings.INSTANCES_PROVISION_TIMEOUT_S // 60},
+                reason=stored(
+                    gettext_noop("the machine did not boot within %(m)d minutes"),
+                    m=settings.INSTANCES_PROVISION_TIMEOUT_S // 60,
+                ),
             )
             return False
         if seen == Observed.GONE and redrive:
@@ -856,7 +868,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         return True
     if status in (S.STARTING, S.RESTARTING):
         if seen == Observed.RUNNING:
-            reason = _("Started") if status == S.STARTING else _("Restarted")
+            reason = stored(gettext_noop("Started") if status == S.STARTING else gettext_noop("Restarted"))
             instance_transition(instance_id=instance.pk, src=status, dst=S.RUNNING, reason=reason)
             return False
         if seen == Observed.GONE:
@@ -865,7 +877,10 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         if age > settings.INSTANCES_OPERATION_TIMEOUT_S and status == S.STARTING:
             _stop_quietly(instance)
             instance_transition(
-                instance_id=instance.pk, src=status, dst=S.STOPPED, reason=_("The machine did not start in time")
+                instance_id=instance.pk,
+                src=status,
+                dst=S.STOPPED,
+                reason=stored(gettext_noop("The machine did not start in time")),
             )
             return False
         if redrive and (seen == Observed.STOPPED and status == S.STARTING):
@@ -873,7 +888,9 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         return True
     if status == S.STOPPING:
         if seen == Observed.STOPPED:
-            instance_transition(instance_id=instance.pk, src=status, dst=S.STOPPED, reason=_("Stopped; disk kept"))
+            instance_transition(
+                instance_id=instance.pk, src=status, dst=S.STOPPED, reason=stored(gettext_noop("Stopped; disk kept"))
+            )
             return False
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
@@ -883,7 +900,9 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         return True
     if status == S.RELEASING:
         if seen == Observed.GONE:
-            instance_transition(instance_id=instance.pk, src=status, dst=S.RELEASED, reason=_("Released"))
+            instance_transition(
+                instance_id=instance.pk, src=status, dst=S.RELEASED, reason=stored(gettext_noop("Released"))
+            )
             return False
         if redrive:
             _enqueue("instance_release_task", instance.pk)
@@ -895,10 +914,12 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         and seen == Observed.STOPPED
         # Powered off behind our back: follow the provider so the GPUs stop being billed.
         and instance_transition(
-            instance_id=instance.pk, src=status, dst=S.STOPPING, reason=_("Stopped by the provider")
+            instance_id=instance.pk, src=status, dst=S.STOPPING, reason=stored(gettext_noop("Stopped by the provider"))
         )
     ):
-        instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=_("Stopped; disk kept"))
+        instance_transition(
+            instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=stored(gettext_noop("Stopped; disk kept"))
+        )
     return False
 
 
@@ -994,7 +1015,7 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
     """
     status = instance.status
     now = timezone.now()
-    detail = (detail or _("A process of the machine stopped unexpectedly"))[:200]
+    detail = detail or stored(gettext_noop("A process of the machine stopped unexpectedly"))
     crashes = InstanceEvent.objects.filter(
         instance_id=instance.pk,
         kind=InstanceEvent.Kind.STATUS,
@@ -1003,23 +1024,18 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         created_at__gte=now - timedelta(seconds=settings.INSTANCES_CRASH_WINDOW_S),
     ).count()
     if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT and status == S.PROVISIONING:
-        reason = ngettext(
-            "it crashed %(n)d time while starting: %(detail)s",
-            "it crashed %(n)d times while starting: %(detail)s",
-            crashes + 1,
-        ) % {"detail": detail, "n": crashes + 1}
+        reason = stored(
+            gettext_noop("it kept crashing while starting (crashes: %(n)d): %(detail)s"), n=crashes + 1, detail=detail
+        )
         _instance_give_up(instance=instance, reason=reason)
         return
     if crashes + 1 >= settings.INSTANCES_CRASH_LIMIT:
-        reason = ngettext(
-            "Stopped after %(n)d crash in %(m)d minutes, disk kept: %(detail)s",
-            "Stopped after %(n)d crashes in %(m)d minutes, disk kept: %(detail)s",
-            crashes + 1,
-        ) % {
-            "detail": detail,
-            "n": crashes + 1,
-            "m": max(1, settings.INSTANCES_CRASH_WINDOW_S // 60),
-        }
+        reason = stored(
+            gettext_noop("Stopped after repeated crashes (%(n)d in %(m)d minutes), disk kept: %(detail)s"),
+            n=crashes + 1,
+            m=max(1, settings.INSTANCES_CRASH_WINDOW_S // 60),
+            detail=detail,
+        )
         _instance_give_up(instance=instance, reason=reason)
         return
     backend = get_backend(instance.backend_alias)
@@ -1032,7 +1048,8 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         )
     except PermanentBackendError as exc:
         _instance_give_up(
-            instance=instance, reason=_("%(detail)s; restarting it failed: %(r)s") % {"detail": detail, "r": exc}
+            instance=instance,
+            reason=stored(gettext_noop("%(detail)s; restarting it failed: %(r)s"), detail=detail, r=str(exc)),
         )
         return
     with transaction.atomic():
@@ -1041,7 +1058,7 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
                 instance_id=instance.pk,
                 old=status,
                 new=status,
-                reason=(_("%(detail)s; restarted it") % {"detail": detail})[:255],
+                reason=stored(gettext_noop("%(detail)s; restarted it"), detail=detail),
                 created_at=now,
             )
             transaction.on_commit(lambda: _notify(instance))
@@ -1093,7 +1110,10 @@ def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
         _refuse(instance, _("An instance that is %(status)s cannot be stopped."))
     with transaction.atomic():
         if instance_transition(
-            instance_id=instance.pk, src=instance.status, dst=S.STOPPING, reason=reason or _("Stop requested")
+            instance_id=instance.pk,
+            src=instance.status,
+            dst=S.STOPPING,
+            reason=reason or stored(gettext_noop("Stop requested")),
         ):
             _enqueue("instance_stop_task", instance.pk)
     instance.refresh_from_db()
@@ -1136,7 +1156,7 @@ def instance_start(*, instance: Instance, reason: str = "") -> Instance:
             instance_id=instance.pk,
             src=S.STOPPED,
             dst=S.STARTING,
-            reason=reason or _("Start requested; placed on %(node)s") % {"node": placed},
+            reason=reason or stored(gettext_noop("Start requested; placed on %(node)s"), node=placed),
             node=node,
             **extra,
         )
@@ -1161,7 +1181,10 @@ def instance_start_execute(*, instance_id) -> None:
         )
     except PermanentBackendError as exc:
         instance_transition(
-            instance_id=instance.pk, src=S.STARTING, dst=S.STOPPED, reason=_("Start failed: %(r)s") % {"r": exc}
+            instance_id=instance.pk,
+            src=S.STARTING,
+            dst=S.STOPPED,
+            reason=stored(gettext_noop("Start failed: %(r)s"), r=str(exc)),
         )
         return
     Instance.objects.filter(pk=instance.pk, status=S.STARTING).update(backend_state=state)
@@ -1176,7 +1199,10 @@ def instance_restart(*, instance: Instance, reason: str = "") -> Instance:
         _refuse(instance, _("An instance that is %(status)s cannot be restarted."))
     with transaction.atomic():
         if instance_transition(
-            instance_id=instance.pk, src=S.RUNNING, dst=S.RESTARTING, reason=reason or _("Restart requested")
+            instance_id=instance.pk,
+            src=S.RUNNING,
+            dst=S.RESTARTING,
+            reason=reason or stored(gettext_noop("Restart requested")),
         ):
             _enqueue("instance_restart_task", instance.pk)
     instance.refresh_from_db()
@@ -1205,7 +1231,10 @@ def instance_release(*, instance: Instance, reason: str = "") -> Instance:
         return instance
     with transaction.atomic():
         if instance_transition(
-            instance_id=instance.pk, src=instance.status, dst=S.RELEASING, reason=reason or _("Release requested")
+            instance_id=instance.pk,
+            src=instance.status,
+            dst=S.RELEASING,
+            reason=reason or stored(gettext_noop("Release requested")),
         ):
             _enqueue("instance_release_task", instance.pk)
     instance.refresh_from_db()
@@ -1217,7 +1246,9 @@ def instance_release_execute(*, instance_id) -> None:
     if instance is None or instance.status != S.RELEASING:
         return
     get_backend(instance.backend_alias).destroy(key=instance.key, state=instance.backend_state)
-    instance_transition(instance_id=instance.pk, src=S.RELEASING, dst=S.RELEASED, reason=_("Released; disk deleted"))
+    instance_transition(
+        instance_id=instance.pk, src=S.RELEASING, dst=S.RELEASED, reason=stored(gettext_noop("Released; disk deleted"))
+    )
 
 
 def instance_rename(*, instance: Instance, name: str) -> Instance:
@@ -1257,7 +1288,7 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
     stopped = 0
     due = Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_at__lte=now)
     for instance in due:
-        instance_stop(instance=instance, reason=_("Auto-stop: the scheduled time was reached"))
+        instance_stop(instance=instance, reason=stored(gettext_noop("Auto-stop: the scheduled time was reached")))
         Instance.objects.filter(pk=instance.pk).update(auto_stop_at=None)
         stopped += 1
     for instance in Instance.objects.select_related("owner").filter(
@@ -1273,7 +1304,7 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
         if idle >= limit:
             instance_stop(
                 instance=instance,
-                reason=_("Auto-stop: idle for %(m)d minutes") % {"m": instance.auto_stop_idle_minutes},
+                reason=stored(gettext_noop("Auto-stop: idle for %(m)d minutes"), m=instance.auto_stop_idle_minutes),
             )
             Instance.objects.filter(pk=instance.pk).update(auto_stop_warned_at=None, auto_stop_snoozed_at=None)
             stopped += 1
@@ -1340,7 +1371,9 @@ def instances_stop_for_funds(*, user_id: int) -> int:
     for instance in Instance.objects.filter(owner_id=user_id, status__in=(S.RUNNING, S.RESTARTING)):
         instance_stop(
             instance=instance,
-            reason=_("Stopped because the balance ran out; the disk is kept. Top up to start it again."),
+            reason=stored(
+                gettext_noop("Stopped because the balance ran out; the disk is kept. Top up to start it again.")
+            ),
         )
         stopped += 1
     meters_stop_unpaid(user_id=user_id)

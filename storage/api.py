@@ -47,6 +47,7 @@ class AttachmentSerializer(serializers.ModelSerializer):
 class VolumeSerializer(serializers.ModelSerializer):
     region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     status_display = serializers.CharField(source="get_status_display", read_only=True)
+    status_reason = serializers.CharField(source="status_reason_text", read_only=True)
     attachments = AttachmentSerializer(many=True, read_only=True)
     cost_per_day_fen = serializers.SerializerMethodField()
     cost_month_fen = serializers.SerializerMethodField()

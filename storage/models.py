@@ -9,6 +9,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from console.messages import shown
+
 # Volumes are sized in GiB, as clouds size their disks: a "GB" of size is 2**30 bytes.
 BYTES_PER_GB = 1024**3
 
@@ -52,7 +54,8 @@ class Volume(models.Model):
     size_gb = models.PositiveIntegerField(_("size (GB)"))
     resize_to_gb = models.PositiveIntegerField(_("resizing to (GB)"), null=True, blank=True)
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.CREATING)
-    status_reason = models.CharField(_("reason"), max_length=255, blank=True)
+    # A stored message (console.messages): translated into the reader's language when shown.
+    status_reason = models.TextField(_("reason"), blank=True)
     backend_alias = models.CharField(_("backend"), max_length=32)
     backend_state = models.JSONField(_("backend state"), default=dict, blank=True)
     used_bytes = models.BigIntegerField(_("used (bytes)"), null=True, blank=True)
@@ -85,6 +88,11 @@ class Volume(models.Model):
     def key(self) -> str:
         """The provider-side name: stable across retries."""
         return str(self.id)
+
+    @property
+    def status_reason_text(self) -> str:
+        """Why it is in its status, in the reader's language."""
+        return shown(self.status_reason)
 
     @property
     def badge_colour(self) -> str:
@@ -121,7 +129,7 @@ class VolumeEvent(models.Model):
     volume = models.ForeignKey(Volume, on_delete=models.CASCADE, related_name="events")
     old = models.CharField(_("from"), max_length=16, blank=True)
     new = models.CharField(_("to"), max_length=16)
-    reason = models.CharField(_("reason"), max_length=255, blank=True)
+    reason = models.TextField(_("reason"), blank=True)  # a stored message (console.messages)
     created_at = models.DateTimeField(_("time"), default=timezone.now)
 
     class Meta:
@@ -135,6 +143,11 @@ class VolumeEvent(models.Model):
     @property
     def new_label(self) -> str:
         return Volume.Status(self.new).label if self.new in Volume.Status.values else self.new
+
+    @property
+    def reason_text(self) -> str:
+        """The entry's reason, in the reader's language."""
+        return shown(self.reason)
 
     @property
     def badge_colour(self) -> str:

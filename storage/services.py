@@ -32,8 +32,10 @@ from django.db.models import Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
+from console.messages import reason as stored
 from instances.backends import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from instances.models import Instance, Region
 from instances.services import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
@@ -116,11 +118,11 @@ def volume_transition(*, volume_id, src: str, dst: str, reason: str = "", **chan
     now = timezone.now()
     with transaction.atomic():
         moved = Volume.objects.filter(pk=volume_id, status=src).update(
-            status=dst, status_changed_at=now, status_reason=reason[:255], **changes
+            status=dst, status_changed_at=now, status_reason=reason, **changes
         )
         if not moved:
             return False
-        VolumeEvent.objects.create(volume_id=volume_id, old=src, new=dst, reason=reason[:255], created_at=now)
+        VolumeEvent.objects.create(volume_id=volume_id, old=src, new=dst, reason=reason, created_at=now)
         volume = Volume.objects.select_related("owner").get(pk=volume_id)
         _on_enter(volume=volume, dst=dst, at=now)
     return True
@@ -269,7 +271,11 @@ def volume_create(*, user, region: Region, name: str, size_gb: int) -> Volume:
             status_changed_at=now,
         )
         VolumeEvent.objects.create(
-            volume=volume, old="", new=V.CREATING, reason=_("Created by %(who)s") % {"who": user.email}, created_at=now
+            volume=volume,
+            old="",
+            new=V.CREATING,
+            reason=stored(gettext_noop("Created by %(who)s"), who=user.email),
+            created_at=now,
         )
         _enqueue("volume_create_task", volume.pk)
     return volume
@@ -285,10 +291,19 @@ def volume_create_execute(*, volume_id) -> None:
         state = backend.volume_create(key=volume.key, size_gb=volume.size_gb)
     except PermanentBackendError as exc:
         volume_transition(
-            volume_id=volume.pk, src=V.CREATING, dst=V.FAILED, reason=_("Creation failed: %(r)s") % {"r": exc}
+            volume_id=volume.pk,
+            src=V.CREATING,
+            dst=V.FAILED,
+            reason=stored(gettext_noop("Creation failed: %(r)s"), r=str(exc)),
         )
         return
-    volume_transition(volume_id=volume.pk, src=V.CREATING, dst=V.AVAILABLE, reason=_("Created"), backend_state=state)
+    volume_transition(
+        volume_id=volume.pk,
+        src=V.CREATING,
+        dst=V.AVAILABLE,
+        reason=stored(gettext_noop("Created")),
+        backend_state=state,
+    )
 
 
 # --- Resize (up only) --------------------------------------------------------------------------------------
@@ -313,7 +328,7 @@ def volume_resize(*, volume: Volume, size_gb: int) -> Volume:
             volume_id=volume.pk,
             src=V.AVAILABLE,
             dst=V.RESIZING,
-            reason=_("Resizing from %(old)d to %(new)d GB") % {"old": volume.size_gb, "new": size_gb},
+            reason=stored(gettext_noop("Resizing from %(old)d to %(new)d GB"), old=volume.size_gb, new=size_gb),
             resize_to_gb=size_gb,
         ):
             _enqueue("volume_resize_task", volume.pk)
@@ -334,7 +349,7 @@ def volume_resize_execute(*, volume_id) -> None:
             volume_id=volume.pk,
             src=V.RESIZING,
             dst=V.AVAILABLE,
-            reason=_("Resize failed, the size is unchanged: %(r)s") % {"r": exc},
+            reason=stored(gettext_noop("Resize failed, the size is unchanged: %(r)s"), r=str(exc)),
             resize_to_gb=None,
         )
         return
@@ -342,7 +357,7 @@ def volume_resize_execute(*, volume_id) -> None:
         volume_id=volume.pk,
         src=V.RESIZING,
         dst=V.AVAILABLE,
-        reason=_("Resized from %(old)d to %(new)d GB") % {"old": volume.size_gb, "new": volume.resize_to_gb},
+        reason=stored(gettext_noop("Resized from %(old)d to %(new)d GB"), old=volume.size_gb, new=volume.resize_to_gb),
         size_gb=volume.resize_to_gb,
         resize_to_gb=None,
         backend_state=state,
@@ -381,7 +396,10 @@ def volume_delete(*, volume: Volume, reason: str = "") -> Volume:
             )
         locked.attachments.all().delete()  # only attachments of gone instances or finished detaches are left
         if volume_transition(
-            volume_id=locked.pk, src=locked.status, dst=V.DELETING, reason=reason or _("Deletion requested")
+            volume_id=locked.pk,
+            src=locked.status,
+            dst=V.DELETING,
+            reason=reason or stored(gettext_noop("Deletion requested")),
         ):
             _enqueue("volume_delete_task", locked.pk)
     volume.refresh_from_db()
@@ -398,10 +416,12 @@ def volume_delete_execute(*, volume_id) -> None:
     except PermanentBackendError as exc:
         # Its files may still be there: stay deleting (billing is closed) and say why; the periodic
         # task tries again.
-        Volume.objects.filter(pk=volume.pk, status=V.DELETING).update(status_reason=str(exc)[:255])
+        Volume.objects.filter(pk=volume.pk, status=V.DELETING).update(status_reason=str(exc)[:500])
         logger.warning("volume %s: delete refused by the provider: %s", volume.pk, exc)
         return
-    volume_transition(volume_id=volume.pk, src=V.DELETING, dst=V.DELETED, reason=_("Deleted with its files"))
+    volume_transition(
+        volume_id=volume.pk, src=V.DELETING, dst=V.DELETED, reason=stored(gettext_noop("Deleted with its files"))
+    )
 
 
 # --- Attach and detach ---------------------------------------------------------------------------------------

@@ -187,7 +187,7 @@ def test_an_app_that_dies_on_start_fails_the_launch_with_its_reason_and_costs_no
         return instance.status == Instance.Status.FAILED
 
     wait_until(failed, timeout=60, interval=0.3, what="the launch to fail")
-    assert "FileNotFoundError: /weights/missing/config.json" in instance.status_reason
+    assert "FileNotFoundError: /weights/missing/config.json" in instance.status_reason_text
     assert deployment_status(deployment=deployment).code == "failed"
     # Never ran, so never billed: no GPU meter was opened and the balance is untouched.
     assert not Meter.objects.filter(ref__contains=str(instance.pk), sku__code__startswith="gpu").exists()

@@ -20,7 +20,7 @@ def test_it_stops_at_the_chosen_time(rich_alice):
     instance.refresh_from_db()
     assert instance.status == S.STOPPED
     assert instance.auto_stop_at is None
-    assert "scheduled time" in instance.events.get(new=S.STOPPING).reason
+    assert "scheduled time" in instance.events.get(new=S.STOPPING).reason_text
 
 
 def test_it_stops_after_the_gpus_idle_for_the_chosen_minutes(rich_alice):
@@ -35,7 +35,7 @@ def test_it_stops_after_the_gpus_idle_for_the_chosen_minutes(rich_alice):
         assert instances_auto_stop() == 1
     instance.refresh_from_db()
     assert instance.status == S.STOPPED
-    assert "idle for 30 minutes" in instance.events.get(new=S.STOPPING).reason
+    assert "idle for 30 minutes" in instance.events.get(new=S.STOPPING).reason_text
 
 
 def test_activity_resets_the_idle_clock(rich_alice):

@@ -31,8 +31,8 @@ def test_a_permanent_create_failure_fails_the_instance_with_the_reason_and_frees
         instance = launch(rich_alice, count=4)
     instance.refresh_from_db()
     assert instance.status == S.FAILED
-    assert "could not allocate 4 × a800-80g" in instance.status_reason
-    assert instance.events.last().reason == instance.status_reason
+    assert "could not allocate 4 × a800-80g" in instance.status_reason_text
+    assert instance.events.last().reason_text == instance.status_reason_text
     assert instance.node is None
     assert all(n.free_cards == n.total_cards for n in Node.objects.all())
 
@@ -48,7 +48,7 @@ def test_a_machine_that_never_boots_fails_after_the_timeout_and_is_destroyed(ric
     instance_sync(instance_id=instance.pk)
     instance.refresh_from_db()
     assert instance.status == S.FAILED
-    assert "did not boot" in instance.status_reason
+    assert "did not boot" in instance.status_reason_text
     assert get_backend("default").machines() == []
 
 
@@ -75,9 +75,9 @@ def test_a_lost_node_marks_its_instances_lost_with_the_reason_and_stops_billing(
 
     instance.refresh_from_db()
     assert instance.status == S.LOST
-    assert "was lost" in instance.status_reason
+    assert "was lost" in instance.status_reason_text
     assert not Meter.objects.filter(ref__startswith=f"instance:{instance.pk}", stopped_at__isnull=True).exists()
-    assert Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason.split()[-1]).is_healthy is False
+    assert Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason_text.split()[-1]).is_healthy is False
 
 
 def test_a_node_lost_by_settings_takes_no_placements_and_loses_its_machines(rich_alice):

@@ -116,6 +116,6 @@ def test_cards_given_back_to_a_node_that_shrank_meanwhile_never_exceed_its_size(
     with committed():
         instance_stop(instance=instance)
     instance.refresh_from_db()
-    node = Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason.split()[-1])
+    node = Node.objects.get(name=instance.events.get(new=S.PROVISIONING).reason_text.split()[-1])
     assert instance.status == S.STOPPED
     assert node.free_cards == 4

@@ -132,7 +132,7 @@ def test_a_node_that_stops_reporting_changes_nothing_and_a_removed_one_loses_the
     instances_reconcile()
     instance.refresh_from_db()
     assert instance.status == S.LOST
-    assert instance.status_reason == f"node {node} was removed from the cluster"
+    assert instance.status_reason_text == f"node {node} was removed from the cluster"
 
 
 def test_an_api_that_does_not_answer_changes_nothing(cluster, rich_alice):

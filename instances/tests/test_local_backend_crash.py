@@ -36,8 +36,8 @@ def test_a_killed_jupyterlab_is_restarted_and_the_timeline_says_why(this_host, r
     assert instance.status == "running"
     event = instance.events.order_by("-created_at", "-id").first()
     assert (event.old, event.new) == ("running", "running")
-    assert event.reason.startswith("JupyterLab stopped unexpectedly")
-    assert event.reason.endswith("restarted it")
+    assert event.reason_text.startswith("JupyterLab stopped unexpectedly")
+    assert event.reason_text.endswith("restarted it")
     revived = backend.runtime.status(instance.key).servers["lab"]
     assert revived.pid not in (None, dead) and psutil.Process(revived.pid).is_running()
     assert "JupyterLab stopped unexpectedly" in alice_client.get(f"/instances/{instance.pk}/").content.decode()
@@ -57,8 +57,8 @@ def test_a_jupyterlab_that_keeps_crashing_stops_the_instance_keeping_its_disk(th
 
     instance.refresh_from_db()
     assert instance.status == "stopped"
-    assert instance.status_reason.startswith(
-        "Stopped after 2 crashes in 10 minutes, disk kept: JupyterLab stopped unexpectedly"
+    assert instance.status_reason_text.startswith(
+        "Stopped after repeated crashes (2 in 10 minutes), disk kept: JupyterLab stopped unexpectedly"
     )
     assert instance.node is None  # the cards went back to the node
     assert instance.key in backend.runtime.instance_keys()  # the disk is still there

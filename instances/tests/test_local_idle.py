@@ -90,5 +90,5 @@ def test_an_idle_local_instance_is_stopped_with_its_disk_kept(this_host, rich_al
         assert instances_auto_stop() == 1
     instance.refresh_from_db()
     assert instance.status == "stopped"
-    assert "idle for 30 minutes" in instance.events.get(new="stopping").reason
+    assert "idle for 30 minutes" in instance.events.get(new="stopping").reason_text
     assert backend.runtime.paths(instance.key).home.is_dir()

@@ -10,7 +10,7 @@ S = Instance.Status
 
 
 def node_notes(instance) -> list[str]:
-    return list(instance.events.filter(kind=InstanceEvent.Kind.NODE).values_list("reason", flat=True))
+    return [e.reason_text for e in instance.events.filter(kind=InstanceEvent.Kind.NODE)]
 
 
 def test_a_node_that_goes_down_notes_it_on_the_timeline_then_its_instances_are_lost(rich_alice):

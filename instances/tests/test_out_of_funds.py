@@ -24,7 +24,7 @@ def test_the_billing_hook_stops_the_owners_running_instances_and_keeps_their_dis
     for instance in (first, second):
         instance.refresh_from_db()
         assert instance.status == S.STOPPED
-        assert "balance ran out" in instance.events.get(new=S.STOPPING).reason
+        assert "balance ran out" in instance.events.get(new=S.STOPPING).reason_text
         assert Meter.objects.filter(ref=disk_meter_ref(instance.pk), stopped_at__isnull=True).exists()
     bobs.refresh_from_db()
     assert bobs.status == S.RUNNING

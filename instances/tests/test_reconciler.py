@@ -55,7 +55,7 @@ def test_a_machine_stopped_behind_the_consoles_back_is_followed(rich_alice):
         instances_reconcile()
     instance.refresh_from_db()
     assert instance.status == S.STOPPED
-    assert instance.events.get(new=S.STOPPING).reason == "Stopped by the provider"
+    assert instance.events.get(new=S.STOPPING).reason_text == "Stopped by the provider"
 
 
 def test_a_stop_whose_task_vanished_is_driven_to_the_end(rich_alice):

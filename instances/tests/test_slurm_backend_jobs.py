@@ -88,11 +88,11 @@ def test_while_the_cluster_is_full_the_instance_waits_with_its_queue_position_an
     def queued():
         instance_sync(instance_id=instance.pk)
         instance.refresh_from_db()
-        return "reason Resources" in instance.status_reason or "reason Priority" in instance.status_reason
+        return "reason Resources" in instance.status_reason_text or "reason Priority" in instance.status_reason_text
 
-    wait_until(queued, timeout=20, interval=0.3, what=f"the reason to show (it says {instance.status_reason!r})")
+    wait_until(queued, timeout=20, interval=0.3, what=f"the reason to show (it says {instance.status_reason_text!r})")
     assert instance.status == "provisioning"
-    assert instance.status_reason.startswith("Queued: position 2, reason ")  # behind "earlier"
+    assert instance.status_reason_text.startswith("Queued: position 2, reason ")  # behind "earlier"
     # The first in line waits for cards to free up; the scheduler says so within a cycle or two.
     wait_until(
         lambda: backend.poll(key="earlier", state=earlier).detail == "Queued: position 1, reason Resources",
@@ -105,7 +105,7 @@ def test_while_the_cluster_is_full_the_instance_waits_with_its_queue_position_an
     client = Client()
     client.force_login(rich_alice)
     page = client.get(f"/instances/{instance.pk}/?partial=body").content.decode()
-    assert instance.status_reason in page
+    assert instance.status_reason_text in page
 
     with committed():
         instance_release(instance=instance)

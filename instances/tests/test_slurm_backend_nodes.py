@@ -68,7 +68,7 @@ def test_a_stopped_slurmd_is_noticed_and_the_instance_it_took_down_is_lost(on_sl
 
         wait_until(lost, timeout=30, interval=0.5, what=f"the instance to be lost (it is {instance.status})")
         event = instance.events.get(new="lost")
-        assert "gpu03" in event.reason and "NODE_FAIL" in event.reason
+        assert "gpu03" in event.reason_text and "NODE_FAIL" in event.reason_text
         assert Node.objects.get(backend_alias="slurm", name="gpu03").free_cards == 8  # its card went back
     finally:
         slurm_cluster.node_start("gpu03")

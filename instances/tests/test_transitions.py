@@ -19,9 +19,9 @@ def test_every_allowed_transition_moves_and_writes_one_event(rich_alice, src, ds
 
     instance.refresh_from_db()
     assert instance.status == dst
-    assert instance.status_reason == "because"
+    assert instance.status_reason_text == "because"
     last = instance.events.last()
-    assert (last.old, last.new, last.reason) == (src, dst, "because")
+    assert (last.old, last.new, last.reason_text) == (src, dst, "because")
     assert InstanceEvent.objects.filter(instance=instance).count() == before + 1
 
 

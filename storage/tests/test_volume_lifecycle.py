@@ -61,7 +61,7 @@ def test_a_provider_refusal_fails_the_volume_with_why_and_bills_nothing(rich_ali
     settings.PROVISIONING_BACKENDS = backends(FAIL_VOLUME_CREATE=1)
     volume = make_volume(rich_alice)
     assert volume.status == V.FAILED
-    assert "could not allocate" in volume.status_reason
+    assert "could not allocate" in volume.status_reason_text
     from billing.models import Meter
 
     assert not Meter.objects.filter(ref=services.volume_meter_ref(volume.pk)).exists()
@@ -93,7 +93,7 @@ def test_resize_grows_it_at_the_provider(rich_alice):
     volume.refresh_from_db()
     assert (volume.status, volume.size_gb, volume.resize_to_gb) == (V.AVAILABLE, 250, None)
     assert SimulatedVolume.objects.get(key=volume.key).size_gb == 250
-    assert volume.events.last().reason == "Resized from 100 to 250 GB"
+    assert volume.events.last().reason_text == "Resized from 100 to 250 GB"
 
 
 @pytest.mark.parametrize("size", [100, 50, 0])
@@ -113,7 +113,7 @@ def test_the_provider_refusing_to_grow_it_keeps_the_old_size(rich_alice):
         services.volume_resize(volume=volume, size_gb=200)
     volume.refresh_from_db()
     assert (volume.status, volume.size_gb, volume.resize_to_gb) == (V.AVAILABLE, 100, None)
-    assert "Resize failed" in volume.status_reason
+    assert "Resize failed" in volume.status_reason_text
 
 
 def test_delete_removes_it_at_the_provider_and_twice_is_harmless(rich_alice):
