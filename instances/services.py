@@ -26,6 +26,7 @@ from django.utils.translation import gettext_noop, ngettext
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from console.messages import reason as stored
+from console.messages import shown
 from instances.backends import (
     AppLaunch,
     InstanceSpec,
@@ -357,7 +358,7 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
                 node=node.name,
                 why=why,
             )
-        logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, reason)
+        logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, shown(reason))
         on_node = list(
             Instance.objects.filter(
                 Q(node_id=node.pk) | Q(backend_alias=node.backend_alias, extra_nodes__contains=[node.name])
@@ -1062,7 +1063,7 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
                 created_at=now,
             )
             transaction.on_commit(lambda: _notify(instance))
-    logger.warning("instance %s: %s; restarted", instance.pk, detail)
+    logger.warning("instance %s: %s; restarted", instance.pk, shown(detail))
 
 
 def _instance_give_up(*, instance: Instance, reason: str) -> None:

@@ -599,6 +599,12 @@ class SlurmBackend(ProvisioningBackend):
             return Observation(
                 Observed.PENDING, detail=head.get("detail") or f"Starting on {where}", backend_state=new_state
             )
+        # A cluster runs once every node has reported (its cards and address), not just the head.
+        expected = int(job.get("node_count") or 1)
+        if len(reports) < expected:
+            return Observation(
+                Observed.PENDING, detail=f"Starting: {len(reports)} of {expected} nodes ready", backend_state=new_state
+            )
         return Observation(Observed.RUNNING, backend_state=new_state)
 
     def _job(self, key: str, state: dict, jobs: list[dict]) -> dict | None:

@@ -85,7 +85,17 @@ class Cluster:
         subprocess.run([str(SCRIPT), "node-stop", node], check=True, capture_output=True, timeout=30)
 
     def node_start(self, node: str) -> None:
+        """Start the node's slurmd again and bring it back into service (a node Slurm marked DOWN
+        while its slurmd was away returns only when asked, on a loaded machine)."""
         subprocess.run([str(SCRIPT), "node-start", node], check=True, capture_output=True, timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = self.node_state(node)
+            if state == "idle":
+                return
+            if state.startswith(("down", "drain", "fail")):
+                self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+            time.sleep(1)
 
 
 def cluster_or_skip() -> Cluster:

@@ -72,6 +72,6 @@ def test_a_stopped_slurmd_is_noticed_and_the_instance_it_took_down_is_lost(on_sl
         assert Node.objects.get(backend_alias="slurm", name="gpu03").free_cards == 8  # its card went back
     finally:
         slurm_cluster.node_start("gpu03")
-        wait_until(lambda: slurm_cluster.node_state("gpu03") == "idle", timeout=30, what="gpu03 to come back")
+        wait_until(lambda: slurm_cluster.node_state("gpu03") == "idle", timeout=60, what="gpu03 to come back")
     instances_reconcile()
     assert Node.objects.get(backend_alias="slurm", name="gpu03").is_healthy
