@@ -574,17 +574,19 @@ def volume_mounts_for_boot(*, instance: Instance) -> tuple[VolumeMount, ...]:
     Called when its spec is built (create, start, restart, repair). Only volumes that exist at the
     provider are mounted (a volume cannot be deleted while attached, so this is all of them in practice).
     """
-    VolumeAttachment.objects.filter(instance=instance, detach_requested_at__isnull=False).delete()
-    rows = (
-        VolumeAttachment.objects.filter(instance=instance, volume__status__in=Volume.MOUNTABLE)
-        .select_related("volume")
-        .order_by("created_at", "id")
+    # One query on every boot (most instances have no volumes); a second only when a detach is due.
+    rows = list(
+        VolumeAttachment.objects.filter(instance=instance).select_related("volume").order_by("created_at", "id")
     )
+    detached = [a.pk for a in rows if a.detach_requested_at is not None]
+    if detached:
+        VolumeAttachment.objects.filter(pk__in=detached).delete()
     return tuple(
         VolumeMount(
             key=a.volume.key, path=a.mount_path, read_only=a.mode == Mode.READ_ONLY, state=a.volume.backend_state
         )
         for a in rows
+        if a.detach_requested_at is None and a.volume.status in Volume.MOUNTABLE
     )
 
 
