@@ -125,36 +125,48 @@ def main() -> None:
     print(json.dumps(result))
 
 
-def run(started: list[subprocess.Popen]) -> dict:
-    import django
+GPU_SLUGS = ("h200", "h800", "a800-80g", "a100-40g", "l40s", "rtx-4090", "rtx-3090")
 
-    django.setup()
-    import httpx
+
+def world_seed() -> list[tuple[str, str]]:
+    """Migrate the bench database, seed the catalogue and the simulated fleet; returns the (region, GPU
+    model) pairs the clients launch on, so every model and region takes its share."""
     from django.core.management import call_command
 
-    from accounts.authentication import token_digest
-    from accounts.models import APIToken, User
     from instances.catalogue import catalogue_seed
-    from instances.models import Instance, InstanceEvent, Region
+    from instances.models import Region
     from instances.services import catalogue_skus_sync, nodes_sync
-    from instances.tests.conftest import fund
 
     call_command("migrate", verbosity=0)
     catalogue_seed()
     catalogue_skus_sync()
     nodes_sync(alias="default")
-    tokens = []
-    for n in range(CLIENTS):
-        user = User.objects.create_user(email=f"client{n}@example.com", password=None)
-        fund(user, 10_000_000)
-        raw = "gpuc_" + secrets.token_urlsafe(32)
-        APIToken.objects.create(user=user, name="bench", prefix=raw[:12], digest=token_digest(raw))
-        tokens.append(raw)
-    combos = [
-        (r.slug, g)
-        for r in Region.objects.all()
-        for g in ("h200", "h800", "a800-80g", "a100-40g", "l40s", "rtx-4090", "rtx-3090")
-    ]
+    return [(r.slug, g) for r in Region.objects.all() for g in GPU_SLUGS]
+
+
+def api_user(email: str):
+    """A user with money to spend and an API token; returns (user, token)."""
+    from accounts.authentication import token_digest
+    from accounts.models import APIToken, User
+    from instances.tests.conftest import fund
+
+    user = User.objects.create_user(email=email, password=None)
+    fund(user, 10_000_000)
+    raw = "gpuc_" + secrets.token_urlsafe(32)
+    APIToken.objects.create(user=user, name="bench", prefix=raw[:12], digest=token_digest(raw))
+    return user, raw
+
+
+def run(started: list[subprocess.Popen]) -> dict:
+    import django
+
+    django.setup()
+    import httpx
+
+    from instances.models import Instance, InstanceEvent
+
+    combos = world_seed()
+    tokens = [api_user(f"client{n}@example.com")[1] for n in range(CLIENTS)]
 
     port = free_port()
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if not os.environ.get("BENCH_VERBOSE") else {}

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import statistics
 import subprocess
@@ -36,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.launch import admin, cpu_seconds, free_port, percentile  # noqa: E402  (sets its env; replaced below)
+from bench.launch import admin, api_user, cpu_seconds, free_port, percentile, world_seed  # noqa: E402  (sets its env; replaced below)
 
 DB_NAME = "console_bench_scale"
 REDIS_URL = os.environ.get("BENCH_SCALE_REDIS_URL", "redis://127.0.0.1:6379/11")
@@ -229,41 +228,19 @@ def run(started: list[subprocess.Popen]) -> dict:
     import httpx
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
-    from django.core.management import call_command
     from django.db import connection
 
-    from accounts.authentication import token_digest
-    from accounts.models import APIToken, User
     from billing.settlement import meters_settle_all
-    from instances.catalogue import catalogue_seed
-    from instances.models import Instance, InstanceEvent, Node, Region, SimulatedMachine
-    from instances.services import catalogue_skus_sync, nodes_sync
-    from instances.tests.conftest import fund
+    from instances.models import Instance, InstanceEvent, Node, SimulatedMachine
 
-    call_command("migrate", verbosity=0)
-    catalogue_seed()
-    catalogue_skus_sync()
-    nodes_sync(alias="default")
-
-    def make_user(email: str) -> tuple[User, str]:
-        user = User.objects.create_user(email=email, password=None)
-        fund(user, 10_000_000)
-        raw = "gpuc_" + secrets.token_urlsafe(32)
-        APIToken.objects.create(user=user, name="bench", prefix=raw[:12], digest=token_digest(raw))
-        return user, raw
-
-    tokens = [make_user(f"client{n}@example.com")[1] for n in range(CLIENTS)]
-    watcher_user, watcher_token = make_user("watcher@example.com")
+    combos = world_seed()
+    users, tokens = zip(*(api_user(f"client{n}@example.com") for n in range(CLIENTS)), strict=True)
+    watcher_user, watcher_token = api_user("watcher@example.com")
     session = SessionStore()
     session[SESSION_KEY] = str(watcher_user.pk)
     session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
     session[HASH_SESSION_KEY] = watcher_user.get_session_auth_hash()
     session.create()
-    combos = [
-        (r.slug, g)
-        for r in Region.objects.all()
-        for g in ("h200", "h800", "a800-80g", "a100-40g", "l40s", "rtx-4090", "rtx-3090")
-    ]
 
     ports = start_processes(started)
     wait_healthy(ports)
@@ -397,7 +374,7 @@ def run(started: list[subprocess.Popen]) -> dict:
 
     owner_token = {}
     for n in range(CLIENTS):
-        owner = User.objects.get(email=f"client{n}@example.com")
+        owner = users[n]
         for instance_id in Instance.objects.filter(owner=owner).values_list("pk", flat=True):
             owner_token[str(instance_id)] = tokens[n]
     for instance_id in watched:
