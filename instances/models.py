@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from console.messages import shown
+from console.status import EventReasonMixin, StatusDisplayMixin
 
 
 class Region(models.Model):
@@ -122,7 +122,7 @@ class Node(models.Model):
 # --- Instances ----------------------------------------------------------------------------------------
 
 
-class Instance(models.Model):
+class Instance(StatusDisplayMixin, models.Model):
     """A GPU machine a user rents. Its UUID is the provider-side name, so retries find, never duplicate.
 
     ``status`` only changes through ``instances.services.instance_transition`` (compare-and-set plus an
@@ -235,24 +235,6 @@ class Instance(models.Model):
         return self.name
 
     @property
-    def key(self) -> str:
-        """The provider-side name: stable across retries, unique across the fleet."""
-        return str(self.id)
-
-    @property
-    def status_reason_text(self) -> str:
-        """Why it is in its status, in the reader's language."""
-        return shown(self.status_reason)
-
-    @property
-    def badge_colour(self) -> str:
-        return self.BADGE_COLOURS.get(self.status, "")
-
-    @property
-    def is_busy(self) -> bool:
-        return self.status in self.BUSY
-
-    @property
     def total_gpus(self) -> int:
         """The cards billed and counted against quota: every node's."""
         return self.node_count * self.gpu_count
@@ -286,7 +268,7 @@ class Instance(models.Model):
         return self.status not in (self.Status.RELEASING, self.Status.RELEASED)
 
 
-class InstanceEvent(models.Model):
+class InstanceEvent(EventReasonMixin, models.Model):
     """One change of an instance's status, with why: the timeline users see and the clock billing reads.
 
     A ``NODE`` event is news about the node the instance runs on (it went down or drained, or came
@@ -318,11 +300,6 @@ class InstanceEvent(models.Model):
         if self.kind == self.Kind.NODE:
             return str(self.Kind.NODE.label)
         return Instance.Status(self.new).label if self.new in Instance.Status.values else self.new
-
-    @property
-    def reason_text(self) -> str:
-        """The entry's reason, in the reader's language."""
-        return shown(self.reason)
 
     @property
     def badge_colour(self) -> str:

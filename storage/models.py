@@ -9,13 +9,13 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from console.messages import shown
+from console.status import EventReasonMixin, StatusDisplayMixin
 
 # Volumes are sized in GiB, as clouds size their disks: a "GB" of size is 2**30 bytes.
 BYTES_PER_GB = 1024**3
 
 
-class Volume(models.Model):
+class Volume(StatusDisplayMixin, models.Model):
     """A volume in one region, created by that region's backend (``volume_create``) under its UUID.
 
     ``status`` only changes through ``storage.services.volume_transition`` (compare-and-set, an event
@@ -85,24 +85,6 @@ class Volume(models.Model):
         return self.name
 
     @property
-    def key(self) -> str:
-        """The provider-side name: stable across retries."""
-        return str(self.id)
-
-    @property
-    def status_reason_text(self) -> str:
-        """Why it is in its status, in the reader's language."""
-        return shown(self.status_reason)
-
-    @property
-    def badge_colour(self) -> str:
-        return self.BADGE_COLOURS.get(self.status, "")
-
-    @property
-    def is_busy(self) -> bool:
-        return self.status in self.BUSY
-
-    @property
     def size_bytes(self) -> int:
         return self.size_gb * BYTES_PER_GB
 
@@ -123,7 +105,7 @@ class Volume(models.Model):
         return self.status in (self.Status.AVAILABLE, self.Status.FAILED)
 
 
-class VolumeEvent(models.Model):
+class VolumeEvent(EventReasonMixin, models.Model):
     """One change of a volume's status, with why: its history, and the clock its meter follows."""
 
     volume = models.ForeignKey(Volume, on_delete=models.CASCADE, related_name="events")
@@ -143,11 +125,6 @@ class VolumeEvent(models.Model):
     @property
     def new_label(self) -> str:
         return Volume.Status(self.new).label if self.new in Volume.Status.values else self.new
-
-    @property
-    def reason_text(self) -> str:
-        """The entry's reason, in the reader's language."""
-        return shown(self.reason)
 
     @property
     def badge_colour(self) -> str:
