@@ -13,7 +13,7 @@ PAGES = [
     ("post", "instance_rename", []),
     ("post", "instance_auto_stop", []),
 ]
-ACTIONS = ["start", "stop", "restart", "release"]
+ACTIONS = ["start", "stop", "restart", "release", "keep-running"]
 API = [
     ("get", "api-instance-detail"),
     ("get", "api-instance-events"),
@@ -23,6 +23,7 @@ API = [
     ("post", "api-instance-release"),
     ("post", "api-instance-rename"),
     ("post", "api-instance-auto-stop"),
+    ("post", "api-instance-keep-running"),
 ]
 
 
