@@ -1,0 +1,131 @@
+"""A newcomer's first session, driven through Chromium by what the pages show (shared by the tests).
+
+Every step finds its way by visible text and roles, as a person would; nothing reaches into the
+database. ``newcomer_first_session`` returns how long each step took, for the closing notes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+PASSWORD = "a long passphrase 42"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# The simulated cloud boots in SIMULATED_BOOT_DELAY_S (15 s by default) plus a poll or two.
+BOOT_TIMEOUT_MS = 90_000
+
+
+class Steps:
+    """Step name → seconds, in order."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.times[name] = round(now - self._t, 2)
+        self._t = now
+
+
+def _price(text: str) -> float:
+    match = re.search(r"¥\s*([\d,]+(?:\.\d+)?)", text)
+    assert match, f"no price in {text!r}"
+    return float(match.group(1).replace(",", ""))
+
+
+def newcomer_first_session(
+    page: Page, base_url: str, email: str, open_verification_link: Callable[[Page, str], None], shots: Path
+) -> dict[str, float]:
+    """Sign up, verify, claim the credit, launch the cheapest card, stop, start, release, find the bill."""
+    steps = Steps()
+    page.set_default_timeout(30_000)
+    page.goto(base_url)
+    page.locator("header").get_by_role("link", name="Sign up").click()
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password1]", PASSWORD)
+    page.fill("input[name=password2]", PASSWORD)
+    page.get_by_role("button", name="Sign up").click()
+    expect(page.get_by_role("heading", name="Check your inbox")).to_be_visible()
+    steps.done("sign up")
+
+    open_verification_link(page, email)
+    expect(page.get_by_role("heading", name="Confirm Email Address")).to_be_visible()
+    page.get_by_role("button", name="Confirm").click()
+    expect(page).to_have_url(re.compile(r"/dashboard/$"))
+    steps.done("verify e-mail")
+
+    page.get_by_role("button", name="Claim trial credit").click()
+    expect(page.get_by_text("¥10.00").first).to_be_visible()
+    page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
+    steps.done("claim credit")
+
+    page.get_by_role("link", name="Go to instances").click()
+    page.get_by_role("link", name="Launch an instance").first.click()
+    expect(page.get_by_role("heading", name="Launch an instance")).to_be_visible()
+    cards = page.locator("label.gpu-card")
+    expect(cards.first).to_be_visible()
+    prices = [(_price(cards.nth(i).locator(".gpu-price").inner_text()), i) for i in range(cards.count())]
+    cheapest = cards.nth(min(prices)[1])
+    cheapest.click()
+    expect(page.locator("#price-hour")).not_to_have_text("—")
+    page.screenshot(path=str(shots / "launch.png"), full_page=True)
+    page.get_by_role("button", name="Launch", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/instances/[0-9a-f-]{36}/$"))
+    badge = page.locator("#instance-body h1 .badge")
+    expect(badge).to_have_text("Provisioning")
+    steps.done("launch")
+
+    # Running without a reload: the live channel (or the page's poll) swaps the status and buttons in.
+    expect(badge).to_have_text("Running", timeout=BOOT_TIMEOUT_MS)
+    expect(page.get_by_role("button", name="Stop", exact=True)).to_be_visible()
+    page.screenshot(path=str(shots / "running.png"), full_page=True)
+    steps.done("reach running")
+
+    page.get_by_role("button", name="Stop", exact=True).click()
+    expect(badge).to_have_text("Stopped", timeout=BOOT_TIMEOUT_MS)
+    expect(page.get_by_role("button", name="Start", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Stop", exact=True)).to_have_count(0)
+    steps.done("stop")
+
+    page.get_by_role("button", name="Start", exact=True).click()
+    expect(badge).to_have_text("Running", timeout=BOOT_TIMEOUT_MS)
+    steps.done("start again")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Release", exact=True).click()
+    expect(badge).to_have_text("Released", timeout=BOOT_TIMEOUT_MS)
+    steps.done("release")
+
+    page.get_by_role("link", name="Billing").first.click()
+    expect(page.get_by_role("heading", name="Billing")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"GPU usage|Usage")).first).to_be_visible()
+    page.screenshot(path=str(shots / "billing.png"), full_page=True)
+    page.get_by_role("link", name="Statements").click()
+    page.screenshot(path=str(shots / "statements.png"), full_page=True)
+    expect(page.locator("main")).to_contain_text(time.strftime("%Y"))
+    steps.done("find the charge")
+
+    # 简体中文: the language menu, then the pages speak Chinese.
+    page.locator("#language-select").select_option(label="简体中文")
+    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
+    page.goto(base_url + "instances/")
+    expect(page.get_by_role("heading", name="实例")).to_be_visible()
+    page.goto(base_url + "billing/")
+    expect(page.locator("nav").first).to_contain_text("费用中心")
+    page.screenshot(path=str(shots / "billing-zh.png"), full_page=True)
+    steps.done("switch to Chinese")
+    return steps.times

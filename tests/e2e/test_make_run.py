@@ -1,0 +1,77 @@
+"""`make run` in a fresh clone, as the README says: a newcomer's first session in Chromium, then ten API
+clients for a few minutes on the same console. The figures go to the test log (pytest -s shows them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.e2e.flow import newcomer_first_session
+from tests.e2e.soak import SEED_USERS, STABLE, soak
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
+SOAK_S = float(os.environ.get("E2E_SOAK_S", "180"))
+
+
+def open_link_from_the_mailbox(page: Page, email: str) -> None:
+    """The development mailbox, linked from the "Check your inbox" page: the newest message's link."""
+    page.get_by_role("link", name=re.compile("mailbox", re.I)).first.click()
+    page.get_by_role("link", name=re.compile("Confirm", re.I)).first.click()
+    expect(page.locator("main")).to_contain_text(email)
+    page.get_by_role("link", name=re.compile(r"/accounts/confirm-email/")).first.click()
+
+
+def test_a_newcomer_signs_up_launches_stops_starts_releases_and_reads_the_bill(made_run, browser, shots):
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    try:
+        times = newcomer_first_session(page, made_run.url, "newcomer@example.com", open_link_from_the_mailbox, shots)
+    finally:
+        page.screenshot(path=str(shots / "last.png"), full_page=True)
+        page.close()
+    print("\nnewcomer steps (s):", json.dumps(times))
+
+
+def test_ten_api_clients_for_minutes_leave_nothing_stuck_and_no_process_restarts(made_run):
+    tokens = made_run.manage("shell", stdin=SEED_USERS.format(n=10, tag="make-run")).split()
+    assert len(tokens) == 10
+    result = soak(made_run.url, tokens, SOAK_S)
+
+    assert not result.server_errors, result.server_errors[:5]
+    assert sum(result.operations.values()) >= 40, (result.operations, result.refused)
+    statuses = json.loads(
+        made_run.manage(
+            "shell",
+            "-c",
+            "import json; from instances.models import Instance; "
+            f"print(json.dumps(dict(Instance.objects.filter(pk__in={result.instances!r}).values_list('pk', 'status'))"
+            ", default=str))",
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    stuck = {pk: status for pk, status in statuses.items() if status not in STABLE}
+    failed = {pk: status for pk, status in statuses.items() if status in ("failed", "lost")}
+    restarts = re.findall(r"^console +\| (\w+) exited with code", made_run.log_text(), re.M)
+    print(
+        "\nsoak:",
+        json.dumps(
+            {
+                "seconds": SOAK_S,
+                "operations": sum(result.operations.values()),
+                "by_kind": result.operations,
+                "refused": result.refused,
+                "instances": len(result.instances),
+                "stuck": len(stuck),
+                "failed": len(failed),
+                "restarts": len(restarts),
+            }
+        ),
+    )
+    assert not stuck, stuck
+    assert not failed, failed
+    assert restarts == [], f"processes restarted during the soak: {restarts}"
