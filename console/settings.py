@@ -334,6 +334,13 @@ LOGGING = {
 
 # --- The console's own settings -------------------------------------------------------------------
 CONSOLE_SITE_NAME = os.environ.get("CONSOLE_SITE_NAME", "GPU Console")
+
+# --- Demo parts: the simulated cloud and the simulated payment gateway (console/demo.py) -----------
+# Both are on by default (PROVISIONING_BACKENDS["default"], BILLING_PAYMENT_GATEWAY below), so that a
+# console runs with no provider and no merchant account. Production refuses them (`check --deploy`
+# fails, console.checks) unless this says the console is a demo; any console running one shows a
+# banner naming it on every page.
+CONSOLE_DEMO_MODE = env_bool("CONSOLE_DEMO_MODE", default=not PRODUCTION)
 # API tokens: how long an unused token's last-used time may lag (one write per interval, not per call).
 API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
 

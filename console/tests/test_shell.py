@@ -41,6 +41,8 @@ def test_production_settings_pass_the_deploy_check():
         "DJANGO_SECRET_KEY": "k" * 20 + "3x9!Qz_vL0pR7mW2sT5yB8nC4dF6gH1jK" + "z" * 10,
         "DJANGO_ALLOWED_HOSTS": "console.example.com",
         "DATABASE_URL": "sqlite:///:memory:",
+        # The simulated cloud and gateway are the defaults: a demo (console/tests/test_demo_parts_check.py).
+        "CONSOLE_DEMO_MODE": "1",
     }
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
