@@ -320,8 +320,9 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(60 * 60 * 24 * 365)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    # The proxy check for `SECURE_SSL_REDIRECT` exempts health checks from the load balancer.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    # The proxy check for `SECURE_SSL_REDIRECT` exempts health checks from the load balancer:
+    # liveness and readiness (console/health.py).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 LOGGING = {
     "version": 1,

@@ -5,12 +5,6 @@ import sys
 from django.conf import settings
 
 
-def test_health_check_reports_the_database(client, db):
-    response = client.get("/healthz")
-    assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
-
-
 def test_unknown_api_paths_answer_json_404(client, db):
     response = client.get("/api/v1/no-such-thing/")
     assert response.status_code == 404
