@@ -503,7 +503,9 @@ INSTANCES_RECONCILE_INTERVAL_S = 30
 INSTANCES_QUOTA_MAX_DAYS = 365
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
-BILLING_OUT_OF_FUNDS_HOOK = "instances.services.instances_stop_for_funds"
+# With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK
+# in the environment still wins (billing's block above reads it too, but this line comes later).
+BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instances.services.instances_stop_for_funds")
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
