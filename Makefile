@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test setup setup-dev services browser-deps local-deps slurm migrate lint fmt messages bench clean
+.PHONY: help run test setup setup-run setup-dev services browser-deps local-deps slurm migrate lint deps-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -33,20 +33,23 @@ $(VENV)/.installed: requirements.txt | $(BIN)/python
 	$(BIN)/pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-dev: requirements.txt requirements-dev.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements-dev.txt
+$(VENV)/.installed-run: requirements.txt requirements-run.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-run.txt
 	touch $(VENV)/.installed $@
 
+$(VENV)/.installed-dev: requirements.txt requirements-run.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $(VENV)/.installed $(VENV)/.installed-run $@
+
 setup: $(VENV)/.installed
+setup-run: $(VENV)/.installed-run
 setup-dev: $(VENV)/.installed-dev
 
 # CONSOLE_LOCAL_BACKEND=1 make run: this host is a provider too (README, "The local backend");
 # CONSOLE_SLURM_BACKEND=1: and a Slurm cluster on this host as well (README, "The Slurm backend").
-run: setup $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps) $(if $(filter 1 true yes on,$(CONSOLE_SLURM_BACKEND)),local-deps slurm)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py seed_demo
-	@echo "Starting web, worker and beat; the console's address is printed once it answers."
-	CONSOLE_PORT=$(PORT) CONSOLE_HOST=$(HOST) $(BIN)/honcho -f Procfile start
+run: setup-run $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps) $(if $(filter 1 true yes on,$(CONSOLE_SLURM_BACKEND)),local-deps slurm)
+	@# PostgreSQL and Redis: DATABASE_URL / REDIS_URL, or private servers under var/ (console/run.py).
+	$(BIN)/python -m console.run --host $(HOST) --port $(PORT)
 
 # PostgreSQL and Redis: start the local servers when they are installed but stopped.
 services:
@@ -80,13 +83,21 @@ slurm:
 	@scripts/slurm-cluster.sh start \
 	  || echo "WARNING: the local Slurm cluster could not be started; tests marked 'slurm' will skip" >&2
 
-test: setup-dev services browser-deps local-deps slurm
+test: setup-dev services browser-deps local-deps slurm deps-check
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Every third-party import is declared where it is used: production code in requirements.txt (and
+# console.embedded in requirements-run.txt, see pyproject.toml), tests and benches in requirements-dev.txt.
+deps-check: setup-dev
+	$(BIN)/deptry .
+	$(BIN)/deptry . --requirements-files requirements-dev.txt --requirements-files-dev requirements-local.txt \
+	  --extend-exclude var --extend-exclude staticfiles --extend-exclude locale --extend-exclude deploy \
+	  --ignore DEP002,DEP004
 
 fmt: setup-dev
 	$(BIN)/ruff check --fix .

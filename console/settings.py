@@ -1,8 +1,12 @@
 """Settings for the GPU console.
 
-Everything comes from the environment with development defaults that need no services: SQLite, a
-filesystem Celery broker and the in-memory channel layer. ``DATABASE_URL`` and ``REDIS_URL`` switch to
-PostgreSQL and Redis. ``CONSOLE_ENV=production`` turns on the hardened settings that pass
+Everything comes from the environment. The console runs on PostgreSQL (``DATABASE_URL``) and Redis
+(``REDIS_URL``: Celery's broker, the cache and the Channels layer) in every configuration a user can
+start: `make run` starts private servers under ``var/`` when the two are not given (``console.run``)
+and records their URLs in ``var/run/services.env``, which is read here when the environment says
+nothing, so ``manage.py`` commands typed by hand meanwhile reach the same servers. Only the test
+suite (``CONSOLE_ENV=test``) swaps Redis for in-process stand-ins: eager tasks, a local-memory cache
+and the in-memory channel layer. ``CONSOLE_ENV=production`` turns on the hardened settings that pass
 ``manage.py check --deploy`` and refuses to start without a real secret key and allowed hosts.
 """
 
@@ -115,23 +119,43 @@ TEMPLATES = [
     },
 ]
 
-# --- Database -------------------------------------------------------------------------------------
+# --- Database and Redis ---------------------------------------------------------------------------
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def services_from_run_dir(path: Path) -> dict[str, str]:
+    """The URLs `make run` recorded for its private servers (``KEY=value`` lines), if it ever started them."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+_recorded_services = services_from_run_dir(VAR_DIR / "run" / "services.env")
+DATABASE_URL = os.environ.get("DATABASE_URL") or ("" if TESTING else _recorded_services.get("DATABASE_URL", ""))
+if not DATABASE_URL:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set: the console runs on PostgreSQL. `make run` starts a private server under "
+        "var/ by itself; otherwise set DATABASE_URL=postgres://user:password@host:5432/dbname."
+    )
 DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
+    "default": dj_database_url.parse(
+        DATABASE_URL,
         # 0: under ASGI each request runs in a thread of its own; persistent per-thread connections pile up.
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
         conn_health_checks=True,
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several processes (web, worker, beat) share the file: wait for locks instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(
+        f"DATABASE_URL must point at PostgreSQL (postgres://...), not {DATABASES['default']['ENGINE']}: billing "
+        "and placement rely on its row locks, and the console is tested on nothing else."
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = os.environ.get("REDIS_URL") or ("" if TESTING else _recorded_services.get("REDIS_URL", ""))
 
 
 def redis_channel_layer(url: str) -> dict:
@@ -152,30 +176,16 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
     CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
-else:
-    # The file cache is shared by web, worker and beat on one host, so rate limits hold across them.
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache"
-            if not TESTING
-            else "django.core.cache.backends.locmem.LocMemCache",
-            "LOCATION": str(VAR_DIR / "cache"),
-        }
-    }
+elif TESTING:
+    # The suite runs tasks eagerly in-process; the tests that cross processes set up Redis themselves.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    broker_dir = VAR_DIR / "celery-broker"
-    for sub in ("processed", "control"):
-        (broker_dir / sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(broker_dir),
-        "data_folder_out": str(broker_dir),
-        "processed_folder": str(broker_dir / "processed"),
-        "control_folder": str(broker_dir / "control"),
-        "store_processed": False,
-        "polling_interval": 0.05,
-    }
+    CELERY_BROKER_URL = "memory://"
+else:
+    raise ImproperlyConfigured(
+        "REDIS_URL is not set: the console's Celery broker, cache and live updates run on Redis. `make run` "
+        "starts a private server under var/ by itself; otherwise set REDIS_URL=redis://host:6379/0."
+    )
 
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -1,0 +1,294 @@
+"""`make run`: the whole console on this machine, on PostgreSQL and Redis, kept running.
+
+    python -m console.run [--port 8000] [--host 127.0.0.1]
+
+1. Services. ``DATABASE_URL`` and ``REDIS_URL`` name the servers to use; each one left unset is
+   started privately under ``var/`` (``console.embedded``) and stopped again on Ctrl-C. The URLs in
+   use are written to ``var/run/services.env`` so that ``manage.py`` commands run by hand meanwhile
+   (``shell``, ``createsuperuser``) find the same servers.
+2. Schema and demo data: ``migrate`` and ``seed_demo``.
+3. Web (uvicorn), worker and beat (Celery), supervised: a process that exits on its own is started
+   again after a short back-off, and the log says so (``worker exited with code -9; restarting it``).
+   One process dying never takes the others down, unlike a Procfile runner that stops everything.
+4. When the web server answers ``/healthz``, a banner says where to open it.
+
+Ctrl-C (or SIGTERM) stops web, worker and beat, then the private servers, in that order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from console.embedded import (
+    DEFAULT_PG_PORT,
+    DEFAULT_REDIS_PORT,
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    EmbeddedServiceError,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_STAFF = ("admin@example.com", os.environ.get("CONSOLE_DEMO_PASSWORD", "gpu-console-demo"))
+# A process that stayed up this long before dying starts again at once; quicker deaths back off.
+STABLE_AFTER_S = 30.0
+MAX_BACKOFF_S = 30.0
+
+_print_lock = threading.Lock()
+
+
+def say(name: str, line: str) -> None:
+    with _print_lock:
+        sys.stdout.write(f"{name:<8}| {line.rstrip()}\n")
+        sys.stdout.flush()
+
+
+@dataclass
+class Supervised:
+    """One long-running process: its command, and how often it has been started again."""
+
+    name: str
+    argv: list[str]
+    process: subprocess.Popen | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+    backoff_s: float = 1.0
+    next_start: float = 0.0
+    pumps: list[threading.Thread] = field(default_factory=list)
+
+
+class Supervisor:
+    """Starts processes, copies their output into one log with a name column, restarts the ones that die."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.children: list[Supervised] = []
+        self.stopping = threading.Event()
+
+    def add(self, name: str, argv: list[str]) -> None:
+        self.children.append(Supervised(name=name, argv=argv))
+
+    def _start(self, child: Supervised) -> None:
+        child.process = subprocess.Popen(  # noqa: S603 (our own commands)
+            child.argv,
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            # Its own process group: Ctrl-C reaches this supervisor only, which stops children in order.
+            start_new_session=True,
+        )
+        child.started_at = time.monotonic()
+        pump = threading.Thread(target=self._pump, args=(child, child.process), daemon=True)
+        pump.start()
+        child.pumps = [pump]
+
+    @staticmethod
+    def _pump(child: Supervised, process: subprocess.Popen) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            say(child.name, line)
+
+    def start_all(self) -> None:
+        for child in self.children:
+            self._start(child)
+
+    def watch_once(self) -> None:
+        """Restart whatever exited (after its back-off); called about every 0.2 s."""
+        now = time.monotonic()
+        for child in self.children:
+            process = child.process
+            if process is None:
+                if now >= child.next_start and not self.stopping.is_set():
+                    child.restarts += 1
+                    say("console", f"starting {child.name} again (restart {child.restarts})")
+                    self._start(child)
+                continue
+            code = process.poll()
+            if code is None or self.stopping.is_set():
+                continue
+            for pump in child.pumps:
+                pump.join(timeout=1)
+            lived = now - child.started_at
+            child.backoff_s = 1.0 if lived >= STABLE_AFTER_S else min(child.backoff_s * 2, MAX_BACKOFF_S)
+            child.next_start = now + (0 if lived >= STABLE_AFTER_S else child.backoff_s)
+            child.process = None
+            say("console", f"{child.name} exited with code {code}; restarting it in {child.next_start - now:.0f} s")
+
+    def stop_all(self, timeout: float = 15.0) -> None:
+        self.stopping.set()
+        for child in self.children:
+            if child.process is not None and child.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for child in self.children:
+            if child.process is None:
+                continue
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                say("console", f"{child.name} did not stop within {timeout:.0f} s; killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.process.pid, signal.SIGKILL)
+                child.process.wait()
+
+
+def _announce(url: str, mailbox: bool) -> None:
+    lines = [
+        "GPU Console is running",
+        "",
+        f"  Open       {url}",
+        f"  Staff      {DEMO_STAFF[0]} / {DEMO_STAFF[1]}",
+        (f"  Mailbox    {url}dev/mail/  (sign-up e-mails)" if mailbox else "  Mail       sent through EMAIL_HOST"),
+        f"  API docs   {url}api/docs/",
+        "",
+        "Ctrl-C stops web, worker, beat and the private servers.",
+    ]
+    width = max(len(line) for line in lines) + 4
+    out = ["┌" + "─" * width + "┐", *("│  " + line.ljust(width - 2) + "│" for line in lines), "└" + "─" * width + "┘"]
+    for line in out:
+        say("console", line)
+
+
+def _wait_until_up(url: str, supervisor: Supervisor, timeout: float = 180.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not supervisor.stopping.is_set():
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2) as response:  # noqa: S310 (our own URL)
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        supervisor.watch_once()
+        time.sleep(0.3)
+    return False
+
+
+def _manage(env: dict[str, str], *args: str) -> None:
+    python = sys.executable
+    result = subprocess.run([python, "manage.py", *args], cwd=ROOT, env=env, check=False)  # noqa: S603
+    if result.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(args)} failed (exit {result.returncode}); see above.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Start the GPU console: services, web, worker and beat.")
+    parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("CONSOLE_PORT", "8000")))
+    parser.add_argument("--worker-concurrency", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    var = Path(os.environ.get("CONSOLE_VAR_DIR", ROOT / "var"))
+    env = dict(os.environ)
+    env.setdefault("CONSOLE_ENV", "development")
+    env["PYTHONUNBUFFERED"] = "1"
+    postgres: EmbeddedPostgres | None = None
+    redis: EmbeddedRedis | None = None
+    supervisor = Supervisor(env)
+
+    def on_signal(signum, frame) -> None:
+        supervisor.stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        notes: list[str] = []
+        if not env.get("DATABASE_URL"):
+            postgres = EmbeddedPostgres(
+                var / "postgres", port=int(env.get("EMBEDDED_PG_PORT", DEFAULT_PG_PORT)), log=notes
+            )
+            started = time.monotonic()
+            env["DATABASE_URL"] = postgres.start()
+            for note in notes:
+                say("console", note)
+            say(
+                "console",
+                f"PostgreSQL (private, var/postgres) on 127.0.0.1:{postgres.port}, "
+                f"ready in {time.monotonic() - started:.1f} s",
+            )
+        else:
+            say("console", "PostgreSQL: DATABASE_URL")
+        if not env.get("REDIS_URL"):
+            redis = EmbeddedRedis(var / "redis", port=int(env.get("EMBEDDED_REDIS_PORT", DEFAULT_REDIS_PORT)))
+            env["REDIS_URL"] = redis.start()
+            say("console", f"Redis (private Valkey, var/redis) on 127.0.0.1:{redis.port}")
+        else:
+            say("console", "Redis: REDIS_URL")
+        run_dir = var / "run"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        services_env = run_dir / "services.env"
+        services_env.write_text(f"DATABASE_URL={env['DATABASE_URL']}\nREDIS_URL={env['REDIS_URL']}\n")
+        services_env.chmod(0o600)
+
+        _manage(env, "migrate", "--noinput")
+        _manage(env, "seed_demo")
+
+        bin_dir = Path(sys.executable).parent
+        supervisor.add(
+            "web",
+            [
+                str(bin_dir / "uvicorn"),
+                "console.asgi:application",
+                "--host",
+                args.host,
+                "--port",
+                str(args.port),
+                "--no-server-header",
+            ],
+        )
+        supervisor.add(
+            "worker",
+            [
+                str(bin_dir / "celery"),
+                "-A",
+                "console",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(args.worker_concurrency),
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+        )
+        supervisor.add("beat", [str(bin_dir / "celery"), "-A", "console", "beat", "--loglevel", "INFO"])
+        supervisor.start_all()
+        host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host  # noqa: S104 (a comparison)
+        url = f"http://{host}:{args.port}/"
+        if _wait_until_up(url, supervisor):
+            _announce(url, mailbox=not env.get("EMAIL_HOST"))
+        elif not supervisor.stopping.is_set():
+            say("console", f"The web server did not answer at {url}; see its log above. Still trying.")
+        while not supervisor.stopping.is_set():
+            supervisor.watch_once()
+            time.sleep(0.2)
+        say("console", "stopping web, worker and beat")
+        return 0
+    except EmbeddedServiceError as exc:
+        say("console", str(exc))
+        return 1
+    finally:
+        supervisor.stop_all()
+        if redis is not None:
+            say("console", "stopping Redis")
+            redis.stop()
+        if postgres is not None:
+            say("console", "stopping PostgreSQL")
+            postgres.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
