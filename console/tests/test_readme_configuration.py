@@ -2,7 +2,8 @@
 console reads: what an operator reads there is what the settings do.
 
 "Reads" is found in the source, not by importing settings (which would only show the names set in
-this process): console/settings.py, the project modules it imports, and the management commands.
+this process): console/settings.py, `make run`'s launcher (console/run.py), the project modules
+either imports, and the management commands.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SETTINGS = ROOT / "console/settings.py"
+# What reads the configuration before and while the settings load: the settings, and `make run`.
+ENTRY_POINTS = [SETTINGS, ROOT / "console/run.py"]
+# The process's own environment, which the console passes on or reads as any program does.
+NOT_CONFIGURATION = {"PATH", "HOME", "LANG", "LC_ALL", "SHELL", "USER", "TMPDIR", "PYTHONUNBUFFERED"}
 
 NAME = r"""["']([A-Z][A-Z0-9_]*)["']"""
 READS = [
@@ -27,6 +32,10 @@ READS = [
     re.compile(rf"\b\w*(?i:env)\w*\(\s*{NAME}"),
 ]
 DJ_DATABASE_URL = re.compile(r"\bdj_database_url\.config\(")
+# A copy of the environment read later: ``env = dict(os.environ)`` ... ``env.get("X")``.
+ENVIRON_COPY = re.compile(
+    r"\b([A-Za-z_]\w*)\s*=\s*(?:dict\(\s*os\.environ\s*\)|os\.environ\.copy\(\)|\{\s*\*\*os\.environ\s*\})"
+)
 
 
 def _call_text(source: str, start: int) -> str:
@@ -40,6 +49,9 @@ def _call_text(source: str, start: int) -> str:
 
 def env_names_in(source: str) -> set[str]:
     names = {m.group(1) for pattern in READS for m in pattern.finditer(source)}
+    for copy in {m.group(1) for m in ENVIRON_COPY.finditer(source)}:
+        reads = (rf"\b{copy}\.get\(\s*{NAME}", rf"\b{copy}\[\s*{NAME}\s*\](?!\s*=[^=])")  # not `env["X"] = ...`
+        names |= {m.group(1) for pattern in reads for m in re.finditer(pattern, source)}
     for call in DJ_DATABASE_URL.finditer(source):
         # dj_database_url.config() reads DATABASE_URL, or the variable its env= names.
         named = re.search(rf"\benv\s*=\s*{NAME}", _call_text(source, call.end()))
@@ -66,9 +78,9 @@ def _project_imports(path: Path) -> list[Path]:
 
 
 def configuration_sources() -> list[Path]:
-    """console/settings.py, the project modules it imports (transitively), and the management commands."""
+    """The entry points, the project modules they import (transitively), and the management commands."""
     seen: list[Path] = []
-    todo = [SETTINGS]
+    todo = [path for path in ENTRY_POINTS if path.is_file()]
     while todo:
         path = todo.pop()
         if path not in seen:
@@ -79,7 +91,7 @@ def configuration_sources() -> list[Path]:
 
 
 def read_env_names() -> set[str]:
-    return set().union(*(env_names_in(path.read_text()) for path in configuration_sources()))
+    return set().union(*(env_names_in(path.read_text()) for path in configuration_sources())) - NOT_CONFIGURATION
 
 
 # --- The README's table -----------------------------------------------------------------------------------
@@ -142,7 +154,8 @@ def test_the_scan_finds_the_settings_reads():
     assert {"DATABASE_URL", "REDIS_URL", "CONSOLE_ENV", "DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"} <= names
     assert {"CONSOLE_LOCAL_BACKEND", "CONSOLE_PROXY_TRUSTED_ORIGINS", "KUBERNETES_BACKEND_OPTIONS"} <= names  # helpers
     assert "BILLING_GATEWAY_WEBHOOK_SECRET" in names  # a call spread over lines
-    assert "CONSOLE_DEMO_PASSWORD" in names  # the management commands
+    assert "CONSOLE_DEMO_PASSWORD" in names  # make run's launcher, or a management command
+    assert "PATH" not in names
 
 
 def test_the_scan_knows_every_way_settings_read_the_environment():
@@ -157,6 +170,9 @@ F = os.getenv('F_GETENV')
 DATABASES = {"default": dj_database_url.config(conn_max_age=int(os.environ.get("G_AGE", "0")))}
 OTHER = dj_database_url.config(env="H_OTHER_URL")
 os.environ.setdefault("NOT_READ", "1")
+env = dict(os.environ)
+if not env.get("I_COPY_GET") and env['J_COPY_ITEM'] == "x":
+    env["NOT_READ_EITHER"] = "1"
 """
     assert env_names_in(source) == {
         "A_GET",
@@ -168,6 +184,8 @@ os.environ.setdefault("NOT_READ", "1")
         "G_AGE",
         "DATABASE_URL",
         "H_OTHER_URL",
+        "I_COPY_GET",
+        "J_COPY_ITEM",
     }
 
 
