@@ -2,8 +2,10 @@
 transaction with a reason, on /staff/billing/), never edits of history."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
-from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, Transaction
+from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, TopUpOrder, Transaction
+from console.templatetags.console_tags import cny
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -90,3 +92,19 @@ class BalanceAlertAdmin(ReadOnlyAdmin):
     list_display = ("user", "kind", "started_at", "notified_at", "resolved_at", "runway_s")
     list_filter = ("kind",)
     search_fields = ("user__email",)
+
+
+@admin.register(TopUpOrder)
+class TopUpOrderAdmin(ReadOnlyAdmin):
+    """Orders move only through billing.payments (webhooks, expiry, refunds on /staff/billing/)."""
+
+    list_display = ("id", "user", "amount", "status", "gateway", "gateway_reference", "created_at", "paid_at")
+    list_filter = ("status", "gateway")
+    # "=id": staff paste an order number; the e-mail and the gateway's reference find the rest.
+    search_fields = ("=id", "user__email", "gateway_reference")
+    list_select_related = ("user",)
+    date_hierarchy = "created_at"
+
+    @admin.display(description=_("amount"), ordering="amount_fen")
+    def amount(self, order: TopUpOrder) -> str:
+        return cny(order.amount_fen)

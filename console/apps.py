@@ -5,3 +5,6 @@ from django.utils.translation import gettext_lazy as _
 class ConsoleConfig(AppConfig):
     name = "console"
     verbose_name = _("Console")
+
+    def ready(self) -> None:
+        from console import checks  # noqa: F401 (registers the console's system checks)

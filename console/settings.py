@@ -330,8 +330,9 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(60 * 60 * 24 * 365)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    # The proxy check for `SECURE_SSL_REDIRECT` exempts health checks from the load balancer.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    # The proxy check for `SECURE_SSL_REDIRECT` exempts health checks from the load balancer:
+    # liveness and readiness (console/health.py).
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 LOGGING = {
     "version": 1,
@@ -344,6 +345,13 @@ LOGGING = {
 
 # --- The console's own settings -------------------------------------------------------------------
 CONSOLE_SITE_NAME = os.environ.get("CONSOLE_SITE_NAME", "GPU Console")
+
+# --- Demo parts: the simulated cloud and the simulated payment gateway (console/demo.py) -----------
+# Both are on by default (PROVISIONING_BACKENDS["default"], BILLING_PAYMENT_GATEWAY below), so that a
+# console runs with no provider and no merchant account. Production refuses them (`check --deploy`
+# fails, console.checks) unless this says the console is a demo; any console running one shows a
+# banner naming it on every page.
+CONSOLE_DEMO_MODE = env_bool("CONSOLE_DEMO_MODE", default=not PRODUCTION)
 # API tokens: how long an unused token's last-used time may lag (one write per interval, not per call).
 API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -505,7 +513,9 @@ INSTANCES_RECONCILE_INTERVAL_S = 30
 INSTANCES_QUOTA_MAX_DAYS = 365
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
-BILLING_OUT_OF_FUNDS_HOOK = "instances.services.instances_stop_for_funds"
+# With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK
+# in the environment still wins (billing's block above reads it too, but this line comes later).
+BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instances.services.instances_stop_for_funds")
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},

@@ -17,7 +17,8 @@ api_v1 = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("dashboard/", views.dashboard, name="dashboard"),
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", views.healthz, name="healthz"),  # liveness
+    path("readyz", views.readyz, name="readyz"),  # readiness
     path("admin/", admin.site.urls),
     path("staff/billing/", include("billing.staff_urls")),
     path("staff/fleet/", include("instances.staff_urls")),

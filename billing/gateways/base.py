@@ -79,6 +79,9 @@ class PaymentGateway:
 
     name = "base"
     label = "Payment gateway"
+    # True for a gateway that takes no real money (the embedded one): production refuses it unless
+    # CONSOLE_DEMO_MODE is set, and every page then says so (console.demo).
+    simulated: bool = False
 
     def create_checkout(self, *, order: TopUpOrder, return_url: str) -> str:
         """Start paying ``order`` and return the URL to send the payer to.

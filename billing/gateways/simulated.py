@@ -31,6 +31,7 @@ class SimulatedGateway(PaymentGateway):
 
     name = "simulated"
     label = "Simulated gateway"
+    simulated = True  # its checkout page credits whatever the payer approves
 
     def create_checkout(self, *, order, return_url: str) -> str:
         order.gateway_reference = order.gateway_reference or f"sim_co_{order.pk}"

@@ -87,7 +87,9 @@ def test_the_console_runs_two_web_pods_three_workers_one_beat_and_a_migration_jo
     assert (web["spec"]["replicas"], worker["spec"]["replicas"], beat["spec"]["replicas"]) == (2, 3, 1)
     assert beat["spec"]["strategy"]["type"] == "Recreate"  # never two beats, even during a rollout
     container = web["spec"]["template"]["spec"]["containers"][0]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    # Readiness asks the database, cache and broker; liveness only that the process answers.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["args"][:2] == ["uvicorn", "console.asgi:application"]
     assert worker["spec"]["template"]["spec"]["containers"][0]["args"][:4] == ["celery", "-A", "console", "worker"]
     assert beat["spec"]["template"]["spec"]["containers"][0]["args"][:4] == ["celery", "-A", "console", "beat"]
@@ -147,6 +149,8 @@ def test_compose_has_the_services_of_a_deployment():
     for name in ("web", "worker", "beat"):
         assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    # nginx starts once a web process is ready: its database, cache and broker answer.
+    assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
 
 
 def test_compose_sets_only_settings_the_console_reads():

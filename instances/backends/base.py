@@ -150,6 +150,9 @@ class ProvisioningBackend:
     # The most nodes one instance may span (``InstanceSpec.nodes``). One host can only give one: the
     # console refuses a larger cluster at launch in a region whose backend says so.
     max_nodes: int = 1
+    # True for a provider whose machines do not exist (the simulated cloud): production refuses it
+    # unless CONSOLE_DEMO_MODE is set, and every page then says so (console.demo).
+    simulated: bool = False
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias

@@ -61,6 +61,7 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
 
 class FakeBackend(ProvisioningBackend):
     max_nodes = 128
+    simulated = True  # its machines are rows in the console's own tables
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
