@@ -9,8 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from billing.selectors import adjustments_recent, ledger_checks_recent
-from billing.services import InsufficientFunds, balance_adjust, balance_get
+from billing.selectors import adjustments_recent, balance_get, ledger_checks_recent
+from billing.services import InsufficientFunds, balance_adjust
 from billing.staff_forms import BalanceAdjustForm
 from console.templatetags.console_tags import cny
 
