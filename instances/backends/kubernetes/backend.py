@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from core.proxy import ProxyTarget
 from instances.backends.base import (
     EntryPoints,
     InstanceSpec,
@@ -734,8 +735,6 @@ class KubernetesBackend(ProvisioningBackend):
         return target
 
     def _proxy_target(self, key: str, service: str):
-        from console.proxy import ProxyTarget
-
         if service not in (LAB, CODE, APP, WEBUI) or (service in (LAB, CODE) and service not in self.opts.services):
             return None
         name = instance_name(key)
