@@ -11,8 +11,6 @@ from rest_framework.response import Response
 
 from apps_marketplace import fit, selectors
 from apps_marketplace.forms import (
-    SIZE_BUCKETS,
-    SORTS,
     AppFilterForm,
     CatalogueFilterForm,
     DatasetFilterForm,
@@ -35,8 +33,10 @@ def _catalogue_parameters(tasks) -> list[OpenApiParameter]:
         OpenApiParameter("task", OpenApiTypes.STR, enum=[value for value, _label in tasks]),
         OpenApiParameter("licence", OpenApiTypes.STR, description="Exact licence id, e.g. apache-2.0."),
         OpenApiParameter("organisation", OpenApiTypes.STR, description="Exact organisation, e.g. Qwen."),
-        OpenApiParameter("size", OpenApiTypes.STR, enum=list(SIZE_BUCKETS), description="Size on disk bucket."),
-        OpenApiParameter("sort", OpenApiTypes.STR, enum=list(SORTS)),
+        OpenApiParameter(
+            "size", OpenApiTypes.STR, enum=list(selectors.SIZE_BUCKETS), description="Size on disk bucket."
+        ),
+        OpenApiParameter("sort", OpenApiTypes.STR, enum=list(selectors.SORTS)),
     ]
 
 

@@ -8,26 +8,9 @@ from django.utils.translation import gettext_lazy as _
 
 from apps_marketplace import fit
 from apps_marketplace.models import App, AppCategory, DatasetTask, ModelEntry, ModelTask
-from console.templatetags.console_tags import cny
+from apps_marketplace.selectors import SIZE_BUCKETS, SORTS, app_fit_defaults, model_spec
+from core.formatting import cny
 from instances.models import GpuModel, Region
-
-GB = 1000**3
-
-# Size buckets: key -> (label, minimum bytes, maximum bytes); bounds are inclusive-exclusive.
-SIZE_BUCKETS = {
-    "lt1": (_("Under 1 GB"), None, 1 * GB),
-    "1-10": (_("1–10 GB"), 1 * GB, 10 * GB),
-    "10-100": (_("10–100 GB"), 10 * GB, 100 * GB),
-    "100-1000": (_("100 GB–1 TB"), 100 * GB, 1000 * GB),
-    "gt1000": (_("Over 1 TB"), 1000 * GB, None),
-}
-
-SORTS = {
-    "name": (_("Name"), ["organisation", "name"]),
-    "-size": (_("Largest first"), ["-size_bytes", "name"]),
-    "size": (_("Smallest first"), ["size_bytes", "name"]),
-    "-updated": (_("Recently updated"), ["-updated_at", "name"]),
-}
 
 
 class CatalogueFilterForm(forms.Form):
@@ -69,9 +52,6 @@ class AppFilterForm(forms.Form):
     q = forms.CharField(label=_("Search"), required=False, max_length=100)
 
 
-DEFAULT_CONTEXT_FOR_NON_LLM = 2048
-
-
 class FitForm(forms.Form):
     """The fit check's inputs for one app: which of its models, at what precision, context and concurrency."""
 
@@ -106,13 +86,9 @@ class FitForm(forms.Form):
 
     @classmethod
     def initial_for(cls, app: App) -> dict:
-        parameters = {parameter.key: parameter for parameter in app.parameters.all()}
-        precision = parameters.get("precision")
-        context = parameters.get("context_length")
         return {
             "model": app.default_model.repo_id if app.default_model else None,
-            "precision": precision.default if precision else (app.precisions[0] if app.precisions else "fp16"),
-            "context_length": int(context.default) if context and context.default else DEFAULT_CONTEXT_FOR_NON_LLM,
+            **app_fit_defaults(app=app),
             "concurrency": 1,
         }
 
@@ -135,19 +111,6 @@ class FitForm(forms.Form):
         return fit.Workload(
             precision=data["precision"], context_length=data["context_length"], concurrency=data["concurrency"]
         )
-
-
-def model_spec(model: ModelEntry) -> fit.ModelSpec:
-    return fit.ModelSpec(
-        parameter_count=model.parameter_count or 0,
-        size_bytes=model.size_bytes,
-        num_layers=model.num_layers,
-        hidden_size=model.hidden_size,
-        num_attention_heads=model.num_attention_heads,
-        num_kv_heads=model.num_kv_heads,
-        head_dim=model.head_dim,
-        max_context_length=model.max_context_length,
-    )
 
 
 # Parameters the fit check's inputs set (the model path follows the chosen model).

@@ -13,9 +13,26 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from apps_marketplace import fit
-from apps_marketplace.forms import SIZE_BUCKETS, SORTS, model_spec
 from apps_marketplace.models import App, DatasetEntry, Deployment, ModelEntry
 from instances.models import GpuModel, Instance
+
+GB = fit.GB
+
+# Size buckets: key -> (label, minimum bytes, maximum bytes); bounds are inclusive-exclusive.
+SIZE_BUCKETS = {
+    "lt1": (_("Under 1 GB"), None, 1 * GB),
+    "1-10": (_("1–10 GB"), 1 * GB, 10 * GB),
+    "10-100": (_("10–100 GB"), 10 * GB, 100 * GB),
+    "100-1000": (_("100 GB–1 TB"), 100 * GB, 1000 * GB),
+    "gt1000": (_("Over 1 TB"), 1000 * GB, None),
+}
+
+SORTS = {
+    "name": (_("Name"), ["organisation", "name"]),
+    "-size": (_("Largest first"), ["-size_bytes", "name"]),
+    "size": (_("Smallest first"), ["size_bytes", "name"]),
+    "-updated": (_("Recently updated"), ["-updated_at", "name"]),
+}
 
 
 def _catalogue_filter(queryset: QuerySet, filters: dict) -> QuerySet:
@@ -80,6 +97,35 @@ def app_get(*, slug: str) -> App:
     )
 
 
+# The context length the fit check assumes for an app that has no context_length parameter (image and
+# speech engines: no KV cache, so the context does not change their fit).
+DEFAULT_CONTEXT_FOR_NON_LLM = 2048
+
+
+def app_fit_defaults(*, app: App) -> dict:
+    """The app's default precision and context length, for the fit check, the deploy form and the API."""
+    parameters = {parameter.key: parameter for parameter in app.parameters.all()}
+    precision = parameters.get("precision")
+    context = parameters.get("context_length")
+    return {
+        "precision": precision.default if precision else (app.precisions[0] if app.precisions else "fp16"),
+        "context_length": int(context.default) if context and context.default else DEFAULT_CONTEXT_FOR_NON_LLM,
+    }
+
+
+def model_spec(model: ModelEntry) -> fit.ModelSpec:
+    return fit.ModelSpec(
+        parameter_count=model.parameter_count or 0,
+        size_bytes=model.size_bytes,
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        num_attention_heads=model.num_attention_heads,
+        num_kv_heads=model.num_kv_heads,
+        head_dim=model.head_dim,
+        max_context_length=model.max_context_length,
+    )
+
+
 def gpu_offers() -> list[fit.GpuOffer]:
     return [
         fit.GpuOffer(slug=g.slug, name=g.name, memory_gb=g.memory_gb, price_per_card_hour_fen=g.price_per_card_hour_fen)
@@ -104,9 +150,7 @@ def app_fit_table(*, app: App, model: ModelEntry, workload: fit.Workload) -> fit
 def app_memory_matrix(*, app: App, models) -> dict:
     """GPU memory on one card for each model the app serves at each precision it offers, at its default
     context and one request: the table behind "which precision do I need for this card?"."""
-    from apps_marketplace.forms import FitForm
-
-    context_length = FitForm.initial_for(app)["context_length"]
+    context_length = app_fit_defaults(app=app)["context_length"]
     precisions = [p for p in app.precisions if p in fit.BITS_PER_PARAMETER]
     rows = []
     for model in models:

@@ -30,9 +30,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from apps_marketplace import fit
-from apps_marketplace.forms import FitForm, model_spec
 from apps_marketplace.models import App, Deployment, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
+from apps_marketplace.selectors import app_fit_defaults, app_fit_table, model_spec
 from console.messages import reason as stored
 from instances import services as instance_services
 from instances.backends import AppLaunch
@@ -64,7 +64,7 @@ def _new_key() -> str:
 
 
 def _workload(*, app: App, parameters: dict[str, Any]) -> fit.Workload:
-    defaults = FitForm.initial_for(app)
+    defaults = app_fit_defaults(app=app)
     return fit.Workload(
         precision=str(parameters.get("precision") or defaults["precision"]),
         context_length=int(parameters.get("context_length") or defaults["context_length"]),
@@ -77,8 +77,6 @@ def deployment_fit_check(
     """The fit check's row for this choice; raises ``DeploymentInvalid`` when the model does not fit."""
     if not app.gpu_required or model is None:
         return None
-    from apps_marketplace.selectors import app_fit_table
-
     try:
         fit.workload_validate(_workload(app=app, parameters=parameters), model_spec(model))
         table = app_fit_table(app=app, model=model, workload=_workload(app=app, parameters=parameters))

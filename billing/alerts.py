@@ -33,6 +33,7 @@ from django.utils.translation import gettext as _
 
 from billing.models import BalanceAlert, Meter
 from billing.selectors import Runway, runways_all
+from core.formatting import cny, duration
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +116,6 @@ def _warn(*, alert: BalanceAlert, runway: Runway, now: datetime) -> int:
     if not _claim(alert=alert, now=now):
         return 0
     user = get_user_model().objects.get(pk=alert.user_id)
-    from console.templatetags.console_tags import cny, duration
-
     site = settings.CONSOLE_SITE_NAME
     context = {
         "site": site,

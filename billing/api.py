@@ -20,7 +20,6 @@ from billing import selectors
 from billing import statements as stmt
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
-from billing.services import balance_get
 from console.api import ServiceError
 
 # --- Serializers ----------------------------------------------------------------------------------
@@ -134,7 +133,7 @@ class StatementSerializer(serializers.Serializer):
 class BalanceView(APIView):
     @extend_schema(responses=BalanceSerializer, summary="Balance and runway")
     def get(self, request):
-        balance = balance_get(user=request.user)
+        balance = selectors.balance_get(user=request.user)
         runway = selectors.runway_get(user=request.user)
         data = {
             "currency": "CNY",

@@ -1,4 +1,4 @@
-"""Billing's reads, scoped to the user who asks."""
+"""Billing's reads, scoped to the user who asks. They import no service: services call them, not back."""
 
 from __future__ import annotations
 
@@ -8,8 +8,27 @@ from datetime import datetime
 from django.db.models import F, Q
 from django.utils import timezone
 
+from billing.metering import amount_owed, elapsed_seconds
 from billing.models import BalanceAlert, LedgerAccount, Meter
-from billing.services import amount_owed, balance_get, elapsed_seconds
+
+Kind = LedgerAccount.Kind
+
+
+@dataclass(frozen=True)
+class Balance:
+    cash: int
+    trial: int
+
+    @property
+    def total(self) -> int:
+        return self.cash + self.trial
+
+
+def balance_get(*, user) -> Balance:
+    rows = dict(
+        LedgerAccount.objects.filter(owner=user, kind__in=LedgerAccount.USER_KINDS).values_list("kind", "balance")
+    )
+    return Balance(cash=rows.get(Kind.CASH, 0), trial=rows.get(Kind.TRIAL, 0))
 
 
 @dataclass(frozen=True)

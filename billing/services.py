@@ -16,7 +16,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from billing.metering import amount_owed, elapsed_seconds
 from billing.models import Entry, LedgerAccount, Meter, Sku, Transaction
+
+# Balance and balance_get are reads (billing.selectors): importable from here only for the callers not
+# moved yet (storage's tests). New code imports them from billing.selectors.
+from billing.selectors import Balance, balance_get, runway_get  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -69,23 +74,6 @@ def account_get(*, user=None, kind: str) -> LedgerAccount:
             return LedgerAccount.objects.create(kind=kind, owner=user, **defaults)
     except IntegrityError:  # created concurrently: use theirs
         return LedgerAccount.objects.get(kind=kind, owner=user)
-
-
-@dataclass(frozen=True)
-class Balance:
-    cash: int
-    trial: int
-
-    @property
-    def total(self) -> int:
-        return self.cash + self.trial
-
-
-def balance_get(*, user) -> Balance:
-    rows = dict(
-        LedgerAccount.objects.filter(owner=user, kind__in=LedgerAccount.USER_KINDS).values_list("kind", "balance")
-    )
-    return Balance(cash=rows.get(Kind.CASH, 0), trial=rows.get(Kind.TRIAL, 0))
 
 
 # --- Posting --------------------------------------------------------------------------------------
@@ -298,12 +286,6 @@ def sku_upsert(
     return sku
 
 
-def amount_owed(*, price_fen: int, quantity: int, unit_seconds: int, seconds: int) -> int:
-    """``round(price × quantity × seconds / unit_seconds)`` in integers, halves rounded up."""
-    numerator = price_fen * quantity * seconds
-    return (2 * numerator + unit_seconds) // (2 * unit_seconds)
-
-
 def meter_start(
     *, user, sku: Sku | str, quantity: int, ref: str, description: str = "", at: datetime | None = None
 ) -> Meter:
@@ -398,14 +380,6 @@ def meter_settle_back(*, meter: Meter) -> int:
     Meter.objects.filter(pk=meter.pk).update(settled_seconds=seconds, owed_fen=owed, charged_fen=charged)
     meter.settled_seconds, meter.owed_fen, meter.charged_fen = seconds, owed, charged
     return max(give_back, 0)
-
-
-def elapsed_seconds(*, start: datetime, end: datetime) -> int:
-    """Whole seconds from ``start`` to ``end`` (floor, never negative): the unit a meter bills.
-
-    Integer arithmetic on the timedelta, as the tick's SQL floors its epoch difference.
-    """
-    return max(0, (end - start) // timedelta(seconds=1))
 
 
 def usage_key(*, meter_id: int, charged_before: int) -> str:
@@ -530,8 +504,6 @@ def launch_check(*, user, extra_hourly_fen: int) -> None:
     The balance must cover everything the user already runs plus the new resource for
     ``BILLING_MIN_RUNWAY_S`` (10 minutes by default), so a launch never starts already out of money.
     """
-    from billing.selectors import runway_get
-
     runway = runway_get(user=user)
     hourly = runway.burn_fen_per_hour + max(extra_hourly_fen, 0)
     needed = amount_owed(price_fen=hourly, quantity=1, unit_seconds=3600, seconds=settings.BILLING_MIN_RUNWAY_S)

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from functools import wraps
-
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from billing.selectors import adjustments_recent, ledger_checks_recent
-from billing.services import InsufficientFunds, balance_adjust, balance_get
+from billing.selectors import adjustments_recent, balance_get, ledger_checks_recent
+from billing.services import InsufficientFunds, balance_adjust
 from billing.staff_forms import BalanceAdjustForm
-from console.templatetags.console_tags import cny
-
-
-def staff_only(view):
-    """Not staff (or not logged in): the page does not exist."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args, **kwargs):
-        if not (request.user.is_authenticated and request.user.is_staff):
-            raise Http404
-        return view(request, *args, **kwargs)
-
-    return wrapped
+from core.formatting import cny
+from core.views import staff_only
 
 
 @staff_only

@@ -27,7 +27,7 @@ from billing.gateways import GatewayError, WebhookRejected, gateway_get
 from billing.gateways.simulated import SimulatedGateway
 from billing.models import TopUpOrder, Transaction
 from billing.payments import topup_order_create, topup_webhook_receive
-from billing.services import TrialUnavailable, balance_get, trial_claim
+from billing.services import TrialUnavailable, trial_claim
 from console.api import error_body
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 def _overview_context(request: HttpRequest, form: TopUpForm | None = None) -> dict:
     user = request.user
     return {
-        "balance": balance_get(user=user),
+        "balance": selectors.balance_get(user=user),
         "runway": selectors.runway_get(user=user),
         "chart": spend_chart(selectors.spend_per_day(user=user, days=30)),
         "recent": list(selectors.transactions_for(user=user)[:10]),

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import re
-from dataclasses import dataclass, field
 from functools import cache
 from http.cookies import SimpleCookie
 from urllib.parse import urlsplit
@@ -45,6 +44,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import validate_host
 from django.utils.module_loading import import_string
+
+from core.proxy import ProxyTarget
 
 logger = logging.getLogger(__name__)
 
@@ -76,18 +77,6 @@ SERVICES = ("lab", "code", "app", "webui")
 # scripts and OpenAI clients send no cookies). The resolver checks the key; the key never goes upstream.
 KEY_SERVICES = ("app",)
 _PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z]+)(?P<rest>/.*)?$")
-
-
-@dataclass(frozen=True)
-class ProxyTarget:
-    """Where to send one user's requests for one server, and the credentials to add on the way."""
-
-    host: str
-    port: int
-    strip_prefix: bool = False  # True: the server serves at "/" (code-server); False: at our path (Jupyter)
-    headers: tuple[tuple[str, str], ...] = ()
-    cookies: tuple[tuple[str, str], ...] = ()
-    secrets: tuple[str, ...] = field(default=(), repr=False)  # redacted from Location headers if echoed
 
 
 def _prefix() -> str:

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from billing.staff_views import staff_only
+from core.views import staff_only
 from instances import selectors, services
 from instances.models import Region
 

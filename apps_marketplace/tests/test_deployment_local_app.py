@@ -18,7 +18,7 @@ from apps_marketplace.models import App, Deployment
 from apps_marketplace.selectors import deployment_endpoints, deployment_status
 from apps_marketplace.services import deployment_create, deployment_redeploy
 from billing.models import Meter
-from billing.services import balance_get
+from billing.selectors import balance_get
 from console.tests.conftest import session_cookie
 from instances.models import GpuModel, Instance, Region
 from instances.services import LaunchInvalid, instance_sync

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 from django.conf import settings
 
-from console.templatetags.console_tags import cny
+from core.formatting import cny
 
 register = template.Library()
 

@@ -1,7 +1,8 @@
 import pytest
 
 from billing.models import Transaction
-from billing.services import InsufficientFunds, balance_adjust, balance_get, ledger_check
+from billing.selectors import balance_get
+from billing.services import InsufficientFunds, balance_adjust, ledger_check
 from billing.staff_forms import yuan_to_fen
 from billing.tests.helpers import topup
 

@@ -4,7 +4,8 @@ import pytest
 from django.db import connection
 
 from billing.models import AppendOnlyError, Entry, LedgerAccount, Transaction
-from billing.services import InsufficientFunds, UnbalancedTransaction, account_get, balance_get, ledger_post
+from billing.selectors import balance_get
+from billing.services import InsufficientFunds, UnbalancedTransaction, account_get, ledger_post
 
 Kind = LedgerAccount.Kind
 

@@ -19,18 +19,10 @@ from hypothesis.stateful import (
 )
 
 from accounts.tests.factories import UserFactory
+from billing.metering import amount_owed, elapsed_seconds
 from billing.models import Entry, LedgerAccount, Meter
-from billing.services import (
-    amount_owed,
-    balance_get,
-    elapsed_seconds,
-    ledger_check,
-    meter_settle,
-    meter_start,
-    meter_stop,
-    sku_upsert,
-    trial_claim,
-)
+from billing.selectors import balance_get
+from billing.services import ledger_check, meter_settle, meter_start, meter_stop, sku_upsert, trial_claim
 from billing.settlement import meters_settle_all
 from billing.tests.helpers import topup
 

@@ -2,16 +2,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from billing.selectors import runway_get
-from billing.services import (
-    InsufficientFunds,
-    balance_get,
-    launch_check,
-    meter_start,
-    meter_stop,
-    sku_upsert,
-    trial_claim,
-)
+from billing.selectors import balance_get, runway_get
+from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert, trial_claim
 
 
 def _gpu_sku():

@@ -6,8 +6,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.tests.factories import UserFactory
+from billing.metering import amount_owed
 from billing.models import Meter, Transaction
-from billing.services import amount_owed, balance_get, ledger_check, meter_settle, meter_start, meter_stop, trial_claim
+from billing.selectors import balance_get
+from billing.services import ledger_check, meter_settle, meter_start, meter_stop, trial_claim
 from billing.settlement import meters_settle_all
 from billing.tests.helpers import gpu_sku, topup, usage_charged
 

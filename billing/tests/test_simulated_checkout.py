@@ -1,7 +1,7 @@
 """The simulated gateway, end to end through the pages: top up, approve or decline, see the result."""
 
 from billing.models import TopUpOrder, Transaction, WebhookEvent
-from billing.services import balance_get
+from billing.selectors import balance_get
 
 
 def start_topup(client, **data):

@@ -1,7 +1,8 @@
 import re
 
 from billing.models import LedgerAccount, Transaction
-from billing.services import balance_get, ledger_check_record
+from billing.selectors import balance_get
+from billing.services import ledger_check_record
 
 
 def _key(response) -> str:

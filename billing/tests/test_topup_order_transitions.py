@@ -6,7 +6,7 @@ import pytest
 
 from billing.models import TopUpOrder
 from billing.payments import InvalidTransition, topup_order_transition, topup_orders_expire
-from billing.services import balance_get
+from billing.selectors import balance_get
 from billing.tests.gateway_helpers import deliver, event_body, pending_order
 
 Status = TopUpOrder.Status

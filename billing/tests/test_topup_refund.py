@@ -5,7 +5,8 @@ import pytest
 from billing.gateways.simulated import SimulatedGateway
 from billing.models import Entry, Refund, TopUpOrder, Transaction
 from billing.payments import RefundRefused, topup_refund
-from billing.services import account_get, balance_get, ledger_post, trial_claim
+from billing.selectors import balance_get
+from billing.services import account_get, ledger_post, trial_claim
 from billing.tests.gateway_helpers import paid_order, pending_order
 
 

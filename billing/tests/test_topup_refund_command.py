@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from billing.models import TopUpOrder
-from billing.services import balance_get
+from billing.selectors import balance_get
 from billing.tests.gateway_helpers import paid_order
 
 

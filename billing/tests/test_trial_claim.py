@@ -5,7 +5,8 @@ from django.db import connection
 
 from accounts.tests.factories import UserFactory
 from billing.models import Transaction
-from billing.services import TrialUnavailable, balance_get, trial_claim
+from billing.selectors import balance_get
+from billing.services import TrialUnavailable, trial_claim
 
 
 def test_a_verified_user_gets_the_trial_credit_once(alice):

@@ -1,7 +1,7 @@
 """The dashboard's one-click trial-credit claim."""
 
 from accounts.tests.factories import UserFactory
-from billing.services import balance_get
+from billing.selectors import balance_get
 
 
 def test_the_dashboard_offers_the_trial_credit(alice_client):

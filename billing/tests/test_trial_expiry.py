@@ -4,10 +4,10 @@ import pytest
 from django.utils import timezone
 
 from billing.models import LedgerAccount, Transaction
+from billing.selectors import balance_get
 from billing.services import (
     TrialNotWithdrawable,
     account_get,
-    balance_get,
     ledger_check,
     ledger_post,
     meter_start,

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from billing.models import Entry, TopUpOrder, Transaction, WebhookEvent
-from billing.services import balance_get
+from billing.selectors import balance_get
 from billing.tests.gateway_helpers import deliver, event_body, pending_order
 
 

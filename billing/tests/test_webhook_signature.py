@@ -7,7 +7,7 @@ from django.conf import settings
 
 from billing.gateways.base import signature_header
 from billing.models import TopUpOrder, Transaction, WebhookEvent
-from billing.services import balance_get
+from billing.selectors import balance_get
 from billing.tests.gateway_helpers import deliver, event_body, pending_order
 
 

@@ -3,37 +3,14 @@
 from __future__ import annotations
 
 from django import template
-from django.utils.translation import gettext as _
+
+from core.formatting import cny, duration
 
 register = template.Library()
 
-
-@register.filter
-def cny(fen: int | None) -> str:
-    """Format an integer amount of fen as yuan: ``123456`` → ``¥1,234.56``. Never goes through float."""
-    if fen is None:
-        return "—"
-    sign = "-" if fen < 0 else ""
-    yuan, cents = divmod(abs(int(fen)), 100)
-    return f"{sign}¥{yuan:,}.{cents:02d}"
-
-
-@register.filter
-def duration(seconds: int | float | None) -> str:
-    """A human duration: ``11520`` → ``3 h 12 min``."""
-    if seconds is None:
-        return "—"
-    seconds = int(seconds)
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    if days:
-        return _("%(d)d d %(h)d h") % {"d": days, "h": hours}
-    if hours:
-        return _("%(h)d h %(m)d min") % {"h": hours, "m": minutes}
-    if minutes:
-        return _("%(m)d min") % {"m": minutes}
-    return _("%(s)d s") % {"s": seconds}
+# The formatting lives in core so that e-mails, messages and forms use it without a template library.
+register.filter("cny", cny)
+register.filter("duration", duration)
 
 
 @register.simple_tag(takes_context=True)

@@ -235,7 +235,7 @@ class ProvisioningBackend:
     def proxy_target(self, *, key: str, service: str):
         """Where the console's proxy sends the owner's requests for ``service`` of ``key``.
 
-        A ``console.proxy.ProxyTarget``, or None when the machine does not serve it (right now).
+        A ``core.proxy.ProxyTarget``, or None when the machine does not serve it (right now).
         The caller has checked ownership; this only locates the server.
         """
         return None

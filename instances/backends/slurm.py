@@ -64,6 +64,7 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
+from core.proxy import ProxyTarget
 from instances.backends.base import (
     EntryPoints,
     InstanceSpec,
@@ -714,8 +715,6 @@ class SlurmBackend(ProvisioningBackend):
         )
 
     def proxy_target(self, *, key: str, service: str):
-        from console.proxy import ProxyTarget
-
         head = self._head(key)
         if head is None:
             return None

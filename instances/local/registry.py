@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from console.proxy import ProxyTarget
+from core.proxy import ProxyTarget
 from instances.local.gpus import GpuInventory, gpu_discover
 from instances.local.servers import APP, CODE, CODE_SERVER_COOKIE, LAB, WEBUI
 from instances.local.supervisor import LocalRuntime, LocalRuntimeError

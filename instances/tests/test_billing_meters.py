@@ -1,7 +1,7 @@
 """A running instance holds a GPU meter, a stopped one a disk meter, a released one none."""
 
 from billing.models import Meter
-from billing.services import balance_get
+from billing.selectors import balance_get
 from instances.models import Instance
 from instances.services import disk_meter_ref, gpu_meter_ref, instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, launch, running, simulate

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from billing.models import Meter
-from billing.services import balance_get
+from billing.selectors import balance_get
 from billing.settlement import meters_settle_all
 from instances.backends import get_backend
 from instances.catalogue import catalogue_seed

@@ -1,0 +1,618 @@
+"""What the backend sends: every object built from the options and the spec, pure (no client, no I/O),
+so the tests validate each against the Kubernetes schema without a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from instances.backends.base import InstanceSpec, PermanentBackendError
+from instances.backends.kubernetes.names import (
+    ANNOTATION_APP_BASE,
+    ANNOTATION_GPUS,
+    ANNOTATION_NODE,
+    ANNOTATION_WEBUI_BASE,
+    APP,
+    CODE,
+    CONTAINER_PORTS,
+    GPU_RESOURCE,
+    KUEUE_LABEL,
+    LAB,
+    LABEL_BACKEND,
+    LABEL_CLUSTER,
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_VOLUME,
+    MANAGED_BY,
+    POD_GROUP_LABEL,
+    SERVICE_PORTS,
+    WEBUI,
+    cluster_name,
+    instance_name,
+    volume_name,
+)
+from instances.backends.kubernetes.options import KubeOptions
+
+FILES_MOUNT = "/etc/console"
+
+# The workspace container's start command: start whichever of the configured servers the image has,
+# and exit when one of them dies, so the kubelet restarts the container and a server that keeps dying
+# shows as CrashLoopBackOff (poll: DEGRADED) instead of a pod that looks fine with nothing inside.
+# Secrets never reach argv: Jupyter reads its token from the environment (its config file, mounted
+# from the Secret, pops it so kernels never inherit it); code-server reads HASHED_PASSWORD.
+WORKSPACE_SCRIPT = r"""
+home="${CONSOLE_HOME:-/workspace}"
+mkdir -p "$home" 2>/dev/null
+pids=""
+want() { case " $CONSOLE_SERVICES " in *" $1 "*) return 0;; esac; return 1; }
+if want lab; then
+  if command -v jupyter >/dev/null 2>&1; then
+    jupyter lab --no-browser --allow-root --ServerApp.ip=0.0.0.0 --ServerApp.port=8888 \
+      --ServerApp.port_retries=0 "--ServerApp.base_url=$CONSOLE_LAB_BASE_URL" \
+      "--ServerApp.root_dir=$home" --ServerApp.allow_remote_access=True \
+      --LabApp.news_url= --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+      --config=/etc/console/jupyter_server_config.py &
+    pids="$pids $!"
+  else echo "console: this image has no jupyter; JupyterLab is off" >&2; fi
+fi
+if want code; then
+  if command -v code-server >/dev/null 2>&1; then
+    code-server --bind-addr 0.0.0.0:8080 --auth password --disable-telemetry \
+      --disable-update-check --disable-workspace-trust "$home" &
+    pids="$pids $!"
+  else echo "console: this image has no code-server; VS Code is off" >&2; fi
+fi
+if want ssh; then
+  sshd_bin="$(command -v sshd || echo /usr/sbin/sshd)"
+  if [ -x "$sshd_bin" ]; then
+    mkdir -p /tmp/console-ssh /run/sshd 2>/dev/null
+    [ -f /tmp/console-ssh/host_key ] || ssh-keygen -q -t ed25519 -N '' -f /tmp/console-ssh/host_key
+    "$sshd_bin" -D -e -p 2222 -h /tmp/console-ssh/host_key \
+      -o AuthorizedKeysFile=/etc/console/authorized_keys -o PasswordAuthentication=no \
+      -o KbdInteractiveAuthentication=no -o StrictModes=no &
+    pids="$pids $!"
+  else echo "console: this image has no sshd; SSH is off" >&2; fi
+fi
+if [ -z "$pids" ]; then echo "console: none of the servers ($CONSOLE_SERVICES) is in this image" >&2; exit 1; fi
+while :; do
+  for p in $pids; do kill -0 "$p" 2>/dev/null || { echo "console: a server (pid $p) exited" >&2; exit 1; }; done
+  sleep 5
+done
+"""
+
+# The same Jupyter config the local runtime writes (instances.local.servers.JUPYTER_CONFIG).
+JUPYTER_CONFIG = """# Written by the console's Kubernetes backend.
+import os
+
+c.IdentityProvider.token = os.environ.pop("JUPYTER_TOKEN", "")
+
+
+def _without_token(handler, page_config):
+    page_config["token"] = ""
+    return page_config
+
+
+c.ServerApp.tornado_settings = {"page_config_hook": _without_token}
+"""
+
+
+def _labels(*, alias: str, key: str, owner_ref: str = "") -> dict[str, str]:
+    labels = {LABEL_MANAGED: MANAGED_BY, LABEL_BACKEND: alias, LABEL_INSTANCE: key}
+    if owner_ref:
+        labels[LABEL_OWNER] = owner_ref
+    return labels
+
+
+def _quantity_times(value: str, count: int) -> str:
+    """``"8"`` × 2 → ``"16"``; ``"64Gi"`` × 2 → ``"128Gi"`` (requests per GPU, summed)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", value.strip())
+    if not match:
+        raise PermanentBackendError(f"{value!r} is not a Kubernetes quantity this backend can multiply.")
+    number = float(match[1]) * count
+    return f"{int(number) if number.is_integer() else number}{match[2]}"
+
+
+def _resources(opts: KubeOptions, gpus: int) -> dict:
+    limits = {GPU_RESOURCE: str(gpus)}
+    requests = dict(limits)
+    if opts.cpu_per_gpu:
+        requests["cpu"] = _quantity_times(opts.cpu_per_gpu, gpus)
+    if opts.memory_per_gpu:
+        requests["memory"] = _quantity_times(opts.memory_per_gpu, gpus)
+        limits["memory"] = requests["memory"]
+    return {"requests": requests, "limits": limits}
+
+
+def _placement(opts: KubeOptions, *, gpu_model: str, node: str) -> dict:
+    """The node selector on the GPU label, the pin to the console's chosen node, the GPU taint's toleration."""
+    placement: dict[str, Any] = {
+        "nodeSelector": {opts.gpu_label: opts.gpu_label_value(gpu_model)},
+        # GPU node pools are often tainted so that only GPU pods land there (GKE, AKS do it).
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if opts.pin_to_node and node:
+        placement["affinity"] = node_affinity(node)
+    return placement
+
+
+def node_affinity(node: str) -> dict:
+    """A pod's pin to one node: by node name (matchFields), not the hostname label, which need not
+    equal the name."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+            }
+        }
+    }
+
+
+def _public_volumes(opts: KubeOptions, spec: InstanceSpec) -> list[tuple[str, str]]:
+    """The public claims to mount: those whose path no volume of the user's takes (or lies under)."""
+    taken = [m.path.rstrip("/") for m in spec.volumes]
+    return [
+        (path, claim)
+        for path, claim in opts.public_volumes
+        if not any(t == path.rstrip("/") or t.startswith(path.rstrip("/") + "/") for t in taken)
+    ]
+
+
+def _volume_mounts(spec: InstanceSpec, opts: KubeOptions | None = None) -> list[dict]:
+    mounts = [
+        {"name": f"v{index}", "mountPath": mount.path, "readOnly": bool(mount.read_only)}
+        for index, mount in enumerate(spec.volumes)
+    ]
+    if opts is not None:
+        mounts += [
+            {"name": f"public{index}", "mountPath": path, "readOnly": True}
+            for index, (path, _claim) in enumerate(_public_volumes(opts, spec))
+        ]
+    return mounts
+
+
+def webui_port(opts: KubeOptions, spec: InstanceSpec) -> int | None:
+    """The port the app's WebUI listens on in the pod: its own, or the first free one when a server of
+    the workspace has it (Open WebUI's 8080 is code-server's). Its command names ``{webui_port}``."""
+    if spec.app is None or spec.app.webui is None:
+        return None
+    taken = {CONTAINER_PORTS[s] for s in opts.services} | {spec.app.port}
+    return next(p for p in (spec.app.webui.port, *range(18080, 18180)) if p not in taken)
+
+
+def _app_values(opts: KubeOptions, *, key: str, spec: InstanceSpec) -> dict[str, str]:
+    """What an app's command and env may name: ``{port}``, ``{host}``, ``{base_path}``, ``{webui_port}``."""
+    assert spec.app is not None
+    return {
+        "{port}": str(spec.app.port),
+        "{host}": "0.0.0.0",  # noqa: S104 (inside the pod; the Service is the only way in)
+        "{base_path}": f"{opts.proxy_prefix}{key}/{APP}",
+        "{webui_port}": str(webui_port(opts, spec) or ""),
+    }
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+def _user_volumes(opts: KubeOptions, spec: InstanceSpec) -> list[dict]:
+    """The pod volumes behind ``_volume_mounts``: the user's claims, then the public ones (read-only)."""
+    return [
+        *(
+            {
+                "name": f"v{index}",
+                "persistentVolumeClaim": {"claimName": volume_name(mount.key), "readOnly": bool(mount.read_only)},
+            }
+            for index, mount in enumerate(spec.volumes)
+        ),
+        *(
+            {"name": f"public{index}", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+            for index, (_path, claim) in enumerate(_public_volumes(opts, spec))
+        ),
+    ]
+
+
+def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
+    """The instance's pod: a workspace container (lab/code/ssh) and, with ``spec.app``, the app's container.
+
+    The GPUs go to the container that needs them: the app's when there is one (a deployment exists
+    to serve its model), else the workspace's. The device plugin gives a card to one container only.
+    """
+    name = instance_name(key)
+    labels = _labels(alias=alias, key=key, owner_ref=spec.owner_ref)
+    base = f"{opts.proxy_prefix}{key}"
+    secret_env = [
+        {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "jupyter-token"}}},
+        {"name": "HASHED_PASSWORD", "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "code-hash"}}},
+    ]
+    mounts = [
+        {"name": "home", "mountPath": opts.disk_path},
+        {"name": "console", "mountPath": FILES_MOUNT, "readOnly": True},
+        *_volume_mounts(spec, opts),
+    ]
+    services = [s for s in opts.services if s in CONTAINER_PORTS]
+    workspace: dict[str, Any] = {
+        "name": "workspace",
+        "image": opts.image_for(spec.image),
+        "command": ["/bin/sh", "-c", WORKSPACE_SCRIPT],
+        "workingDir": opts.disk_path,
+        "env": [
+            {"name": "CONSOLE_SERVICES", "value": " ".join(services)},
+            {"name": "CONSOLE_HOME", "value": opts.disk_path},
+            {"name": "CONSOLE_LAB_BASE_URL", "value": f"{base}/{LAB}/"},
+            *secret_env,
+        ],
+        "ports": [{"name": s, "containerPort": CONTAINER_PORTS[s], "protocol": "TCP"} for s in services],
+        "volumeMounts": mounts,
+        # The last lines of the log become the termination message: poll shows why it crashed.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if services:
+        workspace["readinessProbe"] = {
+            "tcpSocket": {"port": CONTAINER_PORTS[services[0]]},
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        }
+    containers = [workspace]
+    if spec.app is None:
+        workspace["resources"] = _resources(opts, spec.gpu_count)
+    else:
+        app = spec.app
+        taken = {CONTAINER_PORTS[s]: s for s in services}
+        if app.port in taken:
+            raise PermanentBackendError(
+                f"The app's port {app.port} is the {taken[app.port]} server's; choose another port for the app."
+            )
+        base_path = f"{base}/{APP}"
+        values = _app_values(opts, key=key, spec=spec)
+
+        def fill(text: str, values=values) -> str:
+            return _fill(text, values)
+
+        argv = [fill(part) for part in app.argv]
+        if not argv:
+            raise PermanentBackendError(f"The app {app.name!r} has no start command.")
+        health = (base_path if app.serves_base_path else "") + "/" + app.health_path.lstrip("/")
+        containers.append(
+            {
+                "name": "app",
+                "image": app.image or opts.image_for(spec.image),
+                "command": argv[:1],
+                "args": argv[1:],
+                "env": [
+                    *({"name": k, "value": fill(v)} for k, v in app.env),
+                    {"name": "PORT", "value": str(app.port)},
+                    {"name": "APP_BASE_PATH", "value": base_path},
+                    # The server's own key (vLLM's --api-key $APP_API_KEY); the console's proxy sends it.
+                    {
+                        "name": "APP_API_KEY",
+                        "valueFrom": {
+                            "secretKeyRef": {"name": f"{name}-secrets", "key": "app-api-key", "optional": True}
+                        },
+                    },
+                ],
+                "ports": [{"name": APP, "containerPort": app.port, "protocol": "TCP"}],
+                "resources": _resources(opts, spec.gpu_count),
+                "volumeMounts": [
+                    {"name": "home", "mountPath": opts.disk_path},
+                    *_volume_mounts(spec, opts),
+                ],
+                # A model server may take minutes to load its weights: readiness, not liveness.
+                "readinessProbe": {
+                    "httpGet": {"path": health, "port": app.port},
+                    "periodSeconds": 5,
+                    "failureThreshold": 3,
+                },
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        )
+        if app.webui is not None:
+            webui = app.webui
+            ui_port = webui_port(opts, spec)
+            webui_values = {**values, "{base_path}": f"{base}/{WEBUI}"}
+            webui_argv = [fill(part, webui_values) for part in webui.argv]
+            webui_health = (f"{base}/{WEBUI}" if webui.serves_base_path else "") + "/" + webui.health_path.lstrip("/")
+            containers.append(
+                {
+                    "name": "webui",
+                    "image": webui.image or opts.image_for(spec.image),
+                    "command": webui_argv[:1],
+                    "args": webui_argv[1:],
+                    "env": [
+                        *({"name": k, "value": fill(v, webui_values)} for k, v in webui.env),
+                        {"name": "PORT", "value": str(ui_port)},
+                    ],
+                    "ports": [{"name": WEBUI, "containerPort": ui_port, "protocol": "TCP"}],
+                    # No GPUs: the WebUI talks to the server over the pod's loopback.
+                    "readinessProbe": {
+                        "httpGet": {"path": webui_health, "port": ui_port},
+                        "periodSeconds": 5,
+                        "failureThreshold": 3,
+                    },
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
+                }
+            )
+    volumes = [
+        {"name": "home", "persistentVolumeClaim": {"claimName": f"{name}-home"}},
+        {
+            "name": "console",
+            "secret": {
+                "secretName": f"{name}-secrets",
+                "defaultMode": 0o444,
+                "items": [
+                    {"key": "authorized_keys", "path": "authorized_keys"},
+                    {"key": "jupyter_server_config.py", "path": "jupyter_server_config.py"},
+                ],
+            },
+        },
+        *_user_volumes(opts, spec),
+    ]
+    pod_spec: dict[str, Any] = {
+        "containers": containers,
+        "volumes": volumes,
+        # User code must not get the namespace's API credentials, nor every Service as env vars.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        **_placement(opts, gpu_model=spec.gpu_model, node=spec.node),
+    }
+    if opts.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
+    metadata: dict[str, Any] = {"labels": labels}
+    if spec.app is not None:
+        # The proxy strips /i/<id>/app unless the app serves under it itself.
+        metadata["annotations"] = {ANNOTATION_APP_BASE: "true" if spec.app.serves_base_path else "false"}
+        if spec.app.webui is not None:
+            metadata["annotations"][ANNOTATION_WEBUI_BASE] = "true" if spec.app.webui.serves_base_path else "false"
+    return {"metadata": metadata, "spec": pod_spec}
+
+
+def statefulset_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
+    name = instance_name(key)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": opts.namespace,
+            "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
+            "annotations": {ANNOTATION_NODE: spec.node, ANNOTATION_GPUS: str(spec.gpu_count)},
+        },
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            # One pod: OrderedReady would only make a stuck pod block its own replacement.
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {LABEL_INSTANCE: key}},
+            "template": pod_template(opts, alias=alias, key=key, spec=spec),
+        },
+    }
+
+
+def service_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
+    ports = [
+        {"name": s, "port": SERVICE_PORTS[s], "targetPort": CONTAINER_PORTS[s], "protocol": "TCP"}
+        for s in opts.services
+    ]
+    if spec.app is not None:
+        ports.append({"name": APP, "port": spec.app.port, "targetPort": spec.app.port, "protocol": "TCP"})
+        if spec.app.webui is not None:
+            port = webui_port(opts, spec)
+            ports.append({"name": WEBUI, "port": port, "targetPort": port, "protocol": "TCP"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": instance_name(key),
+            "namespace": opts.namespace,
+            "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
+        },
+        "spec": {"type": opts.service_type, "selector": {LABEL_INSTANCE: key}, "ports": ports},
+    }
+
+
+def secret_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec, tokens: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{instance_name(key)}-secrets",
+            "namespace": opts.namespace,
+            "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
+        },
+        "type": "Opaque",
+        "stringData": {
+            "jupyter-token": tokens[LAB],
+            "code-hash": tokens[CODE],
+            "app-api-key": tokens.get(APP, ""),
+            "authorized_keys": "".join(k.strip() + "\n" for k in spec.ssh_public_keys if k.strip()),
+            "jupyter_server_config.py": JUPYTER_CONFIG,
+        },
+    }
+
+
+def home_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
+    pvc_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{spec.disk_gb}Gi"}},
+    }
+    if opts.storage_class:
+        pvc_spec["storageClassName"] = opts.storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": f"{instance_name(key)}-home",
+            "namespace": opts.namespace,
+            "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
+        },
+        "spec": pvc_spec,
+    }
+
+
+def volume_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, size_gb: int) -> dict:
+    pvc_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany" if opts.volume_rwx else "ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{size_gb}Gi"}},
+    }
+    if opts.volume_storage_class:
+        pvc_spec["storageClassName"] = opts.volume_storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": volume_name(key),
+            "namespace": opts.namespace,
+            "labels": {LABEL_MANAGED: MANAGED_BY, LABEL_BACKEND: alias, LABEL_VOLUME: key},
+        },
+        "spec": pvc_spec,
+    }
+
+
+# Workers' ranks: the Job numbers them 0…N-2, the head is rank 0, so a worker is its index plus one.
+# (A pod's env cannot do arithmetic; the shell does, then hands over to the command, its argv intact.)
+WORKER_RANK_SCRIPT = 'export NODE_RANK=$((JOB_COMPLETION_INDEX + 1)); exec "$@"'
+MASTER_PORT = 29500
+
+
+def cluster_manifests(
+    opts: KubeOptions,
+    *,
+    alias: str,
+    key: str,
+    spec: InstanceSpec,
+    nodes: int,
+    gpus_per_node: int,
+    command: tuple[str, ...],
+    image: str = "",
+    env: tuple[tuple[str, str], ...] = (),
+) -> list[dict]:
+    """A cluster of ``nodes`` × ``gpus_per_node``, in creation order: a headless Service, with
+    coscheduling its PodGroup (it must exist before its pods), the head's StatefulSet and the workers'
+    Indexed Job.
+
+    The head (rank 0) is the instance's own StatefulSet ``inst-…`` of one pod, built as a single-node
+    machine's (``pod_template``): the workspace container (JupyterLab, code-server, sshd), the home
+    disk ``inst-…-home``, the volumes, and the app's container when there is one. It is a separate
+    object, not index 0 of the Job, because a Job's pods share one template: a ReadWriteOnce home disk
+    mounted by every pod would attach on one node only, so the other pods would never start. The
+    instance's Service (``service_manifest``) selects ``console.gpu/instance=<key>``, which only the
+    head carries, so the proxy and SSH reach the head as they reach a single-node machine.
+
+    The workers (ranks 1…N-1) are an Indexed Job of ``nodes - 1`` pods running ``command``, with the
+    volumes and public claims but no home disk and no servers. Every pod (head included) carries
+    ``console.gpu/cluster=<key>``, which the headless Service selects: the head is reachable as
+    ``MASTER_ADDR`` = ``inst-…-0.clu-…`` (a StatefulSet's pod takes its Service as subdomain).
+    """
+    if nodes < 2 or gpus_per_node < 1:
+        raise PermanentBackendError("A cluster needs at least two nodes with at least one GPU each.")
+    if not command:
+        raise PermanentBackendError("A cluster needs a command to run on every node.")
+    name = cluster_name(key)
+    head_name = instance_name(key)
+    labels = {LABEL_MANAGED: MANAGED_BY, LABEL_BACKEND: alias, LABEL_CLUSTER: key}
+    if spec.owner_ref:
+        labels[LABEL_OWNER] = spec.owner_ref
+    pod_labels = dict(labels)
+    cluster_env = [
+        {"name": "NNODES", "value": str(nodes)},
+        {"name": "GPUS_PER_NODE", "value": str(gpus_per_node)},
+        {"name": "MASTER_ADDR", "value": f"{head_name}-0.{name}"},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+    rendezvous_port = {"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}
+    manifests: list[dict] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": opts.namespace, "labels": labels},
+            "spec": {
+                "clusterIP": "None",
+                "selector": {LABEL_CLUSTER: key},
+                # Ranks must resolve each other while they start, before any is "ready".
+                "publishNotReadyAddresses": True,
+                "ports": [{"name": "rendezvous", "port": MASTER_PORT, "targetPort": MASTER_PORT, "protocol": "TCP"}],
+            },
+        }
+    ]
+
+    # The head: a single-node machine's StatefulSet (not pinned: Kubernetes places a cluster's pods).
+    head_spec = replace(spec, node="", gpu_count=gpus_per_node, nodes=nodes)
+    head = statefulset_manifest(opts, alias=alias, key=key, spec=head_spec)
+    head["metadata"]["labels"][LABEL_CLUSTER] = key
+    head["spec"]["serviceName"] = name  # its pod's DNS name is <pod>.<headless Service>
+    template = head["spec"]["template"]
+    template["metadata"]["labels"][LABEL_CLUSTER] = key
+    for container in template["spec"]["containers"]:
+        if container["name"] == "webui":
+            continue
+        container["env"] = [*container["env"], *cluster_env, {"name": "NODE_RANK", "value": "0"}]
+    # Rank 0's process listens for the others: the app's container when there is one (it runs the
+    # cluster's command), else the workspace, where the user starts rank 0 (torchrun --node-rank=0).
+    gpu_container = next(
+        c for c in template["spec"]["containers"] if GPU_RESOURCE in c.get("resources", {}).get("limits", {})
+    )
+    gpu_container["ports"] = [*gpu_container.get("ports", []), rendezvous_port]
+
+    worker_argv = list(command)
+    worker_env = list(env)
+    if spec.app is not None:
+        values = _app_values(opts, key=key, spec=head_spec)
+        worker_argv = [_fill(part, values) for part in worker_argv]
+        worker_env = [(k, _fill(v, values)) for k, v in worker_env]
+    pod_spec: dict[str, Any] = {
+        "subdomain": name,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [
+            {
+                "name": "worker",
+                "image": image or opts.image_for(spec.image),
+                "command": ["/bin/sh", "-c", WORKER_RANK_SCRIPT, "console-worker"],
+                "args": worker_argv,
+                "env": [*cluster_env, *({"name": k, "value": v} for k, v in worker_env)],
+                "ports": [rendezvous_port],
+                "resources": _resources(opts, gpus_per_node),
+                "volumeMounts": _volume_mounts(spec, opts),
+            }
+        ],
+        "volumes": _user_volumes(opts, spec),
+        **_placement(opts, gpu_model=spec.gpu_model, node=""),
+    }
+    if opts.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
+    job_metadata: dict[str, Any] = {"name": name, "namespace": opts.namespace, "labels": dict(labels)}
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": nodes - 1,
+        "parallelism": nodes - 1,
+        # One rank failing fails the run: a distributed job cannot continue with a hole in it.
+        "backoffLimit": 0,
+        "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
+    }
+    if opts.gang_scheduling == "kueue":
+        # Kueue admits the workers' Job (created suspended) when its whole quota fits. The head is a
+        # StatefulSet outside the queue, placed like a single-node machine (see the package's docstring).
+        job_metadata["labels"][KUEUE_LABEL] = opts.kueue_queue
+        job_spec["suspend"] = True
+    elif opts.gang_scheduling == "coscheduling":
+        # One PodGroup of all N pods, head and workers: the scheduler binds none until all fit.
+        for target_labels, target_spec in ((pod_labels, pod_spec), (template["metadata"]["labels"], template["spec"])):
+            target_labels[POD_GROUP_LABEL] = name
+            target_spec["schedulerName"] = opts.coscheduling_scheduler
+        manifests.append(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": opts.namespace, "labels": labels},
+                "spec": {"minMember": nodes, "scheduleTimeoutSeconds": 600},
+            }
+        )
+    manifests.append(head)
+    manifests.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": job_metadata, "spec": job_spec})
+    return manifests

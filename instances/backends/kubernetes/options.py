@@ -1,0 +1,124 @@
+"""The backend's OPTIONS, read once into ``KubeOptions``, with their defaults and their checks.
+
+``PROVISIONING_BACKENDS[alias]["OPTIONS"]`` (see the README, "Kubernetes backend")::
+
+    "KUBECONFIG": "/etc/console/kubeconfig",   # default: $KUBECONFIG or ~/.kube/config
+    "CONTEXT": "",                             # default: the kubeconfig's current context
+    "IN_CLUSTER": False,                       # True: the console runs in a pod (service account)
+    "NAMESPACE": "gpu-console",                # default: the context's namespace, else "default"
+    "REGION": "k8s-1", "REGION_NAME": "…",     # the console region this cluster is
+    "GPU_LABEL": "nvidia.com/gpu.product",     # the node label that names a node's GPU model
+    "GPU_MODELS": {"h200": "NVIDIA-H200"},     # console GPU slug -> that label's value
+    "IMAGES": {"pytorch-2.5-cu124": "registry/pytorch:2.5"},  # console image slug -> container image
+    "DEFAULT_IMAGE": "quay.io/jupyter/pytorch-notebook:cuda12-latest",
+    "STORAGE_CLASS": "", "VOLUME_STORAGE_CLASS": "", "VOLUME_RWX": False,
+    "PUBLIC_VOLUMES": {"/models": "public-models"},  # ReadOnlyMany claims mounted read-only in every pod
+    "SERVICES": ["lab", "code", "ssh"],        # what the workspace container starts
+    "PIN_TO_NODE": True, "SERVICE_TYPE": "ClusterIP",  # NodePort: SSH and an out-of-cluster proxy
+    "SSH_USER": "root",                        # the user the image's sshd logs in (NodePort/LoadBalancer)
+    "PROXY_HOST": "{service}.{namespace}.svc", # where the console's proxy reaches a Service
+    "GANG_SCHEDULING": "", "KUEUE_QUEUE": "", "COSCHEDULING_SCHEDULER": "scheduler-plugins-scheduler",
+    "REQUEST_TIMEOUT_S": 10,
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from instances.backends.base import PermanentBackendError
+from instances.backends.kubernetes.names import CODE, CONTAINER_PORTS, LAB, SSH
+
+DEFAULT_GPU_MODELS = {
+    # Values as NVIDIA's GPU Feature Discovery writes nvidia.com/gpu.product (spaces become dashes).
+    "h200": "NVIDIA-H200",
+    "h800": "NVIDIA-H800",
+    "a800-80g": "NVIDIA-A800-SXM4-80GB",
+    "a100-40g": "NVIDIA-A100-SXM4-40GB",
+    "l40s": "NVIDIA-L40S",
+    "rtx-4090": "NVIDIA-GeForce-RTX-4090",
+    "rtx-3090": "NVIDIA-GeForce-RTX-3090",
+}
+DEFAULT_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-latest"
+
+
+@dataclass(frozen=True)
+class KubeOptions:
+    """The backend's OPTIONS, read once, with their defaults."""
+
+    namespace: str = "default"
+    region: str = ""
+    gpu_label: str = "nvidia.com/gpu.product"
+    gpu_models: tuple[tuple[str, str], ...] = tuple(DEFAULT_GPU_MODELS.items())
+    images: tuple[tuple[str, str], ...] = ()
+    default_image: str = DEFAULT_IMAGE
+    storage_class: str = ""
+    volume_storage_class: str = ""
+    volume_rwx: bool = False
+    services: tuple[str, ...] = (LAB, CODE, SSH)
+    pin_to_node: bool = True
+    service_type: str = "ClusterIP"
+    proxy_host: str = "{service}.{namespace}.svc"
+    proxy_prefix: str = "/i/"
+    disk_path: str = "/workspace"
+    gang_scheduling: str = ""
+    kueue_queue: str = ""
+    coscheduling_scheduler: str = "scheduler-plugins-scheduler"
+    image_pull_secrets: tuple[str, ...] = ()
+    cpu_per_gpu: str = ""
+    memory_per_gpu: str = ""
+    request_timeout_s: float = 10.0
+    ssh_user: str = "root"
+    volume_usage_from_kubelet: bool = False
+    # Claims holding the public models and datasets (ReadOnlyMany), mounted read-only in every pod at
+    # the catalogues' paths: ``{"/models": "public-models", "/datasets": "public-datasets"}``.
+    public_volumes: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_options(cls, options: dict, *, namespace: str, alias: str) -> KubeOptions:
+        gang = (options.get("GANG_SCHEDULING") or ("kueue" if options.get("KUEUE_QUEUE") else "")).lower()
+        if gang not in ("", "kueue", "coscheduling"):
+            raise PermanentBackendError(f"GANG_SCHEDULING must be kueue, coscheduling or empty, not {gang!r}.")
+        if gang == "kueue" and not options.get("KUEUE_QUEUE"):
+            raise PermanentBackendError("GANG_SCHEDULING kueue needs KUEUE_QUEUE (a LocalQueue's name).")
+        services = tuple(options.get("SERVICES", (LAB, CODE, SSH)))
+        unknown = [s for s in services if s not in CONTAINER_PORTS]
+        if unknown:
+            raise PermanentBackendError(f"SERVICES may name lab, code and ssh, not {', '.join(unknown)}.")
+        return cls(
+            namespace=namespace,
+            region=options.get("REGION") or alias,
+            gpu_label=options.get("GPU_LABEL", cls.gpu_label),
+            gpu_models=tuple((options.get("GPU_MODELS") or DEFAULT_GPU_MODELS).items()),
+            images=tuple((options.get("IMAGES") or {}).items()),
+            default_image=options.get("DEFAULT_IMAGE", DEFAULT_IMAGE),
+            storage_class=options.get("STORAGE_CLASS", ""),
+            volume_storage_class=options.get("VOLUME_STORAGE_CLASS", options.get("STORAGE_CLASS", "")),
+            volume_rwx=bool(options.get("VOLUME_RWX", False)),
+            services=services,
+            pin_to_node=bool(options.get("PIN_TO_NODE", True)),
+            service_type=options.get("SERVICE_TYPE", "ClusterIP"),
+            proxy_host=options.get("PROXY_HOST") or cls.proxy_host,
+            proxy_prefix=getattr(settings, "CONSOLE_PROXY_PREFIX", "/i/"),
+            disk_path=options.get("DISK_PATH", "/workspace"),
+            gang_scheduling=gang,
+            kueue_queue=options.get("KUEUE_QUEUE", ""),
+            coscheduling_scheduler=options.get("COSCHEDULING_SCHEDULER", cls.coscheduling_scheduler),
+            image_pull_secrets=tuple(options.get("IMAGE_PULL_SECRETS", ())),
+            cpu_per_gpu=str(options.get("CPU_PER_GPU", "") or ""),
+            memory_per_gpu=str(options.get("MEMORY_PER_GPU", "") or ""),
+            request_timeout_s=float(options.get("REQUEST_TIMEOUT_S", 10)),
+            ssh_user=options.get("SSH_USER", "root"),
+            volume_usage_from_kubelet=bool(options.get("VOLUME_USAGE_FROM_KUBELET", False)),
+            public_volumes=tuple(sorted((options.get("PUBLIC_VOLUMES") or {}).items())),
+        )
+
+    def gpu_label_value(self, slug: str) -> str:
+        value = dict(self.gpu_models).get(slug)
+        if not value:
+            raise PermanentBackendError(f"This cluster has no nodes for the GPU model {slug!r}.")
+        return value
+
+    def image_for(self, slug: str) -> str:
+        return dict(self.images).get(slug) or self.default_image
