@@ -359,13 +359,15 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
                 why=why,
             )
         logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, shown(reason))
-        on_node = list(
-            Instance.objects.filter(
-                Q(node_id=node.pk) | Q(backend_alias=node.backend_alias, extra_nodes__contains=[node.name])
-            )
-            .exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
-            .distinct()
-        )
+        # A cluster's other nodes are matched here rather than by a JSON containment lookup, which
+        # only PostgreSQL has.
+        on_node = [
+            instance
+            for instance in Instance.objects.filter(
+                Q(node_id=node.pk) | Q(backend_alias=node.backend_alias, node_count__gt=1)
+            ).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
+            if instance.node_id == node.pk or node.name in (instance.extra_nodes or ())
+        ]
         InstanceEvent.objects.bulk_create(
             InstanceEvent(
                 instance=instance,

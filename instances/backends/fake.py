@@ -115,9 +115,12 @@ class FakeBackend(ProvisioningBackend):
 
     def _used_cards(self, node) -> int:
         on = self._machines().filter(power="on")
-        # A cluster holds its cards on its head (``node``) and on each of its peers.
         here = on.filter(node=node).aggregate(n=Sum("cards"))["n"] or 0
-        return here + (on.filter(spec__peers__contains=[node.name]).aggregate(n=Sum("cards"))["n"] or 0)
+        # A cluster holds its cards on its head and on each of its peers. Which clusters have ``node``
+        # among their peers is read here, not asked of the database: a JSON containment lookup is
+        # PostgreSQL's alone (elsewhere it raises NotSupportedError, and no launch could be placed).
+        clusters = on.filter(spec__nodes__gt=1).values_list("cards", "spec__peers")
+        return here + sum(cards for cards, peers in clusters if node.name in (peers or ()))
 
     def _peers(self, machine) -> list:
         from instances.models import SimulatedNode
