@@ -1549,8 +1549,9 @@ def instances_reconcile() -> dict:
       provider or not.
 
     An error on one instance or machine is logged and the others go on. The report adds ``overdue``
-    (instances settled by their deadline) and ``regions``: per region slug, its backend, whether it answered, its nodes and
-    cards now, the instances synced, the nodes whose health changed and the instances lost in this run.
+    (instances settled by their deadline) and ``regions``: per region slug, its backend, whether it
+    answered, its nodes and cards now, the instances synced, the nodes whose health changed and the
+    instances lost in this run.
     """
     report = {"synced": 0, "destroyed": 0, "stray": 0, "overdue": 0, "unreachable": [], "regions": {}}
     now = timezone.now()
