@@ -51,6 +51,8 @@ class DeploymentSerializer(serializers.ModelSerializer):
     hourly_price_fen = serializers.IntegerField(source="instance.hourly_price_fen", read_only=True)
     status = serializers.SerializerMethodField()
     status_display = serializers.SerializerMethodField()
+    # Why it is in its status (why it failed, above all), in the request's language.
+    status_reason = serializers.CharField(source="instance.status_reason_text", read_only=True)
     steps = serializers.SerializerMethodField()
     serving = serializers.SerializerMethodField()
     webui_url = serializers.SerializerMethodField()
@@ -71,6 +73,7 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "hourly_price_fen",
             "status",
             "status_display",
+            "status_reason",
             "steps",
             "serving",
             "webui_url",

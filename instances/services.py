@@ -359,13 +359,15 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
                 why=why,
             )
         logger.warning("node %s of backend %s: %s", node.name, node.backend_alias, shown(reason))
-        on_node = list(
-            Instance.objects.filter(
-                Q(node_id=node.pk) | Q(backend_alias=node.backend_alias, extra_nodes__contains=[node.name])
-            )
-            .exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
-            .distinct()
-        )
+        # A cluster's other nodes are matched here rather than by a JSON containment lookup, which
+        # only PostgreSQL has.
+        on_node = [
+            instance
+            for instance in Instance.objects.filter(
+                Q(node_id=node.pk) | Q(backend_alias=node.backend_alias, node_count__gt=1)
+            ).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
+            if instance.node_id == node.pk or node.name in (instance.extra_nodes or ())
+        ]
         InstanceEvent.objects.bulk_create(
             InstanceEvent(
                 instance=instance,
@@ -809,6 +811,9 @@ def _destroy_quietly(instance: Instance) -> None:
         get_backend(instance.backend_alias).destroy(key=instance.key, state=instance.backend_state)
     except (TransientBackendError, PermanentBackendError):
         logger.warning("destroy of %s deferred to the reconciler", instance.pk, exc_info=True)
+    except Exception:
+        # Called while settling an instance, often because the backend itself is what broke.
+        logger.exception("destroy of %s raised; deferred to the reconciler", instance.pk)
 
 
 # --- Sync: compare the provider's truth with ours and move on -----------------------------------------------
@@ -838,12 +843,11 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     if seen == Observed.DEGRADED and status in (S.PROVISIONING, S.STARTING, S.RESTARTING, S.RUNNING):
         _instance_repair(instance=instance, detail=observation.detail)
         return status in Instance.BUSY
+    overdue = age > _deadline_s(status)
     if status in (S.REQUESTED, S.SCHEDULING):
         # Only inside the launch transaction; seen from outside it means that request died mid-way.
-        if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
-            instance_transition(
-                instance_id=instance.pk, src=status, dst=S.FAILED, reason=stored(gettext_noop("Launch was interrupted"))
-            )
+        if overdue:
+            _instance_abandon(instance=instance, reason=_overdue_reason(status))
         return False
     if status == S.PROVISIONING:
         if seen == Observed.RUNNING:
@@ -855,14 +859,8 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
                 reason=stored(gettext_noop("Booted on %(node)s"), node=node),
             )
             return False
-        if age > settings.INSTANCES_PROVISION_TIMEOUT_S:
-            _launch_fail(
-                instance=instance,
-                reason=stored(
-                    gettext_noop("the machine did not boot within %(m)d minutes"),
-                    m=settings.INSTANCES_PROVISION_TIMEOUT_S // 60,
-                ),
-            )
+        if overdue:
+            _instance_abandon(instance=instance, reason=_overdue_reason(status))
             return False
         if seen == Observed.GONE and redrive:
             _enqueue("instance_provision_task", instance.pk)  # the create never happened: try again
@@ -875,15 +873,11 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
             return False
-        if age > settings.INSTANCES_OPERATION_TIMEOUT_S and status == S.STARTING:
-            _stop_quietly(instance)
-            instance_transition(
-                instance_id=instance.pk,
-                src=status,
-                dst=S.STOPPED,
-                reason=stored(gettext_noop("The machine did not start in time")),
-            )
+        if overdue:
+            _instance_abandon(instance=instance, reason=_overdue_reason(status))
             return False
+        # A start that never reached the provider is sent again. A restart is not: a machine that
+        # runs reads as one that restarted (settled above), and one that is off cannot be restarted.
         if redrive and (seen == Observed.STOPPED and status == S.STARTING):
             _enqueue("instance_start_task", instance.pk)
         return True
@@ -896,6 +890,9 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
             return False
+        if overdue:
+            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            return False
         if redrive:
             _enqueue("instance_stop_task", instance.pk)
         return True
@@ -905,11 +902,25 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
                 instance_id=instance.pk, src=status, dst=S.RELEASED, reason=stored(gettext_noop("Released"))
             )
             return False
+        if overdue:
+            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            return False
         if redrive:
             _enqueue("instance_release_task", instance.pk)
         return True
     if status in (S.RUNNING, S.STOPPED) and seen == Observed.GONE:
         instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
+    elif (
+        status == S.STOPPED
+        and seen in (Observed.RUNNING, Observed.PENDING, Observed.DEGRADED)
+        and redrive
+        # Read again just before: a start may have begun since this sync read the instance.
+        and Instance.objects.filter(pk=instance.pk, status=S.STOPPED).exists()
+    ):
+        # Recorded stopped (a stop the provider never confirmed, given up at its deadline) but still
+        # on: nobody pays for it and its cards count as free, so have the provider stop it again.
+        logger.warning("instance %s is stopped but its machine is %s: stopping it again", instance.pk, seen)
+        _stop_quietly(instance)
     elif (
         status == S.RUNNING
         and seen == Observed.STOPPED
@@ -1090,6 +1101,149 @@ def _stop_quietly(instance: Instance) -> None:
         get_backend(instance.backend_alias).stop(key=instance.key, state=instance.backend_state)
     except (TransientBackendError, PermanentBackendError):
         logger.warning("stop of %s failed", instance.pk, exc_info=True)
+    except Exception:
+        # As ``_destroy_quietly``: the reconciler stops a machine that runs on behind a stopped instance.
+        logger.exception("stop of %s raised", instance.pk)
+
+
+# --- Operations that cannot finish: a task that raised, an instance past its deadline ---------------------
+
+# Where an instance settles when the operation under way cannot finish, by its busy status: a machine
+# that never ran fails (nothing was billed: the GPU meter opens at RUNNING); one with a user's disk is
+# stopped with the disk kept (FAILED or LOST would have the reconciler destroy the disk with the
+# machine); a release is recorded as done, its billing already closed, and the reconciler destroys
+# whatever the provider still has of it (leaked machines of released instances).
+_SETTLES_AT = {
+    S.REQUESTED: S.FAILED,
+    S.SCHEDULING: S.FAILED,
+    S.PROVISIONING: S.FAILED,
+    S.STARTING: S.STOPPED,
+    S.RESTARTING: S.STOPPED,
+    S.STOPPING: S.STOPPED,
+    S.RELEASING: S.RELEASED,
+}
+_PROVISIONING_ERROR = gettext_noop("Internal error while provisioning: %(error)s")
+# A task's error, by the status it left the instance in. Whole sentences: see ``_refuse``.
+_INTERNAL_ERROR = {
+    S.REQUESTED: _PROVISIONING_ERROR,
+    S.SCHEDULING: _PROVISIONING_ERROR,
+    S.PROVISIONING: _PROVISIONING_ERROR,
+    S.STARTING: gettext_noop("Internal error while starting: %(error)s. It is stopped; its disk is kept."),
+    S.RESTARTING: gettext_noop("Internal error while restarting: %(error)s. It is stopped; its disk is kept."),
+    S.STOPPING: gettext_noop("Internal error while stopping: %(error)s. It is marked stopped; its disk is kept."),
+    S.RELEASING: gettext_noop(
+        "Internal error while releasing: %(error)s. It is marked released; the console keeps deleting it "
+        "at the provider."
+    ),
+}
+
+
+def _deadline_s(status: str) -> int:
+    """How long an instance may stay in busy ``status`` before its operation is given up."""
+    if status in (S.REQUESTED, S.SCHEDULING, S.PROVISIONING):
+        return settings.INSTANCES_PROVISION_TIMEOUT_S
+    return settings.INSTANCES_OPERATION_TIMEOUT_S
+
+
+def _overdue_reason(status: str) -> str:
+    """Why an instance busy in ``status`` past its deadline was settled."""
+    m = max(1, _deadline_s(status) // 60)
+    if status in (S.REQUESTED, S.SCHEDULING):
+        return stored(gettext_noop("Launch was interrupted"))
+    if status == S.PROVISIONING:
+        return stored(
+            gettext_noop("Launch failed: %(r)s"),
+            r=stored(gettext_noop("the machine did not boot within %(m)d minutes"), m=m),
+        )
+    if status == S.STARTING:
+        return stored(gettext_noop("The machine did not start in time"))
+    if status == S.RESTARTING:
+        return stored(
+            gettext_noop("The machine did not restart within %(m)d minutes. It is stopped; its disk is kept."), m=m
+        )
+    if status == S.STOPPING:
+        return stored(
+            gettext_noop(
+                "The provider did not confirm the stop within %(m)d minutes. It is marked stopped; its disk is kept."
+            ),
+            m=m,
+        )
+    return stored(
+        gettext_noop(
+            "The provider did not confirm the release within %(m)d minutes. It is marked released; the console "
+            "keeps deleting it at the provider."
+        ),
+        m=m,
+    )
+
+
+def _instance_abandon(*, instance: Instance, reason: str) -> bool:
+    """Give up the operation ``instance`` is busy with and settle it where ``_SETTLES_AT`` says, with
+    ``reason``. Through ``instance_transition`` (events, meters, cards); False when another worker moved
+    it first, or when it is not busy.
+
+    The provider is told first where the new status promises something of the machine (stopped: it is
+    powered off before its cards go back), best effort: what it cannot do now the reconciler repeats.
+    """
+    status = instance.status
+    dst = _SETTLES_AT.get(status)
+    if dst == S.FAILED:
+        moved = instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=reason)
+        if moved:
+            _destroy_quietly(instance)
+        return moved
+    if dst == S.RELEASED:
+        _destroy_quietly(instance)
+        return instance_transition(instance_id=instance.pk, src=status, dst=S.RELEASED, reason=reason)
+    if dst == S.STOPPED:
+        if status == S.RESTARTING:
+            # It ran until now and was billed for it: the GPU meter closes here, as for any stop.
+            if not instance_transition(instance_id=instance.pk, src=status, dst=S.STOPPING, reason=reason):
+                return False
+            status = S.STOPPING
+        _stop_quietly(instance)
+        return instance_transition(instance_id=instance.pk, src=status, dst=S.STOPPED, reason=reason)
+    return False
+
+
+def instance_operation_fail(*, instance_id, error: str, statuses=Instance.BUSY) -> bool:
+    """A task working on the instance failed for good (``console.tasks.OperationTask``): settle it now,
+    with ``error`` (the exception's class and message) in its reason, rather than leave it busy.
+
+    Only while it is in one of ``statuses`` (those the task drives); True when it moved. Repeatable:
+    a second call finds it settled and does nothing.
+    """
+    instance = _get(instance_id)
+    if instance is None or instance.status not in statuses or instance.status not in _INTERNAL_ERROR:
+        return False
+    reason = stored(_INTERNAL_ERROR[instance.status], error=error)
+    moved = _instance_abandon(instance=instance, reason=reason)
+    if moved:
+        logger.warning("instance %s: %s", instance.pk, shown(reason))
+    return moved
+
+
+def instances_overdue(*, now: datetime | None = None) -> int:
+    """Periodic (the reconciler's last step): settle every instance busy past its deadline.
+
+    Read from the database alone, so it holds when a provider does not answer, a sync raises or a
+    region's backend is no longer configured: nothing stays busy for ever. Returns how many moved.
+    """
+    now = now or timezone.now()
+    late = Q()
+    for status in Instance.BUSY:
+        late |= Q(status=status, status_changed_at__lte=now - timedelta(seconds=_deadline_s(status)))
+    settled = 0
+    for instance in Instance.objects.filter(late).order_by("status_changed_at"):
+        try:
+            moved = _instance_abandon(instance=instance, reason=_overdue_reason(instance.status))
+        except Exception:
+            logger.exception("could not settle overdue instance %s", instance.pk)
+            continue
+        if moved:
+            settled += 1
+            logger.warning("instance %s was %s past its deadline: settled", instance.pk, instance.status)
+    return settled
 
 
 # --- Operations ------------------------------------------------------------------------------------------
@@ -1390,12 +1544,16 @@ def instances_reconcile() -> dict:
     - instances in a busy state, or whose machine disagrees with their status, are synced (which
       advances, re-drives or times them out);
     - machines of instances that are released or failed are destroyed (a crash leaked them);
-    - machines no instance knows are recorded as ``StrayMachine`` for staff and logged, never touched.
+    - machines no instance knows are recorded as ``StrayMachine`` for staff and logged, never touched;
+    - instances busy past their deadline are settled with why (``instances_overdue``), reachable
+      provider or not.
 
-    The report adds ``regions``: per region slug, its backend, whether it answered, its nodes and
-    cards now, the instances synced, the nodes whose health changed and the instances lost in this run.
+    An error on one instance or machine is logged and the others go on. The report adds ``overdue``
+    (instances settled by their deadline) and ``regions``: per region slug, its backend, whether it
+    answered, its nodes and cards now, the instances synced, the nodes whose health changed and the
+    instances lost in this run.
     """
-    report = {"synced": 0, "destroyed": 0, "stray": 0, "unreachable": [], "regions": {}}
+    report = {"synced": 0, "destroyed": 0, "stray": 0, "overdue": 0, "unreachable": [], "regions": {}}
     now = timezone.now()
     synced_by_region: dict[str, int] = {}
     for alias in backend_aliases():
@@ -1407,6 +1565,11 @@ def instances_reconcile() -> dict:
             # One region's provider refusing (down, or missing a permission) must not stop the others.
             report["unreachable"].append(alias)
             logger.warning("backend %s unreachable; reconcile skipped", alias, exc_info=True)
+            continue
+        except Exception:
+            # Nor may one region's backend breaking (a bug) stop the others, or the deadlines below.
+            report["unreachable"].append(alias)
+            logger.exception("backend %s raised; reconcile skipped", alias)
             continue
         live = Instance.objects.filter(backend_alias=alias).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
         for instance_id, status, node_healthy, region_slug in live.values_list(
@@ -1428,6 +1591,9 @@ def instances_reconcile() -> dict:
                     instance_sync(instance_id=instance_id)
                 except (TransientBackendError, PermanentBackendError):
                     logger.warning("sync of %s failed", instance_id, exc_info=True)
+                except Exception:
+                    # One instance that breaks its sync must not hold up the rest; its deadline still runs.
+                    logger.exception("sync of %s raised", instance_id)
                 report["synced"] += 1
                 synced_by_region[region_slug] = synced_by_region.get(region_slug, 0) + 1
         known = {
@@ -1444,6 +1610,8 @@ def instances_reconcile() -> dict:
                     report["destroyed"] += 1
                 except (TransientBackendError, PermanentBackendError):
                     logger.warning("destroy of leaked %s failed", key, exc_info=True)
+                except Exception:
+                    logger.exception("destroy of leaked %s raised", key)
             elif status is None:
                 stray_keys.append(key)
                 detail = f"{machine.cards} GPU(s) on {machine.node or '?'}, {machine.observed}"
@@ -1457,6 +1625,7 @@ def instances_reconcile() -> dict:
         StrayMachine.objects.filter(backend_alias=alias, resolved_at__isnull=True).exclude(key__in=stray_keys).update(
             resolved_at=now
         )
+    report["overdue"] = instances_overdue()
     report["regions"] = _reconcile_regions_report(
         since=now, unreachable=set(report["unreachable"]), synced=synced_by_region
     )

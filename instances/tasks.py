@@ -2,17 +2,26 @@
 
 Every task is safe to run twice (each service starts with its guard) and is acknowledged only after
 it ran (``acks_late``), so a worker killed halfway leaves the message to be delivered again. Transient
-provider errors retry with exponential backoff; permanent ones are handled by the service.
+provider errors retry with exponential backoff; permanent ones are handled by the service; anything
+else, and a transient error still there after the last retry, settles the instance with the error as
+its reason (``console.tasks.OperationTask``: a launch fails, a machine with a disk is stopped).
 """
 
 from __future__ import annotations
+
+import logging
 
 from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from console.tasks import OperationTask
 from instances import services
 from instances.backends import TransientBackendError
+from instances.models import Instance
+
+logger = logging.getLogger(__name__)
+S = Instance.Status
 
 RETRY = {
     # A database hiccup (failover, too many connections) is as transient as a provider's: every
@@ -26,43 +35,57 @@ RETRY = {
 }
 
 
+def _fails_during(*statuses: str) -> dict:
+    """The options of a task that settles its instance when it fails for good in one of ``statuses``."""
+    return {
+        "base": OperationTask,
+        "fails": "instances.services.instance_operation_fail",
+        "fails_during": statuses,
+        **RETRY,
+    }
+
+
 def _poll_again_later(instance_id: str, again: bool) -> None:
     # Eager mode (tests) would run the countdown task at once and spin; there the test or the
     # reconciler polls instead.
     if again and not settings.CELERY_TASK_ALWAYS_EAGER:
-        instance_poll_task.apply_async(args=[instance_id], countdown=settings.INSTANCES_POLL_INTERVAL_S)
+        try:
+            instance_poll_task.apply_async(args=[instance_id], countdown=settings.INSTANCES_POLL_INTERVAL_S)
+        except Exception:
+            # Only a shortcut: the operation itself is done, and the reconciler polls every busy instance.
+            logger.warning("could not schedule a poll of %s", instance_id, exc_info=True)
 
 
-@shared_task(**RETRY)
+@shared_task(**_fails_during(S.PROVISIONING))
 def instance_provision_task(instance_id: str) -> None:
     services.instance_provision(instance_id=instance_id)
     _poll_again_later(instance_id, _busy(instance_id))
 
 
-@shared_task(**RETRY)
+@shared_task(**_fails_during(*Instance.BUSY))
 def instance_poll_task(instance_id: str) -> None:
     _poll_again_later(instance_id, services.instance_sync(instance_id=instance_id))
 
 
-@shared_task(**RETRY)
+@shared_task(**_fails_during(S.STOPPING))
 def instance_stop_task(instance_id: str) -> None:
     services.instance_stop_execute(instance_id=instance_id)
     _poll_again_later(instance_id, _busy(instance_id))
 
 
-@shared_task(**RETRY)
+@shared_task(**_fails_during(S.STARTING))
 def instance_start_task(instance_id: str) -> None:
     services.instance_start_execute(instance_id=instance_id)
     _poll_again_later(instance_id, _busy(instance_id))
 
 
-@shared_task(**RETRY)
+@shared_task(**_fails_during(S.RESTARTING))
 def instance_restart_task(instance_id: str) -> None:
     services.instance_restart_execute(instance_id=instance_id)
     _poll_again_later(instance_id, _busy(instance_id))
 
 
-@shared_task(**RETRY)
+@shared_task(**_fails_during(S.RELEASING))
 def instance_release_task(instance_id: str) -> None:
     services.instance_release_execute(instance_id=instance_id)
 
@@ -83,6 +106,4 @@ def quota_grants_expire_task() -> int:
 
 
 def _busy(instance_id: str) -> bool:
-    from instances.models import Instance
-
     return Instance.objects.filter(pk=instance_id, status__in=Instance.BUSY).exists()

@@ -30,7 +30,7 @@ class Volume(StatusDisplayMixin, models.Model):
         RESIZING = "resizing", _("Resizing")  # growing at the provider; still usable and billed at its old size
         DELETING = "deleting", _("Deleting")  # billing closed; the provider deletes it with its files
         DELETED = "deleted", _("Deleted")  # gone for good
-        FAILED = "failed", _("Failed")  # the provider could not create it; nothing was billed
+        FAILED = "failed", _("Failed")  # could not be created (nothing was billed) or deleted (billing closed)
 
     BADGE_COLOURS = {
         Status.CREATING: "blue",

@@ -97,7 +97,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     V.AVAILABLE: frozenset({V.RESIZING, V.DELETING}),
     # A resize that the provider refused goes back to available at the old size.
     V.RESIZING: frozenset({V.AVAILABLE}),
-    V.DELETING: frozenset({V.DELETED}),
+    # A deletion that cannot finish fails (billing stays closed); deleting it again retries.
+    V.DELETING: frozenset({V.DELETED, V.FAILED}),
     V.DELETED: frozenset(),
     V.FAILED: frozenset({V.DELETING}),
 }
@@ -609,16 +610,16 @@ def volume_usage_refresh(*, volume: Volume, now: datetime | None = None) -> int 
 
 
 def volumes_refresh(*, now: datetime | None = None) -> dict:
-    """Periodic: measure every volume's usage, and re-drive volumes whose task was lost.
+    """Periodic: settle volumes busy past their deadline, re-drive those whose task was lost, and
+    measure every volume's usage.
 
-    A volume busy for longer than ``INSTANCES_REDRIVE_AFTER_S`` gets its task again; every task starts
-    with its guard, so a task that was only slow does nothing twice.
+    A volume busy for longer than ``INSTANCES_OPERATION_TIMEOUT_S`` is settled with why
+    (``volumes_overdue``); one busy for longer than ``INSTANCES_REDRIVE_AFTER_S`` gets its task again
+    (every task starts with its guard, so a task that was only slow does nothing twice). An error on
+    one volume is logged and the others go on.
     """
     now = now or timezone.now()
-    report = {"measured": 0, "redriven": 0}
-    for volume in Volume.objects.filter(status__in=Volume.MOUNTABLE).iterator():
-        if volume_usage_refresh(volume=volume, now=now) is not None:
-            report["measured"] += 1
+    report = {"overdue": volumes_overdue(now=now), "redriven": 0, "measured": 0}
     stale = now - timedelta(seconds=getattr(settings, "INSTANCES_REDRIVE_AFTER_S", 60))
     tasks = {V.CREATING: "volume_create_task", V.RESIZING: "volume_resize_task", V.DELETING: "volume_delete_task"}
     for volume_id, status in Volume.objects.filter(status__in=Volume.BUSY, status_changed_at__lte=stale).values_list(
@@ -627,4 +628,88 @@ def volumes_refresh(*, now: datetime | None = None) -> dict:
         with transaction.atomic():
             _enqueue(tasks[status], volume_id)
         report["redriven"] += 1
+    for volume in Volume.objects.filter(status__in=Volume.MOUNTABLE).iterator():
+        try:
+            measured = volume_usage_refresh(volume=volume, now=now)
+        except Exception:
+            logger.exception("usage of volume %s raised", volume.pk)
+            continue
+        if measured is not None:
+            report["measured"] += 1
     return report
+
+
+# --- Operations that cannot finish: a task that raised, a volume past its deadline -------------------------
+
+# Where a volume settles when the operation under way cannot finish: a volume that was never made
+# fails (nothing was billed: the meter opens at AVAILABLE); a resize goes back to the size the volume
+# has (and is billed at); a deletion fails, its billing closed, so that deleting it again retries.
+_SETTLES_AT = {V.CREATING: V.FAILED, V.RESIZING: V.AVAILABLE, V.DELETING: V.FAILED}
+# A task's error, by the status it left the volume in. Whole sentences, as ``_refuse``'s.
+_INTERNAL_ERROR = {
+    V.CREATING: gettext_noop("Internal error while creating: %(error)s"),
+    V.RESIZING: gettext_noop("Internal error while resizing: %(error)s. The size is unchanged."),
+    V.DELETING: gettext_noop("Internal error while deleting: %(error)s. Delete it again to retry."),
+}
+
+
+def _overdue_reason(status: str) -> str:
+    m = max(1, settings.INSTANCES_OPERATION_TIMEOUT_S // 60)
+    if status == V.CREATING:
+        return stored(gettext_noop("The provider did not create it within %(m)d minutes"), m=m)
+    if status == V.RESIZING:
+        return stored(gettext_noop("The resize did not finish within %(m)d minutes. The size is unchanged."), m=m)
+    return stored(gettext_noop("The provider did not delete it within %(m)d minutes. Delete it again to retry."), m=m)
+
+
+def _destroy_quietly(volume: Volume) -> None:
+    """Make sure the provider keeps nothing of a volume that failed to be made."""
+    try:
+        get_backend(volume.backend_alias).volume_destroy(key=volume.key, state=volume.backend_state)
+    except Exception:
+        logger.warning("delete of failed volume %s at the provider failed", volume.pk, exc_info=True)
+
+
+def _volume_abandon(*, volume: Volume, reason: str) -> bool:
+    """Give up the operation ``volume`` is busy with and settle it where ``_SETTLES_AT`` says, with
+    ``reason``, through ``volume_transition``. False when someone moved it first, or it is not busy."""
+    status = volume.status
+    if status == V.CREATING:
+        moved = volume_transition(volume_id=volume.pk, src=status, dst=V.FAILED, reason=reason)
+        if moved:
+            _destroy_quietly(volume)
+        return moved
+    if status == V.RESIZING:
+        return volume_transition(volume_id=volume.pk, src=status, dst=V.AVAILABLE, reason=reason, resize_to_gb=None)
+    if status == V.DELETING:
+        return volume_transition(volume_id=volume.pk, src=status, dst=V.FAILED, reason=reason)
+    return False
+
+
+def volume_operation_fail(*, volume_id, error: str, statuses=Volume.BUSY) -> bool:
+    """A task working on the volume failed for good (``console.tasks.OperationTask``): settle it now,
+    with ``error`` (the exception's class and message) in its reason. Only while it is in one of
+    ``statuses``; True when it moved, and a repeat does nothing."""
+    volume = _get(volume_id)
+    if volume is None or volume.status not in statuses or volume.status not in _INTERNAL_ERROR:
+        return False
+    return _volume_abandon(volume=volume, reason=stored(_INTERNAL_ERROR[volume.status], error=error))
+
+
+def volumes_overdue(*, now: datetime | None = None) -> int:
+    """Settle every volume busy for longer than ``INSTANCES_OPERATION_TIMEOUT_S``; returns how many moved."""
+    now = now or timezone.now()
+    late = now - timedelta(seconds=settings.INSTANCES_OPERATION_TIMEOUT_S)
+    settled = 0
+    for volume in Volume.objects.filter(status__in=Volume.BUSY, status_changed_at__lte=late).order_by(
+        "status_changed_at"
+    ):
+        try:
+            moved = _volume_abandon(volume=volume, reason=_overdue_reason(volume.status))
+        except Exception:
+            logger.exception("could not settle overdue volume %s", volume.pk)
+            continue
+        if moved:
+            settled += 1
+            logger.warning("volume %s was %s past its deadline: settled", volume.pk, volume.status)
+    return settled

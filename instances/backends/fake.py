@@ -19,6 +19,7 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
         "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
         "FAIL_VOLUME_CREATE": 0.0,     # share of volume creates refused for good
+        "BUG_IN": [],                  # contract methods that raise SimulatedBug: an error no one declared
     }
 
 A cluster (``spec.nodes`` > 1) is one machine spread over the head node and ``spec.peer_nodes``,
@@ -55,6 +56,10 @@ STATE_VERSION = 1
 VOLUME_STATE_VERSION = 1
 
 
+class SimulatedBug(RuntimeError):
+    """What a method listed in ``BUG_IN`` raises: neither transient nor permanent, as a bug is."""
+
+
 def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
     return [{"key": v.key, "path": v.path, "read_only": v.read_only} for v in volumes]
 
@@ -73,6 +78,10 @@ class FakeBackend(ProvisioningBackend):
     def _roll(self, option: str) -> bool:
         rate = float(self.options.get(option, 0) or 0)
         return rate > 0 and self._dice.random() < rate
+
+    def _bug(self, method: str) -> None:
+        if method in (self.options.get("BUG_IN") or ()):
+            raise SimulatedBug(f"simulated bug in {method}()")
 
     def _reachable(self) -> None:
         if self.options.get("UNREACHABLE"):
@@ -107,9 +116,12 @@ class FakeBackend(ProvisioningBackend):
 
     def _used_cards(self, node) -> int:
         on = self._machines().filter(power="on")
-        # A cluster holds its cards on its head (``node``) and on each of its peers.
         here = on.filter(node=node).aggregate(n=Sum("cards"))["n"] or 0
-        return here + (on.filter(spec__peers__contains=[node.name]).aggregate(n=Sum("cards"))["n"] or 0)
+        # A cluster holds its cards on its head and on each of its peers. Which clusters have ``node``
+        # among their peers is read here, not asked of the database: a JSON containment lookup is
+        # PostgreSQL's alone (elsewhere it raises NotSupportedError, and no launch could be placed).
+        clusters = on.filter(spec__nodes__gt=1).values_list("cards", "spec__peers")
+        return here + sum(cards for cards, peers in clusters if node.name in (peers or ()))
 
     def _peers(self, machine) -> list:
         from instances.models import SimulatedNode
@@ -176,6 +188,7 @@ class FakeBackend(ProvisioningBackend):
     # --- the contract ---------------------------------------------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:
+        self._bug("nodes")
         from instances.models import SimulatedNode
 
         self._reachable()
@@ -193,6 +206,7 @@ class FakeBackend(ProvisioningBackend):
         ]
 
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        self._bug("create")
         from instances.models import SimulatedMachine
 
         self._reachable()
@@ -240,6 +254,7 @@ class FakeBackend(ProvisioningBackend):
         return tuple(spec.peer_nodes)
 
     def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
+        self._bug("start")
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update().filter(key=key).first()
@@ -262,6 +277,7 @@ class FakeBackend(ProvisioningBackend):
         return self._state(machine)
 
     def stop(self, *, key: str, state: dict) -> dict:
+        self._bug("stop")
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
@@ -276,6 +292,7 @@ class FakeBackend(ProvisioningBackend):
         return self._state(machine)
 
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
+        self._bug("restart")
         self._reachable()
         with transaction.atomic():
             machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
@@ -289,10 +306,12 @@ class FakeBackend(ProvisioningBackend):
         return self._state(machine)
 
     def destroy(self, *, key: str, state: dict) -> None:
+        self._bug("destroy")
         self._reachable()
         self._machines().filter(key=key).delete()
 
     def poll(self, *, key: str, state: dict) -> Observation:
+        self._bug("poll")
         if self.options.get("UNREACHABLE"):
             return Observation(Observed.UNKNOWN, detail="provider unreachable")
         machine = self._machines().select_related("node").filter(key=key).first()
@@ -301,6 +320,7 @@ class FakeBackend(ProvisioningBackend):
         return self._observe(machine, timezone.now())
 
     def machines(self) -> list[MachineInfo]:
+        self._bug("machines")
         self._reachable()
         now = timezone.now()
         return [
@@ -335,6 +355,7 @@ class FakeBackend(ProvisioningBackend):
         return {"v": VOLUME_STATE_VERSION, "volume": volume.pk, "size_gb": volume.size_gb}
 
     def volume_create(self, *, key: str, size_gb: int) -> dict:
+        self._bug("volume_create")
         from instances.models import SimulatedVolume
 
         self._reachable()
@@ -351,6 +372,7 @@ class FakeBackend(ProvisioningBackend):
         return self._volume_state(volume)
 
     def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
+        self._bug("volume_resize")
         self._reachable()
         with transaction.atomic():
             volume = self._volumes().select_for_update().filter(key=key).first()
@@ -364,10 +386,12 @@ class FakeBackend(ProvisioningBackend):
         return self._volume_state(volume)
 
     def volume_destroy(self, *, key: str, state: dict) -> None:
+        self._bug("volume_destroy")
         self._reachable()
         self._volumes().filter(key=key).delete()
 
     def volume_usage(self, *, key: str, state: dict) -> int | None:
+        self._bug("volume_usage")
         if self.options.get("UNREACHABLE"):
             return None
         return self._volumes().filter(key=key).values_list("used_bytes", flat=True).first()
