@@ -33,7 +33,7 @@ from apps_marketplace import fit
 from apps_marketplace.models import App, Deployment, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from apps_marketplace.selectors import app_fit_defaults, app_fit_table, model_spec
-from console.messages import reason as stored
+from core.messages import reason as stored
 from instances import services as instance_services
 from instances.backends import AppLaunch
 from instances.models import GpuModel, Image, Region

@@ -20,7 +20,7 @@ from billing import selectors
 from billing import statements as stmt
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
-from console.api import ServiceError
+from core.api import ServiceError
 
 # --- Serializers ----------------------------------------------------------------------------------
 

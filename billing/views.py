@@ -28,7 +28,7 @@ from billing.gateways.simulated import SimulatedGateway
 from billing.models import TopUpOrder, Transaction
 from billing.payments import topup_order_create, topup_webhook_receive
 from billing.services import TrialUnavailable, trial_claim
-from console.api import error_body
+from core.api import error_body
 
 logger = logging.getLogger(__name__)
 

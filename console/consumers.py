@@ -1,7 +1,7 @@
 """Live updates pushed to the browser.
 
 Each logged-in user has one group, ``user.<id>``; services send events to it with
-``console.live.notify_user`` and the page swaps in the partial it names. A stranger cannot join
+``core.live.notify_user`` and the page swaps in the partial it names. A stranger cannot join
 another user's group: the group comes from the session, never from the URL.
 """
 
@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-
-def user_group(user_id: int) -> str:
-    return f"user.{user_id}"
+from core.live import user_group
 
 
 class UserEventsConsumer(AsyncJsonWebsocketConsumer):

@@ -129,8 +129,16 @@ class EmbeddedPostgres:
             pass
         useradd = shutil.which("useradd") or "/usr/sbin/useradd"
         result = subprocess.run(  # noqa: S603 (fixed arguments)
-            [useradd, "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
-             SYSTEM_USER],
+            [
+                useradd,
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                SYSTEM_USER,
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -186,9 +194,21 @@ class EmbeddedPostgres:
             pwfile.chmod(0o600)
             try:
                 result = self._run(
-                    [str(self.bin / "initdb"), "-D", str(self.data), "--username", PG_USER, "--pwfile", str(pwfile),
-                     "--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "--encoding=UTF8",
-                     "--locale-provider=builtin", "--locale=C.UTF-8", "--no-instructions"],
+                    [
+                        str(self.bin / "initdb"),
+                        "-D",
+                        str(self.data),
+                        "--username",
+                        PG_USER,
+                        "--pwfile",
+                        str(pwfile),
+                        "--auth-host=scram-sha-256",
+                        "--auth-local=scram-sha-256",
+                        "--encoding=UTF8",
+                        "--locale-provider=builtin",
+                        "--locale=C.UTF-8",
+                        "--no-instructions",
+                    ],
                     account,
                 )
             finally:
@@ -215,8 +235,19 @@ class EmbeddedPostgres:
                 os.chown(logfile, account.pw_uid, account.pw_gid)
             options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c synchronous_commit=off"
             result = self._run(
-                [str(self.bin / "pg_ctl"), "start", "-D", str(self.data), "-w", "-t", "60", "-l",
-                 str(logfile), "-o", options],
+                [
+                    str(self.bin / "pg_ctl"),
+                    "start",
+                    "-D",
+                    str(self.data),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-l",
+                    str(logfile),
+                    "-o",
+                    options,
+                ],
                 account,
             )
             if result.returncode != 0:
@@ -273,12 +304,14 @@ class EmbeddedRedis:
             )
         config = self.root / "valkey.conf"
         config.write_text(
-            f"bind 127.0.0.1\nport {self.port}\ndir {self.root}\nsave \"\"\nappendonly no\n"
+            f'bind 127.0.0.1\nport {self.port}\ndir {self.root}\nsave ""\nappendonly no\n'
             f"requirepass {password}\nlogfile {self.root / 'valkey.log'}\nprotected-mode yes\n"
         )
         config.chmod(0o600)
         self.process = subprocess.Popen(  # noqa: S603 (our own binary)
-            [str(self.binary), str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [str(self.binary), str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         if not _wait_for_port(self.port, 15, self.process):

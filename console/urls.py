@@ -4,7 +4,7 @@ from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from console import views
-from console.api import json_not_found
+from core.api import json_not_found
 
 api_v1 = [
     path("account/", include("accounts.api_urls")),

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import SSHKey
-from console.api import ServiceError
+from core.api import ServiceError
 from instances import selectors, services
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from console.status import EventReasonMixin, StatusDisplayMixin
+from core.status import EventReasonMixin, StatusDisplayMixin
 
 
 class Region(models.Model):
@@ -193,7 +193,7 @@ class Instance(StatusDisplayMixin, models.Model):
     disk_gb = models.PositiveIntegerField(_("disk (GB)"))
     ssh_keys = models.ManyToManyField("accounts.SSHKey", blank=True, related_name="instances")
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.REQUESTED)
-    # A stored message (console.messages): translated into the reader's language when shown.
+    # A stored message (core.messages): translated into the reader's language when shown.
     status_reason = models.TextField(_("reason"), blank=True)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.PROTECT, related_name="instances")
     # The names of a cluster's other nodes (``node`` is its head), each holding ``gpu_count`` cards.
@@ -283,7 +283,7 @@ class InstanceEvent(EventReasonMixin, models.Model):
     kind = models.CharField(_("kind"), max_length=8, choices=Kind.choices, default=Kind.STATUS)
     old = models.CharField(_("from"), max_length=16, blank=True)
     new = models.CharField(_("to"), max_length=16)
-    reason = models.TextField(_("reason"), blank=True)  # a stored message (console.messages)
+    reason = models.TextField(_("reason"), blank=True)  # a stored message (core.messages)
     created_at = models.DateTimeField(_("time"), default=timezone.now)
 
     class Meta:

@@ -25,8 +25,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
-from console.messages import reason as stored
-from console.messages import shown
+from core.messages import reason as stored
+from core.messages import shown
 from instances.backends import (
     AppLaunch,
     InstanceSpec,
@@ -197,7 +197,7 @@ def instance_shape(instance: Instance) -> str:
 
 
 def _notify(instance: Instance) -> None:
-    from console.live import notify_user
+    from core.live import notify_user
 
     try:
         notify_user(
@@ -1207,7 +1207,7 @@ def _instance_abandon(*, instance: Instance, reason: str) -> bool:
 
 
 def instance_operation_fail(*, instance_id, error: str, statuses=Instance.BUSY) -> bool:
-    """A task working on the instance failed for good (``console.tasks.OperationTask``): settle it now,
+    """A task working on the instance failed for good (``core.tasks.OperationTask``): settle it now,
     with ``error`` (the exception's class and message) in its reason, rather than leave it busy.
 
     Only while it is in one of ``statuses`` (those the task drives); True when it moved. Repeatable:
@@ -1482,7 +1482,7 @@ def _auto_stop_warn(*, instance: Instance, seconds_left: int, now: datetime) -> 
     """Tell the owner (e-mail, and a notice on any open console page) that an idle stop is near, with
     the way to keep it running: a long job the console cannot see (a detached process, a download)
     must not be cut off without a word."""
-    from console.live import notify_user
+    from core.live import notify_user
 
     if not Instance.objects.filter(pk=instance.pk, auto_stop_warned_at__isnull=True).update(auto_stop_warned_at=now):
         return  # another worker warned first
@@ -1718,7 +1718,7 @@ def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days
 
 
 def _quota_decided_notify(request: QuotaRequest) -> None:
-    from console.live import notify_user
+    from core.live import notify_user
 
     if request.status == QuotaRequest.Status.APPROVED:
         subject = _("Your %(gpu)s quota request was approved") % {"gpu": request.gpu_model.name}

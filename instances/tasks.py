@@ -4,7 +4,7 @@ Every task is safe to run twice (each service starts with its guard) and is ackn
 it ran (``acks_late``), so a worker killed halfway leaves the message to be delivered again. Transient
 provider errors retry with exponential backoff; permanent ones are handled by the service; anything
 else, and a transient error still there after the last retry, settles the instance with the error as
-its reason (``console.tasks.OperationTask``: a launch fails, a machine with a disk is stopped).
+its reason (``core.tasks.OperationTask``: a launch fails, a machine with a disk is stopped).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from console.tasks import OperationTask
+from core.tasks import OperationTask
 from instances import services
 from instances.backends import TransientBackendError
 from instances.models import Instance

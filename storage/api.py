@@ -13,7 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from console.api import ServiceError
+from core.api import ServiceError
 from instances.models import Instance, Region
 from instances.services import InstanceError, LaunchInvalid
 from storage import selectors, services

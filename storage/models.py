@@ -9,7 +9,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from console.status import EventReasonMixin, StatusDisplayMixin
+from core.status import EventReasonMixin, StatusDisplayMixin
 
 # Volumes are sized in GiB, as clouds size their disks: a "GB" of size is 2**30 bytes.
 BYTES_PER_GB = 1024**3
@@ -54,7 +54,7 @@ class Volume(StatusDisplayMixin, models.Model):
     size_gb = models.PositiveIntegerField(_("size (GB)"))
     resize_to_gb = models.PositiveIntegerField(_("resizing to (GB)"), null=True, blank=True)
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.CREATING)
-    # A stored message (console.messages): translated into the reader's language when shown.
+    # A stored message (core.messages): translated into the reader's language when shown.
     status_reason = models.TextField(_("reason"), blank=True)
     backend_alias = models.CharField(_("backend"), max_length=32)
     backend_state = models.JSONField(_("backend state"), default=dict, blank=True)
@@ -111,7 +111,7 @@ class VolumeEvent(EventReasonMixin, models.Model):
     volume = models.ForeignKey(Volume, on_delete=models.CASCADE, related_name="events")
     old = models.CharField(_("from"), max_length=16, blank=True)
     new = models.CharField(_("to"), max_length=16)
-    reason = models.TextField(_("reason"), blank=True)  # a stored message (console.messages)
+    reason = models.TextField(_("reason"), blank=True)  # a stored message (core.messages)
     created_at = models.DateTimeField(_("time"), default=timezone.now)
 
     class Meta:

@@ -35,7 +35,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
-from console.messages import reason as stored
+from core.messages import reason as stored
 from instances.backends import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from instances.models import Instance, Region
 from instances.services import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
@@ -687,7 +687,7 @@ def _volume_abandon(*, volume: Volume, reason: str) -> bool:
 
 
 def volume_operation_fail(*, volume_id, error: str, statuses=Volume.BUSY) -> bool:
-    """A task working on the volume failed for good (``console.tasks.OperationTask``): settle it now,
+    """A task working on the volume failed for good (``core.tasks.OperationTask``): settle it now,
     with ``error`` (the exception's class and message) in its reason. Only while it is in one of
     ``statuses``; True when it moved, and a repeat does nothing."""
     volume = _get(volume_id)

@@ -3,14 +3,14 @@
 Every task is safe to run twice (each service starts with its guard) and is acknowledged only after it
 ran (``acks_late``); transient provider errors retry with backoff, as the instances app's tasks do;
 anything else, and a transient error still there after the last retry, settles the volume with the
-error as its reason (``console.tasks.OperationTask``).
+error as its reason (``core.tasks.OperationTask``).
 """
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from console.tasks import OperationTask
+from core.tasks import OperationTask
 from instances.tasks import RETRY
 from storage import services
 from storage.models import Volume

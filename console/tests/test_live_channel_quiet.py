@@ -32,7 +32,7 @@ def redis_layer(settings):
 
 
 def test_a_quiet_socket_stays_open_and_still_hears_its_user(redis_layer, alice):
-    from console.live import notify_user
+    from core.live import notify_user
 
     async def scenario() -> dict:
         scope = {"type": "websocket", "path": "/ws/events/", "user": alice, "headers": [], "subprotocols": []}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.utils import translation
 from django.utils.translation import gettext_noop
 
-from console.messages import PREFIX, reason, shown
+from core.messages import PREFIX, reason, shown
 
 
 def test_a_stored_reason_is_translated_when_shown_with_nested_reasons_and_plain_text():

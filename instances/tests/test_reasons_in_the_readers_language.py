@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import translation
 
-from console.messages import PREFIX
+from core.messages import PREFIX
 
 
 @pytest.mark.django_db

@@ -86,14 +86,14 @@ def test_the_reason_shows_on_the_page_and_in_the_api_without_a_traceback(rich_al
 
 def test_the_traceback_is_logged_for_operators(rich_alice, caplog):
     with (
-        caplog.at_level(logging.ERROR, logger="console.tasks"),
+        caplog.at_level(logging.ERROR, logger="core.tasks"),
         simulate(BUG_IN=["create"]),
         pytest.raises(SimulatedBug),
         committed(),
     ):
         launch(rich_alice)
 
-    [record] = [r for r in caplog.records if r.name == "console.tasks"]
+    [record] = [r for r in caplog.records if r.name == "core.tasks"]
     assert "instances.tasks.instance_provision_task" in record.getMessage()
     assert record.exc_info[0] is SimulatedBug
 

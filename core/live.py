@@ -9,7 +9,11 @@ import threading
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from console.consumers import user_group
+
+def user_group(user_id: int) -> str:
+    """The Channels group of one user's browser tabs (console.consumers subscribes each socket to it)."""
+    return f"user.{user_id}"
+
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid = 0

@@ -28,7 +28,7 @@ from celery.exceptions import Ignore, Reject, Retry
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop
 
-from console.messages import reason
+from core.messages import reason
 
 logger = logging.getLogger(__name__)
 

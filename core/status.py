@@ -1,13 +1,13 @@
 """What pages show of a resource that moves through statuses (an instance, a volume).
 
-A model mixing this in has ``status``, ``status_reason`` (a stored message, ``console.messages``), a
+A model mixing this in has ``status``, ``status_reason`` (a stored message, ``core.messages``), a
 ``BADGE_COLOURS`` mapping from status to badge colour and a ``BUSY`` set of statuses an operation is
 still working through.
 """
 
 from __future__ import annotations
 
-from console.messages import shown
+from core.messages import shown
 
 
 class StatusDisplayMixin:
