@@ -195,8 +195,10 @@
         }
       }
     }
-    // On arrival and after a change of region, a GPU model with no room there is not left chosen
-    // while another has room: choose the first that fits (a click on a full one still shows why).
+    // On arrival and after a change of region, a GPU model that cannot launch there is not left
+    // chosen while another can: the region's default (the server's choice: the user's last model,
+    // else the cheapest with room) if it can, else the cheapest that can. A click on one that cannot
+    // still shows why.
     function pickAvailable() {
       var region = value("region");
       var count = parseInt(value("gpu_count") || "1", 10);
@@ -204,8 +206,13 @@
       var gpuId = value("gpu_model");
       var current = options.gpus.filter(function (g) { return String(g.id) === gpuId; })[0];
       if (current && !reasonFor(current, region, count, nodes)) return;
-      var fits = options.gpus.filter(function (g) { return !reasonFor(g, region, count, nodes); })[0];
-      var input = fits && form.querySelector('input[name="gpu_model"][value="' + fits.id + '"]');
+      var preferred = String((options.defaults.gpu_by_region || {})[region]);
+      var fitting = options.gpus
+        .filter(function (g) { return !reasonFor(g, region, count, nodes); })
+        .sort(function (a, b) {
+          return (String(b.id) === preferred) - (String(a.id) === preferred) || a.price_fen - b.price_fen;
+        });
+      var input = fitting[0] && form.querySelector('input[name="gpu_model"][value="' + fitting[0].id + '"]');
       if (input) input.checked = true;
     }
     // Volumes attach in their own region only: the others are greyed out and cleared.
