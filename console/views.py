@@ -1,12 +1,13 @@
-"""Pages that belong to no single app: the dashboard, health."""
+"""Pages that belong to no single app: the dashboard, health, and development's local mailbox."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from console import mail
 from instances.models import GpuModel
 
 
@@ -29,3 +30,23 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+# --- Development only: the local mailbox (console/mail.py) ------------------------------------------
+# No log-in: the newcomer reading the verification e-mail has no session yet. Every message is
+# readable by whoever reaches the page, which is why it answers in development only.
+
+
+def dev_mailbox(request: HttpRequest) -> HttpResponse:
+    if not mail.dev_pages_enabled():
+        raise Http404
+    return render(request, "console/dev_mailbox.html", {"mails": mail.mailbox_list(), "active": mail.mailbox_active()})
+
+
+def dev_mail(request: HttpRequest, key: str) -> HttpResponse:
+    if not mail.dev_pages_enabled():
+        raise Http404
+    message = mail.mailbox_get(key=key)
+    if message is None:
+        raise Http404
+    return render(request, "console/dev_mail.html", {"mail": message})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import template
+from django.urls import reverse
 from django.utils.translation import gettext as _
 
 register = template.Library()
@@ -42,3 +43,12 @@ def nav_active(context, prefix: str) -> str:
     if request is not None and request.path.startswith(prefix):
         return "active"
     return ""
+
+
+@register.simple_tag
+def dev_mailbox_url() -> str:
+    """The development mailbox's address while mail goes to it, else "" (pages that say "check your
+    inbox" link it then)."""
+    from console.mail import mailbox_active
+
+    return reverse("dev_mailbox") if mailbox_active() else ""

@@ -12,6 +12,7 @@ import urllib.request
 
 from django.core.management.base import BaseCommand
 
+from console.mail import mailbox_active
 from console.management.commands.seed_demo import DEMO_STAFF_EMAIL
 
 
@@ -35,12 +36,16 @@ class Command(BaseCommand):
             self.stderr.write(f"The web server did not answer at {url} within {timeout:.0f} s.")
             return
         password = os.environ.get("CONSOLE_DEMO_PASSWORD", "gpu-console-demo")
+        if mailbox_active():
+            mail = "  Mail       " + url.rstrip("/") + "/dev/mail/ (sign-up verification links too)"
+        else:
+            mail = "  Sign-up    verification e-mails are printed in this log (web.1)"
         lines = [
             "GPU Console is running",
             "",
             f"  Open       {url}",
             f"  Staff      {DEMO_STAFF_EMAIL} / {password}",
-            "  Sign-up    verification e-mails are printed in this log (web.1)",
+            mail,
             "  API docs   " + url.rstrip("/") + "/api/docs/",
             "",
             "Ctrl-C stops web, worker and beat.",
