@@ -256,7 +256,16 @@ if os.environ.get("EMAIL_HOST"):
     EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
     EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 else:
-    EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+    # Development without SMTP: the local mailbox (console/mail.py), one .eml file per message under
+    # CONSOLE_DEV_MAILBOX_DIR that web and worker share, read at /dev/mail/ with links whole and
+    # clickable, and a one-line notice per message in the log. Elsewhere the console backend.
+    _default_email_backend = (
+        "console.mail.DevMailboxBackend"
+        if CONSOLE_ENV == "development"
+        else "django.core.mail.backends.console.EmailBackend"
+    )
+    EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", _default_email_backend)
+CONSOLE_DEV_MAILBOX_DIR = Path(os.environ.get("CONSOLE_DEV_MAILBOX_DIR", VAR_DIR / "mail"))
 
 # --- REST API -------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.i18n import JavaScriptCatalog
@@ -13,6 +14,18 @@ api_v1 = [
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
 ]
+
+
+def dev_urlpatterns() -> list:
+    """Development's pages (the local mailbox): not routed at all in production, and in other
+    environments each view still answers 404 unless DEBUG or ``CONSOLE_ENV=development``."""
+    if settings.PRODUCTION:
+        return []
+    return [
+        path("dev/mail/", views.dev_mailbox, name="dev_mailbox"),
+        path("dev/mail/<str:key>/", views.dev_mail, name="dev_mail"),
+    ]
+
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -36,4 +49,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/", json_not_found),
+    *dev_urlpatterns(),
 ]

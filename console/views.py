@@ -1,12 +1,13 @@
-"""Pages that belong to no single app: the dashboard, liveness and readiness."""
+"""Pages that belong to no single app: the dashboard, liveness and readiness, development's mailbox."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 
+from console import mail
 from console.health import readiness_get
 from instances.models import GpuModel
 
@@ -39,3 +40,23 @@ def readyz(request: HttpRequest) -> JsonResponse:
     if failed:
         return JsonResponse({"status": "unavailable", "failed": failed, "checks": checks}, status=503)
     return JsonResponse({"status": "ok", "checks": checks})
+
+
+# --- Development only: the local mailbox (console/mail.py) ------------------------------------------
+# No log-in: the newcomer reading the verification e-mail has no session yet. Every message is
+# readable by whoever reaches the page, which is why it answers in development only.
+
+
+def dev_mailbox(request: HttpRequest) -> HttpResponse:
+    if not mail.dev_pages_enabled():
+        raise Http404
+    return render(request, "console/dev_mailbox.html", {"mails": mail.mailbox_list(), "active": mail.mailbox_active()})
+
+
+def dev_mail(request: HttpRequest, key: str) -> HttpResponse:
+    if not mail.dev_pages_enabled():
+        raise Http404
+    message = mail.mailbox_get(key=key)
+    if message is None:
+        raise Http404
+    return render(request, "console/dev_mail.html", {"mail": message})

@@ -114,9 +114,10 @@ def launch_options_for(*, user) -> dict:
     capacity = capacity_by_region_model()
     quotas = {row["gpu_model"].pk: row for row in quota_table_for(user=user)}
     regions = list(regions_offered())
+    models = list(GpuModel.objects.filter(is_active=True))
     gpus = []
     summaries = {region.pk: {"free": 0, "total": 0, "gpus": [], "from_price_fen": None} for region in regions}
-    for gpu in GpuModel.objects.filter(is_active=True):
+    for gpu in models:
         for region in regions:
             cap = capacity.get((region.pk, gpu.pk))
             if cap and cap["total"]:
@@ -146,7 +147,19 @@ def launch_options_for(*, user) -> dict:
             }
         )
     runway = runway_get(user=user)
+    last = instance_last_choice_for(user=user)
+    gpu_by_region = {
+        str(r.pk): launch_default_gpu(
+            gpus=models, region=r, capacity=capacity, last_gpu_id=last["gpu_model_id"] if last else None
+        )
+        for r in regions
+    }
+    offered = {r.pk for r in regions}
+    region_id = last["region_id"] if last and last["region_id"] in offered else (regions[0].pk if regions else None)
     return {
+        # Where the form starts: the region and, per region, the GPU model to preselect (see
+        # ``launch_default_gpu``); the page moves to the region's own when the region changes.
+        "defaults": {"region": region_id, "gpu_by_region": gpu_by_region},
         # Each region with what it offers now: free and total cards, its GPU models, its lowest price.
         "regions": [
             {"id": r.pk, "slug": r.slug, "name": r.name, "max_nodes": _max_nodes(r), **summaries[r.pk]} for r in regions
@@ -157,6 +170,30 @@ def launch_options_for(*, user) -> dict:
         "min_runway_s": settings.BILLING_MIN_RUNWAY_S,
         "disk_price_fen_per_gb_day": settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
     }
+
+
+def instance_last_choice_for(*, user) -> dict | None:
+    """``{"region_id", "gpu_model_id"}`` of the user's most recent instance, released ones included."""
+    return Instance.objects.filter(owner=user).order_by("-created_at").values("region_id", "gpu_model_id").first()
+
+
+def launch_default_gpu(
+    *, gpus: list[GpuModel], region: Region, capacity: dict, last_gpu_id: int | None = None
+) -> int | None:
+    """The GPU model the launch page preselects in ``region``: the user's last choice while it has a
+    free card there, else the cheapest model with one, else the cheapest of all (the page says why
+    it cannot launch). Never the priciest by accident: a newcomer holding a ¥10 trial credit starts
+    on a card it can afford for hours, not on an H200."""
+
+    def has_room(gpu_id: int) -> bool:
+        return (capacity.get((region.pk, gpu_id)) or {}).get("best", 0) >= 1
+
+    if last_gpu_id is not None and has_room(last_gpu_id) and any(g.pk == last_gpu_id for g in gpus):
+        return last_gpu_id
+    candidates = [g for g in gpus if has_room(g.pk)] or gpus
+    if not candidates:
+        return None
+    return min(candidates, key=lambda g: (g.price_per_card_hour_fen, g.sort_order, g.name)).pk
 
 
 def _max_nodes(region: Region) -> int:

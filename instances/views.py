@@ -51,18 +51,25 @@ def instance_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def instance_launch(request: HttpRequest) -> HttpResponse:
-    form = LaunchForm(request.POST or None, user=request.user)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            instance = services.instance_launch(user=request.user, **data)
-        except services.InstanceError as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
-        else:
-            messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
-            return redirect("instance_detail", pk=instance.pk)
+    form = None
+    if request.method == "POST":
+        form = LaunchForm(request.POST, user=request.user)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                instance = services.instance_launch(user=request.user, **data)
+            except services.InstanceError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+            else:
+                messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
+                return redirect("instance_detail", pk=instance.pk)
     services.nodes_ensure()
     options = selectors.launch_options_for(user=request.user)
+    if form is None:
+        defaults = options["defaults"]
+        region = defaults["region"]
+        initial = {"region": region, "gpu_model": defaults["gpu_by_region"].get(str(region))}
+        form = LaunchForm(user=request.user, initial={k: v for k, v in initial.items() if v is not None})
     return render(
         request,
         "instances/launch.html",

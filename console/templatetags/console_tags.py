@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from django import template
+from django.urls import reverse
 
+from console.mail import mailbox_active
 from core.formatting import cny, duration
 
 register = template.Library()
@@ -19,3 +21,10 @@ def nav_active(context, prefix: str) -> str:
     if request is not None and request.path.startswith(prefix):
         return "active"
     return ""
+
+
+@register.simple_tag
+def dev_mailbox_url() -> str:
+    """The development mailbox's address while mail goes to it, else "" (pages that say "check your
+    inbox" link it then)."""
+    return reverse("dev_mailbox") if mailbox_active() else ""

@@ -3,19 +3,58 @@
   "use strict";
 
   // --- Live status -------------------------------------------------------------------------------
-  // The server says which instance changed; the page fetches the same partial a reload would render.
+  // The server says which instance changed; the page fetches the same partial a reload would render:
+  // the badge, the reason and the buttons that status allows (Start once stopped, Stop while running…)
+  // come in one swap.
+  var refreshing = {}; // instance id → "busy" while its partials are on their way, "again" if it changed meanwhile
+
+  function reloadList() {
+    var table = document.getElementById("instance-table");
+    if (table && window.htmx) {
+      window.htmx.ajax("GET", window.location.pathname + window.location.search, { source: table, target: table, swap: "outerHTML" });
+    }
+  }
+
   function refresh(id) {
-    document.querySelectorAll('[data-live-instance="' + id + '"]').forEach(function (el) {
-      var url = el.getAttribute("data-live-url");
-      if (url && window.htmx) {
-        window.htmx.ajax("GET", url, { target: el, swap: "outerHTML" });
-      }
-    });
+    if (refreshing[id]) { refreshing[id] = "again"; return; }
+    var elements = document.querySelectorAll('[data-live-instance="' + id + '"]');
     // A new instance in the list (launched from another tab or the API): reload the table.
     var list = document.querySelector("[data-live-list]");
-    if (list && !document.querySelector('[data-live-instance="' + id + '"]') && window.htmx) {
-      window.htmx.ajax("GET", window.location.pathname + window.location.search, { target: "#instance-table", swap: "outerHTML" });
+    if (list && !elements.length) {
+      reloadList();
     }
+    if (!elements.length || !window.htmx) return;
+    refreshing[id] = "busy";
+    // Each element is its request's source: without one htmx queues every call on <body>, where a
+    // third event drops the second's request, and a queued request swaps into an element an earlier
+    // swap has already replaced (the newer status never shows).
+    var swaps = Array.prototype.map.call(elements, function (el) {
+      return window.htmx.ajax("GET", el.getAttribute("data-live-url"), { source: el, target: el, swap: "outerHTML" });
+    });
+    // Another event for this instance while its partial is on its way (stopping, then stopped a
+    // moment later) is fetched once more after the swap, into the element the swap put there.
+    function done() {
+      var again = refreshing[id] === "again";
+      delete refreshing[id];
+      if (again) refresh(id);
+    }
+    Promise.all(swaps).then(done, done);
+  }
+
+  // Events sent while this page had no socket (between its render and the socket's opening, or
+  // while it reconnected) are lost, and with the socket open a busy partial stops polling: fetch what
+  // they would have refreshed. On the first opening only what was busy when the page was rendered
+  // (its templates add ``hx-get`` only then); after a reconnect, everything live on the page.
+  function catchUp(reconnected) {
+    var ids = {};
+    document.querySelectorAll("[data-live-instance]").forEach(function (el) {
+      if (reconnected || el.hasAttribute("hx-get")) ids[el.getAttribute("data-live-instance")] = true;
+    });
+    if (reconnected && document.querySelector("[data-live-list]")) {
+      reloadList();
+      return;
+    }
+    Object.keys(ids).forEach(refresh);
   }
 
   function toast(text) {
@@ -27,11 +66,18 @@
     if (content) content.insertBefore(box, content.firstChild);
   }
 
+  var openedBefore = false;
+
   function connect(delay) {
     if (!("WebSocket" in window)) return;
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
     var socket = new WebSocket(scheme + window.location.host + "/ws/events/");
-    socket.onopen = function () { delay = 1000; document.documentElement.setAttribute("data-live", "on"); };
+    socket.onopen = function () {
+      delay = 1000;
+      document.documentElement.setAttribute("data-live", "on");
+      catchUp(openedBefore);
+      openedBefore = true;
+    };
     socket.onmessage = function (message) {
       var event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
@@ -149,8 +195,10 @@
         }
       }
     }
-    // On arrival and after a change of region, a GPU model with no room there is not left chosen
-    // while another has room: choose the first that fits (a click on a full one still shows why).
+    // On arrival and after a change of region, a GPU model that cannot launch there is not left
+    // chosen while another can: the region's default (the server's choice: the user's last model,
+    // else the cheapest with room) if it can, else the cheapest that can. A click on one that cannot
+    // still shows why.
     function pickAvailable() {
       var region = value("region");
       var count = parseInt(value("gpu_count") || "1", 10);
@@ -158,8 +206,13 @@
       var gpuId = value("gpu_model");
       var current = options.gpus.filter(function (g) { return String(g.id) === gpuId; })[0];
       if (current && !reasonFor(current, region, count, nodes)) return;
-      var fits = options.gpus.filter(function (g) { return !reasonFor(g, region, count, nodes); })[0];
-      var input = fits && form.querySelector('input[name="gpu_model"][value="' + fits.id + '"]');
+      var preferred = String((options.defaults.gpu_by_region || {})[region]);
+      var fitting = options.gpus
+        .filter(function (g) { return !reasonFor(g, region, count, nodes); })
+        .sort(function (a, b) {
+          return (String(b.id) === preferred) - (String(a.id) === preferred) || a.price_fen - b.price_fen;
+        });
+      var input = fitting[0] && form.querySelector('input[name="gpu_model"][value="' + fitting[0].id + '"]');
       if (input) input.checked = true;
     }
     // Volumes attach in their own region only: the others are greyed out and cleared.

@@ -84,3 +84,17 @@ def browser(browser_type, browser_type_launch_args):
 def browser_context_args(playwright, device):
     # pytest-playwright's own is session-scoped and asks for `playwright`; this one follows it into the module.
     return dict(playwright.devices[device]) if device else {}
+
+
+@pytest.fixture
+def sign_in(live_server, settings):
+    """``sign_in(page, user)``: the page's browser holds ``user``'s session (no log-in form to fill)."""
+    from django.test import Client
+
+    def _sign_in(page, user) -> None:
+        client = Client()
+        client.force_login(user)
+        cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
+        page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie, "url": live_server.url}])
+
+    return _sign_in
