@@ -27,7 +27,7 @@ for n in range({n}):
     EmailAddress.objects.create(user=user, email=user.email, verified=True, primary=True)
     trial_claim(user=user)
     balance_adjust(user=user, amount_fen=200_000, reason="soak test", staff_user=staff)
-    print(api_token_create(user=user, name="soak", expires_at=None)[1])
+    print("TOKEN", api_token_create(user=user, name="soak", expires_at=None)[1])
 """
 
 
