@@ -76,3 +76,35 @@ def test_ten_api_clients_for_minutes_leave_nothing_stuck_and_no_process_restarts
     assert not stuck, stuck
     assert not failed, failed
     assert restarts == [], f"processes restarted during the soak: {restarts}"
+
+
+def test_a_worker_killed_under_make_run_is_started_again_and_the_console_keeps_serving(made_run):
+    import signal
+    import time
+
+    import httpx
+    import psutil
+
+    worker = next(
+        p
+        for p in psutil.process_iter(["cmdline", "cwd"])
+        if p.info["cwd"] == str(made_run.clone)
+        and "worker" in (p.info["cmdline"] or [])
+        and any(part.endswith("/celery") for part in p.info["cmdline"] or [])
+        and p.parent() is not None
+        and "console.run" in " ".join(p.parent().cmdline())
+    )
+    worker.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "starting worker again" not in made_run.log_text():
+        assert httpx.get(made_run.url + "healthz", timeout=5).status_code == 200
+        time.sleep(0.5)
+    log = made_run.log_text()
+    assert "worker exited with code -9; restarting it" in log
+    assert "starting worker again (restart 1)" in log
+
+    # The new worker does the work: an API launch reaches running.
+    out = made_run.manage("shell", stdin=SEED_USERS.format(n=1, tag="after-kill"))
+    token = next(line.split()[1] for line in out.splitlines() if line.startswith("TOKEN "))
+    result = soak(made_run.url, [token], 1)
+    assert result.operations["launch"] >= 1 and not result.server_errors, result
