@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -109,15 +110,16 @@ class Console:
 
 
 @pytest.fixture(scope="session")
-def clone(tmp_path_factory) -> Path:
-    """A fresh clone of HEAD in a folder other accounts can pass through (the private PostgreSQL runs
-    as an account of its own when the tests run as root)."""
-    base = tmp_path_factory.mktemp("e2e")
-    for folder in (base, base.parent, base.parent.parent):
-        folder.chmod(folder.stat().st_mode | 0o011)
+def clone() -> Iterator[Path]:
+    """A fresh clone of HEAD in a folder other accounts can pass through: the private PostgreSQL runs as
+    an account of its own when the tests run as root, and reads its binaries and data there. (Not under
+    pytest's tmp_path: pytest makes its folders mode 700 again as it creates new ones.)"""
+    base = Path(tempfile.mkdtemp(prefix="gpu-console-e2e-"))
+    base.chmod(0o755)
     target = base / "gpu-console"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(target)], check=True)
-    return target
+    yield target
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

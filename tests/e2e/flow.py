@@ -132,7 +132,7 @@ def newcomer_first_session(
     page.locator("#language-select").select_option(label="简体中文")
     expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
     page.goto(base_url + "instances/")
-    expect(page.get_by_role("heading", name="实例")).to_be_visible()
+    expect(page.get_by_role("heading", name="实例", exact=True)).to_be_visible()
     page.goto(base_url + "billing/")
     expect(page.locator("nav").first).to_contain_text("费用中心")
     page.screenshot(path=str(shots / "billing-zh.png"), full_page=True)
