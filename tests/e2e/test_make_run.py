@@ -49,8 +49,8 @@ def test_ten_api_clients_for_minutes_leave_nothing_stuck_and_no_process_restarts
             "shell",
             "-c",
             "import json; from instances.models import Instance; "
-            f"print(json.dumps(dict(Instance.objects.filter(pk__in={result.instances!r}).values_list('pk', 'status'))"
-            ", default=str))",
+            f"print(json.dumps({{str(pk): status for pk, status in "
+            f"Instance.objects.filter(pk__in={result.instances!r}).values_list('pk', 'status')}}))",
         )
         .strip()
         .splitlines()[-1]
