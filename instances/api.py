@@ -29,6 +29,7 @@ from accounts.models import SSHKey
 from core.api import ServiceError
 from instances import errors, quota, selectors, services
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
+from instances.volumes import volume_hooks
 
 
 def _raise(exc: errors.InstanceError):
@@ -145,10 +146,9 @@ class _OwnVolumeField(serializers.PrimaryKeyRelatedField):
     """A volume of the requesting user; another user's id is "does not exist", as any stranger's object."""
 
     def get_queryset(self):
-        from storage.models import Volume
-
         request = self.context.get("request")
-        return Volume.objects.filter(owner=request.user) if request is not None else Volume.objects.none()
+        owned = volume_hooks().owned
+        return owned(user=request.user) if request is not None else owned(user=None).none()
 
 
 class LaunchVolumeSerializer(serializers.Serializer):

@@ -53,6 +53,7 @@ from instances.lifecycle import (
 )
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.quota import quota_check
+from instances.volumes import volume_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -336,8 +337,8 @@ def instance_launch(
 
     Refused before anything is created when the choice is invalid, over quota, without capacity or
     without the balance to run it for the minimum runway. Nothing is billed until it is running.
-    ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction (see
-    ``storage.services.volume_attach`` for the rules), so the machine boots with them mounted.
+    ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction by the
+    volumes app (``INSTANCES_VOLUME_HOOKS``; storage's rules), so the machine boots with them mounted.
 
     ``node_count`` > 1 makes a cluster: ``gpu_count`` cards on each of that many distinct nodes,
     priced, billed and counted against quota as ``node_count × gpu_count`` cards.
@@ -427,10 +428,7 @@ def instance_launch(
         if ssh_keys:
             instance.ssh_keys.set(ssh_keys)
         if volumes:
-            # The storage app builds on this one; imported here so instances never needs it to load.
-            from storage.services import volume_attachments_at_launch
-
-            volume_attachments_at_launch(user=user, instance=instance, volumes=volumes)
+            volume_hooks().attach_at_launch(user=user, instance=instance, volumes=volumes)
         reasons = [
             stored(gettext_noop("Launched by %(who)s"), who=user.email),
             stored(gettext_noop("Finding a node")),
@@ -479,17 +477,10 @@ def _spec(instance: Instance) -> InstanceSpec:
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),
-        volumes=_volume_mounts(instance),
+        volumes=volume_hooks().mounts_for_boot(instance=instance),
         nodes=instance.node_count,
         peer_nodes=tuple(instance.extra_nodes or ()),
     )
-
-
-def _volume_mounts(instance: Instance):
-    """The volumes attached to the instance, as the spec of a boot happening now (see storage)."""
-    from storage.services import volume_mounts_for_boot
-
-    return volume_mounts_for_boot(instance=instance)
 
 
 def _get(instance_id) -> Instance | None:

@@ -19,6 +19,7 @@ from instances import errors, selectors, services
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
 from instances.models import Instance, QuotaRequest
 from instances.quota import quota_request_approve, quota_request_create, quota_request_deny
+from instances.volumes import volume_hooks
 
 ACTIONS = {
     "start": services.instance_start,
@@ -107,9 +108,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
 
 
 def _mounts(instance: Instance) -> list:
-    from storage.selectors import instance_mounts  # storage builds on instances: read it late
-
-    return instance_mounts(instance=instance)
+    return volume_hooks().mounts(instance=instance)  # storage's, through INSTANCES_VOLUME_HOOKS
 
 
 def _back(request: HttpRequest, instance: Instance) -> HttpResponse:
