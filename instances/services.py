@@ -31,6 +31,7 @@ from billing.services import InsufficientFunds, launch_check
 from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
+from core.tasks import enqueue_on_commit
 from instances.backends import (
     AppLaunch,
     InstanceSpec,
@@ -443,10 +444,9 @@ def instance_launch(
 
 
 def _enqueue(task_name: str, instance_id) -> None:
-    from instances import tasks
-
-    task = getattr(tasks, task_name)
-    transaction.on_commit(lambda: task.apply_async(args=[str(instance_id)]))
+    """Run ``instances.tasks.<task_name>`` on the instance once this transaction commits (by name: the
+    tasks module sits above this one)."""
+    enqueue_on_commit(f"instances.tasks.{task_name}", str(instance_id))
 
 
 def app_launch_from(data: dict) -> AppLaunch | None:

@@ -37,6 +37,7 @@ from billing.models import Meter, Sku
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
+from core.tasks import enqueue_on_commit
 from instances.backends import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from instances.errors import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
 from instances.models import Instance, Region
@@ -154,10 +155,9 @@ def volume_daily_price(*, size_gb: int) -> int:
 
 
 def _enqueue(task_name: str, volume_id) -> None:
-    from storage import tasks
-
-    task = getattr(tasks, task_name)
-    transaction.on_commit(lambda: task.apply_async(args=[str(volume_id)]))
+    """Run ``storage.tasks.<task_name>`` on the volume once this transaction commits (by name: the
+    tasks module sits above this one)."""
+    enqueue_on_commit(f"storage.tasks.{task_name}", str(volume_id))
 
 
 def _get(volume_id) -> Volume | None:
