@@ -22,13 +22,13 @@ from rest_framework.response import Response
 
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
-from instances import services as instance_services
 from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
+from instances.errors import InstanceError
 from instances.models import GpuModel, Instance, Region
 
 
-def _raise(exc: instance_services.InstanceError):
+def _raise(exc: InstanceError):
     if isinstance(exc, services.DeploymentInvalid) and exc.fields:
         raise ValidationError(exc.fields) from exc
     _raise_instance_error(exc)
@@ -188,7 +188,7 @@ class DeploymentViewSet(
         data.setdefault("model", data["app"].default_model)  # left out: the app's default model
         try:
             deployment, key = services.deployment_create(user=request.user, **data)
-        except instance_services.InstanceError as exc:
+        except InstanceError as exc:
             _raise(exc)
         deployment.api_key = key
         data = DeploymentCreatedSerializer(deployment, context=self.get_serializer_context()).data
@@ -197,7 +197,7 @@ class DeploymentViewSet(
     def destroy(self, request, *args, **kwargs):
         try:
             services.deployment_delete(deployment=self.get_object())
-        except instance_services.InstanceError as exc:
+        except InstanceError as exc:
             _raise(exc)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -205,7 +205,7 @@ class DeploymentViewSet(
         deployment = self.get_object()
         try:
             deployment = verb(deployment=deployment, **kwargs)
-        except instance_services.InstanceError as exc:
+        except InstanceError as exc:
             _raise(exc)
         return Response(DeploymentSerializer(deployment, context=self.get_serializer_context()).data)
 

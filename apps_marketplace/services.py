@@ -1,7 +1,7 @@
 """One-click deploy: an app serving a model on an instance launched through the instances app's services.
 
 Deploying is ``instance_launch`` with the app's fit check in front, so the same quota, balance,
-placement and billing rules apply and their refusals (``instances.services.InstanceError``) reach the
+placement and billing rules apply and their refusals (``instances.errors.InstanceError``) reach the
 user unchanged. The instance boots the platform's CUDA base image (``APPS_DEPLOY_BASE_IMAGE``); the
 app's own container image and start command are recorded on the deployment and rendered from its
 parameters (what a backend that runs apps starts on it). The simulated cloud runs no process, so there
@@ -36,13 +36,14 @@ from apps_marketplace.selectors import app_fit_defaults, app_fit_table, model_sp
 from core.messages import reason as stored
 from instances import services as instance_services
 from instances.backends import AppLaunch
+from instances.errors import LaunchInvalid, OperationNotAllowed
 from instances.models import GpuModel, Image, Region
 
 API_KEY_PREFIX = "dk-"
 DISK_GB = 100
 
 
-class DeploymentInvalid(instance_services.LaunchInvalid):
+class DeploymentInvalid(LaunchInvalid):
     """A choice the user can correct: ``field`` names it (a 400 / a form error); ``fields`` maps every bad
     field to its messages when there are several (the app's parameters)."""
 
@@ -232,7 +233,7 @@ def deployment_redeploy(*, deployment: Deployment, model: ModelEntry | None, par
     """New model or parameters on the same instance: fit-checked against its GPUs, then a restart."""
     instance = deployment.instance
     if not instance.can_restart():
-        raise instance_services.OperationNotAllowed(_("Redeploy a running deployment; start it first."))
+        raise OperationNotAllowed(_("Redeploy a running deployment; start it first."))
     cleaned = _parameters_clean(app=deployment.app, model=model, parameters=parameters)
     deployment_fit_check(
         app=deployment.app, model=model, parameters=cleaned, gpu_model=instance.gpu_model, gpu_count=instance.gpu_count

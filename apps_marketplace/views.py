@@ -23,7 +23,7 @@ from apps_marketplace.forms import (
 from apps_marketplace.models import App, AppCategory, DatasetEntry, Deployment, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from core.api import error_body
-from instances.services import InstanceError
+from instances.errors import InstanceError
 
 PAGE_SIZE = 25
 

@@ -134,8 +134,9 @@ def world_seed() -> list[tuple[str, str]]:
     from django.core.management import call_command
 
     from instances.catalogue import catalogue_seed
+    from instances.metering import catalogue_skus_sync
     from instances.models import Region
-    from instances.services import catalogue_skus_sync, nodes_sync
+    from instances.services import nodes_sync
 
     call_command("migrate", verbosity=0)
     catalogue_seed()

@@ -13,6 +13,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.statemachine import transition_table
+
 
 class AppendOnlyError(Exception):
     """Ledger rows are history: corrections are new transactions, never edits."""
@@ -249,14 +251,16 @@ class TopUpOrder(models.Model):
         PARTIALLY_REFUNDED = "partially_refunded", _("Partially refunded")  # some of it went back
 
     # A late success after a decline or expiry still credits: the payer's money did arrive.
-    TRANSITIONS = {
-        Status.PENDING: {Status.PAID, Status.FAILED, Status.EXPIRED},
-        Status.FAILED: {Status.PAID},
-        Status.EXPIRED: {Status.PAID},
-        Status.PAID: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
-        Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
-        Status.REFUNDED: set(),
-    }
+    TRANSITIONS = transition_table(
+        {
+            Status.PENDING: {Status.PAID, Status.FAILED, Status.EXPIRED},
+            Status.FAILED: {Status.PAID},
+            Status.EXPIRED: {Status.PAID},
+            Status.PAID: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
+            Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
+            Status.REFUNDED: set(),
+        }
+    )
     BADGES = {
         Status.PENDING: "yellow",
         Status.PAID: "green",

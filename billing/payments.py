@@ -27,6 +27,7 @@ from billing.gateways import GatewayError, WebhookEvent, WebhookRejected, gatewa
 from billing.models import LedgerAccount, Refund, TopUpOrder, Transaction
 from billing.models import WebhookEvent as WebhookEventRow
 from billing.services import BillingError, account_get, ledger_post
+from core import statemachine
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class RefundRefused(BillingError):
     code = "refund_refused"
 
 
-class InvalidTransition(BillingError):
+class InvalidTransition(BillingError, statemachine.InvalidTransition):
     code = "invalid_transition"
 
 
@@ -86,12 +87,16 @@ def topup_amount_check(*, amount_fen: int) -> int:
 def topup_order_transition(*, order_id: int, src: str, dst: str, **changes) -> bool:
     """Move an order from ``src`` to ``dst`` if it is still in ``src`` (compare-and-set).
 
-    ``False`` means someone moved it first. A move the table does not allow raises.
+    ``False`` means someone moved it first. A move the table does not allow raises ``InvalidTransition``.
     """
-    if dst not in TopUpOrder.TRANSITIONS[src]:
-        raise InvalidTransition(f"top-up order cannot go from {src} to {dst}")
-    return bool(
-        TopUpOrder.objects.filter(pk=order_id, status=src).update(status=dst, updated_at=timezone.now(), **changes)
+    return statemachine.transition(
+        model=TopUpOrder,
+        pk=order_id,
+        table=TopUpOrder.TRANSITIONS,
+        src=src,
+        dst=dst,
+        changes={"updated_at": timezone.now(), **changes},
+        error=InvalidTransition,
     )
 
 

@@ -525,6 +525,9 @@ INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_
 # With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK
 # in the environment still wins (billing's block above reads it too, but this line comes later).
 BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instances.services.instances_stop_for_funds")
+# What instances asks of volumes at launch, at boot and on its pages (instances/volumes.py): none,
+# unless an app above it offers them (storage's block below names its own).
+INSTANCES_VOLUME_HOOKS = "instances.volumes.VolumeHooks"
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
@@ -663,6 +666,8 @@ STORAGE_VOLUME_QUOTA_GB = int(os.environ.get("STORAGE_VOLUME_QUOTA_GB", "4096"))
 # Where volumes may be mounted in an instance: at one of these directories or below it.
 STORAGE_MOUNT_ROOTS = ("/mnt", "/data", "/datasets", "/models", "/workspace")
 STORAGE_USAGE_REFRESH_S = int(os.environ.get("STORAGE_USAGE_REFRESH_S", "300"))
+# Instances mount the volumes attached to them: storage answers the instances app's questions.
+INSTANCES_VOLUME_HOOKS = "storage.hooks.StorageVolumeHooks"
 CELERY_BEAT_SCHEDULE.update(
     {
         "storage-volumes-refresh": {

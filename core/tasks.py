@@ -1,4 +1,11 @@
-"""The base of the tasks that carry one object (an instance, a volume) through an operation.
+"""Enqueueing a task by name, and the base of the tasks that carry one object (an instance, a volume)
+through an operation.
+
+A service enqueues the task that will call it back (``instance_stop`` → ``instance_stop_task`` →
+``instance_operation_execute``). Importing the tasks module for that would run back up the app's
+layers (tasks → services → tasks), so services enqueue by the task's registered name instead::
+
+    enqueue_on_commit("instances.tasks.instance_stop_task", str(instance.pk))
 
 A task that raises and will not run again would leave its object in a busy status ("Provisioning")
 with nothing on its page to say why: a bug (a database error, a backend's ``KeyError``) is not one
@@ -23,14 +30,27 @@ from __future__ import annotations
 import inspect
 import logging
 
-from celery import Task
+from celery import Task, current_app
 from celery.exceptions import Ignore, Reject, Retry
+from django.db import transaction
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop
 
 from core.messages import reason
 
 logger = logging.getLogger(__name__)
+
+
+def enqueue_on_commit(name: str, *args, **options) -> None:
+    """Send the task registered as ``name`` with ``args`` once the current transaction commits (at
+    once outside one), as its ``apply_async`` would, ``options`` included.
+
+    Looked up in Celery's registry when the transaction commits: each app's ``AppConfig.ready``
+    imports its tasks module, so the registry holds every task in web and worker processes alike.
+    ``apply_async`` on the registered task rather than ``send_task``, so that eager mode (the tests)
+    still runs the task in process.
+    """
+    transaction.on_commit(lambda: current_app.tasks[name].apply_async(args=list(args), **options))
 
 
 def error_text(exc: BaseException) -> str:

@@ -27,12 +27,13 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.api import ServiceError
-from instances import selectors, services
+from instances import errors, quota, selectors, services
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
+from instances.volumes import volume_hooks
 
 
-def _raise(exc: services.InstanceError):
-    if isinstance(exc, services.LaunchInvalid | services.QuotaRequestInvalid):
+def _raise(exc: errors.InstanceError):
+    if isinstance(exc, errors.LaunchInvalid | errors.QuotaRequestInvalid):
         raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
 
@@ -145,10 +146,9 @@ class _OwnVolumeField(serializers.PrimaryKeyRelatedField):
     """A volume of the requesting user; another user's id is "does not exist", as any stranger's object."""
 
     def get_queryset(self):
-        from storage.models import Volume
-
         request = self.context.get("request")
-        return Volume.objects.filter(owner=request.user) if request is not None else Volume.objects.none()
+        owned = volume_hooks().owned
+        return owned(user=request.user) if request is not None else owned(user=None).none()
 
 
 class LaunchVolumeSerializer(serializers.Serializer):
@@ -305,7 +305,7 @@ class InstanceViewSet(
         data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
         try:
             instance = services.instance_launch(user=request.user, **data)
-        except services.InstanceError as exc:
+        except errors.InstanceError as exc:
             _raise(exc)
         return Response(
             InstanceSerializer(instance, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED
@@ -315,7 +315,7 @@ class InstanceViewSet(
         instance = self.get_object()
         try:
             instance = verb(instance=instance, **kwargs)
-        except services.InstanceError as exc:
+        except errors.InstanceError as exc:
             _raise(exc)
         return Response(InstanceSerializer(instance, context=self.get_serializer_context()).data)
 
@@ -460,14 +460,14 @@ class QuotaRequestViewSet(
         body.is_valid(raise_exception=True)
         data = body.validated_data
         try:
-            created = services.quota_request_create(
+            created = quota.quota_request_create(
                 user=request.user,
                 gpu_model=data["gpu_model"],
                 cards=data["cards"],
                 duration_days=data["duration_days"],
                 reason=data["reason"],
             )
-        except services.InstanceError as exc:
+        except errors.InstanceError as exc:
             _raise(exc)
         return Response(QuotaRequestSerializer(created).data, status=status.HTTP_201_CREATED)
 

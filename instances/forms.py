@@ -9,6 +9,9 @@ from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
+from instances.selectors import regions_offered
+from instances.services import node_count_choices
+from instances.volumes import volume_hooks
 
 
 class LaunchForm(forms.Form):
@@ -51,9 +54,6 @@ class LaunchForm(forms.Form):
     name = forms.CharField(label=_("Name"), max_length=64, required=False, help_text=_("Optional; one is made up."))
 
     def __init__(self, *args, user, **kwargs) -> None:
-        from instances.selectors import regions_offered
-        from instances.services import node_count_choices
-
         super().__init__(*args, **kwargs)
         self.fields["node_count"].choices = [(n, str(n)) for n in node_count_choices()]
         self.fields["region"].queryset = regions_offered()
@@ -66,12 +66,11 @@ class LaunchForm(forms.Form):
         self._add_volume_fields(user)
 
     def _add_volume_fields(self, user) -> None:
-        """Per volume the user could attach: attach it?, where, how. ``clean`` turns them into ``volumes``."""
-        from storage.models import VolumeAttachment
-        from storage.selectors import attachable_volumes_for
-
+        """Per volume the user could attach (``INSTANCES_VOLUME_HOOKS``): attach it?, where, how. ``clean``
+        turns them into ``volumes``."""
+        hooks = volume_hooks()
         self.volume_rows = []
-        for volume in attachable_volumes_for(user=user):
+        for volume in hooks.attachable(user=user):
             prefix = f"volume_{volume.pk.hex}"
             default_path = "/mnt/" + (re.sub(r"[^A-Za-z0-9._-]+", "-", volume.name).strip(".-") or "data")
             self.fields[f"{prefix}_attach"] = forms.BooleanField(label=volume.name, required=False)
@@ -80,8 +79,8 @@ class LaunchForm(forms.Form):
             )
             self.fields[f"{prefix}_mode"] = forms.ChoiceField(
                 label=_("Mode"),
-                choices=VolumeAttachment.Mode.choices,
-                initial=VolumeAttachment.Mode.READ_WRITE,
+                choices=hooks.mode_choices,
+                initial=hooks.default_mode,
                 required=False,
             )
             self.volume_rows.append(

@@ -125,7 +125,7 @@ class Node(models.Model):
 class Instance(StatusDisplayMixin, models.Model):
     """A GPU machine a user rents. Its UUID is the provider-side name, so retries find, never duplicate.
 
-    ``status`` only changes through ``instances.services.instance_transition`` (compare-and-set plus an
+    ``status`` only changes through ``instances.lifecycle.instance_transition`` (compare-and-set plus an
     event row); ``backend_state`` is opaque to the console and owned by the region's backend.
     """
 

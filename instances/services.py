@@ -1,264 +1,64 @@
-"""The instances app's verbs: launch, start, stop, restart, release, rename, auto-stop, sync, reconcile,
-and GPU quota requests. Views, the API and Celery tasks all call these; nothing else changes an instance.
+"""The instances app's verbs: launch, start, stop, restart, release, rename, auto-stop and sync.
+Views, the API and Celery tasks all call these; nothing else changes an instance.
 
-Every status change goes through ``instance_transition`` (compare-and-set + event + billing + live
-push, in one transaction); every verb starts with its guard, so running it twice does nothing more.
-Operations that need the provider are split in two: the request-time verb (``instance_stop``) moves
-the instance to the busy state and enqueues a task on commit; the task's verb (``instance_stop_execute``)
-talks to the backend and finishes the move. The reconciler (``instances_reconcile``) repairs whatever a
-lost task or a crashed worker left behind.
+Every status change goes through ``instances.lifecycle.instance_transition`` (compare-and-set + event +
+billing + live push, in one transaction); every verb starts with its guard, so running it twice does
+nothing more. The operations that need the provider (stop, start, restart, release) are one table,
+``OPERATIONS``: the request-time verb (``instance_stop``) moves the instance to the operation's busy
+status and enqueues its task on commit; the task's verb (``instance_operation_execute``) talks to the
+backend and finishes the move. The reconciler (``instances.reconciler``) repairs whatever a lost task
+or a crashed worker left behind; GPU quota is ``instances.quota``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
-from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
+from billing.alerts import meters_stop_unpaid
+from billing.services import InsufficientFunds, launch_check
+from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
+from core.tasks import enqueue_on_commit
 from instances.backends import (
     AppLaunch,
     InstanceSpec,
     Observed,
     PermanentBackendError,
+    ProvisioningBackend,
     TransientBackendError,
     backend_aliases,
     get_backend,
 )
-from instances.models import (
-    GpuModel,
-    GpuQuota,
-    Image,
-    Instance,
-    InstanceEvent,
-    Node,
-    QuotaAudit,
-    QuotaRequest,
-    Region,
-    StrayMachine,
+from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
+from instances.lifecycle import (
+    ALLOWED,
+    SETTLES_AT,
+    deadline_s,
+    instance_events_write,
+    instance_notify,
+    instance_transition,
+    overdue_reason,
 )
+from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
+from instances.quota import quota_check
+from instances.volumes import volume_hooks
 
 logger = logging.getLogger(__name__)
 
 S = Instance.Status
-
-
-# --- Errors -------------------------------------------------------------------------------------------
-
-
-class InstanceError(Exception):
-    """A refusal the user can act on: ``code`` is machine-readable, the message is for people."""
-
-    code = "invalid"
-    field: str | None = None
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if field is not None:
-            self.field = field
-
-
-class LaunchInvalid(InstanceError):
-    code = "invalid"
-
-
-class NoCapacity(InstanceError):
-    code = "no_capacity"
-
-
-class QuotaExceeded(InstanceError):
-    code = "quota_exceeded"
-
-
-class FundsTooLow(InstanceError):
-    code = "insufficient_funds"
-
-
-class OperationNotAllowed(InstanceError):
-    code = "invalid_state"
-
-
-class QuotaRequestInvalid(InstanceError):
-    code = "invalid"
-
-
-class BackendUnavailable(InstanceError):
-    code = "backend_unavailable"
-
-
-class InvalidTransition(Exception):
-    """A programming error: the table below does not allow this move."""
-
-    def __init__(self, src: str, dst: str) -> None:
-        super().__init__(f"{src} → {dst} is not an allowed transition")
-        self.src, self.dst = src, dst
-
-
-# --- The state machine --------------------------------------------------------------------------------
-
-ALLOWED: dict[str, frozenset[str]] = {
-    S.REQUESTED: frozenset({S.SCHEDULING, S.FAILED, S.RELEASING}),
-    S.SCHEDULING: frozenset({S.PROVISIONING, S.FAILED, S.RELEASING}),
-    S.PROVISIONING: frozenset({S.RUNNING, S.FAILED, S.LOST, S.RELEASING}),
-    # FAILED from running or restarting: a machine that keeps crashing (see ``_instance_repair``).
-    S.RUNNING: frozenset({S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED}),
-    S.RESTARTING: frozenset({S.RUNNING, S.STOPPING, S.RELEASING, S.LOST, S.FAILED}),
-    S.STOPPING: frozenset({S.STOPPED, S.RELEASING, S.LOST}),
-    S.STOPPED: frozenset({S.STARTING, S.RELEASING, S.LOST}),
-    # A start that cannot complete (the provider refused) goes back to stopped, disk intact.
-    S.STARTING: frozenset({S.RUNNING, S.STOPPED, S.RELEASING, S.LOST}),
-    S.RELEASING: frozenset({S.RELEASED}),
-    S.RELEASED: frozenset(),
-    S.FAILED: frozenset({S.RELEASING}),
-    S.LOST: frozenset({S.RELEASING}),
-}
-# Where the GPUs go back to the node, and where metering changes (see ``_on_enter``).
-_FREES_GPUS = frozenset({S.STOPPED, S.RELEASED, S.FAILED, S.LOST})
-_CLOSES_GPU_METER = frozenset({S.STOPPING, S.RELEASING, S.FAILED, S.LOST})
-_CLOSES_DISK_METER = frozenset({S.RUNNING, S.RELEASING, S.RELEASED, S.FAILED, S.LOST})
-
-
-def gpu_meter_ref(instance_id) -> str:
-    return f"instance:{instance_id}:gpu"
-
-
-def disk_meter_ref(instance_id) -> str:
-    return f"instance:{instance_id}:disk"
-
-
-def instance_transition(*, instance_id, src: str, dst: str, reason: str = "", **changes) -> bool:
-    """Move an instance from ``src`` to ``dst`` if it is still in ``src``; ``False`` if someone moved it first.
-
-    In one transaction: the compare-and-set, the event row, the meters and the cards the new state
-    implies, and any extra field ``changes``. Browsers are told after the commit.
-    """
-    if dst not in ALLOWED.get(src, frozenset()):
-        raise InvalidTransition(src, dst)
-    now = timezone.now()
-    fields = {"status": dst, "status_changed_at": now, "status_reason": reason, **changes}
-    if dst == S.RUNNING:
-        fields["running_since"] = now
-    with transaction.atomic():
-        moved = Instance.objects.filter(pk=instance_id, status=src).update(**fields)
-        if not moved:
-            return False
-        InstanceEvent.objects.create(instance_id=instance_id, old=src, new=dst, reason=reason, created_at=now)
-        instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
-        _on_enter(instance=instance, src=src, dst=dst, at=now)
-        transaction.on_commit(lambda: _notify(instance))
-    return True
-
-
-def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
-    """What entering ``dst`` means for billing and capacity. Runs once per transition (it follows the CAS)."""
-    if dst in _CLOSES_GPU_METER:
-        meter_stop(ref=gpu_meter_ref(instance.pk), at=at)
-    # A disk meter is open only from STOPPED on; a fresh boot has none to close (the hot path).
-    if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
-        meter_stop(ref=disk_meter_ref(instance.pk), at=at)
-    if dst == S.RUNNING:
-        meter_start(
-            user=instance.owner,
-            sku=gpu_sku_upsert(gpu_model=instance.gpu_model),
-            quantity=instance.total_gpus,
-            ref=gpu_meter_ref(instance.pk),
-            description=f"{instance.name}: {instance_shape(instance)}",
-            at=at,
-        )
-    if dst == S.STOPPED:
-        meter_start(
-            user=instance.owner,
-            sku=disk_sku_upsert(),
-            quantity=instance.disk_gb,
-            ref=disk_meter_ref(instance.pk),
-            description=f"{instance.name}: {instance.disk_gb} GB disk (stopped)",
-            at=at,
-        )
-    if dst in _FREES_GPUS:
-        _gpus_free(instance=instance)
-
-
-def instance_shape(instance: Instance) -> str:
-    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster, untranslated: the meter's description is data."""
-    shape = f"{instance.gpu_count} × {instance.gpu_model.name}"
-    return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
-
-
-def _notify(instance: Instance) -> None:
-    from core.live import notify_user
-
-    try:
-        notify_user(
-            user_id=instance.owner_id,
-            payload={"type": "instance", "id": str(instance.pk), "status": instance.status},
-        )
-    except Exception:  # best effort: the page shows the truth on its next load
-        logger.warning("live notify failed for instance %s", instance.pk, exc_info=True)
-
-
-# --- Billing's units -------------------------------------------------------------------------------------
-
-
-def gpu_sku_code(gpu_model: GpuModel) -> str:
-    return f"gpu.{gpu_model.slug}"
-
-
-def gpu_sku_upsert(*, gpu_model: GpuModel):
-    """The GPU model's SKU, priced from the catalogue. Read-only when it is already right: every
-    instance that starts running passes here, and an update would make them queue on the SKU's row."""
-    from billing.models import Sku
-
-    sku = Sku.objects.filter(code=gpu_sku_code(gpu_model)).first()
-    if sku is not None and sku.price_fen == gpu_model.price_per_card_hour_fen and sku.unit_seconds == 3600:
-        return sku
-    return sku_upsert(
-        code=gpu_sku_code(gpu_model),
-        name=f"{gpu_model.name} GPU",
-        unit="card-hour",
-        price_fen=gpu_model.price_per_card_hour_fen,
-        unit_seconds=3600,
-    )
-
-
-def disk_sku_upsert():
-    from billing.models import Sku
-
-    sku = Sku.objects.filter(code="disk.gb").first()
-    if (
-        sku is not None
-        and sku.price_fen == settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY
-        and sku.unit_seconds == 86400
-        and sku.is_storage
-    ):
-        return sku
-    # Storage: billing keeps it running when the money runs out (the disk is what stopping keeps).
-    return sku_upsert(
-        code="disk.gb",
-        name="Instance disk",
-        unit="GB-day",
-        price_fen=settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
-        unit_seconds=86400,
-        is_storage=True,
-    )
-
-
-def catalogue_skus_sync() -> None:
-    """Price every GPU model and the disk in billing (run after the catalogue changes)."""
-    for gpu_model in GpuModel.objects.all():
-        gpu_sku_upsert(gpu_model=gpu_model)
-    disk_sku_upsert()
 
 
 # --- Capacity and placement ------------------------------------------------------------------------------
@@ -368,19 +168,13 @@ def _node_health_set(*, node: Node, healthy: bool, detail: str, at: datetime) ->
             ).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
             if instance.node_id == node.pk or node.name in (instance.extra_nodes or ())
         ]
-        InstanceEvent.objects.bulk_create(
-            InstanceEvent(
-                instance=instance,
-                kind=InstanceEvent.Kind.NODE,
-                old=instance.status,
-                new=instance.status,
-                reason=reason,
-                created_at=at,
-            )
-            for instance in on_node
+        instance_events_write(
+            moves=[(instance.pk, instance.status, instance.status, reason) for instance in on_node],
+            at=at,
+            kind=InstanceEvent.Kind.NODE,
         )
         for instance in on_node:
-            transaction.on_commit(lambda instance=instance: _notify(instance))
+            transaction.on_commit(lambda instance=instance: instance_notify(instance))
     return True
 
 
@@ -503,72 +297,6 @@ def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, node
         ) from None
 
 
-def _gpus_free(*, instance: Instance) -> None:
-    # Clearing ``node`` (and a cluster's other nodes) first, conditionally, makes giving the cards back
-    # happen exactly once.
-    if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(
-        node=None, extra_nodes=[]
-    ):
-        # Capped at the node's size: the provider may have shrunk the node while the cards were out.
-        Node.objects.filter(pk=instance.node_id).update(
-            free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
-        )
-        if instance.extra_nodes:
-            Node.objects.filter(backend_alias=instance.backend_alias, name__in=instance.extra_nodes).update(
-                free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
-            )
-
-
-# --- Quota ---------------------------------------------------------------------------------------------------
-
-
-_UNSET = object()
-
-
-def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None, base=_UNSET) -> int:
-    """The cards of ``gpu_model`` the user may hold: the base quota, or a larger unexpired grant.
-
-    ``base`` is the user's quota row's ``cards`` when the caller already holds it.
-    """
-    now = now or timezone.now()
-    if base is _UNSET:
-        base = GpuQuota.objects.filter(user=user, gpu_model=gpu_model).values_list("cards", flat=True).first()
-    if base is None:
-        base = settings.INSTANCES_DEFAULT_GPU_QUOTA
-    granted = (
-        QuotaRequest.objects.filter(
-            user=user, gpu_model=gpu_model, status=QuotaRequest.Status.APPROVED, expires_at__gt=now
-        ).aggregate(m=Max("granted_cards"))["m"]
-        or 0
-    )
-    return max(base, granted)
-
-
-def quota_usage(*, user, gpu_model: GpuModel) -> int:
-    return (
-        Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS).aggregate(
-            n=Sum(F("gpu_count") * F("node_count"))
-        )["n"]
-        or 0
-    )
-
-
-def _quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
-    """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
-    quota, _created = GpuQuota.objects.select_for_update().get_or_create(user=user, gpu_model=gpu_model)
-    limit = quota_effective(user=user, gpu_model=gpu_model, base=quota.cards)
-    used = quota_usage(user=user, gpu_model=gpu_model)
-    if used + count > limit:
-        raise QuotaExceeded(
-            _(
-                "Your quota for %(gpu)s is %(limit)d cards and %(used)d are in use, so %(count)d more would "
-                "exceed it. Request more on the GPU quota page."
-            )
-            % {"gpu": gpu_model.name, "limit": limit, "used": used, "count": count},
-            field="gpu_count",
-        )
-
-
 def _funds_check(*, user, hourly_fen: int) -> None:
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
@@ -610,8 +338,8 @@ def instance_launch(
 
     Refused before anything is created when the choice is invalid, over quota, without capacity or
     without the balance to run it for the minimum runway. Nothing is billed until it is running.
-    ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction (see
-    ``storage.services.volume_attach`` for the rules), so the machine boots with them mounted.
+    ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction by the
+    volumes app (``INSTANCES_VOLUME_HOOKS``; storage's rules), so the machine boots with them mounted.
 
     ``node_count`` > 1 makes a cluster: ``gpu_count`` cards on each of that many distinct nodes,
     priced, billed and counted against quota as ``node_count × gpu_count`` cards.
@@ -666,7 +394,7 @@ def instance_launch(
     _nodes_ensure(region=region)
 
     with transaction.atomic():
-        _quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
+        quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
         _funds_check(user=user, hourly_fen=hourly)
         # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
         if node_count == 1:
@@ -701,29 +429,24 @@ def instance_launch(
         if ssh_keys:
             instance.ssh_keys.set(ssh_keys)
         if volumes:
-            # The storage app builds on this one; imported here so instances never needs it to load.
-            from storage.services import volume_attachments_at_launch
-
-            volume_attachments_at_launch(user=user, instance=instance, volumes=volumes)
+            volume_hooks().attach_at_launch(user=user, instance=instance, volumes=volumes)
         reasons = [
             stored(gettext_noop("Launched by %(who)s"), who=user.email),
             stored(gettext_noop("Finding a node")),
             instance.status_reason,
         ]
-        InstanceEvent.objects.bulk_create(
-            InstanceEvent(instance=instance, old=old, new=new, reason=reason, created_at=now)
-            for (old, new), reason in zip(path, reasons, strict=True)
+        instance_events_write(
+            moves=[(instance.pk, old, new, reason) for (old, new), reason in zip(path, reasons, strict=True)], at=now
         )
         _enqueue("instance_provision_task", instance.pk)
-        transaction.on_commit(lambda: _notify(instance))
+        transaction.on_commit(lambda: instance_notify(instance))
     return _get(instance.pk)
 
 
-def _enqueue(task_name: str, instance_id, **kwargs) -> None:
-    from instances import tasks
-
-    task = getattr(tasks, task_name)
-    transaction.on_commit(lambda: task.apply_async(args=[str(instance_id)], **kwargs))
+def _enqueue(task_name: str, instance_id) -> None:
+    """Run ``instances.tasks.<task_name>`` on the instance once this transaction commits (by name: the
+    tasks module sits above this one)."""
+    enqueue_on_commit(f"instances.tasks.{task_name}", str(instance_id))
 
 
 def app_launch_from(data: dict) -> AppLaunch | None:
@@ -754,17 +477,10 @@ def _spec(instance: Instance) -> InstanceSpec:
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),
-        volumes=_volume_mounts(instance),
+        volumes=volume_hooks().mounts_for_boot(instance=instance),
         nodes=instance.node_count,
         peer_nodes=tuple(instance.extra_nodes or ()),
     )
-
-
-def _volume_mounts(instance: Instance):
-    """The volumes attached to the instance, as the spec of a boot happening now (see storage)."""
-    from storage.services import volume_mounts_for_boot
-
-    return volume_mounts_for_boot(instance=instance)
 
 
 def _get(instance_id) -> Instance | None:
@@ -843,11 +559,11 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     if seen == Observed.DEGRADED and status in (S.PROVISIONING, S.STARTING, S.RESTARTING, S.RUNNING):
         _instance_repair(instance=instance, detail=observation.detail)
         return status in Instance.BUSY
-    overdue = age > _deadline_s(status)
+    overdue = age > deadline_s(status)
     if status in (S.REQUESTED, S.SCHEDULING):
         # Only inside the launch transaction; seen from outside it means that request died mid-way.
         if overdue:
-            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            instance_abandon(instance=instance, reason=overdue_reason(status))
         return False
     if status == S.PROVISIONING:
         if seen == Observed.RUNNING:
@@ -860,7 +576,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
             )
             return False
         if overdue:
-            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            instance_abandon(instance=instance, reason=overdue_reason(status))
             return False
         if seen == Observed.GONE and redrive:
             _enqueue("instance_provision_task", instance.pk)  # the create never happened: try again
@@ -874,12 +590,12 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
             return False
         if overdue:
-            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            instance_abandon(instance=instance, reason=overdue_reason(status))
             return False
         # A start that never reached the provider is sent again. A restart is not: a machine that
         # runs reads as one that restarted (settled above), and one that is off cannot be restarted.
         if redrive and (seen == Observed.STOPPED and status == S.STARTING):
-            _enqueue("instance_start_task", instance.pk)
+            _enqueue(_UNDER_WAY[status].task, instance.pk)
         return True
     if status == S.STOPPING:
         if seen == Observed.STOPPED:
@@ -891,10 +607,10 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
             return False
         if overdue:
-            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            instance_abandon(instance=instance, reason=overdue_reason(status))
             return False
         if redrive:
-            _enqueue("instance_stop_task", instance.pk)
+            _enqueue(_UNDER_WAY[status].task, instance.pk)
         return True
     if status == S.RELEASING:
         if seen == Observed.GONE:
@@ -903,10 +619,10 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
             )
             return False
         if overdue:
-            _instance_abandon(instance=instance, reason=_overdue_reason(status))
+            instance_abandon(instance=instance, reason=overdue_reason(status))
             return False
         if redrive:
-            _enqueue("instance_release_task", instance.pk)
+            _enqueue(_UNDER_WAY[status].task, instance.pk)
         return True
     if status in (S.RUNNING, S.STOPPED) and seen == Observed.GONE:
         instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
@@ -954,7 +670,7 @@ def _instance_observe(*, instance: Instance, observation) -> None:
     if Instance.objects.filter(pk=instance.pk, status=instance.status).update(**changes):
         for name, value in changes.items():
             setattr(instance, name, value)
-        transaction.on_commit(lambda: _notify(instance))
+        transaction.on_commit(lambda: instance_notify(instance))
     placed = (new_state or {}).get("node")
     if not (placed and instance.node_id and instance.node):
         return
@@ -1066,14 +782,9 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         return
     with transaction.atomic():
         if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state):
-            InstanceEvent.objects.create(
-                instance_id=instance.pk,
-                old=status,
-                new=status,
-                reason=stored(gettext_noop("%(detail)s; restarted it"), detail=detail),
-                created_at=now,
-            )
-            transaction.on_commit(lambda: _notify(instance))
+            repaired = stored(gettext_noop("%(detail)s; restarted it"), detail=detail)
+            instance_events_write(moves=[(instance.pk, status, status, repaired)], at=now)
+            transaction.on_commit(lambda: instance_notify(instance))
     logger.warning("instance %s: %s; restarted", instance.pk, shown(detail))
 
 
@@ -1108,20 +819,6 @@ def _stop_quietly(instance: Instance) -> None:
 
 # --- Operations that cannot finish: a task that raised, an instance past its deadline ---------------------
 
-# Where an instance settles when the operation under way cannot finish, by its busy status: a machine
-# that never ran fails (nothing was billed: the GPU meter opens at RUNNING); one with a user's disk is
-# stopped with the disk kept (FAILED or LOST would have the reconciler destroy the disk with the
-# machine); a release is recorded as done, its billing already closed, and the reconciler destroys
-# whatever the provider still has of it (leaked machines of released instances).
-_SETTLES_AT = {
-    S.REQUESTED: S.FAILED,
-    S.SCHEDULING: S.FAILED,
-    S.PROVISIONING: S.FAILED,
-    S.STARTING: S.STOPPED,
-    S.RESTARTING: S.STOPPED,
-    S.STOPPING: S.STOPPED,
-    S.RELEASING: S.RELEASED,
-}
 _PROVISIONING_ERROR = gettext_noop("Internal error while provisioning: %(error)s")
 # A task's error, by the status it left the instance in. Whole sentences: see ``_refuse``.
 _INTERNAL_ERROR = {
@@ -1138,55 +835,16 @@ _INTERNAL_ERROR = {
 }
 
 
-def _deadline_s(status: str) -> int:
-    """How long an instance may stay in busy ``status`` before its operation is given up."""
-    if status in (S.REQUESTED, S.SCHEDULING, S.PROVISIONING):
-        return settings.INSTANCES_PROVISION_TIMEOUT_S
-    return settings.INSTANCES_OPERATION_TIMEOUT_S
-
-
-def _overdue_reason(status: str) -> str:
-    """Why an instance busy in ``status`` past its deadline was settled."""
-    m = max(1, _deadline_s(status) // 60)
-    if status in (S.REQUESTED, S.SCHEDULING):
-        return stored(gettext_noop("Launch was interrupted"))
-    if status == S.PROVISIONING:
-        return stored(
-            gettext_noop("Launch failed: %(r)s"),
-            r=stored(gettext_noop("the machine did not boot within %(m)d minutes"), m=m),
-        )
-    if status == S.STARTING:
-        return stored(gettext_noop("The machine did not start in time"))
-    if status == S.RESTARTING:
-        return stored(
-            gettext_noop("The machine did not restart within %(m)d minutes. It is stopped; its disk is kept."), m=m
-        )
-    if status == S.STOPPING:
-        return stored(
-            gettext_noop(
-                "The provider did not confirm the stop within %(m)d minutes. It is marked stopped; its disk is kept."
-            ),
-            m=m,
-        )
-    return stored(
-        gettext_noop(
-            "The provider did not confirm the release within %(m)d minutes. It is marked released; the console "
-            "keeps deleting it at the provider."
-        ),
-        m=m,
-    )
-
-
-def _instance_abandon(*, instance: Instance, reason: str) -> bool:
-    """Give up the operation ``instance`` is busy with and settle it where ``_SETTLES_AT`` says, with
-    ``reason``. Through ``instance_transition`` (events, meters, cards); False when another worker moved
-    it first, or when it is not busy.
+def instance_abandon(*, instance: Instance, reason: str) -> bool:
+    """Give up the operation ``instance`` is busy with and settle it where ``lifecycle.SETTLES_AT`` says,
+    with ``reason``. Through ``instance_transition`` (events, meters, cards); False when another worker
+    moved it first, or when it is not busy.
 
     The provider is told first where the new status promises something of the machine (stopped: it is
     powered off before its cards go back), best effort: what it cannot do now the reconciler repeats.
     """
     status = instance.status
-    dst = _SETTLES_AT.get(status)
+    dst = SETTLES_AT.get(status)
     if dst == S.FAILED:
         moved = instance_transition(instance_id=instance.pk, src=status, dst=S.FAILED, reason=reason)
         if moved:
@@ -1217,36 +875,106 @@ def instance_operation_fail(*, instance_id, error: str, statuses=Instance.BUSY) 
     if instance is None or instance.status not in statuses or instance.status not in _INTERNAL_ERROR:
         return False
     reason = stored(_INTERNAL_ERROR[instance.status], error=error)
-    moved = _instance_abandon(instance=instance, reason=reason)
+    moved = instance_abandon(instance=instance, reason=reason)
     if moved:
         logger.warning("instance %s: %s", instance.pk, shown(reason))
     return moved
 
 
-def instances_overdue(*, now: datetime | None = None) -> int:
-    """Periodic (the reconciler's last step): settle every instance busy past its deadline.
+# --- Operations: stop, start, restart, release ---------------------------------------------------------
 
-    Read from the database alone, so it holds when a provider does not answer, a sync raises or a
-    region's backend is no longer configured: nothing stays busy for ever. Returns how many moved.
+
+def _provider_stop(backend: ProvisioningBackend, instance: Instance) -> None:
+    backend.stop(key=instance.key, state=instance.backend_state)  # its answer is not kept: the state stays
+
+
+def _provider_start(backend: ProvisioningBackend, instance: Instance) -> dict:
+    node = instance.node.name if instance.node else ""
+    return backend.start(key=instance.key, state=instance.backend_state, node=node, spec=_spec(instance))
+
+
+def _provider_restart(backend: ProvisioningBackend, instance: Instance) -> dict | None:
+    return backend.restart(key=instance.key, state=instance.backend_state, spec=_spec(instance))
+
+
+def _provider_release(backend: ProvisioningBackend, instance: Instance) -> None:
+    backend.destroy(key=instance.key, state=instance.backend_state)
+
+
+@dataclasses.dataclass(frozen=True)
+class Operation:
+    """An operation a user asks for and a worker carries out at the provider.
+
+    Asking (``_operation_request``) moves the instance to ``busy`` from any status ``ALLOWED`` lets go
+    there, and enqueues ``task`` on commit; the task calls ``instance_operation_execute``, which does
+    ``provider`` and then settles the instance at ``then``, or (None) polls it until the provider's
+    truth settles it (``instance_sync``). Messages are ``gettext_noop`` ids, translated when used.
     """
-    now = now or timezone.now()
-    late = Q()
-    for status in Instance.BUSY:
-        late |= Q(status=status, status_changed_at__lte=now - timedelta(seconds=_deadline_s(status)))
-    settled = 0
-    for instance in Instance.objects.filter(late).order_by("status_changed_at"):
-        try:
-            moved = _instance_abandon(instance=instance, reason=_overdue_reason(instance.status))
-        except Exception:
-            logger.exception("could not settle overdue instance %s", instance.pk)
-            continue
-        if moved:
-            settled += 1
-            logger.warning("instance %s was %s past its deadline: settled", instance.pk, instance.status)
-    return settled
+
+    busy: str  # the status while it is under way, and the only one its task acts in
+    done: frozenset[str]  # where asking again changes nothing: already under way, or done
+    requested: str  # the reason recorded when the caller gives none
+    refused: str  # why it cannot be asked now: a whole sentence with a ``%(status)s`` slot ("": never)
+    task: str  # the task of ``instances.tasks`` that carries it out
+    # The backend's call: the machine's new state to keep, or None to keep the one it has.
+    provider: Callable[[ProvisioningBackend, Instance], dict | None]
+    # Where the provider's permanent refusal leaves the instance, and why (a message with the provider's
+    # words as ``%(r)s``; "" for its words alone). None: the refusal fails the task, which settles it.
+    refusal: tuple[str, str] | None
+    then: tuple[str, str] | None = None  # where it settles, and why, once the provider has done it
+    places: bool = False  # it needs cards again (placement, quota, balance), as a launch does
+
+    @property
+    def sources(self) -> frozenset[str]:
+        return frozenset(src for src, targets in ALLOWED.items() if self.busy in targets)
 
 
-# --- Operations ------------------------------------------------------------------------------------------
+OPERATIONS = {
+    # GPUs freed, disk kept (and billed as storage).
+    "stop": Operation(
+        busy=S.STOPPING,
+        done=frozenset({S.STOPPING, S.STOPPED}),
+        requested=gettext_noop("Stop requested"),
+        refused=gettext_noop("An instance that is %(status)s cannot be stopped."),
+        task="instance_stop_task",
+        provider=_provider_stop,
+        refusal=(S.LOST, ""),
+    ),
+    # Placed on a node again, or refused and left stopped with why.
+    "start": Operation(
+        busy=S.STARTING,
+        done=frozenset({S.STARTING, S.RUNNING}),
+        requested=gettext_noop("Start requested; placed on %(node)s"),
+        refused=gettext_noop("An instance that is %(status)s cannot be started."),
+        task="instance_start_task",
+        provider=_provider_start,
+        refusal=(S.STOPPED, gettext_noop("Start failed: %(r)s")),
+        places=True,
+    ),
+    # A reboot in place, keeping the GPUs (and their meter).
+    "restart": Operation(
+        busy=S.RESTARTING,
+        done=frozenset({S.RESTARTING}),
+        requested=gettext_noop("Restart requested"),
+        refused=gettext_noop("An instance that is %(status)s cannot be restarted."),
+        task="instance_restart_task",
+        provider=_provider_restart,
+        refusal=(S.LOST, ""),
+    ),
+    # The machine and its disk destroyed; billing closes at the request. Every live status may release.
+    "release": Operation(
+        busy=S.RELEASING,
+        done=frozenset({S.RELEASING, S.RELEASED}),
+        requested=gettext_noop("Release requested"),
+        refused="",
+        task="instance_release_task",
+        provider=_provider_release,
+        refusal=None,
+        then=(S.RELEASED, gettext_noop("Released; disk deleted")),
+    ),
+}
+# The operation under way in each of its busy statuses (what the sync re-drives).
+_UNDER_WAY = {op.busy: op for op in OPERATIONS.values()}
 
 
 def _refuse(instance: Instance, message: str) -> None:
@@ -1257,153 +985,91 @@ def _refuse(instance: Instance, message: str) -> None:
     raise OperationNotAllowed(message % {"status": instance.get_status_display()})
 
 
-def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
-    """Stop a running instance: GPUs freed, disk kept (and billed as storage). Stopping twice is harmless."""
-    if instance.status in (S.STOPPING, S.STOPPED):
+def _operation_request(op: Operation, *, instance: Instance, reason: str) -> Instance:
+    """Ask for ``op``: refused in a status it cannot start from, nothing more when under way or done."""
+    if instance.status in op.done:
         return instance
-    if instance.status not in (S.RUNNING, S.RESTARTING):
-        _refuse(instance, _("An instance that is %(status)s cannot be stopped."))
+    if instance.status not in op.sources:
+        _refuse(instance, _(op.refused))
+    if op.places:
+        _nodes_ensure(region=instance.region)
     with transaction.atomic():
-        if instance_transition(
+        changes, params = {}, {}
+        if op.places:
+            changes = _instance_place(instance)
+            params["node"] = ", ".join([changes["node"].name, *changes.get("extra_nodes", [])])
+        moved = instance_transition(
             instance_id=instance.pk,
             src=instance.status,
-            dst=S.STOPPING,
-            reason=reason or stored(gettext_noop("Stop requested")),
-        ):
-            _enqueue("instance_stop_task", instance.pk)
+            dst=op.busy,
+            reason=reason or stored(op.requested, **params),
+            **changes,
+        )
+        if moved:
+            _enqueue(op.task, instance.pk)
+        elif changes:  # someone else started (or released) it first: give the cards back
+            transaction.set_rollback(True)
     instance.refresh_from_db()
     return instance
 
 
-def instance_stop_execute(*, instance_id) -> None:
-    """Task body: power the machine off at the provider, then record it stopped."""
+def _instance_place(instance: Instance) -> dict:
+    """Reserve the cards a stopped instance needs to run again, within quota and balance; returns the
+    instance's new ``node`` (and a cluster's ``extra_nodes``). Call it inside the transaction that moves it."""
+    gpu_model, region = instance.gpu_model, instance.region
+    quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
+    _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
+    if instance.node_count == 1:
+        return {"node": _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)}
+    node, *others = _gpus_reserve_nodes(
+        region=region, gpu_model=gpu_model, count=instance.gpu_count, nodes=instance.node_count
+    )
+    return {"node": node, "extra_nodes": [n.name for n in others]}
+
+
+def instance_operation_execute(*, instance_id, operation: str) -> None:
+    """Task body of ``OPERATIONS[operation]``: have the provider do it, then finish the move (or poll
+    until the provider's truth finishes it). Only while the instance is busy with it: a repeat does nothing."""
+    op = OPERATIONS[operation]
     instance = _get(instance_id)
-    if instance is None or instance.status != S.STOPPING:
+    if instance is None or instance.status != op.busy:
         return
     try:
-        get_backend(instance.backend_alias).stop(key=instance.key, state=instance.backend_state)
+        state = op.provider(get_backend(instance.backend_alias), instance)
     except PermanentBackendError as exc:
-        instance_transition(instance_id=instance.pk, src=S.STOPPING, dst=S.LOST, reason=str(exc))
+        if op.refusal is None:
+            raise
+        dst, why = op.refusal
+        reason = stored(why, r=str(exc)) if why else str(exc)
+        instance_transition(instance_id=instance.pk, src=op.busy, dst=dst, reason=reason)
         return
-    instance_sync(instance_id=instance.pk)
+    if state is not None:
+        Instance.objects.filter(pk=instance.pk, status=op.busy).update(backend_state=state)
+    if op.then is not None:
+        dst, why = op.then
+        instance_transition(instance_id=instance.pk, src=op.busy, dst=dst, reason=stored(why))
+    else:
+        instance_sync(instance_id=instance.pk)
+
+
+def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
+    """Stop a running instance: GPUs freed, disk kept (and billed as storage). Stopping twice is harmless."""
+    return _operation_request(OPERATIONS["stop"], instance=instance, reason=reason)
 
 
 def instance_start(*, instance: Instance, reason: str = "") -> Instance:
     """Start a stopped instance: it needs cards again (placement, quota, balance), or stays stopped with why."""
-    if instance.status in (S.STARTING, S.RUNNING):
-        return instance
-    if instance.status != S.STOPPED:
-        _refuse(instance, _("An instance that is %(status)s cannot be started."))
-    gpu_model, region = instance.gpu_model, instance.region
-    _nodes_ensure(region=region)
-    with transaction.atomic():
-        _quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
-        _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
-        if instance.node_count == 1:
-            node, extra = _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count), {}
-        else:
-            node, *others = _gpus_reserve_nodes(
-                region=region, gpu_model=gpu_model, count=instance.gpu_count, nodes=instance.node_count
-            )
-            extra = {"extra_nodes": [n.name for n in others]}
-        placed = ", ".join([node.name, *extra.get("extra_nodes", [])])
-        moved = instance_transition(
-            instance_id=instance.pk,
-            src=S.STOPPED,
-            dst=S.STARTING,
-            reason=reason or stored(gettext_noop("Start requested; placed on %(node)s"), node=placed),
-            node=node,
-            **extra,
-        )
-        if not moved:  # someone else started (or released) it first: give the cards back
-            transaction.set_rollback(True)
-        else:
-            _enqueue("instance_start_task", instance.pk)
-    instance.refresh_from_db()
-    return instance
-
-
-def instance_start_execute(*, instance_id) -> None:
-    instance = _get(instance_id)
-    if instance is None or instance.status != S.STARTING:
-        return
-    try:
-        state = get_backend(instance.backend_alias).start(
-            key=instance.key,
-            state=instance.backend_state,
-            node=instance.node.name if instance.node else "",
-            spec=_spec(instance),
-        )
-    except PermanentBackendError as exc:
-        instance_transition(
-            instance_id=instance.pk,
-            src=S.STARTING,
-            dst=S.STOPPED,
-            reason=stored(gettext_noop("Start failed: %(r)s"), r=str(exc)),
-        )
-        return
-    Instance.objects.filter(pk=instance.pk, status=S.STARTING).update(backend_state=state)
-    instance_sync(instance_id=instance.pk)
+    return _operation_request(OPERATIONS["start"], instance=instance, reason=reason)
 
 
 def instance_restart(*, instance: Instance, reason: str = "") -> Instance:
     """Reboot in place, keeping the GPUs (and their meter)."""
-    if instance.status == S.RESTARTING:
-        return instance
-    if instance.status != S.RUNNING:
-        _refuse(instance, _("An instance that is %(status)s cannot be restarted."))
-    with transaction.atomic():
-        if instance_transition(
-            instance_id=instance.pk,
-            src=S.RUNNING,
-            dst=S.RESTARTING,
-            reason=reason or stored(gettext_noop("Restart requested")),
-        ):
-            _enqueue("instance_restart_task", instance.pk)
-    instance.refresh_from_db()
-    return instance
-
-
-def instance_restart_execute(*, instance_id) -> None:
-    instance = _get(instance_id)
-    if instance is None or instance.status != S.RESTARTING:
-        return
-    try:
-        state = get_backend(instance.backend_alias).restart(
-            key=instance.key, state=instance.backend_state, spec=_spec(instance)
-        )
-    except PermanentBackendError as exc:
-        instance_transition(instance_id=instance.pk, src=S.RESTARTING, dst=S.LOST, reason=str(exc))
-        return
-    if state is not None:
-        Instance.objects.filter(pk=instance.pk, status=S.RESTARTING).update(backend_state=state)
-    instance_sync(instance_id=instance.pk)
+    return _operation_request(OPERATIONS["restart"], instance=instance, reason=reason)
 
 
 def instance_release(*, instance: Instance, reason: str = "") -> Instance:
     """Destroy the instance and its disk; billing closes now. Releasing twice is harmless."""
-    if instance.status in (S.RELEASING, S.RELEASED):
-        return instance
-    with transaction.atomic():
-        if instance_transition(
-            instance_id=instance.pk,
-            src=instance.status,
-            dst=S.RELEASING,
-            reason=reason or stored(gettext_noop("Release requested")),
-        ):
-            _enqueue("instance_release_task", instance.pk)
-    instance.refresh_from_db()
-    return instance
-
-
-def instance_release_execute(*, instance_id) -> None:
-    instance = _get(instance_id)
-    if instance is None or instance.status != S.RELEASING:
-        return
-    get_backend(instance.backend_alias).destroy(key=instance.key, state=instance.backend_state)
-    instance_transition(
-        instance_id=instance.pk, src=S.RELEASING, dst=S.RELEASED, reason=stored(gettext_noop("Released; disk deleted"))
-    )
+    return _operation_request(OPERATIONS["release"], instance=instance, reason=reason)
 
 
 def instance_rename(*, instance: Instance, name: str) -> Instance:
@@ -1416,7 +1082,7 @@ def instance_rename(*, instance: Instance, name: str) -> Instance:
         _refuse(instance, _("An instance that is %(status)s cannot be renamed."))
     Instance.objects.filter(pk=instance.pk).update(name=name)
     instance.name = name
-    transaction.on_commit(lambda: _notify(instance))
+    transaction.on_commit(lambda: instance_notify(instance))
     return instance
 
 
@@ -1432,7 +1098,7 @@ def instance_auto_stop_set(
         _refuse(instance, _("An instance that is %(status)s cannot have an auto-stop timer."))
     Instance.objects.filter(pk=instance.pk).update(auto_stop_at=at, auto_stop_idle_minutes=idle_minutes)
     instance.auto_stop_at, instance.auto_stop_idle_minutes = at, idle_minutes
-    transaction.on_commit(lambda: _notify(instance))
+    transaction.on_commit(lambda: instance_notify(instance))
     return instance
 
 
@@ -1482,8 +1148,6 @@ def _auto_stop_warn(*, instance: Instance, seconds_left: int, now: datetime) -> 
     """Tell the owner (e-mail, and a notice on any open console page) that an idle stop is near, with
     the way to keep it running: a long job the console cannot see (a detached process, a download)
     must not be cut off without a word."""
-    from core.live import notify_user
-
     if not Instance.objects.filter(pk=instance.pk, auto_stop_warned_at__isnull=True).update(auto_stop_warned_at=now):
         return  # another worker warned first
     minutes = max(1, round(seconds_left / 60))
@@ -1500,7 +1164,7 @@ def _auto_stop_warn(*, instance: Instance, seconds_left: int, now: datetime) -> 
         )
     except Exception:
         logger.warning("live notify failed for instance %s", instance.pk, exc_info=True)
-    transaction.on_commit(lambda: _notify(instance))
+    transaction.on_commit(lambda: instance_notify(instance))
 
 
 def instance_auto_stop_snooze(*, instance: Instance) -> Instance:
@@ -1510,7 +1174,7 @@ def instance_auto_stop_snooze(*, instance: Instance) -> Instance:
     now = timezone.now()
     Instance.objects.filter(pk=instance.pk).update(auto_stop_snoozed_at=now, auto_stop_warned_at=None)
     instance.auto_stop_snoozed_at, instance.auto_stop_warned_at = now, None
-    transaction.on_commit(lambda: _notify(instance))
+    transaction.on_commit(lambda: instance_notify(instance))
     return instance
 
 
@@ -1520,8 +1184,6 @@ def instances_stop_for_funds(*, user_id: int) -> int:
     Then billing's default hook stops whatever else still bills compute (meters of other apps);
     storage, the stopped instances' disks included, keeps running. Returns the instances stopped.
     """
-    from billing.alerts import meters_stop_unpaid
-
     stopped = 0
     for instance in Instance.objects.filter(owner_id=user_id, status__in=(S.RUNNING, S.RESTARTING)):
         instance_stop(
@@ -1533,274 +1195,3 @@ def instances_stop_for_funds(*, user_id: int) -> int:
         stopped += 1
     meters_stop_unpaid(user_id=user_id)
     return stopped
-
-
-# --- The reconciler ---------------------------------------------------------------------------------------
-
-
-def instances_reconcile() -> dict:
-    """Periodic: compare every backend's truth with the database and repair the drift.
-
-    - instances in a busy state, or whose machine disagrees with their status, are synced (which
-      advances, re-drives or times them out);
-    - machines of instances that are released or failed are destroyed (a crash leaked them);
-    - machines no instance knows are recorded as ``StrayMachine`` for staff and logged, never touched;
-    - instances busy past their deadline are settled with why (``instances_overdue``), reachable
-      provider or not.
-
-    An error on one instance or machine is logged and the others go on. The report adds ``overdue``
-    (instances settled by their deadline) and ``regions``: per region slug, its backend, whether it
-    answered, its nodes and cards now, the instances synced, the nodes whose health changed and the
-    instances lost in this run.
-    """
-    report = {"synced": 0, "destroyed": 0, "stray": 0, "overdue": 0, "unreachable": [], "regions": {}}
-    now = timezone.now()
-    synced_by_region: dict[str, int] = {}
-    for alias in backend_aliases():
-        backend = get_backend(alias)
-        try:
-            nodes_sync(alias=alias)
-            machines = {m.key: m for m in backend.machines()}
-        except (TransientBackendError, PermanentBackendError):
-            # One region's provider refusing (down, or missing a permission) must not stop the others.
-            report["unreachable"].append(alias)
-            logger.warning("backend %s unreachable; reconcile skipped", alias, exc_info=True)
-            continue
-        except Exception:
-            # Nor may one region's backend breaking (a bug) stop the others, or the deadlines below.
-            report["unreachable"].append(alias)
-            logger.exception("backend %s raised; reconcile skipped", alias)
-            continue
-        live = Instance.objects.filter(backend_alias=alias).exclude(status__in=(S.RELEASED, S.FAILED, S.LOST))
-        for instance_id, status, node_healthy, region_slug in live.values_list(
-            "pk", "status", "node__is_healthy", "region__slug"
-        ):
-            machine = machines.get(str(instance_id))
-            # DEGRADED (a crashed server) is never settled: the sync repairs it. Nor is a machine on a
-            # node the provider reports unhealthy: its sync notices when the node took the machine down.
-            settled = (
-                node_healthy is not False
-                and machine is not None
-                and (
-                    (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
-                    or (status == S.STOPPED and machine.observed == Observed.STOPPED)
-                )
-            )
-            if not settled:
-                try:
-                    instance_sync(instance_id=instance_id)
-                except (TransientBackendError, PermanentBackendError):
-                    logger.warning("sync of %s failed", instance_id, exc_info=True)
-                except Exception:
-                    # One instance that breaks its sync must not hold up the rest; its deadline still runs.
-                    logger.exception("sync of %s raised", instance_id)
-                report["synced"] += 1
-                synced_by_region[region_slug] = synced_by_region.get(region_slug, 0) + 1
-        known = {
-            str(pk): status
-            for pk, status in Instance.objects.filter(pk__in=_uuids(machines)).values_list("pk", "status")
-        }
-        stray_keys = []
-        for key, machine in machines.items():
-            status = known.get(key)
-            if status in (S.RELEASED, S.FAILED, S.LOST):
-                logger.warning("destroying leaked machine %s of a %s instance", key, status)
-                try:
-                    backend.destroy(key=key, state={})
-                    report["destroyed"] += 1
-                except (TransientBackendError, PermanentBackendError):
-                    logger.warning("destroy of leaked %s failed", key, exc_info=True)
-                except Exception:
-                    logger.exception("destroy of leaked %s raised", key)
-            elif status is None:
-                stray_keys.append(key)
-                detail = f"{machine.cards} GPU(s) on {machine.node or '?'}, {machine.observed}"
-                stray, created = StrayMachine.objects.get_or_create(
-                    backend_alias=alias, key=key, defaults={"detail": detail, "first_seen_at": now, "last_seen_at": now}
-                )
-                if not created:
-                    StrayMachine.objects.filter(pk=stray.pk).update(last_seen_at=now, detail=detail, resolved_at=None)
-                logger.warning("backend %s has a machine the console does not know: %s (%s)", alias, key, detail)
-        report["stray"] += len(stray_keys)
-        StrayMachine.objects.filter(backend_alias=alias, resolved_at__isnull=True).exclude(key__in=stray_keys).update(
-            resolved_at=now
-        )
-    report["overdue"] = instances_overdue()
-    report["regions"] = _reconcile_regions_report(
-        since=now, unreachable=set(report["unreachable"]), synced=synced_by_region
-    )
-    return report
-
-
-def _reconcile_regions_report(*, since: datetime, unreachable: set[str], synced: dict[str, int]) -> dict:
-    """Per region: what the reconciler saw and did in the run that started at ``since``."""
-    configured = set(backend_aliases())
-    nodes = {
-        row["region_id"]: row
-        for row in Node.objects.values("region_id").annotate(
-            nodes=Count("id"),
-            unhealthy=Count("id", filter=Q(is_healthy=False)),
-            total=Sum("total_cards"),
-            free=Sum("free_cards", filter=Q(is_healthy=True)),
-            changed=Count("id", filter=Q(health_changed_at__gte=since)),
-        )
-    }
-    lost = dict(
-        InstanceEvent.objects.filter(created_at__gte=since, new=S.LOST, kind=InstanceEvent.Kind.STATUS)
-        .values("instance__region_id")
-        .annotate(n=Count("instance_id", distinct=True))
-        .values_list("instance__region_id", "n")
-    )
-    regions = {}
-    for region in Region.objects.order_by("slug"):
-        row = nodes.get(region.pk, {})
-        regions[region.slug] = {
-            "backend": region.backend_alias,
-            "configured": region.backend_alias in configured,
-            "reachable": region.backend_alias in configured and region.backend_alias not in unreachable,
-            "nodes": row.get("nodes", 0),
-            "unhealthy_nodes": row.get("unhealthy", 0),
-            "health_changes": row.get("changed", 0),
-            "total_cards": row.get("total") or 0,
-            "free_cards": row.get("free") or 0,
-            "synced": synced.get(region.slug, 0),
-            "lost": lost.get(region.pk, 0),
-        }
-    return regions
-
-
-def _uuids(keys) -> list:
-    import uuid
-
-    out = []
-    for key in keys:
-        try:
-            out.append(uuid.UUID(key))
-        except ValueError:
-            continue
-    return out
-
-
-# --- GPU quota requests ------------------------------------------------------------------------------------
-
-
-def _quota_audit(*, request: QuotaRequest, actor, action: str, **detail) -> None:
-    QuotaAudit.objects.create(request=request, actor=actor, action=action, detail=detail)
-
-
-def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days: int, reason: str) -> QuotaRequest:
-    """Ask to hold up to ``cards`` cards of a model for ``duration_days``. One pending request per model."""
-    current = quota_effective(user=user, gpu_model=gpu_model)
-    if cards <= current:
-        raise QuotaRequestInvalid(
-            _("Your quota for %(gpu)s is already %(n)d cards.") % {"gpu": gpu_model.name, "n": current}, field="cards"
-        )
-    if cards > 512:
-        raise QuotaRequestInvalid(_("Ask for at most 512 cards; contact sales beyond that."), field="cards")
-    if not (1 <= duration_days <= settings.INSTANCES_QUOTA_MAX_DAYS):
-        raise QuotaRequestInvalid(
-            _("Choose between 1 and %(n)d days.") % {"n": settings.INSTANCES_QUOTA_MAX_DAYS}, field="duration_days"
-        )
-    if not (reason or "").strip():
-        raise QuotaRequestInvalid(_("Tell us what the GPUs are for."), field="reason")
-    with transaction.atomic():
-        GpuQuota.objects.get_or_create(user=user, gpu_model=gpu_model)
-        GpuQuota.objects.select_for_update().get(user=user, gpu_model=gpu_model)
-        if QuotaRequest.objects.filter(user=user, gpu_model=gpu_model, status=QuotaRequest.Status.PENDING).exists():
-            raise QuotaRequestInvalid(
-                _("You already have a pending request for %(gpu)s.") % {"gpu": gpu_model.name}, field="gpu_model"
-            )
-        request = QuotaRequest.objects.create(
-            user=user, gpu_model=gpu_model, cards=cards, duration_days=duration_days, reason=reason.strip()
-        )
-        _quota_audit(request=request, actor=user, action="requested", cards=cards, duration_days=duration_days)
-    return request
-
-
-def _quota_decided_notify(request: QuotaRequest) -> None:
-    from core.live import notify_user
-
-    if request.status == QuotaRequest.Status.APPROVED:
-        subject = _("Your %(gpu)s quota request was approved") % {"gpu": request.gpu_model.name}
-        body = _("You may now hold up to %(n)d %(gpu)s cards until %(until)s.") % {
-            "n": request.granted_cards,
-            "gpu": request.gpu_model.name,
-            "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
-        }
-    elif request.status == QuotaRequest.Status.DENIED:
-        subject = _("Your %(gpu)s quota request was declined") % {"gpu": request.gpu_model.name}
-        body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}
-    else:
-        subject = _("Your extra %(gpu)s quota has expired") % {"gpu": request.gpu_model.name}
-        body = _("Your quota for %(gpu)s is back to the standard amount.") % {"gpu": request.gpu_model.name}
-    if request.message:
-        body += "\n\n" + request.message
-    send_mail(subject, body, None, [request.user.email], fail_silently=True)
-    try:
-        notify_user(
-            user_id=request.user_id,
-            payload={"type": "quota", "id": request.pk, "status": request.status, "message": subject},
-        )
-    except Exception:
-        logger.warning("live notify failed for quota request %s", request.pk, exc_info=True)
-
-
-def quota_request_approve(
-    *, request_id: int, staff, cards: int | None = None, days: int | None = None, message: str = ""
-) -> QuotaRequest:
-    """Grant ``cards`` (at most what was asked) until ``days`` from now. Only a pending request moves."""
-    with transaction.atomic():
-        request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
-        if request.status != QuotaRequest.Status.PENDING:
-            raise OperationNotAllowed(_("This request was already decided."))
-        cards = request.cards if cards is None else cards
-        days = request.duration_days if days is None else days
-        if not (1 <= cards <= request.cards):
-            raise QuotaRequestInvalid(_("Grant between 1 and %(n)d cards.") % {"n": request.cards}, field="cards")
-        if not (1 <= days <= settings.INSTANCES_QUOTA_MAX_DAYS):
-            raise QuotaRequestInvalid(
-                _("Choose between 1 and %(n)d days.") % {"n": settings.INSTANCES_QUOTA_MAX_DAYS}, field="days"
-            )
-        now = timezone.now()
-        request.status = QuotaRequest.Status.APPROVED
-        request.granted_cards = cards
-        request.expires_at = now + timedelta(days=days)
-        request.decided_by, request.decided_at, request.message = staff, now, message.strip()
-        request.save(update_fields=["status", "granted_cards", "expires_at", "decided_by", "decided_at", "message"])
-        _quota_audit(request=request, actor=staff, action="approved", cards=cards, days=days, message=request.message)
-        transaction.on_commit(lambda: _quota_decided_notify(request))
-    return request
-
-
-def quota_request_deny(*, request_id: int, staff, message: str) -> QuotaRequest:
-    if not (message or "").strip():
-        raise QuotaRequestInvalid(_("Tell the user why."), field="message")
-    with transaction.atomic():
-        request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
-        if request.status != QuotaRequest.Status.PENDING:
-            raise OperationNotAllowed(_("This request was already decided."))
-        request.status = QuotaRequest.Status.DENIED
-        request.decided_by, request.decided_at, request.message = staff, timezone.now(), message.strip()
-        request.save(update_fields=["status", "decided_by", "decided_at", "message"])
-        _quota_audit(request=request, actor=staff, action="denied", message=request.message)
-        transaction.on_commit(lambda: _quota_decided_notify(request))
-    return request
-
-
-def quota_grants_expire(*, now: datetime | None = None) -> int:
-    """Periodic: mark ended grants expired (the effective quota already ignores them) and tell the user."""
-    now = now or timezone.now()
-    expired = 0
-    for request_id in QuotaRequest.objects.filter(status=QuotaRequest.Status.APPROVED, expires_at__lte=now).values_list(
-        "pk", flat=True
-    ):
-        with transaction.atomic():
-            moved = QuotaRequest.objects.filter(pk=request_id, status=QuotaRequest.Status.APPROVED).update(
-                status=QuotaRequest.Status.EXPIRED
-            )
-            if moved:
-                request = QuotaRequest.objects.select_related("user", "gpu_model").get(pk=request_id)
-                _quota_audit(request=request, actor=None, action="expired")
-                transaction.on_commit(lambda request=request: _quota_decided_notify(request))
-                expired += 1
-    return expired

@@ -9,7 +9,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from core.views import staff_only
-from instances import selectors, services
+from instances import errors, selectors, services
 from instances.models import Region
 
 
@@ -29,7 +29,7 @@ def staff_fleet_sync(request: HttpRequest, slug: str) -> HttpResponse:
     region = get_object_or_404(Region, slug=slug)
     try:
         result = services.region_nodes_sync(region=region)
-    except services.InstanceError as exc:
+    except errors.InstanceError as exc:
         messages.error(request, exc.message)
     else:
         messages.success(

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
-from instances import services
+from instances import quota, reconciler, services
 from instances.backends import TransientBackendError
 from instances.models import Instance
 
@@ -69,30 +69,30 @@ def instance_poll_task(instance_id: str) -> None:
 
 @shared_task(**_fails_during(S.STOPPING))
 def instance_stop_task(instance_id: str) -> None:
-    services.instance_stop_execute(instance_id=instance_id)
+    services.instance_operation_execute(instance_id=instance_id, operation="stop")
     _poll_again_later(instance_id, _busy(instance_id))
 
 
 @shared_task(**_fails_during(S.STARTING))
 def instance_start_task(instance_id: str) -> None:
-    services.instance_start_execute(instance_id=instance_id)
+    services.instance_operation_execute(instance_id=instance_id, operation="start")
     _poll_again_later(instance_id, _busy(instance_id))
 
 
 @shared_task(**_fails_during(S.RESTARTING))
 def instance_restart_task(instance_id: str) -> None:
-    services.instance_restart_execute(instance_id=instance_id)
+    services.instance_operation_execute(instance_id=instance_id, operation="restart")
     _poll_again_later(instance_id, _busy(instance_id))
 
 
 @shared_task(**_fails_during(S.RELEASING))
 def instance_release_task(instance_id: str) -> None:
-    services.instance_release_execute(instance_id=instance_id)
+    services.instance_operation_execute(instance_id=instance_id, operation="release")
 
 
 @shared_task(acks_late=True)
 def instances_reconcile_task() -> dict:
-    return services.instances_reconcile()
+    return reconciler.instances_reconcile()
 
 
 @shared_task(acks_late=True)
@@ -102,7 +102,7 @@ def instances_auto_stop_task() -> int:
 
 @shared_task(acks_late=True)
 def quota_grants_expire_task() -> int:
-    return services.quota_grants_expire()
+    return quota.quota_grants_expire()
 
 
 def _busy(instance_id: str) -> bool:

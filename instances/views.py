@@ -15,9 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from instances import selectors, services
+from instances import errors, selectors, services
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
 from instances.models import Instance, QuotaRequest
+from instances.quota import quota_request_approve, quota_request_create, quota_request_deny
+from instances.volumes import volume_hooks
 
 ACTIONS = {
     "start": services.instance_start,
@@ -58,7 +60,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
             data = form.cleaned_data
             try:
                 instance = services.instance_launch(user=request.user, **data)
-            except services.InstanceError as exc:
+            except errors.InstanceError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
                 messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
@@ -106,9 +108,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
 
 
 def _mounts(instance: Instance) -> list:
-    from storage.selectors import instance_mounts  # storage builds on instances: read it late
-
-    return instance_mounts(instance=instance)
+    return volume_hooks().mounts(instance=instance)  # storage's, through INSTANCES_VOLUME_HOOKS
 
 
 def _back(request: HttpRequest, instance: Instance) -> HttpResponse:
@@ -128,7 +128,7 @@ def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
         raise Http404
     try:
         instance = verb(instance=instance)
-    except services.InstanceError as exc:
+    except errors.InstanceError as exc:
         messages.error(request, exc.message)
     return _back(request, instance)
 
@@ -142,7 +142,7 @@ def instance_rename(request: HttpRequest, pk) -> HttpResponse:
         try:
             services.instance_rename(instance=instance, name=form.cleaned_data["name"])
             messages.success(request, _("Renamed."))
-        except services.InstanceError as exc:
+        except errors.InstanceError as exc:
             messages.error(request, exc.message)
     else:
         messages.error(request, _("Give the instance a name of at most 64 characters."))
@@ -160,7 +160,7 @@ def instance_auto_stop(request: HttpRequest, pk) -> HttpResponse:
                 instance=instance, at=form.cleaned_data["at"], idle_minutes=form.cleaned_data["idle_minutes"]
             )
             messages.success(request, _("Auto-stop saved."))
-        except services.InstanceError as exc:
+        except errors.InstanceError as exc:
             messages.error(request, exc.message)
     else:
         messages.error(request, _("Check the auto-stop time and minutes."))
@@ -175,8 +175,8 @@ def quota(request: HttpRequest) -> HttpResponse:
     form = QuotaRequestForm(request.POST or None, initial={"gpu_model": request.GET.get("gpu")})
     if request.method == "POST" and form.is_valid():
         try:
-            services.quota_request_create(user=request.user, **form.cleaned_data)
-        except services.InstanceError as exc:
+            quota_request_create(user=request.user, **form.cleaned_data)
+        except errors.InstanceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             messages.success(request, _("Request sent. Staff usually decide within a working day."))
@@ -219,7 +219,7 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     data = form.cleaned_data
     try:
         if decision == "approve":
-            services.quota_request_approve(
+            quota_request_approve(
                 request_id=quota_request.pk,
                 staff=request.user,
                 cards=data["cards"],
@@ -228,10 +228,10 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
             )
             messages.success(request, _("Approved; %(user)s has been told.") % {"user": quota_request.user.email})
         elif decision == "deny":
-            services.quota_request_deny(request_id=quota_request.pk, staff=request.user, message=data["message"])
+            quota_request_deny(request_id=quota_request.pk, staff=request.user, message=data["message"])
             messages.success(request, _("Declined; %(user)s has been told.") % {"user": quota_request.user.email})
         else:
             raise Http404
-    except services.InstanceError as exc:
+    except errors.InstanceError as exc:
         messages.error(request, exc.message)
     return redirect("quota_review")

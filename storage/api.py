@@ -14,8 +14,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from core.api import ServiceError
+from instances.errors import InstanceError, LaunchInvalid
 from instances.models import Instance, Region
-from instances.services import InstanceError, LaunchInvalid
 from storage import selectors, services
 from storage.models import Volume, VolumeAttachment
 

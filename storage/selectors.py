@@ -5,15 +5,54 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Prefetch, QuerySet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Prefetch, QuerySet, Sum
+from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from billing.metering import amount_owed, elapsed_seconds
 from billing.models import Meter
-from billing.services import amount_owed, elapsed_seconds
+from instances.backends import get_backend
 from instances.models import Instance, Region
 from storage.models import Volume, VolumeAttachment
-from storage.services import DEAD_INSTANCE, region_supports_volumes, volume_meter_ref
+
+IS = Instance.Status
+
+# Instances whose attachments no longer count: gone, or being destroyed with their mounts.
+DEAD_INSTANCE = (IS.RELEASING, IS.RELEASED, IS.FAILED, IS.LOST)
+# Instances whose machine may have its volumes mounted right now (a stopped one has none mounted).
+BOOTED_INSTANCE = (
+    IS.REQUESTED,
+    IS.SCHEDULING,
+    IS.PROVISIONING,
+    IS.RUNNING,
+    IS.RESTARTING,
+    IS.STOPPING,
+    IS.STARTING,
+)
+# What volumes are billed under: one SKU (per GB-day) and one meter per volume.
+SKU_CODE = "volume-gb-day"
+
+
+def volume_meter_ref(volume_id) -> str:
+    return f"volume:{volume_id}"
+
+
+def region_supports_volumes(region: Region) -> bool:
+    try:
+        return bool(get_backend(region.backend_alias).supports_volumes)
+    except (ImproperlyConfigured, ImportError):  # an alias no longer configured: no volumes there
+        return False
+
+
+def storage_quota_used(*, user, excluding=None) -> int:
+    """GB the user holds in volumes (a resize in flight counts at its target size)."""
+    qs = Volume.objects.filter(owner=user, status__in=Volume.HOLDING)
+    if excluding is not None:
+        qs = qs.exclude(pk=excluding.pk)
+    return qs.aggregate(n=Sum(Coalesce("resize_to_gb", "size_gb")))["n"] or 0
 
 
 def _live_attachments() -> QuerySet[VolumeAttachment]:
@@ -124,10 +163,6 @@ def volume_costs(*, volumes, now: datetime | None = None) -> dict:
 
 def storage_summary_for(*, user, volumes: list[Volume], costs: dict, now: datetime | None = None) -> dict:
     """The totals the storage page heads with. The month's total includes volumes deleted this month."""
-    from django.conf import settings
-
-    from storage.services import SKU_CODE, storage_quota_used
-
     now = now or timezone.now()
     since = _month_start(now)
     month = sum(

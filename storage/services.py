@@ -4,8 +4,9 @@ Views, the API, Celery tasks and the instances app (at launch and at every boot)
 else changes a volume. As for instances, an operation that needs the provider is split in two: the
 request-time verb (``volume_create``) records the intent, moves the volume to its busy state and
 enqueues a task on commit; the task's verb (``volume_create_execute``) talks to the backend and
-finishes the move. Every status change goes through ``volume_transition`` (compare-and-set, an event
-row and the billing meter in one transaction), so running a verb twice does nothing more.
+finishes the move. Every status change goes through ``volume_transition`` (``core.statemachine``'s
+compare-and-set, an event row and the billing meter in one transaction), so running a verb twice does
+nothing more.
 
 Billing: a volume is billed per GB-day (``volume-gb-day``, ``STORAGE_VOLUME_PRICE_FEN_PER_GB_DAY``)
 from the moment the provider has made it until its deletion is requested, at the size the provider
@@ -14,7 +15,8 @@ storage, so running out of money does not stop it (billing keeps storage meters 
 collected on top-up), as with a stopped instance's disk.
 
 Attachments take effect when the instance boots (launch, start, restart): ``volume_mounts_for_boot``
-is what the instances app puts in the machine's spec.
+is what the instances app puts in the machine's spec, asked through ``storage.hooks`` (instances
+imports nothing of storage).
 """
 
 from __future__ import annotations
@@ -26,40 +28,34 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.db.models import Sum
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
+from billing.models import Meter, Sku
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from core.messages import reason as stored
+from core.statemachine import transition, transition_table
+from core.tasks import enqueue_on_commit
 from instances.backends import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
+from instances.errors import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
 from instances.models import Instance, Region
-from instances.services import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
 from storage.models import Volume, VolumeAttachment, VolumeEvent
+from storage.selectors import (
+    BOOTED_INSTANCE,
+    DEAD_INSTANCE,
+    SKU_CODE,
+    region_supports_volumes,
+    storage_quota_used,
+    volume_meter_ref,
+)
 
 logger = logging.getLogger(__name__)
 
 V = Volume.Status
 Mode = VolumeAttachment.Mode
 IS = Instance.Status
-
-# Instances whose attachments no longer count: gone, or being destroyed with their mounts.
-DEAD_INSTANCE = (IS.RELEASING, IS.RELEASED, IS.FAILED, IS.LOST)
-# Instances whose machine may have its volumes mounted right now (a stopped one has none mounted).
-BOOTED_INSTANCE = (
-    IS.REQUESTED,
-    IS.SCHEDULING,
-    IS.PROVISIONING,
-    IS.RUNNING,
-    IS.RESTARTING,
-    IS.STOPPING,
-    IS.STARTING,
-)
-SKU_CODE = "volume-gb-day"
 
 
 # --- Errors: the instances app's, so a launch with volumes reports them like any other refusal ---------
@@ -83,50 +79,44 @@ class StorageQuotaExceeded(QuotaExceeded):
     """Over the user's total volume size (``STORAGE_VOLUME_QUOTA_GB``)."""
 
 
-class InvalidTransition(Exception):
-    """A programming error: the table below does not allow this move."""
-
-    def __init__(self, src: str, dst: str) -> None:
-        super().__init__(f"{src} → {dst} is not an allowed transition")
-
-
 # --- The state machine --------------------------------------------------------------------------------
 
-ALLOWED: dict[str, frozenset[str]] = {
-    V.CREATING: frozenset({V.AVAILABLE, V.FAILED}),
-    V.AVAILABLE: frozenset({V.RESIZING, V.DELETING}),
-    # A resize that the provider refused goes back to available at the old size.
-    V.RESIZING: frozenset({V.AVAILABLE}),
-    # A deletion that cannot finish fails (billing stays closed); deleting it again retries.
-    V.DELETING: frozenset({V.DELETED, V.FAILED}),
-    V.DELETED: frozenset(),
-    V.FAILED: frozenset({V.DELETING}),
-}
-
-
-def volume_meter_ref(volume_id) -> str:
-    return f"volume:{volume_id}"
+ALLOWED = transition_table(
+    {
+        V.CREATING: {V.AVAILABLE, V.FAILED},
+        V.AVAILABLE: {V.RESIZING, V.DELETING},
+        # A resize that the provider refused goes back to available at the old size.
+        V.RESIZING: {V.AVAILABLE},
+        # A deletion that cannot finish fails (billing stays closed); deleting it again retries.
+        V.DELETING: {V.DELETED, V.FAILED},
+        V.DELETED: set(),
+        V.FAILED: {V.DELETING},
+    }
+)
 
 
 def volume_transition(*, volume_id, src: str, dst: str, reason: str = "", **changes) -> bool:
     """Move a volume from ``src`` to ``dst`` if it is still in ``src``; ``False`` if someone moved it first.
 
     In one transaction: the compare-and-set, the event row, the meter the new state implies, and any
-    extra field ``changes``.
+    extra field ``changes``. A move ``ALLOWED`` does not have raises ``core.statemachine.InvalidTransition``.
     """
-    if dst not in ALLOWED.get(src, frozenset()):
-        raise InvalidTransition(src, dst)
     now = timezone.now()
-    with transaction.atomic():
-        moved = Volume.objects.filter(pk=volume_id, status=src).update(
-            status=dst, status_changed_at=now, status_reason=reason, **changes
-        )
-        if not moved:
-            return False
+
+    def record() -> None:
         VolumeEvent.objects.create(volume_id=volume_id, old=src, new=dst, reason=reason, created_at=now)
         volume = Volume.objects.select_related("owner").get(pk=volume_id)
         _on_enter(volume=volume, dst=dst, at=now)
-    return True
+
+    return transition(
+        model=Volume,
+        pk=volume_id,
+        table=ALLOWED,
+        src=src,
+        dst=dst,
+        changes={"status_changed_at": now, "status_reason": reason, **changes},
+        record=record,
+    )
 
 
 def _on_enter(*, volume: Volume, dst: str, at: datetime) -> None:
@@ -135,8 +125,6 @@ def _on_enter(*, volume: Volume, dst: str, at: datetime) -> None:
     if dst == V.AVAILABLE:
         # Created, or resized: bill the size the provider has. A meter at another size closes and a
         # new one opens at the same instant, so every second is billed once, at one size.
-        from billing.models import Meter
-
         current = Meter.objects.filter(ref=ref, stopped_at__isnull=True).first()
         if current is not None and current.quantity != volume.size_gb:
             meter_stop(ref=ref, at=at)
@@ -154,8 +142,6 @@ def _on_enter(*, volume: Volume, dst: str, at: datetime) -> None:
 
 def volume_sku_upsert():
     """The volumes' SKU, priced from settings. Read-only when it is already right."""
-    from billing.models import Sku
-
     price = settings.STORAGE_VOLUME_PRICE_FEN_PER_GB_DAY
     sku = Sku.objects.filter(code=SKU_CODE).first()
     if sku is not None and sku.price_fen == price and sku.unit_seconds == 86400 and sku.is_storage:
@@ -169,10 +155,9 @@ def volume_daily_price(*, size_gb: int) -> int:
 
 
 def _enqueue(task_name: str, volume_id) -> None:
-    from storage import tasks
-
-    task = getattr(tasks, task_name)
-    transaction.on_commit(lambda: task.apply_async(args=[str(volume_id)]))
+    """Run ``storage.tasks.<task_name>`` on the volume once this transaction commits (by name: the
+    tasks module sits above this one)."""
+    enqueue_on_commit(f"storage.tasks.{task_name}", str(volume_id))
 
 
 def _get(volume_id) -> Volume | None:
@@ -187,13 +172,6 @@ def _refuse(volume: Volume, message: str) -> None:
 # --- Checks shared by create and resize --------------------------------------------------------------
 
 
-def region_supports_volumes(region: Region) -> bool:
-    try:
-        return bool(get_backend(region.backend_alias).supports_volumes)
-    except (ImproperlyConfigured, ImportError):  # an alias no longer configured: no volumes there
-        return False
-
-
 def _size_check(size_gb: int) -> None:
     low, high = settings.STORAGE_VOLUME_MIN_GB, settings.STORAGE_VOLUME_MAX_GB
     if not isinstance(size_gb, int) or not (low <= size_gb <= high):
@@ -205,14 +183,6 @@ def _size_check(size_gb: int) -> None:
 def _user_lock(user) -> None:
     """Serialise one user's volume changes: two creates at once cannot both fit under the quota."""
     list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
-
-
-def storage_quota_used(*, user, excluding=None) -> int:
-    """GB the user holds in volumes (a resize in flight counts at its target size)."""
-    qs = Volume.objects.filter(owner=user, status__in=Volume.HOLDING)
-    if excluding is not None:
-        qs = qs.exclude(pk=excluding.pk)
-    return qs.aggregate(n=Sum(Coalesce("resize_to_gb", "size_gb")))["n"] or 0
 
 
 def _quota_check(*, user, adding_gb: int, excluding=None) -> None:
@@ -562,8 +532,9 @@ def volume_detach(*, attachment: VolumeAttachment) -> VolumeAttachment | None:
 def volume_attachments_at_launch(*, user, instance: Instance, volumes: Iterable) -> None:
     """Attach ``volumes`` (``(volume, mount_path, mode)`` triples) to an instance being launched.
 
-    Called by ``instances.services.instance_launch`` inside its transaction, before the machine is
-    created: a refusal rolls the whole launch back, and the machine boots with them mounted.
+    Called by ``instances.services.instance_launch`` (through ``storage.hooks``) inside its transaction,
+    before the machine is created: a refusal rolls the whole launch back, and the machine boots with
+    them mounted.
     """
     for volume, mount_path, mode in volumes:
         volume_attach(user=user, volume=volume, instance=instance, mount_path=mount_path, mode=mode)

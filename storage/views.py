@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from instances.services import InstanceError
+from instances.errors import InstanceError
 from storage import selectors, services
 from storage.forms import AttachForm, VolumeCreateForm, VolumeResizeForm
 from storage.models import Volume

@@ -20,8 +20,9 @@ from apps_marketplace.services import deployment_create, deployment_redeploy
 from billing.models import Meter
 from billing.selectors import balance_get
 from console.tests.conftest import session_cookie
+from instances.errors import LaunchInvalid
 from instances.models import GpuModel, Instance, Region
-from instances.services import LaunchInvalid, instance_sync
+from instances.services import instance_sync
 from instances.tests.conftest import committed
 from instances.tests.local_helpers import asgi_server, wait_running, wait_until
 

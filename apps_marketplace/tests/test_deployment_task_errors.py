@@ -14,7 +14,7 @@ from billing.models import Meter
 from billing.services import balance_get
 from instances.backends.fake import SimulatedBug
 from instances.models import GpuModel, Instance, Region
-from instances.services import instances_reconcile
+from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, simulate
 
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"

@@ -4,8 +4,9 @@ import pytest
 from django.utils import timezone
 
 from instances.backends import get_backend
+from instances.errors import LaunchInvalid
 from instances.models import Instance, SimulatedMachine
-from instances.services import LaunchInvalid, instance_auto_stop_set, instances_auto_stop
+from instances.services import instance_auto_stop_set, instances_auto_stop
 from instances.tests.conftest import committed, running
 
 S = Instance.Status

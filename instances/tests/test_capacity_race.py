@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from instances.backends import get_backend
+from instances.errors import NoCapacity
 from instances.models import Instance, Node
-from instances.services import NoCapacity
 from instances.tests.conftest import fund, launch
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,17 +5,11 @@ import pytest
 
 from billing.models import Meter
 from instances.backends import get_backend
+from instances.errors import LaunchInvalid, NoCapacity, QuotaExceeded
+from instances.metering import gpu_meter_ref
 from instances.models import Instance, Node, SimulatedMachine
-from instances.services import (
-    LaunchInvalid,
-    NoCapacity,
-    QuotaExceeded,
-    gpu_meter_ref,
-    instance_release,
-    instance_start,
-    instance_stop,
-    quota_usage,
-)
+from instances.quota import quota_usage
+from instances.services import instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, launch, running, simulate
 
 S = Instance.Status
@@ -113,7 +107,7 @@ def test_quota_counts_every_card_of_every_node(rich_alice, settings):
 
 
 def test_funds_are_checked_for_the_whole_cluster_price(alice, catalogue, big_quota, settings):
-    from instances.services import FundsTooLow
+    from instances.errors import FundsTooLow
     from instances.tests.conftest import fund
 
     settings.BILLING_MIN_RUNWAY_S = 600

@@ -3,8 +3,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from instances.backends import get_backend
+from instances.errors import FundsTooLow, LaunchInvalid, NoCapacity, QuotaExceeded
 from instances.models import Instance, Node
-from instances.services import FundsTooLow, LaunchInvalid, NoCapacity, QuotaExceeded
 from instances.tests.conftest import launch, statuses
 
 S = Instance.Status

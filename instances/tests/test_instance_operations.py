@@ -3,9 +3,9 @@
 import pytest
 
 from instances.backends import Observed, get_backend
+from instances.errors import OperationNotAllowed
 from instances.models import Instance, Node
 from instances.services import (
-    OperationNotAllowed,
     instance_auto_stop_set,
     instance_release,
     instance_rename,

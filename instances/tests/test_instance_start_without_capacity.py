@@ -1,7 +1,8 @@
 import pytest
 
+from instances.errors import NoCapacity
 from instances.models import Instance
-from instances.services import NoCapacity, instance_start, instance_stop
+from instances.services import instance_start, instance_stop
 from instances.tests.conftest import committed, running
 
 S = Instance.Status

@@ -12,6 +12,7 @@ from instances.backends.kubernetes import instance_name
 from instances.catalogue import catalogue_seed
 from instances.models import Instance, Node
 from instances.proxy import instance_proxy_target
+from instances.reconciler import instances_reconcile
 from instances.services import (
     instance_provision,
     instance_release,
@@ -19,7 +20,6 @@ from instances.services import (
     instance_start,
     instance_stop,
     instance_sync,
-    instances_reconcile,
 )
 from instances.tests.conftest import backends, committed, launch
 from instances.tests.k8s_fake import fake_api_server

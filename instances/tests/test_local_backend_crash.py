@@ -8,7 +8,7 @@ import signal
 import psutil
 import pytest
 
-from instances.services import instances_reconcile
+from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_running, wait_until
 

@@ -3,7 +3,8 @@ machines the provider lost with it are marked lost, and it takes no new instance
 
 from instances.backends import get_backend
 from instances.models import Instance, InstanceEvent, Node
-from instances.services import instances_reconcile, nodes_sync, region_nodes_sync
+from instances.reconciler import instances_reconcile
+from instances.services import nodes_sync, region_nodes_sync
 from instances.tests.conftest import committed, launch, running
 
 S = Instance.Status

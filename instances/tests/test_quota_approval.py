@@ -4,11 +4,9 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
 from instances.models import GpuModel, QuotaAudit, QuotaRequest
-from instances.services import (
-    OperationNotAllowed,
-    QuotaExceeded,
-    QuotaRequestInvalid,
+from instances.quota import (
     quota_effective,
     quota_grants_expire,
     quota_request_approve,

@@ -2,7 +2,7 @@ import uuid
 
 from instances.backends import InstanceSpec, get_backend
 from instances.models import Instance, StrayMachine
-from instances.services import instances_reconcile
+from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, running
 
 S = Instance.Status

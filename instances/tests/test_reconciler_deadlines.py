@@ -9,16 +9,10 @@ from django.utils import timezone
 from billing.models import Meter
 from instances import tasks
 from instances.backends import get_backend
+from instances.lifecycle import ALLOWED, SETTLES_AT
 from instances.models import Instance, Node
-from instances.services import (
-    _SETTLES_AT,
-    ALLOWED,
-    instance_release,
-    instance_restart,
-    instance_start,
-    instance_stop,
-    instances_reconcile,
-)
+from instances.reconciler import instances_reconcile
+from instances.services import instance_release, instance_restart, instance_start, instance_stop
 from instances.tests.conftest import committed, launch, running, simulate, statuses
 
 S = Instance.Status
@@ -54,8 +48,8 @@ def _reason(instance) -> str:
 
 
 def test_every_busy_status_has_a_deadline_and_a_status_to_settle_in_that_the_table_allows():
-    assert set(_SETTLES_AT) == set(Instance.BUSY)
-    for src, dst in _SETTLES_AT.items():
+    assert set(SETTLES_AT) == set(Instance.BUSY)
+    for src, dst in SETTLES_AT.items():
         # A restart is given up through stopping, as any stop.
         assert dst in ALLOWED[src] or (S.STOPPING in ALLOWED[src] and dst in ALLOWED[S.STOPPING])
 

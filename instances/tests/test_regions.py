@@ -11,8 +11,10 @@ from billing.selectors import balance_get
 from billing.settlement import meters_settle_all
 from instances.backends import get_backend
 from instances.catalogue import catalogue_seed
+from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Instance, Node, Region, SimulatedMachine
-from instances.services import gpu_meter_ref, instances_reconcile, nodes_ensure, nodes_sync
+from instances.reconciler import instances_reconcile
+from instances.services import nodes_ensure, nodes_sync
 from instances.tests.conftest import committed, fund, launch, running
 
 S = Instance.Status
@@ -100,7 +102,7 @@ def test_an_instance_launched_in_region_b_is_placed_on_region_bs_backend(rich_bo
 
 
 def test_region_b_has_only_its_own_capacity(rich_bob, settings):
-    from instances.services import NoCapacity
+    from instances.errors import NoCapacity
 
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from instances.models import Instance, Node
-from instances.services import instances_reconcile, nodes_sync
+from instances.reconciler import instances_reconcile
+from instances.services import nodes_sync
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_running, wait_until
 from instances.tests.slurm_helpers import NODES

@@ -1,7 +1,8 @@
 import pytest
 
+from core.statemachine import InvalidTransition
+from instances.lifecycle import ALLOWED, instance_transition
 from instances.models import Instance, InstanceEvent
-from instances.services import ALLOWED, InvalidTransition, instance_transition
 from instances.tests.conftest import launch
 
 S = Instance.Status

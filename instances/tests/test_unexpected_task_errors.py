@@ -14,13 +14,13 @@ from billing.services import balance_get
 from instances.backends import TransientBackendError, get_backend
 from instances.backends.fake import FakeBackend, SimulatedBug
 from instances.models import Instance, Node
+from instances.reconciler import instances_reconcile
 from instances.services import (
     instance_operation_fail,
     instance_release,
     instance_restart,
     instance_start,
     instance_stop,
-    instances_reconcile,
 )
 from instances.tasks import RETRY, instance_provision_task
 from instances.tests.conftest import committed, launch, running, simulate, statuses

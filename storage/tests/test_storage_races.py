@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from instances.services import InstanceError
+from instances.errors import InstanceError
 from instances.tests.conftest import fund, running
 from storage import services
 from storage.models import Volume, VolumeAttachment

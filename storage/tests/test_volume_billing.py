@@ -12,6 +12,7 @@ from billing.settlement import meters_settle_all
 from billing.tests.helpers import usage_charged
 from instances.tests.conftest import committed
 from storage import services
+from storage.selectors import volume_meter_ref
 from storage.tests.conftest import make_volume
 
 
@@ -21,7 +22,7 @@ def price(settings):
 
 
 def _meters(volume):
-    return list(Meter.objects.filter(ref=services.volume_meter_ref(volume.pk)).order_by("started_at", "id"))
+    return list(Meter.objects.filter(ref=volume_meter_ref(volume.pk)).order_by("started_at", "id"))
 
 
 def test_a_volume_is_billed_its_size_times_the_days_exactly(rich_alice, clock):

@@ -11,6 +11,7 @@ from instances.models import Region
 from instances.tests.conftest import committed, simulate
 from storage import services, tasks
 from storage.models import Volume
+from storage.selectors import volume_meter_ref
 from storage.tests.conftest import make_volume
 
 V = Volume.Status
@@ -53,7 +54,7 @@ def test_a_create_whose_task_was_lost_is_redriven_then_failed_at_its_deadline(ri
     volume.refresh_from_db()
     assert volume.status == V.FAILED
     assert volume.status_reason_text == "The provider did not create it within 10 minutes"
-    assert not Meter.objects.filter(ref=services.volume_meter_ref(volume.pk)).exists()
+    assert not Meter.objects.filter(ref=volume_meter_ref(volume.pk)).exists()
 
 
 def test_a_resize_whose_task_was_lost_is_redriven_then_given_up_at_its_deadline(rich_alice, settings, monkeypatch):

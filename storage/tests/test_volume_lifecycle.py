@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
+from core.statemachine import InvalidTransition
 from instances.backends import get_backend
 from instances.models import Region, SimulatedVolume
 from instances.tests.conftest import backends, committed
 from storage import services
 from storage.models import Volume
-from storage.services import ALLOWED, InvalidTransition, volume_transition
+from storage.selectors import volume_meter_ref
+from storage.services import ALLOWED, volume_transition
 from storage.tests.conftest import make_volume
 
 V = Volume.Status
@@ -64,7 +66,7 @@ def test_a_provider_refusal_fails_the_volume_with_why_and_bills_nothing(rich_ali
     assert "could not allocate" in volume.status_reason_text
     from billing.models import Meter
 
-    assert not Meter.objects.filter(ref=services.volume_meter_ref(volume.pk)).exists()
+    assert not Meter.objects.filter(ref=volume_meter_ref(volume.pk)).exists()
 
 
 def test_an_unreachable_provider_leaves_it_creating_and_the_periodic_task_finishes_it(rich_alice, settings):
@@ -83,7 +85,7 @@ def test_an_unreachable_provider_leaves_it_creating_and_the_periodic_task_finish
     volume.refresh_from_db()
     assert report["redriven"] == 1
     assert volume.status == V.AVAILABLE
-    assert Meter.objects.filter(ref=services.volume_meter_ref(volume.pk), stopped_at__isnull=True).count() == 1
+    assert Meter.objects.filter(ref=volume_meter_ref(volume.pk), stopped_at__isnull=True).count() == 1
 
 
 def test_resize_grows_it_at_the_provider(rich_alice):

@@ -14,6 +14,7 @@ from instances.tasks import RETRY
 from instances.tests.conftest import committed, simulate
 from storage import services
 from storage.models import Volume
+from storage.selectors import volume_meter_ref
 from storage.tasks import volume_create_task
 from storage.tests.conftest import make_volume
 
@@ -39,7 +40,7 @@ def test_a_create_that_raises_fails_the_volume_with_the_error_and_costs_nothing(
     assert volume.status == V.FAILED
     assert volume.status_reason_text == "Internal error while creating: SimulatedBug: simulated bug in volume_create()"
     assert _events(volume) == [("", V.CREATING), (V.CREATING, V.FAILED)]
-    assert not Meter.objects.filter(ref=services.volume_meter_ref(volume.pk)).exists()
+    assert not Meter.objects.filter(ref=volume_meter_ref(volume.pk)).exists()
     assert balance_get(user=rich_alice).total == balance
     assert not SimulatedVolume.objects.filter(key=volume.key).exists()
 
@@ -85,7 +86,7 @@ def test_a_resize_that_raises_keeps_the_size_that_is_billed(rich_alice):
     assert volume.status_reason_text == (
         "Internal error while resizing: SimulatedBug: simulated bug in volume_resize(). The size is unchanged."
     )
-    [meter] = Meter.objects.filter(ref=services.volume_meter_ref(volume.pk))
+    [meter] = Meter.objects.filter(ref=volume_meter_ref(volume.pk))
     assert (meter.quantity, meter.stopped_at) == (100, None)
 
 
@@ -100,7 +101,7 @@ def test_a_delete_that_raises_fails_the_volume_and_deleting_again_finishes_it(ri
     assert volume.status_reason_text == (
         "Internal error while deleting: SimulatedBug: simulated bug in volume_destroy(). Delete it again to retry."
     )
-    assert not Meter.objects.filter(ref=services.volume_meter_ref(volume.pk), stopped_at__isnull=True).exists()
+    assert not Meter.objects.filter(ref=volume_meter_ref(volume.pk), stopped_at__isnull=True).exists()
     assert volume.can_delete()
 
     with committed():

@@ -106,9 +106,9 @@ def _open(page: Page, console_url: str, user, path: str, settings) -> None:
 
 
 def _stop_finishes(instance) -> None:
-    from instances.services import instance_stop_execute
+    from instances.services import instance_operation_execute
 
-    _in_a_worker(lambda: instance_stop_execute(instance_id=instance.pk))
+    _in_a_worker(lambda: instance_operation_execute(instance_id=instance.pk, operation="stop"))
 
 
 def _body_partial(url: str) -> bool:

@@ -11,7 +11,8 @@ from django.db import transaction
 
 from apps_marketplace.loaders import marketplace_catalogue_load
 from instances.catalogue import catalogue_seed
-from instances.services import catalogue_skus_sync, nodes_ensure
+from instances.metering import catalogue_skus_sync
+from instances.services import nodes_ensure
 
 DEMO_STAFF_EMAIL = "admin@example.com"
 

@@ -10,8 +10,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from instances.catalogue import catalogue_seed
+from instances.metering import catalogue_skus_sync
 from instances.models import Region
-from instances.services import catalogue_skus_sync, nodes_ensure
+from instances.services import nodes_ensure
 
 
 class Command(BaseCommand):

@@ -1,0 +1,48 @@
+"""The instances app's refusals: what a user can act on, with a machine-readable ``code``.
+
+Views and the API turn them into a form error or a 4xx; other apps (storage, apps_marketplace)
+raise their own subclasses, so a launch with volumes reports a volume's refusal like any other.
+"""
+
+from __future__ import annotations
+
+
+class InstanceError(Exception):
+    """A refusal the user can act on: ``code`` is machine-readable, the message is for people."""
+
+    code = "invalid"
+    field: str | None = None
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if field is not None:
+            self.field = field
+
+
+class LaunchInvalid(InstanceError):
+    code = "invalid"
+
+
+class NoCapacity(InstanceError):
+    code = "no_capacity"
+
+
+class QuotaExceeded(InstanceError):
+    code = "quota_exceeded"
+
+
+class FundsTooLow(InstanceError):
+    code = "insufficient_funds"
+
+
+class OperationNotAllowed(InstanceError):
+    code = "invalid_state"
+
+
+class QuotaRequestInvalid(InstanceError):
+    code = "invalid"
+
+
+class BackendUnavailable(InstanceError):
+    code = "backend_unavailable"

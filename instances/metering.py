@@ -1,0 +1,74 @@
+"""What an instance is billed under: its meters' refs and the SKUs they price (billing's units).
+
+A running instance's GPUs are metered per card-hour (one SKU per GPU model, priced from the
+catalogue); a stopped one's disk per GB-day (storage: billing keeps it running when the money runs
+out). ``instances.lifecycle`` opens and closes the meters as the status changes.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from billing.models import Sku
+from billing.services import sku_upsert
+from instances.models import GpuModel, Instance
+
+
+def gpu_meter_ref(instance_id) -> str:
+    return f"instance:{instance_id}:gpu"
+
+
+def disk_meter_ref(instance_id) -> str:
+    return f"instance:{instance_id}:disk"
+
+
+def instance_shape(instance: Instance) -> str:
+    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster, untranslated: the meter's description is data."""
+    shape = f"{instance.gpu_count} × {instance.gpu_model.name}"
+    return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
+
+
+def gpu_sku_code(gpu_model: GpuModel) -> str:
+    return f"gpu.{gpu_model.slug}"
+
+
+def gpu_sku_upsert(*, gpu_model: GpuModel) -> Sku:
+    """The GPU model's SKU, priced from the catalogue. Read-only when it is already right: every
+    instance that starts running passes here, and an update would make them queue on the SKU's row."""
+    sku = Sku.objects.filter(code=gpu_sku_code(gpu_model)).first()
+    if sku is not None and sku.price_fen == gpu_model.price_per_card_hour_fen and sku.unit_seconds == 3600:
+        return sku
+    return sku_upsert(
+        code=gpu_sku_code(gpu_model),
+        name=f"{gpu_model.name} GPU",
+        unit="card-hour",
+        price_fen=gpu_model.price_per_card_hour_fen,
+        unit_seconds=3600,
+    )
+
+
+def disk_sku_upsert() -> Sku:
+    sku = Sku.objects.filter(code="disk.gb").first()
+    if (
+        sku is not None
+        and sku.price_fen == settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY
+        and sku.unit_seconds == 86400
+        and sku.is_storage
+    ):
+        return sku
+    # Storage: billing keeps it running when the money runs out (the disk is what stopping keeps).
+    return sku_upsert(
+        code="disk.gb",
+        name="Instance disk",
+        unit="GB-day",
+        price_fen=settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
+        unit_seconds=86400,
+        is_storage=True,
+    )
+
+
+def catalogue_skus_sync() -> None:
+    """Price every GPU model and the disk in billing (run after the catalogue changes)."""
+    for gpu_model in GpuModel.objects.all():
+        gpu_sku_upsert(gpu_model=gpu_model)
+    disk_sku_upsert()

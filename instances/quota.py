@@ -1,0 +1,194 @@
+"""GPU quota: how many cards of each model a user may hold, and the requests for more.
+
+A user's quota of a model is the base (``GpuQuota``, or ``INSTANCES_DEFAULT_GPU_QUOTA``) or a larger
+grant that has not expired. Launching and starting check it (``quota_check``, under the user's quota
+row lock); staff approve or deny requests, and grants expire on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import F, Max, Sum
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from core.live import notify_user
+from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
+from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest
+
+logger = logging.getLogger(__name__)
+
+
+_UNSET = object()
+
+
+def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None, base=_UNSET) -> int:
+    """The cards of ``gpu_model`` the user may hold: the base quota, or a larger unexpired grant.
+
+    ``base`` is the user's quota row's ``cards`` when the caller already holds it.
+    """
+    now = now or timezone.now()
+    if base is _UNSET:
+        base = GpuQuota.objects.filter(user=user, gpu_model=gpu_model).values_list("cards", flat=True).first()
+    if base is None:
+        base = settings.INSTANCES_DEFAULT_GPU_QUOTA
+    granted = (
+        QuotaRequest.objects.filter(
+            user=user, gpu_model=gpu_model, status=QuotaRequest.Status.APPROVED, expires_at__gt=now
+        ).aggregate(m=Max("granted_cards"))["m"]
+        or 0
+    )
+    return max(base, granted)
+
+
+def quota_usage(*, user, gpu_model: GpuModel) -> int:
+    return (
+        Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS).aggregate(
+            n=Sum(F("gpu_count") * F("node_count"))
+        )["n"]
+        or 0
+    )
+
+
+def quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
+    """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
+    quota, _created = GpuQuota.objects.select_for_update().get_or_create(user=user, gpu_model=gpu_model)
+    limit = quota_effective(user=user, gpu_model=gpu_model, base=quota.cards)
+    used = quota_usage(user=user, gpu_model=gpu_model)
+    if used + count > limit:
+        raise QuotaExceeded(
+            _(
+                "Your quota for %(gpu)s is %(limit)d cards and %(used)d are in use, so %(count)d more would "
+                "exceed it. Request more on the GPU quota page."
+            )
+            % {"gpu": gpu_model.name, "limit": limit, "used": used, "count": count},
+            field="gpu_count",
+        )
+
+
+# --- GPU quota requests ------------------------------------------------------------------------------------
+
+
+def _quota_audit(*, request: QuotaRequest, actor, action: str, **detail) -> None:
+    QuotaAudit.objects.create(request=request, actor=actor, action=action, detail=detail)
+
+
+def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days: int, reason: str) -> QuotaRequest:
+    """Ask to hold up to ``cards`` cards of a model for ``duration_days``. One pending request per model."""
+    current = quota_effective(user=user, gpu_model=gpu_model)
+    if cards <= current:
+        raise QuotaRequestInvalid(
+            _("Your quota for %(gpu)s is already %(n)d cards.") % {"gpu": gpu_model.name, "n": current}, field="cards"
+        )
+    if cards > 512:
+        raise QuotaRequestInvalid(_("Ask for at most 512 cards; contact sales beyond that."), field="cards")
+    if not (1 <= duration_days <= settings.INSTANCES_QUOTA_MAX_DAYS):
+        raise QuotaRequestInvalid(
+            _("Choose between 1 and %(n)d days.") % {"n": settings.INSTANCES_QUOTA_MAX_DAYS}, field="duration_days"
+        )
+    if not (reason or "").strip():
+        raise QuotaRequestInvalid(_("Tell us what the GPUs are for."), field="reason")
+    with transaction.atomic():
+        GpuQuota.objects.get_or_create(user=user, gpu_model=gpu_model)
+        GpuQuota.objects.select_for_update().get(user=user, gpu_model=gpu_model)
+        if QuotaRequest.objects.filter(user=user, gpu_model=gpu_model, status=QuotaRequest.Status.PENDING).exists():
+            raise QuotaRequestInvalid(
+                _("You already have a pending request for %(gpu)s.") % {"gpu": gpu_model.name}, field="gpu_model"
+            )
+        request = QuotaRequest.objects.create(
+            user=user, gpu_model=gpu_model, cards=cards, duration_days=duration_days, reason=reason.strip()
+        )
+        _quota_audit(request=request, actor=user, action="requested", cards=cards, duration_days=duration_days)
+    return request
+
+
+def _quota_decided_notify(request: QuotaRequest) -> None:
+    if request.status == QuotaRequest.Status.APPROVED:
+        subject = _("Your %(gpu)s quota request was approved") % {"gpu": request.gpu_model.name}
+        body = _("You may now hold up to %(n)d %(gpu)s cards until %(until)s.") % {
+            "n": request.granted_cards,
+            "gpu": request.gpu_model.name,
+            "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
+        }
+    elif request.status == QuotaRequest.Status.DENIED:
+        subject = _("Your %(gpu)s quota request was declined") % {"gpu": request.gpu_model.name}
+        body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}
+    else:
+        subject = _("Your extra %(gpu)s quota has expired") % {"gpu": request.gpu_model.name}
+        body = _("Your quota for %(gpu)s is back to the standard amount.") % {"gpu": request.gpu_model.name}
+    if request.message:
+        body += "\n\n" + request.message
+    send_mail(subject, body, None, [request.user.email], fail_silently=True)
+    try:
+        notify_user(
+            user_id=request.user_id,
+            payload={"type": "quota", "id": request.pk, "status": request.status, "message": subject},
+        )
+    except Exception:
+        logger.warning("live notify failed for quota request %s", request.pk, exc_info=True)
+
+
+def quota_request_approve(
+    *, request_id: int, staff, cards: int | None = None, days: int | None = None, message: str = ""
+) -> QuotaRequest:
+    """Grant ``cards`` (at most what was asked) until ``days`` from now. Only a pending request moves."""
+    with transaction.atomic():
+        request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
+        if request.status != QuotaRequest.Status.PENDING:
+            raise OperationNotAllowed(_("This request was already decided."))
+        cards = request.cards if cards is None else cards
+        days = request.duration_days if days is None else days
+        if not (1 <= cards <= request.cards):
+            raise QuotaRequestInvalid(_("Grant between 1 and %(n)d cards.") % {"n": request.cards}, field="cards")
+        if not (1 <= days <= settings.INSTANCES_QUOTA_MAX_DAYS):
+            raise QuotaRequestInvalid(
+                _("Choose between 1 and %(n)d days.") % {"n": settings.INSTANCES_QUOTA_MAX_DAYS}, field="days"
+            )
+        now = timezone.now()
+        request.status = QuotaRequest.Status.APPROVED
+        request.granted_cards = cards
+        request.expires_at = now + timedelta(days=days)
+        request.decided_by, request.decided_at, request.message = staff, now, message.strip()
+        request.save(update_fields=["status", "granted_cards", "expires_at", "decided_by", "decided_at", "message"])
+        _quota_audit(request=request, actor=staff, action="approved", cards=cards, days=days, message=request.message)
+        transaction.on_commit(lambda: _quota_decided_notify(request))
+    return request
+
+
+def quota_request_deny(*, request_id: int, staff, message: str) -> QuotaRequest:
+    if not (message or "").strip():
+        raise QuotaRequestInvalid(_("Tell the user why."), field="message")
+    with transaction.atomic():
+        request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
+        if request.status != QuotaRequest.Status.PENDING:
+            raise OperationNotAllowed(_("This request was already decided."))
+        request.status = QuotaRequest.Status.DENIED
+        request.decided_by, request.decided_at, request.message = staff, timezone.now(), message.strip()
+        request.save(update_fields=["status", "decided_by", "decided_at", "message"])
+        _quota_audit(request=request, actor=staff, action="denied", message=request.message)
+        transaction.on_commit(lambda: _quota_decided_notify(request))
+    return request
+
+
+def quota_grants_expire(*, now: datetime | None = None) -> int:
+    """Periodic: mark ended grants expired (the effective quota already ignores them) and tell the user."""
+    now = now or timezone.now()
+    expired = 0
+    for request_id in QuotaRequest.objects.filter(status=QuotaRequest.Status.APPROVED, expires_at__lte=now).values_list(
+        "pk", flat=True
+    ):
+        with transaction.atomic():
+            moved = QuotaRequest.objects.filter(pk=request_id, status=QuotaRequest.Status.APPROVED).update(
+                status=QuotaRequest.Status.EXPIRED
+            )
+            if moved:
+                request = QuotaRequest.objects.select_related("user", "gpu_model").get(pk=request_id)
+                _quota_audit(request=request, actor=None, action="expired")
+                transaction.on_commit(lambda request=request: _quota_decided_notify(request))
+                expired += 1
+    return expired

@@ -1,0 +1,36 @@
+"""Storage's answers to what the instances app asks of volumes (``instances.volumes.VolumeHooks``).
+
+``INSTANCES_VOLUME_HOOKS`` names this class (console/settings.py, storage's block): instances is below
+storage and imports none of it, so at launch, at every boot and on its pages it asks through here.
+"""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from instances.backends import VolumeMount
+from instances.models import Instance
+from instances.volumes import VolumeHooks
+from storage.models import Volume, VolumeAttachment
+from storage.selectors import attachable_volumes_for, instance_mounts
+from storage.services import volume_attachments_at_launch, volume_mounts_for_boot
+
+
+class StorageVolumeHooks(VolumeHooks):
+    mode_choices = VolumeAttachment.Mode.choices
+    default_mode = VolumeAttachment.Mode.READ_WRITE
+
+    def attach_at_launch(self, *, user, instance: Instance, volumes) -> None:
+        volume_attachments_at_launch(user=user, instance=instance, volumes=volumes)
+
+    def mounts_for_boot(self, *, instance: Instance) -> tuple[VolumeMount, ...]:
+        return volume_mounts_for_boot(instance=instance)
+
+    def mounts(self, *, instance: Instance) -> list[VolumeAttachment]:
+        return instance_mounts(instance=instance)
+
+    def attachable(self, *, user) -> QuerySet[Volume]:
+        return attachable_volumes_for(user=user)
+
+    def owned(self, *, user) -> QuerySet[Volume]:
+        return Volume.objects.filter(owner=user)
