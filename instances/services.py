@@ -27,15 +27,6 @@ from django.utils.translation import gettext_noop, ngettext
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from core.messages import reason as stored
 from core.messages import shown
-from instances.backends import (
-    AppLaunch,
-    InstanceSpec,
-    Observed,
-    PermanentBackendError,
-    TransientBackendError,
-    backend_aliases,
-    get_backend,
-)
 from instances.models import (
     GpuModel,
     GpuQuota,
@@ -47,6 +38,15 @@ from instances.models import (
     QuotaRequest,
     Region,
     StrayMachine,
+)
+from providers import (
+    AppLaunch,
+    InstanceSpec,
+    Observed,
+    PermanentBackendError,
+    TransientBackendError,
+    backend_aliases,
+    get_backend,
 )
 
 logger = logging.getLogger(__name__)

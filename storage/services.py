@@ -36,9 +36,9 @@ from django.utils.translation import gettext_noop
 
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
 from core.messages import reason as stored
-from instances.backends import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from instances.models import Instance, Region
 from instances.services import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
+from providers import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from storage.models import Volume, VolumeAttachment, VolumeEvent
 
 logger = logging.getLogger(__name__)

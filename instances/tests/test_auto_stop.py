@@ -3,10 +3,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from instances.backends import get_backend
-from instances.models import Instance, SimulatedMachine
+from instances.models import Instance
 from instances.services import LaunchInvalid, instance_auto_stop_set, instances_auto_stop
 from instances.tests.conftest import committed, running
+from providers import get_backend
+from providers.simulated.models import SimulatedMachine
 
 S = Instance.Status
 

@@ -3,11 +3,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from instances.backends import TransientBackendError, get_backend
 from instances.models import Instance, Node
 from instances.services import instance_provision, instance_sync, instances_reconcile
 from instances.tasks import instance_provision_task
 from instances.tests.conftest import committed, launch, simulate
+from providers import TransientBackendError, get_backend
 
 S = Instance.Status
 

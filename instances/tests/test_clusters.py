@@ -4,8 +4,7 @@ all freed by a stop, a release or a failure."""
 import pytest
 
 from billing.models import Meter
-from instances.backends import get_backend
-from instances.models import Instance, Node, SimulatedMachine
+from instances.models import Instance, Node
 from instances.services import (
     LaunchInvalid,
     NoCapacity,
@@ -17,6 +16,8 @@ from instances.services import (
     quota_usage,
 )
 from instances.tests.conftest import committed, launch, running, simulate
+from providers import get_backend
+from providers.simulated.models import SimulatedMachine
 
 S = Instance.Status
 

@@ -8,7 +8,6 @@ from django.utils import timezone
 
 from billing.models import Meter
 from instances import tasks
-from instances.backends import get_backend
 from instances.models import Instance, Node
 from instances.services import (
     _SETTLES_AT,
@@ -20,6 +19,7 @@ from instances.services import (
     instances_reconcile,
 )
 from instances.tests.conftest import committed, launch, running, simulate, statuses
+from providers import get_backend
 
 S = Instance.Status
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from instances.backends import get_backend
-from instances.models import Region, SimulatedVolume
+from instances.models import Region
 from instances.tests.conftest import backends, committed
+from providers import get_backend
+from providers.simulated.models import SimulatedVolume
 from storage import services
 from storage.models import Volume
 from storage.services import ALLOWED, InvalidTransition, volume_transition

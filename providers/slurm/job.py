@@ -1,8 +1,8 @@
-"""The program a Slurm job of the console runs on each of its nodes: ``python -m instances.slurm_job``.
+"""The program a Slurm job of the console runs on each of its nodes: ``python -m providers.slurm.job``.
 
-The Slurm backend (``instances.backends.slurm``) submits a batch script that runs this once per
+The Slurm backend (``providers.slurm.backend``) submits a batch script that runs this once per
 allocated node (``srun --ntasks-per-node=1``). On the first node (Slurm's rank 0) it starts the
-instance's user servers with the local backend's runtime (``instances.local.supervisor.LocalRuntime``:
+instance's user servers with the local backend's runtime (``providers.local.runtime.supervisor.LocalRuntime``:
 JupyterLab, code-server, sshd, the same commands, secrets and clean environment as on the local
 backend) plus the instance's app when it has one, with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for
 the allocation. Every node then reports where it runs and which cards it got, and waits; on
@@ -80,8 +80,8 @@ def report_path(run_dir: Path, rank: int) -> Path:
 
 class Job:
     def __init__(self, args: argparse.Namespace) -> None:
-        from instances.local.ports import PortRegistry
-        from instances.local.supervisor import LocalRuntime
+        from providers.local.runtime.ports import PortRegistry
+        from providers.local.runtime.supervisor import LocalRuntime
 
         self.args = args
         self.key = args.key
@@ -212,7 +212,7 @@ class Job:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m instances.slurm_job", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m providers.slurm.job", description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the instances' directory on the shared filesystem")
     parser.add_argument("--key", required=True)
     parser.add_argument("--services", default="lab,code,ssh")

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from core.proxy import ProxyTarget
-from instances.backends.base import (
+from providers.base import (
     EntryPoints,
     InstanceSpec,
     MachineInfo,
@@ -28,7 +28,7 @@ from instances.backends.base import (
     ProvisioningBackend,
     TransientBackendError,
 )
-from instances.backends.kubernetes.manifests import (
+from providers.kubernetes.manifests import (
     cluster_manifests,
     home_pvc_manifest,
     node_affinity,
@@ -38,7 +38,7 @@ from instances.backends.kubernetes.manifests import (
     statefulset_manifest,
     volume_pvc_manifest,
 )
-from instances.backends.kubernetes.names import (
+from providers.kubernetes.names import (
     ANNOTATION_APP_BASE,
     ANNOTATION_GPUS,
     ANNOTATION_NODE,
@@ -59,7 +59,7 @@ from instances.backends.kubernetes.names import (
     instance_name,
     volume_name,
 )
-from instances.backends.kubernetes.observation import (
+from providers.kubernetes.observation import (
     PodEvent,
     allocatable_gpus,
     cluster_job_cards,
@@ -71,7 +71,7 @@ from instances.backends.kubernetes.observation import (
     observe_pod,
     pod_ready,
 )
-from instances.backends.kubernetes.options import KubeOptions
+from providers.kubernetes.options import KubeOptions
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
-"""This host as a provider: per instance a JupyterLab, a code-server and an sshd (``instances.local``).
+"""This host as a provider: per instance a JupyterLab, a code-server and an sshd (``providers.local.runtime``).
 
 Like JupyterHub's local process spawner: a machine is a directory (its disk) and a few processes
-started by ``instances.local.supervisor.LocalRuntime``; the host's GPUs (``nvidia-smi``, or simulated
+started by ``providers.local.runtime.supervisor.LocalRuntime``; the host's GPUs (``nvidia-smi``, or simulated
 cards when it has none) are its one node. Every method may be repeated: the runtime finds what
 exists by the instance's key, starts only what is not running and treats "already gone" as done.
 
     PROVISIONING_BACKENDS["local"] = {
-        "BACKEND": "instances.backends.local.LocalBackend",
+        "BACKEND": "providers.local.backend.LocalBackend",
         "OPTIONS": {
             "REGION": "local",               # the region slug its node is in (catalogue_seed creates it)
             "REGION_NAME": "This host",
@@ -20,7 +20,7 @@ exists by the instance's key, starts only what is not running and treats "alread
 Without runtime keys in OPTIONS the backend uses the host's one runtime (``settings.LOCAL_RUNTIME``).
 
 Volumes are directories under ``<runtime root>/volumes/<key>``, mounted into instances at the path
-the user chose (see ``instances.local.supervisor``: a symlink, or a read-only bind mount). One host
+the user chose (see ``providers.local.runtime.supervisor``: a symlink, or a read-only bind mount). One host
 means one filesystem, so several instances may write to a volume at once (``supports_shared_write``).
 A volume's size is what the console bills and shows usage against; a directory has no size of its
 own, so nothing stops files growing past it (usage says so).
@@ -33,7 +33,7 @@ from dataclasses import asdict
 
 from django.conf import settings
 
-from instances.backends.base import (
+from providers.base import (
     AppLaunch,
     EntryPoints,
     InstanceSpec,
@@ -45,11 +45,11 @@ from instances.backends.base import (
     ProvisioningBackend,
     TransientBackendError,
 )
-from instances.local import registry
-from instances.local.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
-from instances.local.ports import NoFreePort
-from instances.local.servers import APP, CODE, LAB, SSH, WEBUI
-from instances.local.supervisor import LocalRuntime, LocalRuntimeError, Mount
+from providers.local.runtime import registry
+from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
+from providers.local.runtime.ports import NoFreePort
+from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
+from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError, Mount
 
 STATE_VERSION = 1
 GPU_BUSY_PCT = 5  # a card at or above this utilisation is in use (auto-stop's idle check)
