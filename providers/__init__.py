@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING
 from providers.base import (
     AppLaunch,
     BackendError,
+    ClustersCapability,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -41,6 +43,7 @@ from providers.base import (
     ProvisioningBackend,
     TransientBackendError,
     VolumeMount,
+    VolumesCapability,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +52,9 @@ if TYPE_CHECKING:
 __all__ = [
     "AppLaunch",
     "BackendError",
+    "ClustersCapability",
     "EntryPoints",
+    "EntryPointsCapability",
     "InstanceSpec",
     "MachineInfo",
     "NodeInfo",
@@ -59,6 +64,7 @@ __all__ = [
     "ProvisioningBackend",
     "TransientBackendError",
     "VolumeMount",
+    "VolumesCapability",
     "backend_aliases",
     "backend_class",
     "get_backend",

@@ -1,22 +1,39 @@
-"""The contract every provisioning backend fulfils.
+"""The contract every provider fulfils: a core interface and three optional capabilities.
 
-A backend is one provider (a simulated cloud, a Slurm cluster, a Kubernetes namespace…). The console
-calls it from Celery workers, possibly twice for the same thing and possibly concurrently, so:
+A backend is one provider (the simulated cloud, this host, a Slurm cluster, a Kubernetes namespace).
+The console calls it from Celery workers, web and beat processes, possibly twice for the same thing
+and possibly at once. Every backend keeps these clauses, and ``providers/tests/test_contract.py``
+checks each of them against every backend:
 
-- every method may be repeated with the same ``key``; repeats are harmless ("already exists" and
-  "already gone" count as done);
-- ``key`` is the instance's UUID and the provider-side name, so a retry finds the machine it made
-  instead of buying a second one;
-- ``state`` is the opaque dict the backend returned last time; the console stores it verbatim on the
-  instance and hands it back; the backend owns (and versions) its shape;
-- errors say whether retrying can help: ``TransientBackendError`` (retried with backoff) or
-  ``PermanentBackendError`` (the operation fails, with the message shown to the user).
+1. Repeats are harmless. Every method may be called again with the same ``key``: "already exists"
+   and "already gone" count as done.
+2. ``key`` is the instance's UUID and the provider-side name: a retry finds the machine it made
+   instead of buying a second one.
+3. ``state`` is the dict the backend returned last time. The console stores it verbatim on the
+   instance and hands it back; the backend owns (and versions) its shape. It may be ``{}``: a
+   machine the console found through ``machines()`` has no state of the console's.
+4. Errors say whether retrying can help: ``TransientBackendError`` (the task retries it with backoff)
+   or ``PermanentBackendError`` (the operation fails, with the message shown to the owner). Anything
+   else is a bug, reported as one.
+5. UNKNOWN is not GONE. A provider that cannot tell (unreachable, refusing the console's
+   credentials) says UNKNOWN from ``poll`` and raises ``TransientBackendError`` from ``machines``;
+   GONE means it has positively no machine by that key.
+6. A provider reads nothing of the console and imports none of its apps: what it needs comes in the
+   call (``InstanceSpec``, ``state``) or in its ``OPTIONS``.
+
+Capabilities are mixins, inherited before the core class
+(``class MyBackend(VolumesCapability, ProvisioningBackend)``); a backend without one answers as the
+core class does: one node per machine, no volumes, no entry points.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.proxy import ProxyTarget
 
 
 class BackendError(Exception):
@@ -145,97 +162,149 @@ class MachineInfo:
 
 
 class ProvisioningBackend:
-    """One provider. Every method may be repeated with the same key; repeats are harmless."""
+    """One provider: the core interface every backend implements.
 
-    # The most nodes one instance may span (``InstanceSpec.nodes``). One host can only give one: the
-    # console refuses a larger cluster at launch in a region whose backend says so.
-    max_nodes: int = 1
+    Constructed once per alias and process by ``providers.get_backend`` with its ``OPTIONS``; it may
+    be used from several threads, so it keeps no per-call state on itself.
+    """
+
     # True for a provider whose machines do not exist (the simulated cloud): production refuses it
     # unless CONSOLE_DEMO_MODE is set, and every page then says so (console.demo).
     simulated: bool = False
+    # What a backend without a capability answers; its mixin changes the answer.
+    max_nodes: int = 1  # ClustersCapability: the most nodes one machine spans
+    supports_volumes: bool = False  # VolumesCapability
+    supports_shared_write: bool = False  # VolumesCapability
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
         self.options = options or {}
 
     def nodes(self) -> list[NodeInfo]:
-        """Every node the provider has, with its cards and health. The console places on these."""
-        raise NotImplementedError
+        """Every node the provider has, with its cards and health; the console places machines on these.
 
-    def create(self, *, key: str, spec: InstanceSpec) -> dict:
-        """Create and boot machine ``key`` on ``spec.node``, or return the one that exists.
-
-        Returns the state to persist. Does not wait for the boot: ``poll`` says when it is RUNNING.
-        """
-        raise NotImplementedError
-
-    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
-        """Boot the stopped machine ``key`` on ``node`` (it may have moved), keeping its disk.
-
-        ``spec`` is the machine's current spec (its app and volumes may have changed while it was
-        stopped); None from callers that predate it: keep what the machine had. Starting a running
-        machine is a no-op. Raises ``PermanentBackendError`` when it is gone.
-        """
-        raise NotImplementedError
-
-    def stop(self, *, key: str, state: dict) -> dict:
-        """Power off machine ``key`` keeping its disk; its GPUs go back to the node. Stopped counts as done."""
-        raise NotImplementedError
-
-    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
-        """Reboot machine ``key`` in place, keeping its GPUs; with ``spec``, boot it with that app and volumes."""
-        raise NotImplementedError
-
-    def destroy(self, *, key: str, state: dict) -> None:
-        """Destroy machine ``key`` and its disk. Already gone counts as success."""
-        raise NotImplementedError
-
-    def poll(self, *, key: str, state: dict) -> Observation:
-        """PENDING, RUNNING, STOPPED, GONE or UNKNOWN (provider unreachable: never treat as GONE)."""
+        Raises ``TransientBackendError`` when the provider cannot be asked right now."""
         raise NotImplementedError
 
     def machines(self) -> list[MachineInfo]:
-        """Every machine the provider has, for the reconciler to compare with the console's records."""
+        """Every machine this alias has at the provider, stopped ones included, each key once: what
+        the reconciler compares with the console's records. Raises ``TransientBackendError`` when
+        the provider cannot be asked (never an empty list: that would read as "all gone")."""
         raise NotImplementedError
 
-    # Optional: entry points. A provider whose machines are reached some other way keeps these defaults.
+    def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        """Create and boot machine ``key`` on ``spec.node``, or return the one that exists; returns the
+        state to persist.
 
-    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
-        """What running machine ``key`` offers its owner: web servers behind the console's proxy, SSH."""
-        return EntryPoints()
+        Repeated with the same key it makes no second machine. It does not wait for the boot: ``poll``
+        says PENDING, then RUNNING. A spec the provider can never run is a ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def poll(self, *, key: str, state: dict) -> Observation:
+        """What machine ``key`` is doing now: PENDING, RUNNING, STOPPED, DEGRADED, GONE or UNKNOWN.
+
+        DEGRADED: powered on, but a part of it died (a user server crashed); ``start`` repairs it in
+        place. GONE only when the provider has positively no machine by that key (never made,
+        destroyed, or lost with its node). UNKNOWN when it cannot tell: poll answers UNKNOWN rather
+        than raising for a provider it cannot reach. ``backend_state``, when set, is a new state to
+        persist (where a queued job landed)."""
+        raise NotImplementedError
+
+    def stop(self, *, key: str, state: dict) -> dict:
+        """Power off machine ``key``, keeping its disk; its GPUs go back to the provider. Returns the
+        state to persist. Stopping a stopped machine is a no-op; a gone one may raise
+        ``PermanentBackendError`` (the next poll says GONE)."""
+        raise NotImplementedError
+
+    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
+        """Boot stopped machine ``key`` on ``node`` (it may have moved), keeping its disk; returns the
+        state to persist.
+
+        ``spec`` is the machine's current spec (its app and volumes may have changed while it was
+        stopped); None: keep what the machine had. On a running machine it is a no-op, on a DEGRADED
+        one it restarts what died. A gone machine raises ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
+        """Reboot running machine ``key`` (with ``spec``: with that app and volumes), keeping its disk;
+        returns the state to persist. The console restarts only running machines; a gone one raises
+        ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def destroy(self, *, key: str, state: dict) -> None:
+        """Destroy machine ``key`` and its disk; afterwards ``poll`` says GONE and ``machines`` omits it.
+
+        Already gone, or never created, counts as success. ``state`` may be ``{}`` (the reconciler
+        destroying a leaked machine it found through ``machines``): the key alone must find it."""
+        raise NotImplementedError
 
     def app_check(self, app: AppLaunch) -> str | None:
         """Why this provider cannot run ``app`` (say, its program is not installed on a process
         backend), or None. Asked before a deployment launches, so the refusal comes at once."""
         return None
 
-    # Optional: volumes (``storage``). A backend without them keeps these defaults, and the console
-    # offers no volumes in its regions.
+    # Without EntryPointsCapability: nothing to reach.
 
-    supports_volumes: bool = False
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        return EntryPoints()
+
+    def proxy_target(self, *, key: str, service: str) -> ProxyTarget | None:
+        return None
+
+
+class ClustersCapability:
+    """Machines that span several nodes (``InstanceSpec.nodes`` > 1): a multi-node cluster.
+
+    - ``max_nodes`` (more than one) is the most nodes one machine may span; the console refuses a
+      larger cluster at launch, and ``create`` refuses one with ``PermanentBackendError``.
+    - ``create`` makes one machine of ``spec.nodes`` nodes with ``spec.gpu_count`` cards on each;
+      ``spec.peer_nodes`` are where the console placed the others (``spec.node`` is the head). A
+      provider that places clusters itself (Slurm, Kubernetes) may ignore them.
+    - It is one machine: one key, one ``poll``, one ``MachineInfo`` whose ``cards`` count every node.
+      It runs once every node runs; losing any of its nodes loses it (GONE).
+    """
+
+    max_nodes: int = 128
+
+
+class VolumesCapability:
+    """Volumes (the ``storage`` app): disks of their own, mounted into machines by ``InstanceSpec.volumes``.
+
+    Volume calls keep the core clauses: repeats are harmless, ``key`` is the volume's UUID, ``state``
+    is the backend's own.
+    """
+
+    supports_volumes: bool = True
     # Whether several machines may mount one volume read-write at once (NFS, CephFS, a host path).
     supports_shared_write: bool = False
 
     def volume_create(self, *, key: str, size_gb: int) -> dict:
         """Create volume ``key`` of ``size_gb`` GB, or return the one that exists. Returns its state."""
-        raise PermanentBackendError("This region has no volumes.")
+        raise NotImplementedError
 
     def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
-        """Grow volume ``key`` to ``size_gb`` GB (never shrink); returns its new state."""
-        raise PermanentBackendError("This region has no volumes.")
+        """Grow volume ``key`` to ``size_gb`` GB; returns its new state. Shrinking, or a volume that is
+        gone, is a ``PermanentBackendError``."""
+        raise NotImplementedError
 
     def volume_destroy(self, *, key: str, state: dict) -> None:
-        """Delete volume ``key`` and its files. Already gone counts as success."""
-        raise PermanentBackendError("This region has no volumes.")
+        """Delete volume ``key`` and its files. Already gone, or never created, counts as success."""
+        raise NotImplementedError
 
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         """Bytes stored on volume ``key``; None when the provider cannot tell right now."""
-        return None
+        raise NotImplementedError
 
-    def proxy_target(self, *, key: str, service: str):
-        """Where the console's proxy sends the owner's requests for ``service`` of ``key``.
 
-        A ``core.proxy.ProxyTarget``, or None when the machine does not serve it (right now).
-        The caller has checked ownership; this only locates the server.
-        """
-        return None
+class EntryPointsCapability:
+    """Ways in: the web servers a running machine serves behind the console's proxy, and SSH."""
+
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        """What machine ``key`` offers its owner while it runs (the console asks only then)."""
+        raise NotImplementedError
+
+    def proxy_target(self, *, key: str, service: str) -> ProxyTarget | None:
+        """Where the console's proxy sends the owner's requests for ``service`` of ``key``, or None
+        when the machine does not serve it (right now). The caller has checked ownership; this only
+        locates the server."""
+        raise NotImplementedError

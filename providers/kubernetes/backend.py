@@ -18,7 +18,9 @@ from typing import Any
 
 from core.proxy import ProxyTarget
 from providers.base import (
+    ClustersCapability,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -27,6 +29,7 @@ from providers.base import (
     PermanentBackendError,
     ProvisioningBackend,
     TransientBackendError,
+    VolumesCapability,
 )
 from providers.kubernetes.manifests import (
     cluster_manifests,
@@ -99,7 +102,7 @@ def _status_message(exc) -> tuple[str, str]:
     return body.get("reason") or exc.reason or "", body.get("message") or exc.reason or ""
 
 
-class KubernetesBackend(ProvisioningBackend):
+class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapability, ProvisioningBackend):
     """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
 
     A multi-node instance (``spec.nodes`` > 1) is a head and workers (``cluster_create``; see the
@@ -110,9 +113,6 @@ class KubernetesBackend(ProvisioningBackend):
     a cluster deletes the Job and scales the head to zero (the cards go back; the disk, the Secret
     and the Services stay); starting it makes the Job again and scales the head back to one.
     """
-
-    supports_volumes = True
-    max_nodes = 128
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)

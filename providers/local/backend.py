@@ -36,6 +36,7 @@ from django.conf import settings
 from providers.base import (
     AppLaunch,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -44,6 +45,7 @@ from providers.base import (
     PermanentBackendError,
     ProvisioningBackend,
     TransientBackendError,
+    VolumesCapability,
 )
 from providers.local.runtime import registry
 from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
@@ -77,9 +79,8 @@ _OVERALL = {
 }
 
 
-class LocalBackend(ProvisioningBackend):
-    max_nodes = 1  # one host: a multi-node cluster is refused at launch
-    supports_volumes = True
+class LocalBackend(VolumesCapability, EntryPointsCapability, ProvisioningBackend):
+    # No ClustersCapability: one host is one node, so the console refuses a multi-node cluster here.
     supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:

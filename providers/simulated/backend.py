@@ -41,6 +41,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from providers.base import (
+    ClustersCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -50,6 +51,7 @@ from providers.base import (
     ProvisioningBackend,
     TransientBackendError,
     VolumeMount,
+    VolumesCapability,
 )
 from providers.simulated.models import SimulatedMachine, SimulatedNode, SimulatedVolume
 
@@ -65,7 +67,7 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
     return [{"key": v.key, "path": v.path, "read_only": v.read_only} for v in volumes]
 
 
-class SimulatedBackend(ProvisioningBackend):
+class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBackend):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
 
     max_nodes = 128

@@ -66,7 +66,9 @@ from django.conf import settings
 
 from core.proxy import ProxyTarget
 from providers.base import (
+    ClustersCapability,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -328,7 +330,7 @@ def queue_position(job: dict, jobs: list[dict]) -> int:
 # --- The backend -------------------------------------------------------------------------------------------
 
 
-class SlurmBackend(ProvisioningBackend):
+class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBackend):
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         o = self.options
