@@ -2,8 +2,8 @@
 
 A backend is one provider (the simulated cloud, this host, a Slurm cluster, a Kubernetes namespace).
 The console calls it from Celery workers, web and beat processes, possibly twice for the same thing
-and possibly at once. Every backend keeps these clauses, and ``providers/tests/test_contract.py``
-checks each of them against every backend:
+and possibly at once. Every backend keeps these clauses; ``providers/tests/test_contract.py`` checks
+them, and those in the methods' docstrings, against every backend (the sixth: ``lint-imports``):
 
 1. Repeats are harmless. Every method may be called again with the same ``key``: "already exists"
    and "already gone" count as done.
@@ -256,12 +256,12 @@ class ClustersCapability:
     """Machines that span several nodes (``InstanceSpec.nodes`` > 1): a multi-node cluster.
 
     - ``max_nodes`` (more than one) is the most nodes one machine may span; the console refuses a
-      larger cluster at launch, and ``create`` refuses one with ``PermanentBackendError``.
+      larger cluster at launch.
     - ``create`` makes one machine of ``spec.nodes`` nodes with ``spec.gpu_count`` cards on each;
       ``spec.peer_nodes`` are where the console placed the others (``spec.node`` is the head). A
       provider that places clusters itself (Slurm, Kubernetes) may ignore them.
-    - It is one machine: one key, one ``poll``, one ``MachineInfo`` whose ``cards`` count every node.
-      It runs once every node runs; losing any of its nodes loses it (GONE).
+    - It is one machine: one key, one ``poll`` (RUNNING once every node runs, PENDING until then),
+      one ``MachineInfo`` whose ``cards`` count every node's, one ``stop``, ``start`` and ``destroy``.
     """
 
     max_nodes: int = 128
