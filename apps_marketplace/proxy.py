@@ -15,9 +15,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from apps_marketplace.models import Deployment
 from apps_marketplace.services import DeploymentKeyRefused, deployment_key_check
-from instances.backends import BackendError, get_backend
 from instances.models import Instance
 from instances.proxy import instance_proxy_target
+from providers import BackendError, get_backend
 
 APP_SERVICE = "app"
 

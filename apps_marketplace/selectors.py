@@ -255,8 +255,8 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
     entry points offer "app"); elsewhere ``serving`` is false and ``webui_url`` is None, so no page shows
     a dead link. ``api_base_url`` is the OpenAI-compatible base URL the app takes behind that proxy.
     """
-    from instances.backends import get_backend
-    from instances.backends.base import BackendError
+    from providers import get_backend
+    from providers.base import BackendError
 
     instance = deployment.instance
     serving = has_webui = False

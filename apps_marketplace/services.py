@@ -35,9 +35,9 @@ from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from apps_marketplace.selectors import app_fit_defaults, app_fit_table, model_spec
 from core.messages import reason as stored
 from instances import services as instance_services
-from instances.backends import AppLaunch
 from instances.errors import LaunchInvalid, OperationNotAllowed
 from instances.models import GpuModel, Image, Region
+from providers import AppLaunch
 
 API_KEY_PREFIX = "dk-"
 DISK_GB = 100

@@ -231,7 +231,8 @@ def run(started: list[subprocess.Popen]) -> dict:
     from django.db import connection
 
     from billing.settlement import meters_settle_all
-    from instances.models import Instance, InstanceEvent, Node, SimulatedMachine
+    from instances.models import Instance, InstanceEvent, Node
+    from providers.simulated.models import SimulatedMachine
 
     combos = world_seed()
     users, tokens = zip(*(api_user(f"client{n}@example.com") for n in range(CLIENTS)), strict=True)

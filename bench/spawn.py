@@ -47,7 +47,7 @@ class _BenchUser:
 
 
 def bench_resolver(*, instance_id, service, user):
-    from instances.local import registry
+    from providers.local.runtime import registry
 
     return registry.proxy_target(registry.get_runtime(), key=instance_id, service=service)
 
@@ -61,7 +61,7 @@ def ours(runs: int) -> list[float]:
     from django.conf import settings
 
     from console import proxy
-    from instances.local import registry
+    from providers.local.runtime import registry
 
     root = Path(tempfile.mkdtemp(prefix="bench-spawn-"))
     settings.LOCAL_RUNTIME = {"ROOT": root, "SERVICES": ["lab", "ssh"]}

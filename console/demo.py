@@ -29,11 +29,11 @@ class DemoParts:
         return bool(self.cloud or self.payments)
 
 
-def _is_simulated(path: str) -> bool:
+def _is_simulated(path: str, *, load=import_string) -> bool:
     # Only the class is imported, nothing is instantiated. A path that does not import is not a demo
     # part: the backend loader and the gateway loader report it where it is used.
     try:
-        return bool(getattr(import_string(path), "simulated", False))
+        return bool(getattr(load(path), "simulated", False))
     except ImportError:
         return False
 
@@ -41,11 +41,12 @@ def _is_simulated(path: str) -> bool:
 def demo_parts_enabled() -> DemoParts:
     """The simulated parts the settings enable: a configured backend alias counts, used by a region or not."""
     from billing.gateways import DEFAULT_GATEWAY
+    from providers import backend_class  # the backends' loader: it knows their old paths too
 
     cloud = tuple(
         alias
         for alias, config in settings.PROVISIONING_BACKENDS.items()
-        if config and _is_simulated(config.get("BACKEND", ""))
+        if config and _is_simulated(config.get("BACKEND", ""), load=backend_class)
     )
     gateway = getattr(settings, "BILLING_PAYMENT_GATEWAY", DEFAULT_GATEWAY)
     return DemoParts(cloud=cloud, payments=gateway if _is_simulated(gateway) else "")

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "console",
     "accounts",
     "billing",
+    "providers.simulated",
     "instances",
     "apps_marketplace",
     "storage",
@@ -369,7 +370,7 @@ BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"
 BILLING_TRIAL_CREDIT_TTL_DAYS = int(os.environ.get("BILLING_TRIAL_CREDIT_TTL_DAYS", "0")) or None  # None: never expires
 BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))  # a launch must be paid this long
 
-# --- Billing: settlement, checks, running out of money (billing-meter) -----------------------------------
+# --- Billing: settlement, checks, running out of money (billing-meter) --------------------------------
 BILLING_SETTLE_INTERVAL_S = int(os.environ.get("BILLING_SETTLE_INTERVAL_S", "60"))  # the settlement tick
 BILLING_SETTLE_BATCH_SIZE = int(os.environ.get("BILLING_SETTLE_BATCH_SIZE", "25000"))  # meters per transaction
 BILLING_LOW_BALANCE_WARNING_S = int(os.environ.get("BILLING_LOW_BALANCE_WARNING_S", "3600"))  # warn below this runway
@@ -422,10 +423,10 @@ BILLING_TOPUP_PRESETS_FEN = [1000, 5000, 10000, 50000]  # ¥10, ¥50, ¥100, ¥5
 BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a late payment still credits)
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
 
-# --- Instance proxy and the local runtime (console/proxy.py, instances/local/) ---------------------
+# --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
 CONSOLE_PROXY_PREFIX = "/i/"
-# resolve(*, instance_id, service, user) -> console.proxy.ProxyTarget | None (None: a 404); the
+# resolve(*, instance_id, service, user) -> core.proxy.ProxyTarget | None (None: a 404); the
 # resolver is set with the instances settings below (instances.proxy.instance_proxy_target).
 # Origins other than the console's own that may open WebSockets / POST through the proxy.
 CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
@@ -474,15 +475,15 @@ SIMULATED_FLEET = [
 #
 #     PROVISIONING_BACKENDS = {
 #         # The simulated cloud: nodes in its own tables, machines that boot in BOOT_DELAY_S.
-#         "default": {"BACKEND": "instances.backends.fake.FakeBackend", "OPTIONS": {"FLEET": SIMULATED_FLEET}},
+#         "default": {"BACKEND": "providers.simulated.backend.SimulatedBackend", "OPTIONS": {"FLEET": SIMULATED_FLEET}},
 #         # This host: JupyterLab, VS Code and sshd processes on its GPUs (CONSOLE_LOCAL_BACKEND=1 below).
 #         "local": {
-#             "BACKEND": "instances.backends.local.LocalBackend",
+#             "BACKEND": "providers.local.backend.LocalBackend",
 #             "OPTIONS": {"REGION": "local", "REGION_NAME": "This host"},
 #         },
 #         # A Slurm cluster through slurmrestd: each instance is a job holding its GPUs.
 #         "hpc": {
-#             "BACKEND": "instances.backends.slurm.SlurmBackend",
+#             "BACKEND": "providers.slurm.backend.SlurmBackend",
 #             "OPTIONS": {"REGION": "cn-north-hpc", "REGION_NAME": "Beijing HPC (Slurm)",
 #                         "ROOT": "/shared/console/instances", "PARTITION": "gpu",
 #                         "REST_URL": "http://slurm-ctl:6820", "REST_USER": "console",
@@ -490,7 +491,7 @@ SIMULATED_FLEET = [
 #         },
 #         # A Kubernetes cluster: each instance is a pod with nvidia.com/gpu limits.
 #         "k8s": {
-#             "BACKEND": "instances.backends.kubernetes.KubernetesBackend",
+#             "BACKEND": "providers.kubernetes.backend.KubernetesBackend",
 #             "OPTIONS": {"REGION": "cn-east-k8s", "REGION_NAME": "Shanghai (Kubernetes)",
 #                         "KUBECONFIG": "/etc/console/kubeconfig", "NAMESPACE": "gpu-instances"},
 #         },
@@ -501,7 +502,7 @@ SIMULATED_FLEET = [
 # replace) the ones here, and an alias set to null removes one (``{"default": null}``: no simulated cloud).
 PROVISIONING_BACKENDS = {
     "default": {
-        "BACKEND": "instances.backends.fake.FakeBackend",
+        "BACKEND": "providers.simulated.backend.SimulatedBackend",
         "OPTIONS": {
             "FLEET": SIMULATED_FLEET,
             "BOOT_DELAY_S": float(os.environ.get("SIMULATED_BOOT_DELAY_S", "0" if TESTING else "15")),
@@ -548,13 +549,13 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
     }
 )
 
-# --- The local backend: this host as a provider (instances/backends/local.py) -----------------------
+# --- The local backend: this host as a provider (providers/local/backend.py) ----------------------
 # CONSOLE_LOCAL_BACKEND=1 adds the region "local" ("This host"), whose one node is this host's GPUs
 # (or LOCAL_BACKEND_SIMULATED_GPUS simulated LOCAL_BACKEND_GPU_NAME cards when it has none), and whose
 # instances are real JupyterLab, VS Code (code-server) and sshd processes (install them: make local-deps).
 if env_bool("CONSOLE_LOCAL_BACKEND", False):
     PROVISIONING_BACKENDS["local"] = {
-        "BACKEND": "instances.backends.local.LocalBackend",
+        "BACKEND": "providers.local.backend.LocalBackend",
         "OPTIONS": {
             "REGION": "local",
             "REGION_NAME": "This host",
@@ -564,12 +565,12 @@ if env_bool("CONSOLE_LOCAL_BACKEND", False):
         },
     }
 
-# --- The Slurm backend: a Slurm cluster as a provider (instances/backends/slurm.py) ---------------------
-# An instance is a Slurm job asking for gpu:TYPE:N through GRES; the job runs instances.slurm_job on
+# --- The Slurm backend: a Slurm cluster as a provider (providers/slurm/backend.py) ----------------
+# An instance is a Slurm job asking for gpu:TYPE:N through GRES; the job runs providers.slurm.job on
 # its node(s), which starts JupyterLab / code-server / sshd there. Pointing it at a real cluster:
 #
 #   PROVISIONING_BACKENDS["slurm"] = {
-#       "BACKEND": "instances.backends.slurm.SlurmBackend",
+#       "BACKEND": "providers.slurm.backend.SlurmBackend",
 #       "OPTIONS": {
 #           "REGION": "hpc-1", "REGION_NAME": "HPC cluster",
 #           "ROOT": "/shared/console/instances",       # on a filesystem the console and all nodes share
@@ -589,7 +590,7 @@ if env_bool("CONSOLE_SLURM_BACKEND", False):
 
     _slurm_user = getpass.getuser()
     PROVISIONING_BACKENDS["slurm"] = {
-        "BACKEND": "instances.backends.slurm.SlurmBackend",
+        "BACKEND": "providers.slurm.backend.SlurmBackend",
         "OPTIONS": {
             "REGION": "slurm-local",
             "REGION_NAME": "Slurm cluster (this host)",
@@ -602,7 +603,7 @@ if env_bool("CONSOLE_SLURM_BACKEND", False):
     }
 
 
-# --- A Kubernetes cluster as a provider (instances/backends/kubernetes.py) --------------------------
+# --- A Kubernetes cluster as a provider (providers/kubernetes/) -----------------------------------
 # KUBERNETES_BACKEND_OPTIONS, a JSON object of the backend's OPTIONS, adds the backend "kubernetes" and
 # its region (OPTIONS["REGION"], default "k8s"), e.g. '{"KUBECONFIG": "/etc/console/kubeconfig",
 # "NAMESPACE": "gpu-console", "REGION": "k8s-1", "REGION_NAME": "GPU cluster"}'. See the README.
@@ -614,7 +615,7 @@ if os.environ.get("KUBERNETES_BACKEND_OPTIONS"):
     if not isinstance(_kubernetes_options, dict):
         raise ImproperlyConfigured("KUBERNETES_BACKEND_OPTIONS must be a JSON object.")
     PROVISIONING_BACKENDS["kubernetes"] = {
-        "BACKEND": "instances.backends.kubernetes.KubernetesBackend",
+        "BACKEND": "providers.kubernetes.backend.KubernetesBackend",
         "OPTIONS": {"REGION": "k8s", "REGION_NAME": "Kubernetes", **_kubernetes_options},
     }
 
@@ -647,7 +648,7 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
     else:
         PROVISIONING_BACKENDS[_alias] = {"BACKEND": _config["BACKEND"], "OPTIONS": _config.get("OPTIONS", {})}
 # The proxy asks the Instance model who owns what, and a deployment's API key opens that deployment's
-# app (apps_marketplace.proxy); the runtime-only resolver, instances.local.registry.proxy_target_for,
+# app (apps_marketplace.proxy); the runtime-only resolver, providers.local.runtime.registry.proxy_target_for,
 # serves instances started without the console.
 CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
 # The host name in the SSH command the instance page shows; empty: the host the browser used.

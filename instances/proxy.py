@@ -11,8 +11,8 @@ import uuid
 
 from django.core.exceptions import ImproperlyConfigured
 
-from instances.backends import BackendError, get_backend
 from instances.models import Instance
+from providers import BackendError, get_backend
 
 
 def instance_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""):

@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from instances.backends import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 from instances.lifecycle import deadline_s, overdue_reason
 from instances.models import Instance, InstanceEvent, Node, Region, StrayMachine
 from instances.services import instance_abandon, instance_sync, nodes_sync
+from providers import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from instances.backends import BackendError, backend_aliases, get_backend
 from instances.models import (
     GpuModel,
     GpuQuota,
@@ -21,6 +20,7 @@ from instances.models import (
     Region,
     StrayMachine,
 )
+from providers import BackendError, backend_aliases, get_backend
 
 
 def instance_list_for(*, user, include_released: bool = False) -> QuerySet[Instance]:

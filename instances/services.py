@@ -32,16 +32,6 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
-from instances.backends import (
-    AppLaunch,
-    InstanceSpec,
-    Observed,
-    PermanentBackendError,
-    ProvisioningBackend,
-    TransientBackendError,
-    backend_aliases,
-    get_backend,
-)
 from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
 from instances.lifecycle import (
     ALLOWED,
@@ -55,6 +45,16 @@ from instances.lifecycle import (
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.quota import quota_check
 from instances.volumes import volume_hooks
+from providers import (
+    AppLaunch,
+    InstanceSpec,
+    Observed,
+    PermanentBackendError,
+    ProvisioningBackend,
+    TransientBackendError,
+    backend_aliases,
+    get_backend,
+)
 
 logger = logging.getLogger(__name__)
 

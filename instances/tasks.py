@@ -17,8 +17,8 @@ from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
 from instances import quota, reconciler, services
-from instances.backends import TransientBackendError
 from instances.models import Instance
+from providers import TransientBackendError
 
 logger = logging.getLogger(__name__)
 S = Instance.Status

@@ -17,9 +17,9 @@ from django.db.models import QuerySet
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
-from instances.backends import VolumeMount
 from instances.errors import LaunchInvalid
 from instances.models import Instance
+from providers import VolumeMount
 
 
 class VolumeHooks:

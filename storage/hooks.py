@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from instances.backends import VolumeMount
 from instances.models import Instance
 from instances.volumes import VolumeHooks
+from providers import VolumeMount
 from storage.models import Volume, VolumeAttachment
 from storage.selectors import attachable_volumes_for, instance_mounts
 from storage.services import volume_attachments_at_launch, volume_mounts_for_boot

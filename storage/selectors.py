@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from billing.metering import amount_owed, elapsed_seconds
 from billing.models import Meter
-from instances.backends import get_backend
 from instances.models import Instance, Region
+from providers import get_backend
 from storage.models import Volume, VolumeAttachment
 
 IS = Instance.Status

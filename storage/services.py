@@ -38,9 +38,9 @@ from billing.services import InsufficientFunds, launch_check, meter_start, meter
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
-from instances.backends import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from instances.errors import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
 from instances.models import Instance, Region
+from providers import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from storage.models import Volume, VolumeAttachment, VolumeEvent
 from storage.selectors import (
     BOOTED_INSTANCE,

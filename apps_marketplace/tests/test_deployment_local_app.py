@@ -36,7 +36,7 @@ def local_apps(this_host, settings, rich_alice):
     backend = this_host(services=())
     settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
     tensorboard = App.objects.get(slug="tensorboard")
-    from instances.backends.base import AppLaunch
+    from providers.base import AppLaunch
 
     why = backend.app_check(AppLaunch(name="tensorboard", argv=("tensorboard",)))
     if why:

@@ -25,7 +25,7 @@ def test_tensorboard_runs_in_the_slurm_job_with_the_public_models_and_answers_it
     (public / "Qwen/Qwen2.5-0.5B/config.json").write_text("{}")
     backend = on_slurm(services=(), PUBLIC_MOUNTS={"/models": str(public)})
     settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
-    from instances.local.supervisor import LocalRuntime
+    from providers.local.runtime.supervisor import LocalRuntime
 
     runtime = LocalRuntime(root=tmp_path / "probe", services=())
     if runtime.app_missing({"name": "tensorboard", "argv": ["tensorboard"]}):

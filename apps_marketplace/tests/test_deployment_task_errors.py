@@ -12,10 +12,10 @@ from apps_marketplace.services import deployment_create, deployment_redeploy
 from apps_marketplace.tests.conftest import deploy
 from billing.models import Meter
 from billing.services import balance_get
-from instances.backends.fake import SimulatedBug
 from instances.models import GpuModel, Instance, Region
 from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, simulate
+from providers.simulated.backend import SimulatedBug
 
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 from django.test import Client, override_settings
 
-from instances.local import registry
-from instances.local.supervisor import LocalRuntime
 from instances.tests.local_helpers import asgi_server, lab_answers, runtime_or_skip, wait_until
+from providers.local.runtime import registry
+from providers.local.runtime.supervisor import LocalRuntime
 
 
 @dataclass
@@ -45,7 +45,7 @@ def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
     # Instances started straight on the runtime, without Instance rows: the runtime's own resolver.
     with override_settings(
         LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services)},
-        CONSOLE_PROXY_RESOLVER="instances.local.registry.proxy_target_for",
+        CONSOLE_PROXY_RESOLVER="providers.local.runtime.registry.proxy_target_for",
     ):
         registry.get_runtime.cache_clear()
         try:

@@ -21,11 +21,11 @@ def backends_with(value: str) -> subprocess.CompletedProcess:
 def test_aliases_are_added_and_null_removes_one():
     extra = {
         "default": None,
-        "hpc": {"BACKEND": "instances.backends.fake.FakeBackend", "OPTIONS": {"REGION": "hpc-1"}},
+        "hpc": {"BACKEND": "providers.simulated.backend.SimulatedBackend", "OPTIONS": {"REGION": "hpc-1"}},
     }
     result = backends_with(json.dumps(extra))
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"hpc": "instances.backends.fake.FakeBackend"}
+    assert json.loads(result.stdout) == {"hpc": "providers.simulated.backend.SimulatedBackend"}
 
 
 def test_bad_values_stop_the_console_with_a_clear_message():

@@ -14,11 +14,11 @@ from django.core.checks import ERROR, Error, Tags, run_checks
 from django.test import override_settings
 
 from billing.gateways import PaymentGateway
-from instances.backends.fake import FakeBackend
+from providers.simulated.backend import SimulatedBackend
 
 REAL_GATEWAY = "console.tests.test_demo_parts_check.RealGateway"
-REAL_BACKENDS = {"hpc": {"BACKEND": "instances.backends.slurm.SlurmBackend", "OPTIONS": {"REGION": "hpc"}}}
-SIMULATED_CLOUD = {"default": {"BACKEND": "instances.backends.fake.FakeBackend", "OPTIONS": {}}}
+REAL_BACKENDS = {"hpc": {"BACKEND": "providers.slurm.backend.SlurmBackend", "OPTIONS": {"REGION": "hpc"}}}
+SIMULATED_CLOUD = {"default": {"BACKEND": "providers.simulated.backend.SimulatedBackend", "OPTIONS": {}}}
 
 
 class RealGateway(PaymentGateway):
@@ -27,7 +27,7 @@ class RealGateway(PaymentGateway):
     name = "real"
 
 
-class FlakyFakeBackend(FakeBackend):
+class FlakyFakeBackend(SimulatedBackend):
     """A test fake built on the simulated cloud is simulated too."""
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from instances.local import registry
-from instances.local.servers import Paths
+from providers.local.runtime import registry
+from providers.local.runtime.servers import Paths
 
 
 @pytest.fixture

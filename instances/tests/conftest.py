@@ -22,7 +22,7 @@ def backends(**options) -> dict:
     """A PROVISIONING_BACKENDS value: the simulated cloud with the small fleet and ``options``."""
     return {
         "default": {
-            "BACKEND": "instances.backends.fake.FakeBackend",
+            "BACKEND": "providers.simulated.backend.SimulatedBackend",
             "OPTIONS": {"FLEET": SMALL_FLEET, "BOOT_DELAY_S": 0, **options},
         }
     }
@@ -111,8 +111,8 @@ def this_host(settings, tmp_path, db):
     """``this_host(services=("lab",))``: the local backend (region "local", two simulated H200s) with a
     runtime in a temporary root, the catalogue seeded with its region; skips when a server is not
     installed. Every instance it made is destroyed afterwards. Returns the backend."""
-    from instances.backends import get_backend
     from instances.tests.local_helpers import local_backends
+    from providers import get_backend
 
     made = []
 
@@ -148,9 +148,9 @@ def on_slurm(settings, tmp_path, db, slurm_cluster):
     on the test cluster with instance directories in a temporary root, the catalogue seeded with its
     region. Skips when a server it should start is not installed. Every job of the test is cancelled
     afterwards. Returns the backend."""
-    from instances.backends import get_backend
-    from instances.local.supervisor import LocalRuntime
     from instances.tests.slurm_helpers import slurm_backends
+    from providers import get_backend
+    from providers.local.runtime.supervisor import LocalRuntime
 
     def make(*, rest: bool = False, services=("lab",), **options):
         missing = LocalRuntime(root=tmp_path, services=services).missing_components()

@@ -15,7 +15,7 @@ import httpx
 import psutil
 import pytest
 
-from instances.local.supervisor import LocalRuntime
+from providers.local.runtime.supervisor import LocalRuntime
 
 
 def wait_until(predicate: Callable[[], object], *, timeout: float = 30.0, interval: float = 0.05, what: str = ""):
@@ -98,7 +98,7 @@ def local_backends(root: Path, *, services=("lab",), **options) -> dict:
     return {
         **backends(),
         "local": {
-            "BACKEND": "instances.backends.local.LocalBackend",
+            "BACKEND": "providers.local.backend.LocalBackend",
             "OPTIONS": {
                 "REGION": "local",
                 "REGION_NAME": "This host",

@@ -130,4 +130,4 @@ def slurm_backends(root: Path, *, rest: bool = False, services=("lab",), **optio
             "REST_USER": user,
             "JWT_COMMAND": ["scontrol", "token", f"username={user}", "lifespan=600"],
         }
-    return {**backends(), "slurm": {"BACKEND": "instances.backends.slurm.SlurmBackend", "OPTIONS": slurm | options}}
+    return {**backends(), "slurm": {"BACKEND": "providers.slurm.backend.SlurmBackend", "OPTIONS": slurm | options}}

@@ -3,11 +3,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from instances.backends import get_backend
 from instances.errors import LaunchInvalid
-from instances.models import Instance, SimulatedMachine
+from instances.models import Instance
 from instances.services import instance_auto_stop_set, instances_auto_stop
 from instances.tests.conftest import committed, running
+from providers import get_backend
+from providers.simulated.models import SimulatedMachine
 
 S = Instance.Status
 

@@ -3,12 +3,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from instances.backends import TransientBackendError, get_backend
 from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
 from instances.services import instance_provision, instance_sync
 from instances.tasks import instance_provision_task
 from instances.tests.conftest import committed, launch, simulate
+from providers import TransientBackendError, get_backend
 
 S = Instance.Status
 

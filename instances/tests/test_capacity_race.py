@@ -9,10 +9,10 @@ import threading
 import pytest
 from django.db import connection
 
-from instances.backends import get_backend
 from instances.errors import NoCapacity
 from instances.models import Instance, Node
 from instances.tests.conftest import fund, launch
+from providers import get_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

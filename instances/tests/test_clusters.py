@@ -4,13 +4,14 @@ all freed by a stop, a release or a failure."""
 import pytest
 
 from billing.models import Meter
-from instances.backends import get_backend
 from instances.errors import LaunchInvalid, NoCapacity, QuotaExceeded
 from instances.metering import gpu_meter_ref
-from instances.models import Instance, Node, SimulatedMachine
+from instances.models import Instance, Node
 from instances.quota import quota_usage
 from instances.services import instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, launch, running, simulate
+from providers import get_backend
+from providers.simulated.models import SimulatedMachine
 
 S = Instance.Status
 

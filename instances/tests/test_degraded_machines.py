@@ -4,20 +4,22 @@ running instance is stopped with its disk, a start of a stopped one goes back to
 
 from __future__ import annotations
 
-from instances.backends import Observation, Observed
-from instances.backends.fake import FakeBackend
 from instances.models import Instance
 from instances.services import instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, running
+from providers import Observation, Observed
+from providers.simulated.backend import SimulatedBackend
 
 
 def test_a_degraded_running_machine_is_started_again_until_the_limit(rich_alice, settings, monkeypatch):
     settings.INSTANCES_CRASH_LIMIT = 3
     instance = running(rich_alice)
     starts = []
-    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node, spec=None: starts.append(key) or state)
     monkeypatch.setattr(
-        FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="JupyterLab died")
+        SimulatedBackend, "start", lambda self, *, key, state, node, spec=None: starts.append(key) or state
+    )
+    monkeypatch.setattr(
+        SimulatedBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="JupyterLab died")
     )
 
     instance_sync(instance_id=instance.pk)
@@ -38,8 +40,10 @@ def test_a_degraded_running_machine_is_started_again_until_the_limit(rich_alice,
 def test_crashes_outside_the_window_do_not_count(rich_alice, settings, monkeypatch):
     settings.INSTANCES_CRASH_LIMIT = 2
     instance = running(rich_alice)
-    monkeypatch.setattr(FakeBackend, "start", lambda self, *, key, state, node, spec=None: state)
-    monkeypatch.setattr(FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x"))
+    monkeypatch.setattr(SimulatedBackend, "start", lambda self, *, key, state, node, spec=None: state)
+    monkeypatch.setattr(
+        SimulatedBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x")
+    )
     instance_sync(instance_id=instance.pk)
     settings.INSTANCES_CRASH_WINDOW_S = 0
     instance_sync(instance_id=instance.pk)
@@ -52,7 +56,9 @@ def test_a_start_that_keeps_crashing_goes_back_to_stopped_with_why(rich_alice, s
     instance = running(rich_alice)
     with committed():
         instance_stop(instance=instance)
-    monkeypatch.setattr(FakeBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x"))
+    monkeypatch.setattr(
+        SimulatedBackend, "poll", lambda self, *, key, state: Observation(Observed.DEGRADED, detail="x")
+    )
     with committed():
         instance_start(instance=Instance.objects.get(pk=instance.pk))
     instance.refresh_from_db()

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
-from instances.backends import get_backend
 from instances.catalogue import catalogue_seed
-from instances.local.servers import Paths
 from instances.models import GpuModel, Image, Instance, Region
 from instances.proxy import instance_proxy_target
 from instances.services import instance_stop
 from instances.tests.conftest import committed, running
 from instances.tests.local_helpers import local_backends
+from providers import get_backend
+from providers.local.runtime.servers import Paths
 
 
 def _servers_recorded(backend, key: str, services=("lab", "code", "ssh")) -> None:

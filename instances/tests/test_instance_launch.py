@@ -2,10 +2,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from instances.backends import get_backend
 from instances.errors import FundsTooLow, LaunchInvalid, NoCapacity, QuotaExceeded
 from instances.models import Instance, Node
 from instances.tests.conftest import launch, statuses
+from providers import get_backend
 
 S = Instance.Status
 

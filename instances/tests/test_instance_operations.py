@@ -2,7 +2,6 @@
 
 import pytest
 
-from instances.backends import Observed, get_backend
 from instances.errors import OperationNotAllowed
 from instances.models import Instance, Node
 from instances.services import (
@@ -14,6 +13,7 @@ from instances.services import (
     instance_stop,
 )
 from instances.tests.conftest import committed, running
+from providers import Observed, get_backend
 
 S = Instance.Status
 

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from instances.backends.base import (
+from instances.tests.k8s_fake import fake_api_server
+from providers.base import (
     AppLaunch,
     InstanceSpec,
     Observed,
@@ -15,8 +16,7 @@ from instances.backends.base import (
     TransientBackendError,
     VolumeMount,
 )
-from instances.backends.kubernetes import KubernetesBackend, instance_name
-from instances.tests.k8s_fake import fake_api_server
+from providers.kubernetes import KubernetesBackend, instance_name
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
 OTHER = "6f1c2a9b-03de-4f00-9000-000000000002"  # same first 12 hex digits: the same object names
@@ -506,7 +506,7 @@ def test_a_missing_kubeconfig_or_cluster_is_a_plain_permanent_error(tmp_path, mo
 
 
 def test_the_public_models_and_datasets_are_mounted_read_only_unless_a_volume_takes_the_path(api):
-    from instances.backends.base import VolumeMount
+    from providers.base import VolumeMount
 
     backend = backend_for(api, PUBLIC_VOLUMES={"/models": "public-models", "/datasets": "public-datasets"})
     backend.volume_create(key="0b7e11", size_gb=10)

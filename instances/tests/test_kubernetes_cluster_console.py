@@ -9,14 +9,14 @@ import base64
 
 import pytest
 
-from instances.backends import get_backend
-from instances.backends.kubernetes import cluster_name, instance_name
 from instances.models import Instance, Node, StrayMachine
 from instances.proxy import instance_proxy_target
 from instances.reconciler import instances_reconcile
 from instances.services import instance_release, instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, launch
 from instances.tests.test_kubernetes_console import cluster  # noqa: F401  (the fixture)
+from providers import get_backend
+from providers.kubernetes import cluster_name, instance_name
 
 S = Instance.Status
 

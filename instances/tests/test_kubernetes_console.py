@@ -8,7 +8,6 @@ import base64
 
 import pytest
 
-from instances.backends.kubernetes import instance_name
 from instances.catalogue import catalogue_seed
 from instances.models import Instance, Node
 from instances.proxy import instance_proxy_target
@@ -23,6 +22,7 @@ from instances.services import (
 )
 from instances.tests.conftest import backends, committed, launch
 from instances.tests.k8s_fake import fake_api_server
+from providers.kubernetes import instance_name
 
 S = Instance.Status
 
@@ -36,7 +36,7 @@ def cluster(settings, tmp_path, catalogue):
         settings.PROVISIONING_BACKENDS = {
             **backends(),
             "k8s": {
-                "BACKEND": "instances.backends.kubernetes.KubernetesBackend",
+                "BACKEND": "providers.kubernetes.backend.KubernetesBackend",
                 "OPTIONS": {"KUBECONFIG": str(api.kubeconfig), "REGION": "k8s-1", "REGION_NAME": "Kubernetes"},
             },
         }

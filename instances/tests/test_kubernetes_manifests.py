@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from instances.backends.base import AppLaunch, InstanceSpec, PermanentBackendError, VolumeMount
-from instances.backends.kubernetes import (
+from instances.tests.k8s_fake import validate_manifest
+from providers.base import AppLaunch, InstanceSpec, PermanentBackendError, VolumeMount
+from providers.kubernetes import (
     KubeOptions,
     cluster_manifests,
     home_pvc_manifest,
@@ -17,7 +18,6 @@ from instances.backends.kubernetes import (
     statefulset_manifest,
     volume_pvc_manifest,
 )
-from instances.tests.k8s_fake import validate_manifest
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
 APP = AppLaunch(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from instances.backends.base import AppLaunch, InstanceSpec, VolumeMount
-from instances.backends.kubernetes import KubernetesBackend
 from instances.tests.k8s_fake import fake_api_server, validate_manifest
+from providers.base import AppLaunch, InstanceSpec, VolumeMount
+from providers.kubernetes import KubernetesBackend
 
 RBAC = Path(__file__).resolve().parents[2] / "deploy/kubernetes/console-rbac.yaml"
 

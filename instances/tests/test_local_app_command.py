@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from instances.local.servers import APP, Paths, app_command, app_program, paths_translate
+from providers.local.runtime.servers import APP, Paths, app_command, app_program, paths_translate
 
 
 def test_placeholders_are_filled_and_the_app_gets_its_secret_and_port():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from instances.backends import InstanceSpec, PermanentBackendError, TransientBackendError
 from instances.tests.local_helpers import wait_until
+from providers import InstanceSpec, PermanentBackendError, TransientBackendError
 
 pytestmark = pytest.mark.local
 

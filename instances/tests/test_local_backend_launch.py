@@ -12,10 +12,10 @@ from websockets.sync.client import connect
 
 from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _execute, _refusal
-from instances.local.supervisor import MARKER
 from instances.services import instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import asgi_server, listening_ports, wait_running, wait_until
+from providers.local.runtime.supervisor import MARKER
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

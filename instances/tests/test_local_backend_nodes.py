@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from instances.backends import get_backend
-from instances.backends.local import LocalBackend
 from instances.catalogue import catalogue_seed
 from instances.models import Node, Region
 from instances.services import nodes_sync
 from instances.tests.local_helpers import local_backends
+from providers import get_backend
+from providers.local.backend import LocalBackend
 
 RECORDINGS = Path(__file__).parent / "recordings"
 
@@ -66,7 +66,7 @@ def test_the_catalogue_creates_the_region_and_the_console_syncs_its_node(db, tmp
 
 @pytest.mark.parametrize("key", ["../evil", ""])
 def test_a_bad_key_is_a_permanent_error(tmp_path, key):
-    from instances.backends import PermanentBackendError
+    from providers import PermanentBackendError
 
     backend = LocalBackend(alias="local", options={"ROOT": str(tmp_path)})
     with pytest.raises(PermanentBackendError):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from instances.local.gpus import NVIDIA_SMI_ARGS, GpuDiscoveryError, gpu_discover, parse_nvidia_smi_csv
+from providers.local.runtime.gpus import NVIDIA_SMI_ARGS, GpuDiscoveryError, gpu_discover, parse_nvidia_smi_csv
 
 RECORDINGS = Path(__file__).parent / "recordings"
 
@@ -90,7 +90,7 @@ def test_the_real_command_is_used_when_present(tmp_path):
 
 
 def test_cards_are_given_to_one_instance_at_a_time(tmp_path):
-    from instances.local.gpus import GpuRegistry, NotEnoughGpus
+    from providers.local.runtime.gpus import GpuRegistry, NotEnoughGpus
 
     cards = [str(i) for i in range(8)]
     registry = GpuRegistry(tmp_path / "gpus.json")

@@ -8,7 +8,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from instances.local.ports import NoFreePort, PortRegistry
+from providers.local.runtime.ports import NoFreePort, PortRegistry
 
 
 def _allocate(args):

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from instances.local.supervisor import Mount
 from instances.tests.local_helpers import runtime_or_skip
+from providers.local.runtime.supervisor import Mount
 
 
 @pytest.fixture

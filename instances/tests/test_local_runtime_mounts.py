@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from instances.local import supervisor
-from instances.local.supervisor import LocalRuntime, LocalRuntimeError, Mount
+from providers.local.runtime import supervisor
+from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError, Mount
 
 pytestmark = pytest.mark.local
 

@@ -1,11 +1,11 @@
 """A node that goes down, drains or disappears is noticed: its instances are told on their timelines,
 machines the provider lost with it are marked lost, and it takes no new instances."""
 
-from instances.backends import get_backend
 from instances.models import Instance, InstanceEvent, Node
 from instances.reconciler import instances_reconcile
 from instances.services import nodes_sync, region_nodes_sync
 from instances.tests.conftest import committed, launch, running
+from providers import get_backend
 
 S = Instance.Status
 
@@ -72,7 +72,7 @@ def test_a_node_back_in_service_is_noted_and_takes_instances_again(rich_alice):
 def test_a_node_the_backend_stops_reporting_is_noted_once(rich_alice):
     instance = running(rich_alice)
     name = instance.node.name
-    from instances.models import SimulatedNode
+    from providers.simulated.models import SimulatedNode
 
     # The provider decommissioned the node (its machine goes with it).
     SimulatedNode.objects.filter(name=name).delete()

@@ -1,9 +1,9 @@
 import uuid
 
-from instances.backends import InstanceSpec, get_backend
 from instances.models import Instance, StrayMachine
 from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, running
+from providers import InstanceSpec, get_backend
 
 S = Instance.Status
 

@@ -8,12 +8,12 @@ from django.utils import timezone
 
 from billing.models import Meter
 from instances import tasks
-from instances.backends import get_backend
 from instances.lifecycle import ALLOWED, SETTLES_AT
 from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
 from instances.services import instance_release, instance_restart, instance_start, instance_stop
 from instances.tests.conftest import committed, launch, running, simulate, statuses
+from providers import get_backend
 
 S = Instance.Status
 

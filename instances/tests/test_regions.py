@@ -9,13 +9,14 @@ from django.urls import reverse
 from billing.models import Meter
 from billing.selectors import balance_get
 from billing.settlement import meters_settle_all
-from instances.backends import get_backend
 from instances.catalogue import catalogue_seed
 from instances.metering import gpu_meter_ref
-from instances.models import GpuModel, Instance, Node, Region, SimulatedMachine
+from instances.models import GpuModel, Instance, Node, Region
 from instances.reconciler import instances_reconcile
 from instances.services import nodes_ensure, nodes_sync
 from instances.tests.conftest import committed, fund, launch, running
+from providers import get_backend
+from providers.simulated.models import SimulatedMachine
 
 S = Instance.Status
 
@@ -33,11 +34,11 @@ EAST_FLEET = [
 def two_backends(**east_options) -> dict:
     return {
         "default": {
-            "BACKEND": "instances.backends.fake.FakeBackend",
+            "BACKEND": "providers.simulated.backend.SimulatedBackend",
             "OPTIONS": {"FLEET": NORTH_FLEET, "BOOT_DELAY_S": 0},
         },
         "east": {
-            "BACKEND": "instances.backends.fake.FakeBackend",
+            "BACKEND": "providers.simulated.backend.SimulatedBackend",
             "OPTIONS": {
                 "FLEET": EAST_FLEET,
                 "BOOT_DELAY_S": 0,
@@ -69,7 +70,7 @@ def test_a_backend_that_declares_a_region_gets_it_when_the_catalogue_is_seeded(r
     }
     settings.PROVISIONING_BACKENDS = {
         **two_backends(),
-        "gz": {"BACKEND": "instances.backends.fake.FakeBackend", "OPTIONS": {"REGION": "cn-south-1"}},
+        "gz": {"BACKEND": "providers.simulated.backend.SimulatedBackend", "OPTIONS": {"REGION": "cn-south-1"}},
     }
     catalogue_seed()
     catalogue_seed()
@@ -198,7 +199,7 @@ def test_the_fleet_page_lists_region_bs_instance_under_region_b(rich_bob, client
     body = client_for(staff).get(reverse("staff_fleet")).content.decode()
     east = body[body.index('id="region-cn-east-1"') :]
     east = east[: east.index('class="card fleet-region"') if 'class="card fleet-region"' in east else None]
-    assert "<code>east</code>" in east and "instances.backends.fake.FakeBackend" in east
+    assert "<code>east</code>" in east and "providers.simulated.backend.SimulatedBackend" in east
     assert f'data-node="{instance.node.name}"' in east
     assert f"?node__id__exact={instance.node_id}" in east
     north = body[body.index('id="region-cn-north-1"') :]

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from instances.backends import InstanceSpec, PermanentBackendError, get_backend
+from providers import InstanceSpec, PermanentBackendError, get_backend
 
 HEAD, PEER = "cn-north-1-a800-80g-01", "cn-north-1-a800-80g-02"
 

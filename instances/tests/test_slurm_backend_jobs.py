@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from instances.backends import InstanceSpec, Observed
 from instances.services import instance_release, instance_sync
-from instances.slurm_job import report_path, report_write
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_until
 from instances.tests.slurm_helpers import PREFIX
+from providers import InstanceSpec, Observed
+from providers.slurm.job import report_path, report_write
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

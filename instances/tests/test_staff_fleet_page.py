@@ -4,10 +4,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from instances.backends import get_backend
 from instances.models import Instance, Node
 from instances.services import nodes_sync
 from instances.tests.conftest import committed, running, simulate
+from providers import get_backend
 
 S = Instance.Status
 URL = "/staff/fleet/"
@@ -32,7 +32,7 @@ def test_staff_see_regions_backends_nodes_totals_and_instances_per_node(rich_ali
     body = page.content.decode()
     assert page.status_code == 200
     assert "North China 1 (Beijing)" in body and "East China 1 (Shanghai)" in body
-    assert "<code>default</code>" in body and "<code>instances.backends.fake.FakeBackend</code>" in body
+    assert "<code>default</code>" in body and "<code>providers.simulated.backend.SimulatedBackend</code>" in body
     # Per region: 3 nodes, 24 cards of which 2 in use; the fleet has 4 nodes and 32 cards.
     assert "3 nodes · 24 cards: 2 in use, 22 free, 0 free but out of service · 1 instances" in body
     assert '<div class="label">Cards free / total</div><div class="value">30 / 32</div>' in body
@@ -125,7 +125,7 @@ def test_the_query_count_does_not_grow_with_the_fleet(rich_alice, client_for, st
 
     few = queries()
     with simulate(FLEET=[{"region": "cn-north-1", "gpu": "l40s", "nodes": 30, "cards": 8}]):
-        from instances.models import SimulatedNode
+        from providers.simulated.models import SimulatedNode
 
         SimulatedNode.objects.all().delete()
         nodes_sync(alias="default")

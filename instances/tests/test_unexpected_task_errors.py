@@ -11,8 +11,6 @@ from django.urls import reverse
 
 from billing.models import Meter, Transaction
 from billing.services import balance_get
-from instances.backends import TransientBackendError, get_backend
-from instances.backends.fake import FakeBackend, SimulatedBug
 from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
 from instances.services import (
@@ -24,6 +22,8 @@ from instances.services import (
 )
 from instances.tasks import RETRY, instance_provision_task
 from instances.tests.conftest import committed, launch, running, simulate, statuses
+from providers import TransientBackendError, get_backend
+from providers.simulated.backend import SimulatedBackend, SimulatedBug
 
 S = Instance.Status
 
@@ -58,7 +58,7 @@ def test_the_database_error_a_user_hit_fails_the_launch_instead_of_leaving_it_pr
     def unsupported(self, node):
         raise NotSupportedError("contains lookup is not supported on this database backend.")
 
-    monkeypatch.setattr(FakeBackend, "_used_cards", unsupported)
+    monkeypatch.setattr(SimulatedBackend, "_used_cards", unsupported)
 
     with pytest.raises(NotSupportedError), committed():
         instance = launch(rich_alice)

@@ -7,9 +7,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from instances.backends import get_backend
 from instances.models import GpuModel, Image, Instance, Region
 from instances.tests.conftest import backends, committed, running
+from providers import get_backend
 from storage import services
 from storage.models import Volume
 from storage.tests.conftest import make_volume
@@ -52,7 +52,7 @@ def test_form_errors_are_shown_not_raised(rich_alice, alice_client):
 def test_only_regions_that_offer_volumes_are_offered(rich_alice, alice_client, settings):
     settings.PROVISIONING_BACKENDS = {
         **backends(),
-        "blockless": {"BACKEND": "instances.backends.fake.FakeBackend", "OPTIONS": {"VOLUMES": False}},
+        "blockless": {"BACKEND": "providers.simulated.backend.SimulatedBackend", "OPTIONS": {"VOLUMES": False}},
     }
     no_volumes = Region.objects.create(slug="edge-1", name="Edge without volumes", backend_alias="blockless")
     body = alice_client.get(reverse("storage")).content.decode()

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from instances.models import GpuModel, Image, Instance, Node, Region, SimulatedMachine
+from instances.models import GpuModel, Image, Instance, Node, Region
 from instances.services import instance_launch, instance_release, instance_restart, instance_stop
 from instances.tests.conftest import backends, committed, running
+from providers.simulated.models import SimulatedMachine
 from storage import services
 from storage.models import Volume, VolumeAttachment
 from storage.tests.conftest import make_volume

@@ -7,9 +7,10 @@ import pytest
 from django.test import override_settings
 
 from core.statemachine import InvalidTransition
-from instances.backends import get_backend
-from instances.models import Region, SimulatedVolume
+from instances.models import Region
 from instances.tests.conftest import backends, committed
+from providers import get_backend
+from providers.simulated.models import SimulatedVolume
 from storage import services
 from storage.models import Volume
 from storage.selectors import volume_meter_ref

@@ -7,11 +7,12 @@ from django.urls import reverse
 
 from billing.models import Meter
 from billing.services import balance_get
-from instances.backends import TransientBackendError
-from instances.backends.fake import SimulatedBug
-from instances.models import Region, SimulatedVolume
+from instances.models import Region
 from instances.tasks import RETRY
 from instances.tests.conftest import committed, simulate
+from providers import TransientBackendError
+from providers.simulated.backend import SimulatedBug
+from providers.simulated.models import SimulatedVolume
 from storage import services
 from storage.models import Volume
 from storage.selectors import volume_meter_ref

@@ -17,9 +17,9 @@ pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(tran
 @pytest.fixture
 def this_host_apps(settings, tmp_path):
     from apps_marketplace.loaders import marketplace_catalogue_load
-    from instances.backends import get_backend
-    from instances.backends.base import AppLaunch
     from instances.catalogue import catalogue_seed
+    from providers import get_backend
+    from providers.base import AppLaunch
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=())
     settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"

@@ -71,13 +71,13 @@ def running(settings, monkeypatch):
     from accounts.tests.factories import UserFactory
     from instances import tasks
     from instances.catalogue import catalogue_seed
-    from instances.models import SimulatedMachine
     from instances.services import instance_sync
     from instances.tests.conftest import SMALL_FLEET, fund, launch
+    from providers.simulated.models import SimulatedMachine
 
     settings.PROVISIONING_BACKENDS = {
         "default": {
-            "BACKEND": "instances.backends.fake.FakeBackend",
+            "BACKEND": "providers.simulated.backend.SimulatedBackend",
             "OPTIONS": {"FLEET": SMALL_FLEET, "BOOT_DELAY_S": 3600},
         }
     }
@@ -156,8 +156,8 @@ def test_after_a_stop_the_page_and_the_list_offer_start_and_after_a_start_stop_a
     expect(header.locator(".badge")).to_have_text("Starting", timeout=3000)
     assert _buttons(header) == ["Release"]
 
-    from instances.models import SimulatedMachine
     from instances.services import instance_sync
+    from providers.simulated.models import SimulatedMachine
 
     def boot_done():
         SimulatedMachine.objects.filter(key=str(instance.pk)).update(ready_at=timezone.now() - timedelta(seconds=1))

@@ -84,7 +84,7 @@ def _booting_instance(settings):
 
     settings.PROVISIONING_BACKENDS = {
         "default": {
-            "BACKEND": "instances.backends.fake.FakeBackend",
+            "BACKEND": "providers.simulated.backend.SimulatedBackend",
             "OPTIONS": {"FLEET": SMALL_FLEET, "BOOT_DELAY_S": 3600},
         }
     }
@@ -100,8 +100,8 @@ def _booting_instance(settings):
 def _finish_boot_in_a_worker(instance) -> None:
     """The provider finishes the boot and a worker's poll notices, in a thread of its own (as a
     worker process would be: the test's thread runs Playwright's event loop)."""
-    from instances.models import SimulatedMachine
     from instances.services import instance_sync
+    from providers.simulated.models import SimulatedMachine
 
     def worker():
         from django.db import connection

@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(tran
 
 @pytest.fixture
 def this_host_backend(settings, tmp_path):
-    from instances.backends import get_backend
     from instances.catalogue import catalogue_seed
+    from providers import get_backend
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=("lab", "code"))
     # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from instances.backends.base import Observation, Observed
-from instances.backends.kubernetes.names import ANNOTATION_NODE, GPU_RESOURCE, LABEL_INSTANCE
+from providers.base import Observation, Observed
+from providers.kubernetes.names import ANNOTATION_NODE, GPU_RESOURCE, LABEL_INSTANCE
 
 _WAITING_BROKEN = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 

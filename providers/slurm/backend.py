@@ -2,10 +2,10 @@
 
 Like JupyterHub's batchspawner: the console submits a batch job asking for ``gpu:TYPE:N`` through
 GRES (``--nodes`` for a cluster); Slurm places it, queues it while the cluster is full, and runs
-``python -m instances.slurm_job`` on every node it got. That program starts the instance's user
+``python -m providers.slurm.job`` on every node it got. That program starts the instance's user
 servers (JupyterLab, code-server, sshd, the app) with the local backend's runtime on the first node,
 with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for the allocation, and writes a report signed with the
-instance's secret into the instance's directory (why a signed file: see ``instances.slurm_job``).
+instance's secret into the instance's directory (why a signed file: see ``providers.slurm.job``).
 The console's proxy reads that report to reach the servers.
 
 - The instance's directory (``ROOT/<key>``: ``home`` is its disk, ``run`` its secrets and reports)
@@ -19,7 +19,7 @@ The console's proxy reads that report to reach the servers.
   responding is unhealthy; a job that Slurm killed with its node (NODE_FAIL) makes the instance GONE.
 
     PROVISIONING_BACKENDS["slurm"] = {
-        "BACKEND": "instances.backends.slurm.SlurmBackend",
+        "BACKEND": "providers.slurm.backend.SlurmBackend",
         "OPTIONS": {
             "REGION": "slurm-local",            # the region its nodes are in (catalogue_seed creates it)
             "REGION_NAME": "Slurm cluster",
@@ -65,8 +65,10 @@ import httpx
 from django.conf import settings
 
 from core.proxy import ProxyTarget
-from instances.backends.base import (
+from providers.base import (
+    ClustersCapability,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -76,7 +78,7 @@ from instances.backends.base import (
     ProvisioningBackend,
     TransientBackendError,
 )
-from instances.slurm_job import report_path, report_read
+from providers.slurm.job import report_path, report_read
 
 STATE_VERSION = 1
 DEFAULT_SERVICES = ("lab", "code", "ssh")
@@ -328,7 +330,7 @@ def queue_position(job: dict, jobs: list[dict]) -> int:
 # --- The backend -------------------------------------------------------------------------------------------
 
 
-class SlurmBackend(ProvisioningBackend):
+class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBackend):
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         o = self.options
@@ -418,7 +420,7 @@ class SlurmBackend(ProvisioningBackend):
         args = [
             python,
             "-m",
-            "instances.slurm_job",
+            "providers.slurm.job",
             f"--root={self.root}",
             f"--key={key}",
             f"--services={','.join(self.services)}",
@@ -733,7 +735,7 @@ class SlurmBackend(ProvisioningBackend):
                 secrets=(token,),
             )
         if service == "code":
-            from instances.local.servers import CODE_SERVER_COOKIE
+            from providers.local.runtime.servers import CODE_SERVER_COOKIE
 
             return ProxyTarget(
                 host=host,

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from instances.backends.base import PermanentBackendError
-from instances.backends.kubernetes.names import CODE, CONTAINER_PORTS, LAB, SSH
+from providers.base import PermanentBackendError
+from providers.kubernetes.names import CODE, CONTAINER_PORTS, LAB, SSH
 
 DEFAULT_GPU_MODELS = {
     # Values as NVIDIA's GPU Feature Discovery writes nvidia.com/gpu.product (spaces become dashes).

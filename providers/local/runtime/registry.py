@@ -14,9 +14,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from core.proxy import ProxyTarget
-from instances.local.gpus import GpuInventory, gpu_discover
-from instances.local.servers import APP, CODE, CODE_SERVER_COOKIE, LAB, WEBUI
-from instances.local.supervisor import LocalRuntime, LocalRuntimeError
+from providers.local.runtime.gpus import GpuInventory, gpu_discover
+from providers.local.runtime.servers import APP, CODE, CODE_SERVER_COOKIE, LAB, WEBUI
+from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError
 
 
 def runtime_from_options(options: dict) -> LocalRuntime:

@@ -1,12 +1,12 @@
-"""This host as a provider: per instance a JupyterLab, a code-server and an sshd (``instances.local``).
+"""This host as a provider: per instance a JupyterLab, a code-server and an sshd (``providers.local.runtime``).
 
 Like JupyterHub's local process spawner: a machine is a directory (its disk) and a few processes
-started by ``instances.local.supervisor.LocalRuntime``; the host's GPUs (``nvidia-smi``, or simulated
+started by ``providers.local.runtime.supervisor.LocalRuntime``; the host's GPUs (``nvidia-smi``, or simulated
 cards when it has none) are its one node. Every method may be repeated: the runtime finds what
 exists by the instance's key, starts only what is not running and treats "already gone" as done.
 
     PROVISIONING_BACKENDS["local"] = {
-        "BACKEND": "instances.backends.local.LocalBackend",
+        "BACKEND": "providers.local.backend.LocalBackend",
         "OPTIONS": {
             "REGION": "local",               # the region slug its node is in (catalogue_seed creates it)
             "REGION_NAME": "This host",
@@ -20,7 +20,7 @@ exists by the instance's key, starts only what is not running and treats "alread
 Without runtime keys in OPTIONS the backend uses the host's one runtime (``settings.LOCAL_RUNTIME``).
 
 Volumes are directories under ``<runtime root>/volumes/<key>``, mounted into instances at the path
-the user chose (see ``instances.local.supervisor``: a symlink, or a read-only bind mount). One host
+the user chose (see ``providers.local.runtime.supervisor``: a symlink, or a read-only bind mount). One host
 means one filesystem, so several instances may write to a volume at once (``supports_shared_write``).
 A volume's size is what the console bills and shows usage against; a directory has no size of its
 own, so nothing stops files growing past it (usage says so).
@@ -33,9 +33,10 @@ from dataclasses import asdict
 
 from django.conf import settings
 
-from instances.backends.base import (
+from providers.base import (
     AppLaunch,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -44,12 +45,13 @@ from instances.backends.base import (
     PermanentBackendError,
     ProvisioningBackend,
     TransientBackendError,
+    VolumesCapability,
 )
-from instances.local import registry
-from instances.local.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
-from instances.local.ports import NoFreePort
-from instances.local.servers import APP, CODE, LAB, SSH, WEBUI
-from instances.local.supervisor import LocalRuntime, LocalRuntimeError, Mount
+from providers.local.runtime import registry
+from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
+from providers.local.runtime.ports import NoFreePort
+from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
+from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError, Mount
 
 STATE_VERSION = 1
 GPU_BUSY_PCT = 5  # a card at or above this utilisation is in use (auto-stop's idle check)
@@ -77,9 +79,8 @@ _OVERALL = {
 }
 
 
-class LocalBackend(ProvisioningBackend):
-    max_nodes = 1  # one host: a multi-node cluster is refused at launch
-    supports_volumes = True
+class LocalBackend(VolumesCapability, EntryPointsCapability, ProvisioningBackend):
+    # No ClustersCapability: one host is one node, so the console refuses a multi-node cluster here.
     supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:

@@ -40,7 +40,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from instances.backends.base import (
+from providers.base import (
+    ClustersCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -50,7 +51,9 @@ from instances.backends.base import (
     ProvisioningBackend,
     TransientBackendError,
     VolumeMount,
+    VolumesCapability,
 )
+from providers.simulated.models import SimulatedMachine, SimulatedNode, SimulatedVolume
 
 STATE_VERSION = 1
 VOLUME_STATE_VERSION = 1
@@ -64,9 +67,11 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
     return [{"key": v.key, "path": v.path, "read_only": v.read_only} for v in volumes]
 
 
-class FakeBackend(ProvisioningBackend):
+class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBackend):
+    """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
+
     max_nodes = 128
-    simulated = True  # its machines are rows in the console's own tables
+    simulated = True  # its machines are rows in its own tables (providers.simulated.models)
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
@@ -91,13 +96,9 @@ class FakeBackend(ProvisioningBackend):
         return timezone.now() + timedelta(seconds=float(self.options.get("BOOT_DELAY_S", 0)))
 
     def _machines(self):
-        from instances.models import SimulatedMachine
-
         return SimulatedMachine.objects.filter(backend_alias=self.alias)
 
     def _ensure_fleet(self) -> None:
-        from instances.models import SimulatedNode
-
         fleet = self.options.get("FLEET") or []
         if not fleet or SimulatedNode.objects.filter(backend_alias=self.alias).exists():
             return
@@ -124,8 +125,6 @@ class FakeBackend(ProvisioningBackend):
         return here + sum(cards for cards, peers in clusters if node.name in (peers or ()))
 
     def _peers(self, machine) -> list:
-        from instances.models import SimulatedNode
-
         names = (machine.spec or {}).get("peers") or []
         return list(SimulatedNode.objects.filter(backend_alias=self.alias, name__in=names)) if names else []
 
@@ -142,8 +141,6 @@ class FakeBackend(ProvisioningBackend):
 
     def _place(self, *, machine_cards: int, node_name: str):
         """Lock the node and check the machine fits, as a real host would refuse an oversubscription."""
-        from instances.models import SimulatedNode
-
         node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
         if node is None and self.options.get("FLEET"):
             self._ensure_fleet()  # a fresh cloud: build the fleet on first use
@@ -189,8 +186,6 @@ class FakeBackend(ProvisioningBackend):
 
     def nodes(self) -> list[NodeInfo]:
         self._bug("nodes")
-        from instances.models import SimulatedNode
-
         self._reachable()
         self._ensure_fleet()
         return [
@@ -207,8 +202,6 @@ class FakeBackend(ProvisioningBackend):
 
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         self._bug("create")
-        from instances.models import SimulatedMachine
-
         self._reachable()
         existing = self._machines().select_related("node").filter(key=key).first()
         if existing is not None:
@@ -344,8 +337,6 @@ class FakeBackend(ProvisioningBackend):
         return bool(self.options.get("SHARED_WRITE", False))
 
     def _volumes(self):
-        from instances.models import SimulatedVolume
-
         if not self.supports_volumes:
             raise PermanentBackendError("This region has no volumes.")
         return SimulatedVolume.objects.filter(backend_alias=self.alias)
@@ -356,8 +347,6 @@ class FakeBackend(ProvisioningBackend):
 
     def volume_create(self, *, key: str, size_gb: int) -> dict:
         self._bug("volume_create")
-        from instances.models import SimulatedVolume
-
         self._reachable()
         existing = self._volumes().filter(key=key).first()
         if existing is not None:
@@ -404,14 +393,10 @@ class FakeBackend(ProvisioningBackend):
 
     def node_lose(self, *, name: str) -> None:
         """A node fails: its machines are gone, and it takes no new ones."""
-        from instances.models import SimulatedNode
-
         SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_lost=True)
 
     def node_drain(self, *, name: str, draining: bool = True) -> None:
         """A node is drained for maintenance: its machines run on, it takes no new ones."""
-        from instances.models import SimulatedNode
-
         SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_draining=draining)
 
     def machine_touch(self, *, key: str) -> None:

@@ -82,8 +82,8 @@ The package's modules import one way, each only from those above it in this list
 
 from __future__ import annotations
 
-from instances.backends.kubernetes.backend import KubernetesBackend
-from instances.backends.kubernetes.manifests import (
+from providers.kubernetes.backend import KubernetesBackend
+from providers.kubernetes.manifests import (
     cluster_manifests,
     home_pvc_manifest,
     pod_template,
@@ -93,9 +93,9 @@ from instances.backends.kubernetes.manifests import (
     volume_pvc_manifest,
     webui_port,
 )
-from instances.backends.kubernetes.names import cluster_name, instance_name, volume_name
-from instances.backends.kubernetes.observation import PodEvent, observe_pod
-from instances.backends.kubernetes.options import KubeOptions
+from providers.kubernetes.names import cluster_name, instance_name, volume_name
+from providers.kubernetes.observation import PodEvent, observe_pod
+from providers.kubernetes.options import KubeOptions
 
 __all__ = [
     "KubeOptions",

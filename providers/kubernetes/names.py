@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from instances.backends.base import PermanentBackendError
+from providers.base import PermanentBackendError
 
 MANAGED_BY = "gpu-console"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"

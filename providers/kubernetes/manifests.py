@@ -8,8 +8,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from instances.backends.base import InstanceSpec, PermanentBackendError
-from instances.backends.kubernetes.names import (
+from providers.base import InstanceSpec, PermanentBackendError
+from providers.kubernetes.names import (
     ANNOTATION_APP_BASE,
     ANNOTATION_GPUS,
     ANNOTATION_NODE,
@@ -34,7 +34,7 @@ from instances.backends.kubernetes.names import (
     instance_name,
     volume_name,
 )
-from instances.backends.kubernetes.options import KubeOptions
+from providers.kubernetes.options import KubeOptions
 
 FILES_MOUNT = "/etc/console"
 
@@ -83,7 +83,7 @@ while :; do
 done
 """
 
-# The same Jupyter config the local runtime writes (instances.local.servers.JUPYTER_CONFIG).
+# The same Jupyter config the local runtime writes (providers.local.runtime.servers.JUPYTER_CONFIG).
 JUPYTER_CONFIG = """# Written by the console's Kubernetes backend.
 import os
 

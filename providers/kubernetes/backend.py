@@ -17,8 +17,10 @@ from dataclasses import replace
 from typing import Any
 
 from core.proxy import ProxyTarget
-from instances.backends.base import (
+from providers.base import (
+    ClustersCapability,
     EntryPoints,
+    EntryPointsCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -27,8 +29,9 @@ from instances.backends.base import (
     PermanentBackendError,
     ProvisioningBackend,
     TransientBackendError,
+    VolumesCapability,
 )
-from instances.backends.kubernetes.manifests import (
+from providers.kubernetes.manifests import (
     cluster_manifests,
     home_pvc_manifest,
     node_affinity,
@@ -38,7 +41,7 @@ from instances.backends.kubernetes.manifests import (
     statefulset_manifest,
     volume_pvc_manifest,
 )
-from instances.backends.kubernetes.names import (
+from providers.kubernetes.names import (
     ANNOTATION_APP_BASE,
     ANNOTATION_GPUS,
     ANNOTATION_NODE,
@@ -59,7 +62,7 @@ from instances.backends.kubernetes.names import (
     instance_name,
     volume_name,
 )
-from instances.backends.kubernetes.observation import (
+from providers.kubernetes.observation import (
     PodEvent,
     allocatable_gpus,
     cluster_job_cards,
@@ -71,7 +74,7 @@ from instances.backends.kubernetes.observation import (
     observe_pod,
     pod_ready,
 )
-from instances.backends.kubernetes.options import KubeOptions
+from providers.kubernetes.options import KubeOptions
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +102,7 @@ def _status_message(exc) -> tuple[str, str]:
     return body.get("reason") or exc.reason or "", body.get("message") or exc.reason or ""
 
 
-class KubernetesBackend(ProvisioningBackend):
+class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapability, ProvisioningBackend):
     """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
 
     A multi-node instance (``spec.nodes`` > 1) is a head and workers (``cluster_create``; see the
@@ -110,9 +113,6 @@ class KubernetesBackend(ProvisioningBackend):
     a cluster deletes the Job and scales the head to zero (the cards go back; the disk, the Secret
     and the Services stay); starting it makes the Job again and scales the head back to one.
     """
-
-    supports_volumes = True
-    max_nodes = 128
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from instances.local.ports import LockedJsonFile
+from providers.local.runtime.ports import LockedJsonFile
 
 QUERY_FIELDS = ("index", "uuid", "name", "memory.total", "utilization.gpu", "memory.used")
 NVIDIA_SMI_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")

@@ -48,10 +48,10 @@ from pathlib import Path, PurePosixPath
 
 import psutil
 
-from instances.local import servers
-from instances.local.gpus import GpuRegistry
-from instances.local.ports import PortRegistry
-from instances.local.servers import APP, CODE, LAB, SSH, WEBUI, Paths
+from providers.local.runtime import servers
+from providers.local.runtime.gpus import GpuRegistry
+from providers.local.runtime.ports import PortRegistry
+from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI, Paths
 
 MARKER = "CONSOLE_INSTANCE_KEY"
 STATE_VERSION = 1

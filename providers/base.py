@@ -1,0 +1,310 @@
+"""The contract every provider fulfils: a core interface and three optional capabilities.
+
+A backend is one provider (the simulated cloud, this host, a Slurm cluster, a Kubernetes namespace).
+The console calls it from Celery workers, web and beat processes, possibly twice for the same thing
+and possibly at once. Every backend keeps these clauses; ``providers/tests/test_contract.py`` checks
+them, and those in the methods' docstrings, against every backend (the sixth: ``lint-imports``):
+
+1. Repeats are harmless. Every method may be called again with the same ``key``: "already exists"
+   and "already gone" count as done.
+2. ``key`` is the instance's UUID and the provider-side name: a retry finds the machine it made
+   instead of buying a second one.
+3. ``state`` is the dict the backend returned last time. The console stores it verbatim on the
+   instance and hands it back; the backend owns (and versions) its shape. It may be ``{}``: a
+   machine the console found through ``machines()`` has no state of the console's.
+4. Errors say whether retrying can help: ``TransientBackendError`` (the task retries it with backoff)
+   or ``PermanentBackendError`` (the operation fails, with the message shown to the owner). Anything
+   else is a bug, reported as one.
+5. UNKNOWN is not GONE. A provider that cannot tell (unreachable, refusing the console's
+   credentials) says UNKNOWN from ``poll`` and raises ``TransientBackendError`` from ``machines``;
+   GONE means it has positively no machine by that key.
+6. A provider reads nothing of the console and imports none of its apps: what it needs comes in the
+   call (``InstanceSpec``, ``state``) or in its ``OPTIONS``.
+
+Capabilities are mixins, inherited before the core class
+(``class MyBackend(VolumesCapability, ProvisioningBackend)``); a backend without one answers as the
+core class does: one node per machine, no volumes, no entry points.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.proxy import ProxyTarget
+
+
+class BackendError(Exception):
+    """Base of backend failures; the message is shown to the instance's owner, so keep it plain."""
+
+
+class TransientBackendError(BackendError):
+    """The provider may succeed later (timeout, throttling, a node briefly unreachable)."""
+
+
+class PermanentBackendError(BackendError):
+    """Retrying cannot help (invalid spec, no such image, the node refused it)."""
+
+
+class Observed(enum.StrEnum):
+    """What the provider says a machine is doing."""
+
+    PENDING = "pending"  # exists, not yet usable (booting, rebooting)
+    RUNNING = "running"  # usable
+    STOPPED = "stopped"  # powered off; its disk is kept
+    GONE = "gone"  # the provider has no machine by that key (never made, destroyed, or lost)
+    # Powered on, but a part of it died (a user server crashed): ``start`` repairs it in place.
+    DEGRADED = "degraded"
+    UNKNOWN = "unknown"  # the provider cannot tell right now: never treat this as GONE
+
+
+@dataclass(frozen=True)
+class AppLaunch:
+    """An app the machine serves beside its entry points (a one-click deployment's server).
+
+    ``argv`` is the start command. Backends fill in ``{port}`` (where the app must listen),
+    ``{webui_port}`` (where its WebUI must listen, when it has one) and
+    ``{base_path}`` (the URL prefix the console's proxy serves it under, ``/i/<id>/app``) before
+    running it; container backends run it in ``image``, process backends (local, Slurm) on the node.
+    The app is ready when ``GET {base_path}{health_path}`` on its port answers below 500.
+    """
+
+    name: str  # the app's slug, for logs and labels
+    argv: tuple[str, ...]
+    image: str = ""  # the app's container image, for backends that run containers
+    port: int = 8000  # the port inside a container; process backends choose a free one
+    env: tuple[tuple[str, str], ...] = ()
+    health_path: str = "/"
+    # True when the app serves under ``{base_path}`` itself; otherwise the proxy strips the prefix.
+    serves_base_path: bool = True
+    # A separate WebUI in front of the server (Open WebUI before vLLM), run beside it and served at
+    # ``/i/<id>/webui/``; its command may name ``{port}`` (the server's) and ``{webui_port}`` (its own),
+    # which backends fill in for both commands.
+    webui: AppLaunch | None = None
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A volume attached to a machine: ``key`` is the volume's provider-side name (``volume_create``)."""
+
+    key: str
+    path: str  # where it appears in the machine, e.g. /mnt/data
+    read_only: bool = False
+    state: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """What to create: everything the provider needs, nothing it must look up in the console."""
+
+    node: str  # the node the console placed it on (see ``nodes``)
+    gpu_model: str  # slug
+    gpu_count: int
+    image: str  # slug
+    disk_gb: int
+    ssh_public_keys: tuple[str, ...] = ()
+    region: str = ""
+    owner_ref: str = ""  # an opaque owner label for the provider's own accounting
+    app: AppLaunch | None = None  # a deployment's server, started with the machine and on every start
+    volumes: tuple[VolumeMount, ...] = ()  # mounted at every start, in this order
+    # Machines of a cluster, each with ``gpu_count`` cards (a Slurm job's ``--nodes``); 1: one machine.
+    nodes: int = 1
+    # The cluster's other nodes as the console placed them (``node`` is its head): ``nodes - 1`` names.
+    # Providers that place clusters themselves (Slurm, Kubernetes) may ignore them.
+    peer_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: Observed
+    idle_seconds: int | None = None  # how long the GPUs have been idle, when the provider knows
+    # Said to the owner: why it is not running yet ("Queued: position 2, reason Resources"), what broke.
+    detail: str = ""
+    # A new state to persist, when polling taught the provider something (where a queued job landed:
+    # its ``node`` and ``gpus``, which the instance page shows). None: keep the state as it is.
+    backend_state: dict | None = None
+
+
+@dataclass(frozen=True)
+class EntryPoints:
+    """How the owner reaches a running machine; a provider that offers none returns the empty default."""
+
+    web: tuple[str, ...] = ()  # servers the console's proxy opens: "lab" (JupyterLab), "code" (VS Code)
+    ssh_port: int | None = None
+    ssh_user: str = ""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A host as the provider reports it."""
+
+    name: str
+    region: str  # region slug
+    gpu_model: str  # GPU model slug
+    cards: int
+    healthy: bool = True
+    # Cards the provider itself counts free, when it schedules on its own (Slurm); None: it does not say.
+    free_cards: int | None = None
+    # Why an unhealthy node is out of service, in the provider's words ("down", "drain", "NotReady"):
+    # shown to staff and on the timelines of the node's instances. Empty when healthy.
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    key: str
+    node: str
+    cards: int
+    observed: Observed
+    extra: dict = field(default_factory=dict)
+
+
+class ProvisioningBackend:
+    """One provider: the core interface every backend implements.
+
+    Constructed once per alias and process by ``providers.get_backend`` with its ``OPTIONS``; it may
+    be used from several threads, so it keeps no per-call state on itself.
+    """
+
+    # True for a provider whose machines do not exist (the simulated cloud): production refuses it
+    # unless CONSOLE_DEMO_MODE is set, and every page then says so (console.demo).
+    simulated: bool = False
+    # What a backend without a capability answers; its mixin changes the answer.
+    max_nodes: int = 1  # ClustersCapability: the most nodes one machine spans
+    supports_volumes: bool = False  # VolumesCapability
+    supports_shared_write: bool = False  # VolumesCapability
+
+    def __init__(self, *, alias: str, options: dict | None = None) -> None:
+        self.alias = alias
+        self.options = options or {}
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node the provider has, with its cards and health; the console places machines on these.
+
+        Raises ``TransientBackendError`` when the provider cannot be asked right now."""
+        raise NotImplementedError
+
+    def machines(self) -> list[MachineInfo]:
+        """Every machine this alias has at the provider, stopped ones included, each key once: what
+        the reconciler compares with the console's records. Raises ``TransientBackendError`` when
+        the provider cannot be asked (never an empty list: that would read as "all gone")."""
+        raise NotImplementedError
+
+    def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        """Create and boot machine ``key`` on ``spec.node``, or return the one that exists; returns the
+        state to persist.
+
+        Repeated with the same key it makes no second machine. It does not wait for the boot: ``poll``
+        says PENDING, then RUNNING. A spec the provider can never run is a ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def poll(self, *, key: str, state: dict) -> Observation:
+        """What machine ``key`` is doing now: PENDING, RUNNING, STOPPED, DEGRADED, GONE or UNKNOWN.
+
+        DEGRADED: powered on, but a part of it died (a user server crashed); ``start`` repairs it in
+        place. GONE only when the provider has positively no machine by that key (never made,
+        destroyed, or lost with its node). UNKNOWN when it cannot tell: poll answers UNKNOWN rather
+        than raising for a provider it cannot reach. ``backend_state``, when set, is a new state to
+        persist (where a queued job landed)."""
+        raise NotImplementedError
+
+    def stop(self, *, key: str, state: dict) -> dict:
+        """Power off machine ``key``, keeping its disk; its GPUs go back to the provider. Returns the
+        state to persist. Stopping a stopped machine is a no-op; a gone one may raise
+        ``PermanentBackendError`` (the next poll says GONE)."""
+        raise NotImplementedError
+
+    def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
+        """Boot stopped machine ``key`` on ``node`` (it may have moved), keeping its disk; returns the
+        state to persist.
+
+        ``spec`` is the machine's current spec (its app and volumes may have changed while it was
+        stopped); None: keep what the machine had. On a running machine it is a no-op, on a DEGRADED
+        one it restarts what died. A gone machine raises ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
+        """Reboot running machine ``key`` (with ``spec``: with that app and volumes), keeping its disk;
+        returns the state to persist. The console restarts only running machines; a gone one raises
+        ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def destroy(self, *, key: str, state: dict) -> None:
+        """Destroy machine ``key`` and its disk; afterwards ``poll`` says GONE and ``machines`` omits it.
+
+        Already gone, or never created, counts as success. ``state`` may be ``{}`` (the reconciler
+        destroying a leaked machine it found through ``machines``): the key alone must find it."""
+        raise NotImplementedError
+
+    def app_check(self, app: AppLaunch) -> str | None:
+        """Why this provider cannot run ``app`` (say, its program is not installed on a process
+        backend), or None. Asked before a deployment launches, so the refusal comes at once."""
+        return None
+
+    # Without EntryPointsCapability: nothing to reach.
+
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        return EntryPoints()
+
+    def proxy_target(self, *, key: str, service: str) -> ProxyTarget | None:
+        return None
+
+
+class ClustersCapability:
+    """Machines that span several nodes (``InstanceSpec.nodes`` > 1): a multi-node cluster.
+
+    - ``max_nodes`` (more than one) is the most nodes one machine may span; the console refuses a
+      larger cluster at launch.
+    - ``create`` makes one machine of ``spec.nodes`` nodes with ``spec.gpu_count`` cards on each;
+      ``spec.peer_nodes`` are where the console placed the others (``spec.node`` is the head). A
+      provider that places clusters itself (Slurm, Kubernetes) may ignore them.
+    - It is one machine: one key, one ``poll`` (RUNNING once every node runs, PENDING until then),
+      one ``MachineInfo`` whose ``cards`` count every node's, one ``stop``, ``start`` and ``destroy``.
+    """
+
+    max_nodes: int = 128
+
+
+class VolumesCapability:
+    """Volumes (the ``storage`` app): disks of their own, mounted into machines by ``InstanceSpec.volumes``.
+
+    Volume calls keep the core clauses: repeats are harmless, ``key`` is the volume's UUID, ``state``
+    is the backend's own.
+    """
+
+    supports_volumes: bool = True
+    # Whether several machines may mount one volume read-write at once (NFS, CephFS, a host path).
+    supports_shared_write: bool = False
+
+    def volume_create(self, *, key: str, size_gb: int) -> dict:
+        """Create volume ``key`` of ``size_gb`` GB, or return the one that exists. Returns its state."""
+        raise NotImplementedError
+
+    def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
+        """Grow volume ``key`` to ``size_gb`` GB; returns its new state. Shrinking, or a volume that is
+        gone, is a ``PermanentBackendError``."""
+        raise NotImplementedError
+
+    def volume_destroy(self, *, key: str, state: dict) -> None:
+        """Delete volume ``key`` and its files. Already gone, or never created, counts as success."""
+        raise NotImplementedError
+
+    def volume_usage(self, *, key: str, state: dict) -> int | None:
+        """Bytes stored on volume ``key``; None when the provider cannot tell right now."""
+        raise NotImplementedError
+
+
+class EntryPointsCapability:
+    """Ways in: the web servers a running machine serves behind the console's proxy, and SSH."""
+
+    def entry_points(self, *, key: str, state: dict) -> EntryPoints:
+        """What machine ``key`` offers its owner while it runs (the console asks only then)."""
+        raise NotImplementedError
+
+    def proxy_target(self, *, key: str, service: str) -> ProxyTarget | None:
+        """Where the console's proxy sends the owner's requests for ``service`` of ``key``, or None
+        when the machine does not serve it (right now). The caller has checked ownership; this only
+        locates the server."""
+        raise NotImplementedError

@@ -1,0 +1,243 @@
+"""The program a Slurm job of the console runs on each of its nodes: ``python -m providers.slurm.job``.
+
+The Slurm backend (``providers.slurm.backend``) submits a batch script that runs this once per
+allocated node (``srun --ntasks-per-node=1``). On the first node (Slurm's rank 0) it starts the
+instance's user servers with the local backend's runtime (``providers.local.runtime.supervisor.LocalRuntime``:
+JupyterLab, code-server, sshd, the same commands, secrets and clean environment as on the local
+backend) plus the instance's app when it has one, with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for
+the allocation. Every node then reports where it runs and which cards it got, and waits; on
+``scancel`` (SIGTERM) it stops everything it started and exits, leaving the instance's directory.
+
+How the console learns where the servers listen: a *signed report* in the instance's directory,
+which lives on the filesystem the cluster shares with the console (it must: it is the instance's
+disk, which follows the instance from node to node). We chose a file over a POST to the console
+because compute nodes often cannot reach the console at all (private cluster networks, a console
+behind a firewall), while the shared filesystem is always there; and a file needs no inbound endpoint
+on the console to harden. A file on a shared filesystem can be written by others, though (a loose
+group permission, another tenant's job), and the report decides where the console's proxy sends the
+owner's requests, with their server tokens: so the report carries an HMAC-SHA256 under the instance's
+own secret (``run/report.key``, 0600, written by the console at submit; the console derives it from
+its own key and never reads it back), and names the job it belongs to. A forged, copied or stale
+report (another instance's, or a previous job's after a stop and start) does not verify and is ignored.
+
+This module must not import Django: it runs on compute nodes with only the console's code and its
+Python environment on the shared filesystem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+REPORT_VERSION = 1
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+# --- The signed report (shared with the backend) ---------------------------------------------------
+
+
+def sign(secret: str, body: str) -> str:
+    return hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+
+
+def report_write(path: Path, *, secret: str, report: dict) -> None:
+    """Write ``report`` signed with ``secret``, atomically (a reader never sees half a file)."""
+    body = json.dumps(report, sort_keys=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"body": body, "hmac": sign(secret, body)}))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def report_read(path: Path, *, secret: str) -> dict | None:
+    """The report in ``path`` if its signature verifies under ``secret``, else None."""
+    try:
+        envelope = json.loads(path.read_text())
+        body = envelope["body"]
+        if not hmac.compare_digest(sign(secret, body), str(envelope["hmac"])):
+            return None
+        report = json.loads(body)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def report_path(run_dir: Path, rank: int) -> Path:
+    return run_dir / f"slurm-report-{rank}.json"
+
+
+# --- On the node ------------------------------------------------------------------------------------
+
+
+class Job:
+    def __init__(self, args: argparse.Namespace) -> None:
+        from providers.local.runtime.ports import PortRegistry
+        from providers.local.runtime.supervisor import LocalRuntime
+
+        self.args = args
+        self.key = args.key
+        self.rank = int(os.environ.get("SLURM_PROCID", "0"))
+        self.job_id = os.environ.get("SLURM_JOB_ID", "")
+        self.node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        self.gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        self.runtime = LocalRuntime(
+            root=args.root,
+            services=[s for s in args.services.split(",") if s],
+            port_low=args.port_low,
+            port_high=args.port_high,
+            url_prefix=args.url_prefix,
+            jupyter_bin=args.jupyter_bin,
+            code_server_entry=args.code_server_entry,
+            stop_timeout=3.0,
+            bind=args.bind,
+            public_mounts=dict(item.split("=", 1) for item in args.public_mount),
+        )
+        # Ports are per host, not per instance root: every job on this host (several Slurm nodes may
+        # share one host, as in the test cluster) takes its ports from one registry on local disk.
+        ports_dir = Path(args.ports_dir)
+        ports_dir.mkdir(parents=True, exist_ok=True)
+        self.runtime.ports = PortRegistry(ports_dir / "ports.json", low=args.port_low, high=args.port_high)
+        self.paths = self.runtime.paths(self.key)
+        self.secret = (self.paths.run / "report.key").read_text().strip()
+        self.stopping = False
+        self.repairs_seen = self._repair_requests()
+
+    # The advertised address: the bind address, or this node's name when it binds every interface.
+    @property
+    def host(self) -> str:
+        if self.args.bind in ("0.0.0.0", "::"):  # noqa: S104 (what the servers bind is the operator's choice)
+            return socket.getfqdn()
+        return self.args.bind
+
+    def _meta(self) -> dict:
+        return self.runtime.meta(self.key) or {}
+
+    def _repair_requests(self) -> int:
+        try:
+            return int((self.paths.run / "slurm-repair").read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def report(self, state: str, *, ports: dict | None = None, detail: str = "") -> None:
+        meta = self._meta()
+        report_write(
+            report_path(self.paths.run, self.rank),
+            secret=self.secret,
+            report={
+                "v": REPORT_VERSION,
+                "key": self.key,
+                "job_id": self.job_id,
+                "rank": self.rank,
+                "node": self.node,
+                "host": self.host,
+                "gpus": self.gpus,
+                "state": state,
+                "detail": detail,
+                "ports": ports or {},
+                "login_user": meta.get("login_user", ""),
+                "at": time.time(),
+            },
+        )
+
+    def start_servers(self) -> dict:
+        """Start what is not running: the entry points and, when the instance has one, its app (and
+        the app's WebUI), all through the local runtime, which keeps the app the metadata names."""
+        meta = self._meta()
+        state = self.runtime.start(
+            self.key,
+            owner_ref=meta.get("owner_ref", ""),
+            gpus=self.gpus,
+            ssh_public_keys=meta.get("ssh_public_keys", ()),
+        )
+        return dict(state["ports"])
+
+    def observe(self) -> tuple[str, str]:
+        """running, starting or degraded (a server or the app died), and what died."""
+        status = self.runtime.status(self.key)
+        crashed = [s for s in status.servers.values() if s.state == "crashed"]
+        details = [
+            f"{s.name} stopped unexpectedly"
+            + (f" ({s.detail.strip().splitlines()[-1][:160]})" if s.detail.strip() else "")
+            for s in crashed
+        ]
+        if details:
+            return "degraded", "; ".join(details)
+        overall = status.overall
+        return ("running" if overall in ("running", "stopped") else "starting"), ""
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGINT, self._on_term)
+        if self.rank != 0:
+            # A worker node of a cluster: it reports its node and cards and holds the allocation.
+            self.report("running")
+            while not self.stopping:
+                time.sleep(0.2)
+            self.report("stopped")
+            return 0
+        ports: dict = {}
+        try:
+            ports = self.start_servers()
+            last = None
+            while not self.stopping:
+                requests = self._repair_requests()
+                if requests != self.repairs_seen:  # the console asked for crashed servers to be restarted
+                    self.repairs_seen = requests
+                    ports = self.start_servers()
+                state, detail = self.observe()
+                if (state, detail, ports) != last:
+                    self.report(state, ports=ports, detail=detail)
+                    last = (state, detail, ports)
+                time.sleep(0.25)
+        except Exception as exc:
+            self.report("failed", detail=str(exc)[:500])
+            raise
+        finally:
+            self.runtime.stop(self.key)
+            self.runtime.ports.release(self.key)
+        self.report("stopped")
+        return 0
+
+    def _on_term(self, signum, frame) -> None:
+        self.stopping = True
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m providers.slurm.job", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="the instances' directory on the shared filesystem")
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--services", default="lab,code,ssh")
+    parser.add_argument("--bind", default="127.0.0.1", help="the address the servers listen on")
+    parser.add_argument("--url-prefix", default="/i/")
+    parser.add_argument("--port-low", type=int, default=20000)
+    parser.add_argument("--port-high", type=int, default=29999)
+    parser.add_argument("--ports-dir", default="/tmp/console-slurm-ports")  # noqa: S108 (node-local on purpose)
+    parser.add_argument("--jupyter-bin", default="")
+    parser.add_argument("--code-server-entry", default="")
+    parser.add_argument(
+        "--public-mount",
+        action="append",
+        default=[],
+        help="PATH=DIR: read-only in every instance (/models=/shared/models)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = Job(parse_args(sys.argv[1:] if argv is None else argv))
+    with contextlib.suppress(KeyboardInterrupt):
+        return job.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

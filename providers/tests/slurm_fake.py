@@ -1,0 +1,118 @@
+"""An in-process Slurm for the Slurm backend's contract: the transport seam (``SlurmBackend.api``).
+
+It keeps a queue as squeue reports one (``job_state``, ``nodes``, ``node_count``, ``tres_per_node``)
+and plays the job's part on the shared filesystem: ``advance()`` runs every pending job on a node
+and writes each node's signed report, as ``providers.slurm.job`` does. Levers: ``crash(key)`` makes a
+running job report a dead server (DEGRADED) until the console asks for a repair; ``down`` makes
+every call fail as an unreachable controller does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+
+from providers import TransientBackendError
+from providers.slurm.job import report_path, report_write
+
+ACTIVE = ("PENDING", "RUNNING")
+
+
+class FakeSlurm:
+    def __init__(
+        self, *, prefix: str = "console-", nodes: tuple[str, ...] = ("gpu01", "gpu02"), cards: int = 8
+    ) -> None:
+        self.prefix = prefix
+        self.node_names = nodes
+        self.cards = cards
+        self.queue: list[dict] = []
+        self.down = False
+        self.crashed: set[str] = set()  # keys whose head reports a dead server
+        self.repairs_seen: dict[str, str] = {}
+        self._ids = itertools.count(1000)
+
+    def _reachable(self) -> None:
+        if self.down:
+            raise TransientBackendError("slurmrestd did not answer: connection refused")
+
+    # --- the transport ---------------------------------------------------------------------------
+
+    def submit(self, *, script: str, job: dict) -> int:
+        self._reachable()
+        job_id = next(self._ids)
+        gres = job["gres"]  # gpu:TYPE:N or gpu:N
+        self.queue.append(
+            {
+                "job_id": job_id,
+                "name": job["name"],
+                "job_state": "PENDING",
+                "state_reason": "None",
+                "partition": job.get("partition") or "gpu",
+                "priority": 1,
+                "submit_time": int(time.time()),
+                "nodes": "",
+                "node_count": job["nodes"],
+                "tres_per_node": f"gres:{gres}",
+                "cwd": job["cwd"],
+            }
+        )
+        return job_id
+
+    def jobs(self) -> list[dict]:
+        self._reachable()
+        return [dict(j) for j in self.queue]
+
+    def cancel(self, job_id: int) -> None:
+        self._reachable()
+        for job in self.queue:
+            if job["job_id"] == job_id and job["job_state"] in ACTIVE:
+                job["job_state"] = "CANCELLED"
+
+    def nodes(self) -> list[dict]:
+        self._reachable()
+        return [
+            {"name": n, "gres": f"gpu:h200:{self.cards}", "gres_used": "gpu:h200:0", "state": "idle"}
+            for n in self.node_names
+        ]
+
+    # --- the cluster's side ----------------------------------------------------------------------
+
+    def advance(self) -> None:
+        """Slurm starts what is queued; each running job's head reports, as the job program does."""
+        for job in self.queue:
+            key = job["name"].removeprefix(self.prefix)
+            if job["job_state"] == "PENDING":
+                job["job_state"] = "RUNNING"
+                job["nodes"] = ",".join(self.node_names[: job["node_count"]])
+            if job["job_state"] != "RUNNING":
+                continue
+            run = Path(job["cwd"]).parent / "run"
+            repair = (run / "slurm-repair").read_text() if (run / "slurm-repair").exists() else ""
+            if repair != self.repairs_seen.get(key, ""):  # the console asked for a repair: done
+                self.repairs_seen[key] = repair
+                self.crashed.discard(key)
+            secret = (run / "report.key").read_text().strip()
+            for rank, node in enumerate(job["nodes"].split(",")):
+                crashed = rank == 0 and key in self.crashed
+                report_write(
+                    report_path(run, rank),
+                    secret=secret,
+                    report={
+                        "v": 1,
+                        "key": key,
+                        "job_id": str(job["job_id"]),
+                        "rank": rank,
+                        "node": node,
+                        "host": "127.0.0.1",
+                        "gpus": ["0"],
+                        "state": "degraded" if crashed else "running",
+                        "detail": "app stopped unexpectedly" if crashed else "",
+                        "ports": {},
+                        "login_user": "",
+                        "at": time.time(),
+                    },
+                )
+
+    def crash(self, key: str) -> None:
+        self.crashed.add(key)

@@ -1,0 +1,40 @@
+"""The program a Slurm job runs on its nodes: ``python -m providers.slurm.job``. It imports no Django
+(compute nodes have the console's code, not its settings or database), and jobs queued under its
+old name (``instances.slurm_job``) still run it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def python(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_the_job_program_imports_no_django():
+    code = (
+        "import sys, providers.slurm.job; "
+        "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))"
+    )
+    result = python("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_job_program_runs_under_its_name_and_its_old_one():
+    for module in ("providers.slurm.job", "instances.slurm_job"):
+        result = python("-m", module, "--help")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("usage: python -m providers.slurm.job")
+
+
+def test_the_backend_submits_the_new_name(tmp_path):
+    from providers.slurm.backend import SlurmBackend
+
+    backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": []})
+    script = backend._script("6f1c2a9b-03de-4f00-9000-000000000001")
+    assert " -m providers.slurm.job " in script
