@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test setup setup-run setup-dev services browser-deps local-deps slurm migrate lint deps-check fmt messages bench clean
+.PHONY: help run test setup setup-run setup-dev services browser-deps local-deps slurm migrate lint deps-check imports-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -83,7 +83,7 @@ slurm:
 	@scripts/slurm-cluster.sh start \
 	  || echo "WARNING: the local Slurm cluster could not be started; tests marked 'slurm' will skip" >&2
 
-test: setup-dev services browser-deps local-deps slurm deps-check
+test: setup-dev services browser-deps local-deps slurm deps-check imports-check
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -98,6 +98,10 @@ deps-check: setup-dev
 	$(BIN)/deptry . --requirements-files requirements-dev.txt --requirements-files-dev requirements-local.txt \
 	  --extend-exclude var --extend-exclude staticfiles --extend-exclude locale --extend-exclude deploy \
 	  --ignore DEP002,DEP004
+
+# Imports run one way (.importlinter: the layers, providers apart from the apps, each app's own order).
+imports-check: setup-dev
+	$(BIN)/lint-imports
 
 fmt: setup-dev
 	$(BIN)/ruff check --fix .

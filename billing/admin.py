@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, TopUpOrder, Transaction
-from console.templatetags.console_tags import cny
+from core.formatting import cny
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
