@@ -74,7 +74,9 @@ def test_a_message_written_by_another_process_is_listed_here(mailbox):
         "CONSOLE_ENV": "development",
         "CONSOLE_DEV_MAILBOX_DIR": str(mailbox),
         "CONSOLE_VAR_DIR": str(mailbox.parent / "var"),
-        "DATABASE_URL": "sqlite:///:memory:",
+        # Named, not reached: sending mail touches neither.
+        "DATABASE_URL": "postgres://console@127.0.0.1:5432/console",
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
     }
     subprocess.run([sys.executable, "-c", script], cwd=django_settings.BASE_DIR, env=env, check=True, timeout=60)
     assert [m.subject for m in mail.mailbox_list()] == ["From the worker"]
