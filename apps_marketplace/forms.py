@@ -11,6 +11,8 @@ from apps_marketplace.models import App, AppCategory, DatasetTask, ModelEntry, M
 from apps_marketplace.selectors import SIZE_BUCKETS, SORTS, app_fit_defaults, model_spec
 from core.formatting import cny
 from instances.models import GpuModel, Region
+from storage.models import VolumeAttachment
+from storage.selectors import attachable_volumes_for
 
 
 class CatalogueFilterForm(forms.Form):
@@ -164,9 +166,6 @@ class DeployForm(FitForm):
     def _add_volume_fields(self, user) -> None:
         """One of the user's volumes mounted into the app: training output served without an upload
         (a checkpoint directory as the model path, a log directory for TensorBoard)."""
-        from storage.models import VolumeAttachment
-        from storage.selectors import attachable_volumes_for
-
         volumes = list(attachable_volumes_for(user=user))
         if not volumes:
             return

@@ -16,6 +16,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from apps_marketplace.fit import BITS_PER_PARAMETER, CARD_COUNTS, PRECISIONS
+
 
 class Source(models.TextChoices):
     """Where a public model or dataset is mirrored from."""
@@ -245,8 +247,6 @@ class App(models.Model):
     @property
     def precisions(self) -> list[str]:
         """The precisions this app's engine offers, widest first (jsonb does not keep key order)."""
-        from apps_marketplace.fit import PRECISIONS
-
         return sorted(self.precision_flags, key=lambda key: PRECISIONS.index(key) if key in PRECISIONS else 99)
 
     @property
@@ -254,8 +254,6 @@ class App(models.Model):
         return self.webui_port or self.port
 
     def clean(self) -> None:
-        from apps_marketplace.fit import BITS_PER_PARAMETER, CARD_COUNTS
-
         errors = {}
         unknown = sorted(set(self.precision_flags or {}) - set(BITS_PER_PARAMETER))
         if not isinstance(self.precision_flags, dict) or unknown:

@@ -15,6 +15,8 @@ from django.utils.translation import gettext_lazy as _
 from apps_marketplace import fit
 from apps_marketplace.models import App, DatasetEntry, Deployment, ModelEntry
 from instances.models import GpuModel, Instance
+from providers import get_backend
+from providers.base import BackendError
 
 GB = fit.GB
 
@@ -255,9 +257,6 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
     entry points offer "app"); elsewhere ``serving`` is false and ``webui_url`` is None, so no page shows
     a dead link. ``api_base_url`` is the OpenAI-compatible base URL the app takes behind that proxy.
     """
-    from providers import get_backend
-    from providers.base import BackendError
-
     instance = deployment.instance
     serving = has_webui = False
     if instance.status == Instance.Status.RUNNING:

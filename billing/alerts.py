@@ -33,6 +33,7 @@ from django.utils.translation import gettext as _
 
 from billing.models import BalanceAlert, Meter
 from billing.selectors import Runway, runways_all
+from billing.services import meter_stop
 from core.formatting import cny, duration
 
 logger = logging.getLogger(__name__)
@@ -162,8 +163,6 @@ def meters_stop_unpaid(*, user_id: int) -> list[str]:
     The instances app replaces it (``BILLING_OUT_OF_FUNDS_HOOK``) with a function that stops the
     user's instances, keeping their disks, and closes their meters itself. Returns the refs stopped.
     """
-    from billing.services import meter_stop
-
     refs = list(
         Meter.objects.filter(user_id=user_id, stopped_at__isnull=True, sku__is_storage=False).values_list(
             "ref", flat=True

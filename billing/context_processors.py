@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
+from billing.selectors import runway_get
+
 
 @dataclass(frozen=True)
 class LowBalance:
@@ -24,8 +26,6 @@ class LowBalance:
 
 
 def _low_balance_for(user) -> LowBalance | None:
-    from billing.selectors import runway_get
-
     runway = runway_get(user=user)
     threshold = int(getattr(settings, "BILLING_LOW_BALANCE_WARNING_S", 3600))
     seconds = runway.seconds

@@ -16,6 +16,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -28,6 +29,9 @@ from billing.models import LedgerAccount, Refund, TopUpOrder, Transaction
 from billing.models import WebhookEvent as WebhookEventRow
 from billing.services import BillingError, account_get, ledger_post
 from core import statemachine
+
+if TYPE_CHECKING:
+    from billing.gateways.simulated import SimulatedGateway
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +182,17 @@ def topup_webhook_receive(*, gateway_name: str, body: bytes, headers: Mapping[st
             topup_order_transition(order_id=order.pk, src=Status.PENDING, dst=Status.FAILED, failed_at=timezone.now())
             return WebhookOutcome(result="failed", event=event, order_id=order.pk)
         return WebhookOutcome(result="ignored", event=event, order_id=order.pk)
+
+
+def topup_checkout_simulate(*, gateway: SimulatedGateway, order: TopUpOrder, approve: bool) -> WebhookOutcome:
+    """The simulated checkout's Approve or Decline: the webhook the gateway would send, received here.
+
+    The gateway only builds the signed request; this hands it to ``topup_webhook_receive`` as the
+    webhook endpoint does, so the demo top-up runs the real path (verification, replay protection,
+    crediting once). The gateway calls no service back: payments use gateways, never the reverse.
+    """
+    body, headers = gateway.webhook_build(order=order, approve=approve)
+    return topup_webhook_receive(gateway_name=gateway.name, body=body, headers=headers)
 
 
 def _order_credit(*, order: TopUpOrder, event: WebhookEvent) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time, timedelta
 
-from django.db.models import F, Q
+from django.db.models import F, Q, Sum
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from billing.metering import amount_owed, elapsed_seconds
-from billing.models import BalanceAlert, LedgerAccount, Meter
+from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, TopUpOrder, Transaction
 
 Kind = LedgerAccount.Kind
 
@@ -86,10 +87,6 @@ def transactions_for(*, user, kind: str | None = None):
     ``amount_fen`` is the change of the user's total balance, ``cash_fen``/``trial_fen`` the change of
     each account (which one a posting affected). One query, so it pages cheaply.
     """
-    from django.db.models import Q, Sum
-
-    from billing.models import LedgerAccount, Transaction
-
     mine = Q(entries__account__owner=user)
     qs = (
         Transaction.objects.filter(user=user)
@@ -106,8 +103,6 @@ def transactions_for(*, user, kind: str | None = None):
 
 
 def topup_orders_for(*, user):
-    from billing.models import TopUpOrder
-
     return TopUpOrder.objects.filter(user=user).order_by("-created_at", "-id")
 
 
@@ -118,14 +113,6 @@ def topup_order_get(*, user, order_id: int):
 
 def spend_per_day(*, user, days: int = 30, now=None) -> list[tuple]:
     """``[(date, fen spent on usage that day), …]`` for the last ``days`` days (today last), in TIME_ZONE."""
-    from datetime import datetime, time, timedelta
-
-    from django.db.models import Sum
-    from django.db.models.functions import TruncDate
-    from django.utils import timezone
-
-    from billing.models import Entry, LedgerAccount, Transaction
-
     tz = timezone.get_default_timezone()
     today = timezone.localtime(now or timezone.now(), tz).date()
     first = today - timedelta(days=days - 1)
@@ -189,17 +176,22 @@ def out_of_funds_since(*, user) -> datetime | None:
     return alert.started_at if alert else None
 
 
+def trial_grant_key(*, user_id: int) -> str:
+    """The idempotency key of a user's one trial grant: ``trial_claim`` posts it, ``trial_claimed`` looks for it."""
+    return f"trial:grant:{user_id}"
+
+
+def trial_claimed(*, user) -> bool:
+    return Transaction.objects.filter(idempotency_key=trial_grant_key(user_id=user.pk)).exists()
+
+
 def ledger_checks_recent(*, limit: int = 20):
     """Staff only: the latest ledger checks, newest first."""
-    from billing.models import LedgerCheckRun
-
     return LedgerCheckRun.objects.all()[:limit]
 
 
 def adjustments_recent(*, limit: int = 50):
     """Staff only: the latest balance adjustments, with who made them and for whom."""
-    from billing.models import Transaction
-
     return (
         Transaction.objects.filter(kind=Transaction.Kind.ADJUSTMENT)
         .select_related("user", "created_by")

@@ -7,21 +7,28 @@ imports them back; when a user's money runs out it calls the hook named by the
 
 from __future__ import annotations
 
+import json
 import logging
+import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from allauth.account.models import EmailAddress
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, DateTimeField, F, Q, Sum, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from billing.metering import amount_owed, elapsed_seconds
-from billing.models import Entry, LedgerAccount, Meter, Sku, Transaction
+from billing.models import Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, Transaction
 
 # Balance and balance_get are reads (billing.selectors): importable from here only for the callers not
 # moved yet (storage's tests). New code imports them from billing.selectors.
-from billing.selectors import Balance, balance_get, runway_get  # noqa: F401
+from billing.selectors import Balance, balance_get, runway_get, trial_grant_key  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -179,10 +186,6 @@ def ledger_insert_many(*, postings: list[Posting], account_kinds: dict[int, str]
     already is skipped, as a repeat of ``ledger_post`` is. Returns ``{key: transaction id}`` for the
     postings made now. ``account_kinds`` maps each account id to its kind (for the trial guard).
     """
-    import json
-
-    from django.db import connection
-
     for posting in postings:
         if any(not isinstance(amount, int) or amount == 0 for _, amount in posting.legs):
             raise TypeError(f"{posting.key!r}: legs are non-zero integers (fen)")
@@ -194,8 +197,6 @@ def ledger_insert_many(*, postings: list[Posting], account_kinds: dict[int, str]
     if not postings:
         return {}
     if connection.vendor != "postgresql":  # the portable path: one ledger_post each (correct, slower)
-        from django.contrib.auth import get_user_model
-
         accounts = LedgerAccount.objects.in_bulk({pk for p in postings for pk, _ in p.legs})
         users = get_user_model().objects.in_bulk({p.user_id for p in postings if p.user_id})
         made = {}
@@ -344,8 +345,6 @@ def meter_settle_back(*, meter: Meter) -> int:
     into the other. One per meter (keyed ``usage:meter:<id>:stop``): a meter stops once. Returns
     the fen given back.
     """
-    from django.db.models import Sum
-
     seconds = elapsed_seconds(start=meter.started_at, end=meter.stopped_at)
     owed = amount_owed(
         price_fen=meter.price_fen, quantity=meter.quantity, unit_seconds=meter.unit_seconds, seconds=seconds
@@ -470,8 +469,6 @@ def trial_claim(*, user) -> Transaction:
     the original grant. Refused (``TrialUnavailable``) for an unverified address or when the credit
     is set to zero.
     """
-    from allauth.account.models import EmailAddress
-
     amount = int(settings.BILLING_TRIAL_CREDIT_FEN)
     if amount <= 0:
         raise TrialUnavailable("No trial credit is offered.")
@@ -481,7 +478,7 @@ def trial_claim(*, user) -> Transaction:
     if settings.BILLING_TRIAL_CREDIT_TTL_DAYS:
         expires_at = (timezone.now() + timedelta(days=int(settings.BILLING_TRIAL_CREDIT_TTL_DAYS))).isoformat()
     txn, _ = ledger_post(
-        key=f"trial:grant:{user.pk}",
+        key=trial_grant_key(user_id=user.pk),
         kind=Transaction.Kind.TRIAL_GRANT,
         user=user,
         legs=[(account_get(kind=Kind.TRIAL_POOL), -amount), (account_get(user=user, kind=Kind.TRIAL), amount)],
@@ -489,10 +486,6 @@ def trial_claim(*, user) -> Transaction:
         metadata={"expires_at": expires_at},
     )
     return txn
-
-
-def trial_claimed(*, user) -> bool:
-    return Transaction.objects.filter(idempotency_key=f"trial:grant:{user.pk}").exists()
 
 
 # --- Paying for what runs -------------------------------------------------------------------------
@@ -522,10 +515,6 @@ def trial_expire_due(*, now: datetime | None = None) -> int:
     Keyed per user (``trial:expiry:<user>``), so a repeat, or two runs at once, expire a grant once;
     the amount is read under the account locks, so a concurrent charge is never taken twice.
     """
-    from django.db.models import DateTimeField
-    from django.db.models.fields.json import KT
-    from django.db.models.functions import Cast
-
     if not settings.BILLING_TRIAL_CREDIT_TTL_DAYS:
         return 0
     now = now or timezone.now()
@@ -573,8 +562,6 @@ def balance_adjust(*, user, amount_fen: int, reason: str, staff_user, key: str |
     never takes the wallet below its floor (``InsufficientFunds``). ``key`` makes a resubmitted
     form post once.
     """
-    import uuid
-
     if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen == 0:
         raise ValueError("an adjustment is a non-zero integer number of fen")
     reason = (reason or "").strip()
@@ -613,9 +600,6 @@ def ledger_check() -> LedgerCheck:
 
     Each proof is one SQL statement, so it sees one consistent snapshot even while postings land.
     """
-    from django.db.models import Count, Q, Sum, Value
-    from django.db.models.functions import Coalesce
-
     problems: list[str] = []
     accounts = LedgerAccount.objects.annotate(total=Coalesce(Sum("entries__amount"), Value(0)))
     for account in accounts.exclude(balance=F("total")).order_by("pk")[:100]:
@@ -649,10 +633,6 @@ def ledger_check() -> LedgerCheck:
 
 def ledger_check_record():
     """Run ``ledger_check`` and keep its result (a ``LedgerCheckRun``); a mismatch is logged as an error."""
-    import time
-
-    from billing.models import LedgerCheckRun
-
     started = time.monotonic()
     result = ledger_check()
     run = LedgerCheckRun.objects.create(

@@ -32,7 +32,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from billing.models import LedgerAccount, Meter, Transaction
@@ -233,8 +233,6 @@ def _settle_batch(*, rows: list[dict], system: dict[str, int], report: SettleRep
 def _repair_from_existing(*, postings: list[Posting], charges: dict[int, int]) -> None:
     """A key that existed already: that money moved before, so the meter takes the amount the ledger
     holds. Cannot happen while meters are only charged under their row lock; logged if it does."""
-    from django.db.models import Sum
-
     existing = dict(
         Transaction.objects.filter(idempotency_key__in=[p.key for p in postings])
         .annotate(moved=Sum("entries__amount", filter=Q(entries__amount__gt=0)))

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
 from billing.selectors import adjustments_recent, balance_get, ledger_checks_recent
-from billing.services import InsufficientFunds, balance_adjust
+from billing.services import InsufficientFunds, balance_adjust, ledger_check_record
 from billing.staff_forms import BalanceAdjustForm
 from core.formatting import cny
 from core.views import staff_only
@@ -52,8 +52,6 @@ def staff_billing(request: HttpRequest) -> HttpResponse:
 @staff_only
 def staff_ledger_check_run(request: HttpRequest) -> HttpResponse:
     """Run the ledger check now (POST) and show its result at the top of the page."""
-    from billing.services import ledger_check_record
-
     if request.method != "POST":
         return redirect("staff_billing")
     run = ledger_check_record()

@@ -26,7 +26,7 @@ from billing.forms import TopUpForm
 from billing.gateways import GatewayError, WebhookRejected, gateway_get
 from billing.gateways.simulated import SimulatedGateway
 from billing.models import TopUpOrder, Transaction
-from billing.payments import topup_order_create, topup_webhook_receive
+from billing.payments import topup_checkout_simulate, topup_order_create, topup_webhook_receive
 from billing.services import TrialUnavailable, trial_claim
 from core.api import error_body
 
@@ -116,7 +116,7 @@ def simulated_checkout(request: HttpRequest, order_id: int) -> HttpResponse:
             messages.info(request, _("This order is no longer awaiting payment."))
             return redirect("billing_order", order_id=order.pk)
         try:
-            outcome = gateway.simulate(order=order, approve=action == "approve")
+            outcome = topup_checkout_simulate(gateway=gateway, order=order, approve=action == "approve")
         except WebhookRejected as exc:  # pragma: no cover - only a misconfigured secret gets here
             logger.error("the simulated gateway's own webhook was rejected: %s", exc.code)
             messages.error(request, _("The payment could not be confirmed."))

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from billing.gateways import DEFAULT_GATEWAY
+from providers import backend_class  # the backends' loader: it knows their old paths too
+
 
 @dataclass(frozen=True)
 class DemoParts:
@@ -40,9 +43,6 @@ def _is_simulated(path: str, *, load=import_string) -> bool:
 
 def demo_parts_enabled() -> DemoParts:
     """The simulated parts the settings enable: a configured backend alias counts, used by a region or not."""
-    from billing.gateways import DEFAULT_GATEWAY
-    from providers import backend_class  # the backends' loader: it knows their old paths too
-
     cloud = tuple(
         alias
         for alias, config in settings.PROVISIONING_BACKENDS.items()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.core.cache import caches
 from django.db import connections
+from kombu import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,6 @@ def cache_check() -> None:
 
 def broker_check() -> None:
     """The Celery broker accepts a connection (the setting the Celery app reads, ``CELERY_BROKER_URL``)."""
-    from kombu import Connection
-
     with Connection(
         settings.CELERY_BROKER_URL,
         transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}),

@@ -40,10 +40,13 @@ from http.cookies import SimpleCookie
 from urllib.parse import urlsplit
 
 import httpx
+import websockets
+from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import validate_host
 from django.utils.module_loading import import_string
+from websockets.asyncio.client import connect as websocket_connect
 
 from core.proxy import ProxyTarget
 
@@ -374,9 +377,6 @@ async def _ws_refuse(scope, send, status: int) -> None:
 
 
 async def proxy_websocket(scope, receive, send) -> None:
-    import websockets
-    from websockets.asyncio.client import connect
-
     parts = _split(scope)
     if parts is None:
         await _ws_refuse(scope, send, 404)
@@ -392,7 +392,7 @@ async def proxy_websocket(scope, receive, send) -> None:
     path = _upstream_path(raw, mount, target, scope.get("query_string", b""))
     headers = [(k, v) for k, v in _upstream_headers(scope, target, WS_REQUEST_DROP) if k.lower() != "host"]
     try:
-        upstream = await connect(
+        upstream = await websocket_connect(
             f"ws://{target.host}:{target.port}{path}",
             additional_headers=headers,
             subprotocols=scope.get("subprotocols") or None,
@@ -461,8 +461,6 @@ class InstanceProxyRouter:
     """Sends ``/i/…`` (HTTP and WebSocket) to the proxy, with the session user, and the rest to ``app``."""
 
     def __init__(self, app) -> None:
-        from channels.auth import AuthMiddlewareStack
-
         self.app = app
         self.proxy = AuthMiddlewareStack(_proxy_app)
 

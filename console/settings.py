@@ -622,8 +622,6 @@ if os.environ.get("KUBERNETES_BACKEND_OPTIONS"):
 
 def _backends_from_env(raw: str) -> dict:
     """CONSOLE_PROVISIONING_BACKENDS: ``{alias: {"BACKEND": dotted path, "OPTIONS": {...}} | null}``."""
-    import json
-
     try:
         extra = json.loads(raw)
     except ValueError as exc:

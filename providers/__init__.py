@@ -75,6 +75,8 @@ _LOADER = ("get_backend", "backend_aliases", "backend_class")
 
 def __getattr__(name: str):
     if name in _LOADER:
+        # Local: the loader imports Django, and the Slurm job imports this package on compute nodes
+        # that have no Django settings (see the docstring above); only the console asks for it.
         from providers import loader
 
         return getattr(loader, name)

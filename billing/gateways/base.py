@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.utils.crypto import salted_hmac
 
 if TYPE_CHECKING:
     from billing.models import TopUpOrder
@@ -115,8 +116,6 @@ def webhook_secret() -> bytes:
     """``BILLING_GATEWAY_WEBHOOK_SECRET``, or (unset, for the simulated gateway) one derived from SECRET_KEY."""
     if settings.BILLING_GATEWAY_WEBHOOK_SECRET:
         return settings.BILLING_GATEWAY_WEBHOOK_SECRET.encode()
-    from django.utils.crypto import salted_hmac
-
     return salted_hmac("billing.gateways.webhook-secret", "simulated", algorithm="sha256").hexdigest().encode()
 
 

@@ -2,8 +2,9 @@
 
 No money moves and nothing leaves the machine, yet the whole real path runs: the checkout page's
 buttons build the webhook a real gateway would send (a JSON event, signed with the shared secret and
-the current time) and hand the raw body and headers to the same service the webhook endpoint uses,
-so verification, replay protection and idempotent crediting are exercised on every demo top-up.
+the current time: ``webhook_build``), and ``billing.payments.topup_checkout_simulate`` hands the raw
+body and headers to the same service the webhook endpoint uses, so verification, replay protection
+and idempotent crediting are exercised on every demo top-up.
 """
 
 from __future__ import annotations
@@ -66,10 +67,3 @@ class SimulatedGateway(PaymentGateway):
             SIGNATURE_HEADER: signature_header(body=body, secret=webhook_secret()),
         }
         return body, headers
-
-    def simulate(self, *, order, approve: bool):
-        """Deliver the outcome of the checkout to ourselves, through the webhook service."""
-        from billing.payments import topup_webhook_receive
-
-        body, headers = self.webhook_build(order=order, approve=approve)
-        return topup_webhook_receive(gateway_name=self.name, body=body, headers=headers)

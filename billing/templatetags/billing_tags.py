@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from allauth.account.models import EmailAddress
 from django import template
 from django.conf import settings
 
+from billing.selectors import trial_claimed
 from core.formatting import cny
 
 register = template.Library()
@@ -35,10 +37,6 @@ def signed_cny(fen: int | None) -> str:
 @register.inclusion_tag("billing/_trial_claim_step.html", takes_context=True)
 def trial_claim_step(context):
     """The dashboard's 'claim your trial credit' step: shown until claimed, explains when it cannot be."""
-    from allauth.account.models import EmailAddress
-
-    from billing.services import trial_claimed
-
     request = context.get("request")
     user = getattr(request, "user", None)
     amount = int(settings.BILLING_TRIAL_CREDIT_FEN)

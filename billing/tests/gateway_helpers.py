@@ -10,7 +10,7 @@ from django.test import Client
 
 from billing.gateways.base import SIGNATURE_HEADER, signature_header
 from billing.gateways.simulated import SimulatedGateway
-from billing.payments import topup_order_create
+from billing.payments import topup_checkout_simulate, topup_order_create
 
 WEBHOOK_URL = "/billing/webhooks/simulated/"
 
@@ -45,7 +45,7 @@ def pending_order(user, amount_fen: int = 5000):
 
 def paid_order(user, amount_fen: int = 5000):
     order = pending_order(user, amount_fen)
-    outcome = SimulatedGateway().simulate(order=order, approve=True)
+    outcome = topup_checkout_simulate(gateway=SimulatedGateway(), order=order, approve=True)
     assert outcome.result == "credited"
     order.refresh_from_db()
     return order

@@ -5,6 +5,7 @@ the objects it makes are described in the package's docstring.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -15,6 +16,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from core.proxy import ProxyTarget
 from providers.base import (
@@ -126,8 +131,6 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
     # --- the client -------------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        from kubernetes import client, config
-
         with self._client_lock:
             if self._api_client is not None:
                 return
@@ -175,8 +178,6 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
     def _apis(self):
         """The four API groups the backend uses, made once (building them imports the whole client)."""
         if self._api_objects is None:
-            from kubernetes import client
-
             self._connect()
             self._api_objects = (
                 client.CoreV1Api(self._api_client),
@@ -209,9 +210,6 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
         those are success); 5xx, 429, a conflict and no answer at all are transient; the rest is the
         API server refusing the request, permanent, with its message.
         """
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         kwargs.setdefault("_request_timeout", self.opts.request_timeout_s)
         try:
             response = method(*args, _preload_content=False, **kwargs)
@@ -670,10 +668,6 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
         instance ``event.key``. Without ``resource_version`` the first events are the pods that
         exist now (ADDED), as the API server sends them; pass the last event's version to resume.
         """
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         stream = watch.Watch()
         kwargs: dict[str, Any] = {
             "label_selector": self._selector(LABEL_INSTANCE),
@@ -1021,8 +1015,6 @@ def _extra(state: dict) -> dict:
 
 
 def _secret_tokens(secret: dict | None) -> dict:
-    import base64
-
     data = (secret or {}).get("data") or {}
     try:
         return {

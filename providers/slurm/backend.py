@@ -78,6 +78,7 @@ from providers.base import (
     ProvisioningBackend,
     TransientBackendError,
 )
+from providers.local.runtime.servers import CODE_SERVER_COOKIE
 from providers.slurm.job import report_path, report_read
 
 STATE_VERSION = 1
@@ -735,8 +736,6 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBacken
                 secrets=(token,),
             )
         if service == "code":
-            from providers.local.runtime.servers import CODE_SERVER_COOKIE
-
             return ProxyTarget(
                 host=host,
                 port=int(port),

@@ -38,6 +38,9 @@ import sys
 import time
 from pathlib import Path
 
+from providers.local.runtime.ports import PortRegistry
+from providers.local.runtime.supervisor import LocalRuntime
+
 REPORT_VERSION = 1
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -80,9 +83,6 @@ def report_path(run_dir: Path, rank: int) -> Path:
 
 class Job:
     def __init__(self, args: argparse.Namespace) -> None:
-        from providers.local.runtime.ports import PortRegistry
-        from providers.local.runtime.supervisor import LocalRuntime
-
         self.args = args
         self.key = args.key
         self.rank = int(os.environ.get("SLURM_PROCID", "0"))
