@@ -153,8 +153,10 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
         sys.stdout.write(f"\n[make run log: {log}]\n")
 
 
-@pytest.fixture(scope="session")
-def browser():
+# Module-scoped, and not pytest-playwright's `browser`: a sync Playwright keeps an asyncio loop running in
+# this thread for as long as it lives, which must end before other modules' tests (and the ORM) run.
+@pytest.fixture(scope="module")
+def chromium():
     from playwright.sync_api import sync_playwright
 
     from tests.e2e.flow import CHROMIUM_ARGS

@@ -26,8 +26,8 @@ def open_link_from_the_mailbox(page: Page, email: str) -> None:
     page.get_by_role("link", name=re.compile("confirm-email")).first.click()
 
 
-def test_a_newcomer_signs_up_launches_stops_starts_releases_and_reads_the_bill(made_run, browser, shots):
-    page = browser.new_page(viewport={"width": 1366, "height": 900})
+def test_a_newcomer_signs_up_launches_stops_starts_releases_and_reads_the_bill(made_run, chromium, shots):
+    page = chromium.new_page(viewport={"width": 1366, "height": 900})
     try:
         times = newcomer_first_session(page, made_run.url, "newcomer@example.com", open_link_from_the_mailbox, shots)
     finally:

@@ -117,7 +117,7 @@ def test_the_production_install_is_ready_and_says_it_runs_demo_parts(production)
     assert "demo" in page.text.lower()
 
 
-def test_a_newcomer_s_session_passes_on_the_production_install(production, browser, shots):
+def test_a_newcomer_s_session_passes_on_the_production_install(production, chromium, shots):
     sink: SMTPSink = production["sink"]
 
     def open_link_from_smtp(page: Page, email: str) -> None:
@@ -130,7 +130,7 @@ def test_a_newcomer_s_session_passes_on_the_production_install(production, brows
         # Production links say https (a TLS proxy is in front); this one is reached directly over http.
         page.goto(link.group(0).replace("https://", "http://", 1))
 
-    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page = chromium.new_page(viewport={"width": 1366, "height": 900})
     try:
         times = newcomer_first_session(page, production["url"], "prod-newcomer@example.com", open_link_from_smtp, shots)
         expect(page.locator(".banner-demo")).to_be_visible()  # every page says it runs demo parts

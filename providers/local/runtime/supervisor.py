@@ -130,14 +130,16 @@ class Mount:
         return f"CONSOLE_VOLUME_{name}"
 
 
+# The checkout: `make local-deps` installs the user servers under its var/local-deps/.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+
+
 def _default_jupyter() -> str:
-    return str(Path(__file__).resolve().parents[2] / "var/local-deps/jupyter/bin/jupyter")
+    return str(PROJECT_ROOT / "var/local-deps/jupyter/bin/jupyter")
 
 
 def _default_code_server() -> str:
-    return str(
-        Path(__file__).resolve().parents[2] / "var/local-deps/code-server/node_modules/code-server/out/node/entry.js"
-    )
+    return str(PROJECT_ROOT / "var/local-deps/code-server/node_modules/code-server/out/node/entry.js")
 
 
 class LocalRuntime:
