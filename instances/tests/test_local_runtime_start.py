@@ -24,7 +24,7 @@ def running(tmp_path_factory, volume):
     runtime = runtime_or_skip(tmp_path_factory.mktemp("instances"), ("lab", "ssh"))
     state = runtime.start("a1", owner_ref="user-1", gpus=["4", "5"], mounts=[Mount(str(volume), "/datasets")])
     mp.undo()
-    wait_until(lambda: runtime.status("a1").overall == "running", timeout=60, what="servers to listen")
+    wait_until(lambda: runtime.status("a1").overall == "running", timeout=120, what="servers to listen")
     yield runtime, state
     runtime.destroy("a1")
 
