@@ -27,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DB_NAME = "console_bench_launch"
+# Its own database: two engineers benching at once on one server must not drop each other's.
+DB_NAME = os.environ.get("BENCH_DB_NAME", "console_bench_launch")
 ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 QUEUE = f"bench-launch-{os.getpid()}"
