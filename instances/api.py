@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.api import ServiceError
-from instances import selectors, services
+from instances import selectors, services, tasks
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
 
 
@@ -135,8 +135,8 @@ LIST_FIELDS = (
     "status_changed_at",
     "running_since",
     "owner_id",
-    "backend_alias",  # entry_points asks the instance's backend
-    "backend_state",
+    "entry_points",  # saved by the worker: the list asks no provider
+    "entry_points_at",
 )
 
 
@@ -392,7 +392,7 @@ class CatalogueView(APIView):
         ),
     )
     def get(self, request):
-        services.nodes_ensure()
+        tasks.nodes_ensure_soon()
         offered = list(selectors.regions_offered())
         regions = {r.pk: r.slug for r in offered}
         context = {"capacity": selectors.capacity_by_region_model(), "regions": regions}

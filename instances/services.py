@@ -36,6 +36,7 @@ from instances.backends import (
     backend_aliases,
     get_backend,
 )
+from instances.entry_points import instances_entry_points_refresh, running_changes
 from instances.models import (
     GpuModel,
     GpuQuota,
@@ -150,6 +151,8 @@ def instance_transition(*, instance_id, src: str, dst: str, reason: str = "", **
     fields = {"status": dst, "status_changed_at": now, "status_reason": reason, **changes}
     if dst == S.RUNNING:
         fields["running_since"] = now
+        if "entry_points" in changes:  # asked of the machine that just booted (instances.entry_points)
+            fields["entry_points_at"] = now
     with transaction.atomic():
         moved = Instance.objects.filter(pk=instance_id, status=src).update(**fields)
         if not moved:
@@ -857,6 +860,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
                 src=status,
                 dst=S.RUNNING,
                 reason=stored(gettext_noop("Booted on %(node)s"), node=node),
+                **running_changes(backend=backend, instance=instance),
             )
             return False
         if overdue:
@@ -868,7 +872,13 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     if status in (S.STARTING, S.RESTARTING):
         if seen == Observed.RUNNING:
             reason = stored(gettext_noop("Started") if status == S.STARTING else gettext_noop("Restarted"))
-            instance_transition(instance_id=instance.pk, src=status, dst=S.RUNNING, reason=reason)
+            instance_transition(
+                instance_id=instance.pk,
+                src=status,
+                dst=S.RUNNING,
+                reason=reason,
+                **running_changes(backend=backend, instance=instance),
+            )
             return False
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
@@ -1065,7 +1075,8 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         )
         return
     with transaction.atomic():
-        if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state):
+        # Restarted, its servers may listen elsewhere: the saved entry points are asked again.
+        if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state, entry_points_at=None):
             InstanceEvent.objects.create(
                 instance_id=instance.pk,
                 old=status,
@@ -1625,6 +1636,10 @@ def instances_reconcile() -> dict:
         StrayMachine.objects.filter(backend_alias=alias, resolved_at__isnull=True).exclude(key__in=stray_keys).update(
             resolved_at=now
         )
+        try:
+            instances_entry_points_refresh(alias=alias, now=now)
+        except Exception:
+            logger.exception("refreshing the entry points of backend %s raised", alias)
     report["overdue"] = instances_overdue()
     report["regions"] = _reconcile_regions_report(
         since=now, unreachable=set(report["unreachable"]), synced=synced_by_region

@@ -13,12 +13,13 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
 from instances import services
-from instances.backends import TransientBackendError
-from instances.models import Instance
+from instances.backends import BackendError, TransientBackendError, backend_aliases
+from instances.models import Instance, Node
 
 logger = logging.getLogger(__name__)
 S = Instance.Status
@@ -93,6 +94,29 @@ def instance_release_task(instance_id: str) -> None:
 @shared_task(acks_late=True)
 def instances_reconcile_task() -> dict:
     return services.instances_reconcile()
+
+
+@shared_task(acks_late=True)
+def nodes_sync_task(alias: str) -> int:
+    try:
+        return services.nodes_sync(alias=alias)
+    except BackendError:
+        logger.warning("backend %s unreachable; its capacity shows once it answers", alias, exc_info=True)
+        return 0
+
+
+def nodes_ensure_soon() -> None:
+    """For pages that show capacity: have a worker read the nodes of each backend the console knows none
+    of yet (a fresh install, a new backend). The page does not ask the provider itself, which may be
+    slow or down; the reconciler reads every backend's nodes anyway, this only comes sooner. At most one
+    request per backend a minute, however often the page is loaded."""
+    known = set(Node.objects.values_list("backend_alias", flat=True).distinct())
+    for alias in backend_aliases():
+        if alias not in known and cache.add(f"instances:nodes-sync-asked:{alias}", 1, timeout=60):
+            try:
+                nodes_sync_task.delay(alias)
+            except Exception:
+                logger.warning("could not ask for the nodes of %s", alias, exc_info=True)
 
 
 @shared_task(acks_late=True)
