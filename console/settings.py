@@ -147,6 +147,11 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Every connection starts in UTC, as Django wants it: otherwise (a server whose zone is "Etc/UTC", or
+# anything but "UTC") Django sends SET TIME ZONE after connecting, a round trip more for every ASGI
+# request and every task. (Behind PgBouncer, list "options" in its ignore_startup_parameters.)
+_db_options = DATABASES["default"].setdefault("OPTIONS", {})
+_db_options["options"] = " ".join(filter(None, [_db_options.get("options", ""), "-c TimeZone=UTC"]))
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured(
         f"DATABASE_URL must point at PostgreSQL (postgres://...), not {DATABASES['default']['ENGINE']}: billing "
@@ -195,6 +200,11 @@ CELERY_TASK_IGNORE_RESULT = True
 # Tests run tasks in-process; a few start a real worker where crossing processes is the point.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=TESTING)
 CELERY_TASK_EAGER_PROPAGATES = True
+# Celery's Django fix-up closes the database connections before and after every task, whatever
+# CONN_MAX_AGE says; console.celery closes them as Django does after a request instead (too old, or
+# broken), so a worker with DATABASE_CONN_MAX_AGE > 0 keeps its connection between tasks. This turns
+# the fix-up's closing off (it would close once in this many tasks).
+CELERY_DB_REUSE_MAX = 2**31
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Apps add their periodic tasks to this dict in their own blocks at the end of this file.
