@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, F, Max, Q, Subquery, Sum
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -441,6 +441,9 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
     Best fit keeps empty nodes empty for 8-card requests. The conditional update re-checks the free
     count under the row lock, so when two launches race for the last cards exactly one wins.
     """
+    taken = _gpus_take_unlocked(region=region, gpu_model=gpu_model, count=count)
+    if taken is not None:
+        return Node(pk=taken[0], name=taken[1], region=region, gpu_model=gpu_model)
     for _attempt in range(5):
         candidates = list(
             Node.objects.filter(
@@ -466,6 +469,28 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
         % {"region": region.name, "count": count, "gpu": gpu_model.name},
         field="gpu_count",
     )
+
+
+def _gpus_take_unlocked(*, region: Region, gpu_model: GpuModel, count: int) -> tuple[int, str] | None:
+    """``_gpus_reserve``'s usual case in one statement: take ``count`` cards on the best-fitting node that
+    no other launch holds locked right now; ``(pk, name)``, or None when none (the caller then waits).
+
+    The node another launch is taking cards on stays locked until that launch commits: waiting for it
+    queued every launch of a model behind one row. FOR UPDATE re-checks the free count on the newest
+    version of the row, and the update checks it again, so cards are never taken twice.
+    """
+    from django.db import connection
+
+    table = connection.ops.quote_name(Node._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET free_cards = free_cards - %s WHERE free_cards >= %s AND id = ("  # noqa: S608
+            f"SELECT id FROM {table} WHERE region_id = %s AND backend_alias = %s AND gpu_model_id = %s"
+            " AND is_healthy AND free_cards >= %s ORDER BY free_cards, name LIMIT 1 FOR UPDATE SKIP LOCKED"
+            ") RETURNING id, name",
+            [count, count, region.pk, region.backend_alias, gpu_model.pk, count],
+        )
+        return cursor.fetchone()
 
 
 def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[Node]:
@@ -556,11 +581,41 @@ def quota_usage(*, user, gpu_model: GpuModel) -> int:
     )
 
 
+def _quota_granted_and_used(*, user, gpu_model: GpuModel) -> tuple[int, int]:
+    """The largest unexpired grant of ``gpu_model`` to ``user`` and the cards they hold, in one query
+    (``quota_effective`` and ``quota_usage`` together, for the launch's hot path)."""
+    granted = (
+        QuotaRequest.objects.filter(
+            user=user, gpu_model=gpu_model, status=QuotaRequest.Status.APPROVED, expires_at__gt=timezone.now()
+        )
+        .order_by()
+        .values("gpu_model")
+        .annotate(m=Max("granted_cards"))
+        .values("m")
+    )
+    used = (
+        Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS)
+        .order_by()
+        .values("gpu_model")
+        .annotate(n=Sum(F("gpu_count") * F("node_count")))
+        .values("n")
+    )
+    row = (
+        GpuModel.objects.filter(pk=gpu_model.pk)
+        .annotate(granted=Subquery(granted), used=Subquery(used))
+        .values_list("granted", "used")
+        .first()
+    )
+    return (row[0] or 0, row[1] or 0) if row else (0, 0)
+
+
 def _quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
     """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
     quota, _created = GpuQuota.objects.select_for_update().get_or_create(user=user, gpu_model=gpu_model)
-    limit = quota_effective(user=user, gpu_model=gpu_model, base=quota.cards)
-    used = quota_usage(user=user, gpu_model=gpu_model)
+    # Read after the lock, in a statement of its own: one launch that held it has committed its instance.
+    granted, used = _quota_granted_and_used(user=user, gpu_model=gpu_model)
+    base = settings.INSTANCES_DEFAULT_GPU_QUOTA if quota.cards is None else quota.cards
+    limit = max(base, granted)
     if used + count > limit:
         raise QuotaExceeded(
             _(
@@ -719,7 +774,8 @@ def instance_launch(
         )
         _enqueue("instance_provision_task", instance.pk)
         transaction.on_commit(lambda: _notify(instance))
-    return _get(instance.pk)
+    # As written, with its region, model, image and owner at hand: reading it back would cost a five-table join.
+    return instance
 
 
 def _enqueue(task_name: str, instance_id, **kwargs) -> None:
@@ -776,26 +832,26 @@ def _get(instance_id) -> Instance | None:
     )
 
 
-def instance_provision(*, instance_id) -> None:
+def instance_provision(*, instance_id) -> bool:
     """Task body: have the provider create the machine placed at launch, then see whether it is up.
+    True while it boots (poll it again soon).
 
     Repeatable: the machine is named by the instance's key, so a second run (a redelivered task, or a
     rerun after a worker died between the provider's answer and our update) finds the same machine.
     """
     instance = _get(instance_id)
     if instance is None or instance.status != S.PROVISIONING:
-        return
+        return False
     backend = get_backend(instance.backend_alias)
     try:
         state = backend.create(key=instance.key, spec=_spec(instance))
     except PermanentBackendError as exc:
         _launch_fail(instance=instance, reason=str(exc))
-        return
+        return False
     if Instance.objects.filter(pk=instance.pk, status=S.PROVISIONING).update(backend_state=state):
         instance.backend_state = state
-        instance_sync(instance_id=instance.pk, instance=instance)
-    else:
-        instance_sync(instance_id=instance.pk)
+        return instance_sync(instance_id=instance.pk, instance=instance)
+    return instance_sync(instance_id=instance.pk)
 
 
 def _launch_fail(*, instance: Instance, reason: str) -> None:

@@ -59,8 +59,7 @@ def _poll_again_later(instance_id: str, again: bool) -> None:
 
 @shared_task(**_fails_during(S.PROVISIONING))
 def instance_provision_task(instance_id: str) -> None:
-    services.instance_provision(instance_id=instance_id)
-    _poll_again_later(instance_id, _busy(instance_id))
+    _poll_again_later(instance_id, services.instance_provision(instance_id=instance_id))
 
 
 @shared_task(**_fails_during(*Instance.BUSY))
