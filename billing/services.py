@@ -294,12 +294,11 @@ def meter_start(
         sku = Sku.objects.get(code=sku)
     if quantity <= 0:
         raise ValueError("a meter measures a positive quantity")
-    open_meter = Meter.objects.filter(ref=ref, stopped_at__isnull=True).first()
-    if open_meter is not None:
-        return open_meter
-    try:
-        with transaction.atomic():
-            return Meter.objects.create(
+    # Inserted unless one is open: the index that allows one open meter per ref makes a second start
+    # insert nothing (no savepoint, no error to catch). Then the open one is read, whichever it is.
+    Meter.objects.bulk_create(
+        [
+            Meter(
                 user=user,
                 sku=sku,
                 ref=ref,
@@ -309,8 +308,10 @@ def meter_start(
                 unit_seconds=sku.unit_seconds,
                 started_at=at or timezone.now(),
             )
-    except IntegrityError:
-        return Meter.objects.get(ref=ref, stopped_at__isnull=True)
+        ],
+        ignore_conflicts=True,
+    )
+    return Meter.objects.get(ref=ref, stopped_at__isnull=True)
 
 
 def meter_stop(*, ref: str, at: datetime | None = None) -> Meter | None:
