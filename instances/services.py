@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, Subquery, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -593,31 +593,26 @@ def quota_usage(*, user, gpu_model: GpuModel) -> int:
 
 
 def _quota_granted_and_used(*, user, gpu_model: GpuModel) -> tuple[int, int]:
-    """The largest unexpired grant of ``gpu_model`` to ``user`` and the cards they hold, in one query
-    (``quota_effective`` and ``quota_usage`` together, for the launch's hot path)."""
-    granted = (
-        QuotaRequest.objects.filter(
-            user=user, gpu_model=gpu_model, status=QuotaRequest.Status.APPROVED, expires_at__gt=timezone.now()
+    """The largest unexpired grant of ``gpu_model`` to ``user`` and the cards they hold: what
+    ``quota_effective`` and ``quota_usage`` read, in one statement for the launch's hot path.
+
+    Plain SQL: the ORM spends longer building these two aggregates than PostgreSQL spends running them.
+    """
+    from django.db import connection
+
+    qn = connection.ops.quote_name
+    requests, instances = qn(QuotaRequest._meta.db_table), qn(Instance._meta.db_table)
+    holding = list(Instance.HOLDING_GPUS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT MAX(granted_cards) FROM {requests} WHERE user_id = %s AND gpu_model_id = %s"  # noqa: S608
+            f" AND status = %s AND expires_at > %s),"
+            f" (SELECT SUM(gpu_count * node_count) FROM {instances} WHERE owner_id = %s AND gpu_model_id = %s"
+            f" AND status = ANY(%s))",
+            [user.pk, gpu_model.pk, QuotaRequest.Status.APPROVED, timezone.now(), user.pk, gpu_model.pk, holding],
         )
-        .order_by()
-        .values("gpu_model")
-        .annotate(m=Max("granted_cards"))
-        .values("m")
-    )
-    used = (
-        Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS)
-        .order_by()
-        .values("gpu_model")
-        .annotate(n=Sum(F("gpu_count") * F("node_count")))
-        .values("n")
-    )
-    row = (
-        GpuModel.objects.filter(pk=gpu_model.pk)
-        .annotate(granted=Subquery(granted), used=Subquery(used))
-        .values_list("granted", "used")
-        .first()
-    )
-    return (row[0] or 0, row[1] or 0) if row else (0, 0)
+        granted, used = cursor.fetchone()
+    return granted or 0, used or 0
 
 
 def _quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
