@@ -96,6 +96,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "core.middleware.SynchronousChain",  # last: see its docstring
 ]
 
 ROOT_URLCONF = "console.urls"
