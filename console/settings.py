@@ -531,6 +531,9 @@ INSTANCES_POLL_INTERVAL_S = 2  # how soon a worker looks again at a booting mach
 INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
 INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up
 INSTANCES_RECONCILE_INTERVAL_S = 30
+# How old a running instance's saved entry points (JupyterLab, VS Code, SSH) may grow before the
+# reconciler asks its provider again; pages never ask (instances.entry_points).
+INSTANCES_ENTRY_POINTS_REFRESH_S = 600
 INSTANCES_QUOTA_MAX_DAYS = 365
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))

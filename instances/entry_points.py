@@ -62,7 +62,7 @@ def entry_points_saved(instance: Instance) -> dict:
 
 
 def _stale(now: datetime) -> Q:
-    refresh_s = getattr(settings, "INSTANCES_ENTRY_POINTS_REFRESH_S", 600)
+    refresh_s = settings.INSTANCES_ENTRY_POINTS_REFRESH_S
     return (
         Q(entry_points_at__isnull=True)
         | Q(entry_points_at__lt=F("running_since"))
