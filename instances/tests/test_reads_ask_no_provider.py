@@ -146,3 +146,16 @@ def test_on_a_fresh_install_the_launch_page_has_a_worker_read_the_nodes(guarded,
     assert Node.objects.filter(backend_alias="default").count() == 4
     body = alice_client.get("/instances/launch/").content.decode()
     assert asked == ["default"] and "A800" in body
+
+
+def test_the_reconciler_asks_again_for_entry_points_grown_old(world, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    up = world["up"]
+    old = timezone.now() - timedelta(seconds=settings.INSTANCES_ENTRY_POINTS_REFRESH_S + 5)
+    Instance.objects.filter(pk=up.pk).update(entry_points={}, entry_points_at=old, running_since=old)
+    instances_reconcile()
+    refreshed = Instance.objects.get(pk=up.pk)
+    assert refreshed.entry_points["ssh_port"] == SSH_PORT and refreshed.entry_points_at > old
