@@ -286,16 +286,16 @@ def sku_upsert(
     return sku
 
 
-def meter_start(
+def meter_open(
     *, user, sku: Sku | str, quantity: int, ref: str, description: str = "", at: datetime | None = None
-) -> Meter:
-    """Open a meter for ``ref``, or return the one already open (starting twice bills once)."""
+) -> None:
+    """Open a meter for ``ref`` unless one is open (starting twice bills once), in one statement: the
+    index that allows one open meter per ref makes a second start insert nothing (no savepoint, no
+    error to catch). For callers that do not need the meter back; ``meter_start`` returns it."""
     if isinstance(sku, str):
         sku = Sku.objects.get(code=sku)
     if quantity <= 0:
         raise ValueError("a meter measures a positive quantity")
-    # Inserted unless one is open: the index that allows one open meter per ref makes a second start
-    # insert nothing (no savepoint, no error to catch). Then the open one is read, whichever it is.
     Meter.objects.bulk_create(
         [
             Meter(
@@ -311,6 +311,13 @@ def meter_start(
         ],
         ignore_conflicts=True,
     )
+
+
+def meter_start(
+    *, user, sku: Sku | str, quantity: int, ref: str, description: str = "", at: datetime | None = None
+) -> Meter:
+    """Open a meter for ``ref``, or return the one already open (starting twice bills once)."""
+    meter_open(user=user, sku=sku, quantity=quantity, ref=ref, description=description, at=at)
     return Meter.objects.get(ref=ref, stopped_at__isnull=True)
 
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
-from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
+from billing.services import InsufficientFunds, launch_check, meter_open, meter_stop, sku_upsert
 from core.messages import reason as stored
 from core.messages import shown
 from instances.backends import (
@@ -183,7 +183,7 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
         meter_stop(ref=disk_meter_ref(instance.pk), at=at)
     if dst == S.RUNNING:
-        meter_start(
+        meter_open(
             user=instance.owner,
             sku=gpu_sku_upsert(gpu_model=instance.gpu_model),
             quantity=instance.total_gpus,
@@ -192,7 +192,7 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
             at=at,
         )
     if dst == S.STOPPED:
-        meter_start(
+        meter_open(
             user=instance.owner,
             sku=disk_sku_upsert(),
             quantity=instance.disk_gb,
