@@ -105,3 +105,25 @@ def test_a_list_of_deployments_takes_as_many_queries_for_25_as_for_5(alice, alic
 def test_an_instance_page_takes_a_fixed_few_queries(alice, alice_client, catalogue, page, budget):
     (instance,) = _make(alice, 1)
     assert _queries(alice_client, page.format(pk=instance.pk)) <= budget
+
+
+def test_a_launch_takes_a_fixed_few_queries_in_the_request_and_in_the_worker(rich_alice, alice_client):
+    from instances.services import instance_provision, nodes_sync
+
+    nodes_sync(alias="default")
+    body = {"region": "cn-north-1", "gpu_model": "a800-80g", "gpu_count": 1, "image": "pytorch-2.5-cu124"}
+    warm = alice_client.post(reverse("api-instance-list"), {**body, "name": "warm"}, content_type="application/json")
+    instance_provision(instance_id=warm.json()["id"])  # the first boot prices the GPU model in billing
+    with provider_forbidden() as calls, CaptureQueriesContext(connection) as request:
+        response = alice_client.post(reverse("api-instance-list"), body, content_type="application/json")
+    assert response.status_code == 201 and calls == []
+    with CaptureQueriesContext(connection) as worker:
+        assert instance_provision(instance_id=response.json()["id"]) is False  # running: no poll to come
+    assert Instance.objects.get(pk=response.json()["id"]).status == "running"
+    # Was 19 and 22. The request: the session and its user, the three catalogue choices, whether the
+    # region's nodes are known, the quota (its lock, then grant and usage), the funds, the cards, the
+    # instance and its events, and a savepoint around them. The worker: the instance and its boot spec
+    # (keys, volumes), the simulated cloud's machine, the state, the poll, and the move to RUNNING with
+    # its event, price and meter.
+    assert len(request) <= 14
+    assert len(worker) <= 17
