@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -14,9 +13,8 @@ from django.utils.translation import gettext_lazy as _
 
 from apps_marketplace import fit
 from apps_marketplace.models import App, DatasetEntry, Deployment, ModelEntry
+from instances.entry_points import entry_points_saved
 from instances.models import GpuModel, Instance
-from providers import get_backend
-from providers.base import BackendError
 
 GB = fit.GB
 
@@ -258,14 +256,9 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
     a dead link. ``api_base_url`` is the OpenAI-compatible base URL the app takes behind that proxy.
     """
     instance = deployment.instance
-    serving = has_webui = False
-    if instance.status == Instance.Status.RUNNING:
-        try:
-            offered = get_backend(instance.backend_alias).entry_points(key=instance.key, state=instance.backend_state)
-            serving = "app" in offered.web
-            has_webui = "webui" in offered.web
-        except (BackendError, ImproperlyConfigured):
-            serving = False
+    # What the worker saved when the machine booted: a list of deployments asks no provider.
+    web = entry_points_saved(instance)["web"]
+    serving, has_webui = "app" in web, "webui" in web
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/app"
     proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
     origin = f"//{proxy_host}" if proxy_host else f"//{host}"

@@ -27,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DB_NAME = "console_bench_launch"
+# Its own database: two engineers benching at once on one server must not drop each other's.
+DB_NAME = os.environ.get("BENCH_DB_NAME", "console_bench_launch")
 ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 QUEUE = f"bench-launch-{os.getpid()}"
@@ -285,8 +286,8 @@ def run(started: list[subprocess.Popen]) -> dict:
                 with lock:
                     requests.append(outcome)
 
-    roots = [p.pid for p in started]
-    cpu_before = cpu_seconds(roots)
+    roots = [p.pid for p in started]  # the worker, then the web server
+    cpu_before = [cpu_seconds([root]) for root in roots]
     threads = [threading.Thread(target=client_thread, args=(n,)) for n in range(CLIENTS)]
     for thread in threads:
         thread.start()
@@ -296,7 +297,8 @@ def run(started: list[subprocess.Popen]) -> dict:
     if errors:
         print("refused:", errors[:5], file=sys.stderr)
     running_at = wait_running(ids, 120)
-    cpu_used = cpu_seconds(roots) - cpu_before
+    worker_cpu, web_cpu = (cpu_seconds([root]) - before for root, before in zip(roots, cpu_before, strict=True))
+    cpu_used = worker_cpu + web_cpu
     to_running = [(running_at[i] - t0) * 1000 for t0, _, i in requests if i in running_at]
     api = [elapsed * 1000 for _, elapsed, _ in requests]
     first = min(t0 for t0, _, _ in requests)
@@ -316,6 +318,8 @@ def run(started: list[subprocess.Popen]) -> dict:
         "throughput_running_per_s": round(len(to_running) / (last - first), 1),
         "wall_s": round(last - first, 2),
         "web_and_worker_cpu_ms_per_launch": round(cpu_used * 1000 / max(1, len(requests)), 1),
+        "web_cpu_ms_per_launch": round(web_cpu * 1000 / max(1, len(requests)), 1),
+        "worker_cpu_ms_per_launch": round(worker_cpu * 1000 / max(1, len(requests)), 1),
         "cpu_cores": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "worker_concurrency": WORKER_CONCURRENCY,

@@ -1,6 +1,6 @@
 """The low-balance banner's data, on every page of a signed-in user.
 
-Lazy: the two queries of ``runway_get`` (the balance, the open meters) run only when a template
+Lazy: the one query of ``runway_get`` (the balance and the open meters) runs only when a template
 asks, and never for anonymous visitors.
 """
 

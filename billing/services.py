@@ -287,20 +287,19 @@ def sku_upsert(
     return sku
 
 
-def meter_start(
+def meter_open(
     *, user, sku: Sku | str, quantity: int, ref: str, description: str = "", at: datetime | None = None
-) -> Meter:
-    """Open a meter for ``ref``, or return the one already open (starting twice bills once)."""
+) -> None:
+    """Open a meter for ``ref`` unless one is open (starting twice bills once), in one statement: the
+    index that allows one open meter per ref makes a second start insert nothing (no savepoint, no
+    error to catch). For callers that do not need the meter back; ``meter_start`` returns it."""
     if isinstance(sku, str):
         sku = Sku.objects.get(code=sku)
     if quantity <= 0:
         raise ValueError("a meter measures a positive quantity")
-    open_meter = Meter.objects.filter(ref=ref, stopped_at__isnull=True).first()
-    if open_meter is not None:
-        return open_meter
-    try:
-        with transaction.atomic():
-            return Meter.objects.create(
+    Meter.objects.bulk_create(
+        [
+            Meter(
                 user=user,
                 sku=sku,
                 ref=ref,
@@ -310,8 +309,17 @@ def meter_start(
                 unit_seconds=sku.unit_seconds,
                 started_at=at or timezone.now(),
             )
-    except IntegrityError:
-        return Meter.objects.get(ref=ref, stopped_at__isnull=True)
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def meter_start(
+    *, user, sku: Sku | str, quantity: int, ref: str, description: str = "", at: datetime | None = None
+) -> Meter:
+    """Open a meter for ``ref``, or return the one already open (starting twice bills once)."""
+    meter_open(user=user, sku=sku, quantity=quantity, ref=ref, description=description, at=at)
+    return Meter.objects.get(ref=ref, stopped_at__isnull=True)
 
 
 def meter_stop(*, ref: str, at: datetime | None = None) -> Meter | None:

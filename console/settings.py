@@ -97,6 +97,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "core.middleware.SynchronousChain",  # last: see its docstring
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -148,6 +149,11 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Every connection starts in UTC, as Django wants it: otherwise (a server whose zone is "Etc/UTC", or
+# anything but "UTC") Django sends SET TIME ZONE after connecting, a round trip more for every ASGI
+# request and every task. (Behind PgBouncer, list "options" in its ignore_startup_parameters.)
+_db_options = DATABASES["default"].setdefault("OPTIONS", {})
+_db_options["options"] = " ".join(filter(None, [_db_options.get("options", ""), "-c TimeZone=UTC"]))
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured(
         f"DATABASE_URL must point at PostgreSQL (postgres://...), not {DATABASES['default']['ENGINE']}: billing "
@@ -174,7 +180,8 @@ def redis_channel_layer(url: str) -> dict:
 
 
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # One pool and one client per process (core.cache): Django's own opened a connection per request.
+    CACHES = {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": REDIS_URL}}
     CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
 elif TESTING:
@@ -195,6 +202,11 @@ CELERY_TASK_IGNORE_RESULT = True
 # Tests run tasks in-process; a few start a real worker where crossing processes is the point.
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", default=TESTING)
 CELERY_TASK_EAGER_PROPAGATES = True
+# Celery's Django fix-up closes the database connections before and after every task, whatever
+# CONN_MAX_AGE says; console.celery closes them as Django does after a request instead (too old, or
+# broken), so a worker with DATABASE_CONN_MAX_AGE > 0 keeps its connection between tasks. This turns
+# the fix-up's closing off (it would close once in this many tasks).
+CELERY_DB_REUSE_MAX = 2**31
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Apps add their periodic tasks to this dict in their own blocks at the end of this file.
@@ -520,6 +532,9 @@ INSTANCES_POLL_INTERVAL_S = 2  # how soon a worker looks again at a booting mach
 INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
 INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up
 INSTANCES_RECONCILE_INTERVAL_S = 30
+# How old a running instance's saved entry points (JupyterLab, VS Code, SSH) may grow before the
+# reconciler asks its provider again; pages never ask (instances.entry_points).
+INSTANCES_ENTRY_POINTS_REFRESH_S = 600
 INSTANCES_QUOTA_MAX_DAYS = 365
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))

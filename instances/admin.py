@@ -47,7 +47,16 @@ class InstanceAdmin(admin.ModelAdmin):
     list_display = ["name", "owner", "status", "gpu_model", "gpu_count", "region", "node", "created_at"]
     list_filter = ["status", "gpu_model", "region"]
     search_fields = ["id", "name", "owner__email"]
-    readonly_fields = ["status", "status_reason", "backend_state", "node", "status_changed_at", "running_since"]
+    readonly_fields = [
+        "status",
+        "status_reason",
+        "backend_state",
+        "node",
+        "status_changed_at",
+        "running_since",
+        "entry_points",
+        "entry_points_at",
+    ]
     inlines = [InstanceEventInline]
     list_select_related = ["owner", "gpu_model", "region", "node"]
 

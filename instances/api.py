@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.api import ServiceError
-from instances import errors, quota, selectors, services
+from instances import errors, quota, selectors, services, tasks
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
 from instances.volumes import volume_hooks
 
@@ -91,7 +91,9 @@ class InstanceSerializer(serializers.ModelSerializer):
             "node_count": instance.node_count,
             "image": instance.image.slug,
             "disk_gb": instance.disk_gb,
-            "ssh_keys": [key.pk for key in instance.ssh_keys.all()],
+            "ssh_keys": self.context["ssh_key_ids"]
+            if "ssh_key_ids" in self.context
+            else [k.pk for k in instance.ssh_keys.all()],
             "hourly_price_fen": instance.hourly_price_fen,
             "auto_stop_at": when(instance.auto_stop_at) if instance.auto_stop_at else None,
             "auto_stop_idle_minutes": instance.auto_stop_idle_minutes,
@@ -136,8 +138,8 @@ LIST_FIELDS = (
     "status_changed_at",
     "running_since",
     "owner_id",
-    "backend_alias",  # entry_points asks the instance's backend
-    "backend_state",
+    "entry_points",  # saved by the worker: the list asks no provider
+    "entry_points_at",
 )
 
 
@@ -307,9 +309,10 @@ class InstanceViewSet(
             instance = services.instance_launch(user=request.user, **data)
         except errors.InstanceError as exc:
             _raise(exc)
-        return Response(
-            InstanceSerializer(instance, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED
-        )
+        # Its keys are the ones it was launched with, in the model's order: no query to read them back.
+        keys = sorted(data.get("ssh_keys") or (), key=lambda k: (k.created_at, k.pk), reverse=True)
+        context = {**self.get_serializer_context(), "ssh_key_ids": [k.pk for k in keys]}
+        return Response(InstanceSerializer(instance, context=context).data, status=status.HTTP_201_CREATED)
 
     def _act(self, verb, **kwargs):
         instance = self.get_object()
@@ -392,7 +395,7 @@ class CatalogueView(APIView):
         ),
     )
     def get(self, request):
-        services.nodes_ensure()
+        tasks.nodes_ensure_soon()
         offered = list(selectors.regions_offered())
         regions = {r.pk: r.slug for r in offered}
         context = {"capacity": selectors.capacity_by_region_model(), "regions": regions}

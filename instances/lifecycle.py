@@ -24,7 +24,7 @@ from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from billing.services import meter_start, meter_stop
+from billing.services import meter_open, meter_stop
 from core.live import notify_user
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
@@ -91,21 +91,34 @@ def instance_notify(instance: Instance) -> None:
 # --- The one way an instance moves ------------------------------------------------------------------------
 
 
-def instance_transition(*, instance_id, src: str, dst: str, reason: str = "", **changes) -> bool:
+def instance_transition(
+    *, instance_id, src: str, dst: str, reason: str = "", booted: Instance | None = None, **changes
+) -> bool:
     """Move an instance from ``src`` to ``dst`` if it is still in ``src``; ``False`` if someone moved it first.
 
     In one transaction: the compare-and-set, the event row, the meters and the cards the new state
     implies, and any extra field ``changes``. Browsers are told after the commit. A move ``ALLOWED``
     does not have raises ``core.statemachine.InvalidTransition``.
+
+    ``booted``: on a move to RUNNING, the caller's copy of the instance (read with its owner and GPU
+    model). The meter that opens there reads only what a launch fixed (owner, model, cards) and the
+    name, so the copy serves instead of reading the row back: the hot path of every boot.
     """
     now = timezone.now()
     fields = {"status_changed_at": now, "status_reason": reason, **changes}
     if dst == S.RUNNING:
         fields["running_since"] = now
+        if "entry_points" in changes:  # asked of the machine that just booted (instances.entry_points)
+            fields["entry_points_at"] = now
 
     def record() -> None:
         instance_events_write(moves=[(instance_id, src, dst, reason)], at=now)
-        instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
+        if booted is not None and dst == S.RUNNING:
+            instance = booted
+            for name, value in {"status": dst, **fields}.items():
+                setattr(instance, name, value)
+        else:
+            instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
         _on_enter(instance=instance, src=src, dst=dst, at=now)
         transaction.on_commit(lambda: instance_notify(instance))
 
@@ -120,7 +133,7 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
         meter_stop(ref=disk_meter_ref(instance.pk), at=at)
     if dst == S.RUNNING:
-        meter_start(
+        meter_open(
             user=instance.owner,
             sku=gpu_sku_upsert(gpu_model=instance.gpu_model),
             quantity=instance.total_gpus,
@@ -129,7 +142,7 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
             at=at,
         )
     if dst == S.STOPPED:
-        meter_start(
+        meter_open(
             user=instance.owner,
             sku=disk_sku_upsert(),
             quantity=instance.disk_gb,

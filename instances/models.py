@@ -215,6 +215,12 @@ class Instance(StatusDisplayMixin, models.Model):
     created_at = models.DateTimeField(_("created"), default=timezone.now, db_index=True)
     status_changed_at = models.DateTimeField(_("status changed"), default=timezone.now)
     running_since = models.DateTimeField(_("running since"), null=True, blank=True)
+    # How the owner reaches the running machine, as its provider last said (``backends.EntryPoints`` as a
+    # dict: ``web``, ``ssh_port``, ``ssh_user``), and when. Saved by the worker as the machine boots and
+    # by the reconciler (``instances.entry_points``); pages and the API read these, never the provider.
+    # Asked before ``running_since``: they were an earlier boot's, and are not shown.
+    entry_points = models.JSONField(_("entry points"), default=dict, blank=True)
+    entry_points_at = models.DateTimeField(_("entry points asked"), null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -55,11 +55,34 @@ def quota_usage(*, user, gpu_model: GpuModel) -> int:
     )
 
 
+def _quota_granted_and_used(*, user, gpu_model: GpuModel) -> tuple[int, int]:
+    """The largest unexpired grant of ``gpu_model`` to ``user`` and the cards they hold: what
+    ``quota_effective`` and ``quota_usage`` read, in one statement for the launch's hot path.
+
+    Plain SQL: the ORM spends longer building these two aggregates than PostgreSQL spends running them.
+    """
+    qn = connection.ops.quote_name
+    requests, instances = qn(QuotaRequest._meta.db_table), qn(Instance._meta.db_table)
+    holding = list(Instance.HOLDING_GPUS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT MAX(granted_cards) FROM {requests} WHERE user_id = %s AND gpu_model_id = %s"  # noqa: S608
+            f" AND status = %s AND expires_at > %s),"
+            f" (SELECT SUM(gpu_count * node_count) FROM {instances} WHERE owner_id = %s AND gpu_model_id = %s"
+            f" AND status = ANY(%s))",
+            [user.pk, gpu_model.pk, QuotaRequest.Status.APPROVED, timezone.now(), user.pk, gpu_model.pk, holding],
+        )
+        granted, used = cursor.fetchone()
+    return granted or 0, used or 0
+
+
 def quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
     """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
     quota, _created = GpuQuota.objects.select_for_update().get_or_create(user=user, gpu_model=gpu_model)
-    limit = quota_effective(user=user, gpu_model=gpu_model, base=quota.cards)
-    used = quota_usage(user=user, gpu_model=gpu_model)
+    # Read after the lock, in a statement of its own: one launch that held it has committed its instance.
+    granted, used = _quota_granted_and_used(user=user, gpu_model=gpu_model)
+    base = settings.INSTANCES_DEFAULT_GPU_QUOTA if quota.cards is None else quota.cards
+    limit = max(base, granted)
     if used + count > limit:
         raise QuotaExceeded(
             _(

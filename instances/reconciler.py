@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from instances.entry_points import instances_entry_points_refresh
 from instances.lifecycle import deadline_s, overdue_reason
 from instances.models import Instance, InstanceEvent, Node, Region, StrayMachine
 from instances.services import instance_abandon, instance_sync, nodes_sync
@@ -108,6 +109,10 @@ def instances_reconcile() -> dict:
         StrayMachine.objects.filter(backend_alias=alias, resolved_at__isnull=True).exclude(key__in=stray_keys).update(
             resolved_at=now
         )
+        try:
+            instances_entry_points_refresh(alias=alias, now=now)
+        except Exception:
+            logger.exception("refreshing the entry points of backend %s raised", alias)
     report["overdue"] = instances_overdue()
     report["regions"] = _reconcile_regions_report(
         since=now, unreachable=set(report["unreachable"]), synced=synced_by_region

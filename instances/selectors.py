@@ -9,6 +9,7 @@ from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from instances.entry_points import entry_points_saved
 from instances.models import (
     GpuModel,
     GpuQuota,
@@ -242,28 +243,26 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
     """How the owner reaches a running instance: ``{jupyterlab_url, vscode_url, ssh_command}``, None for what
     its backend does not offer (or while it is not running). URLs go through the console's proxy.
 
+    Read from what the worker saved when the machine booted (``instances.entry_points``): no provider is
+    asked, whatever the number of instances shown.
+
     ``host`` names the SSH host when ``INSTANCES_SSH_HOST`` is not set (the host the browser used; a
     port on it is the web server's, not SSH's, and is dropped).
     """
-    empty = {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None}
-    if instance.status != Instance.Status.RUNNING:
-        return empty
-    try:
-        offered = get_backend(instance.backend_alias).entry_points(key=instance.key, state=instance.backend_state)
-    except (BackendError, ImproperlyConfigured):
-        return empty
+    offered = entry_points_saved(instance)
+    web = offered["web"]
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/"
     proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
     if proxy_host:  # user servers on a host of their own (see console/proxy.py)
         base = f"//{proxy_host}{base}"
     ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or split_domain_port(host)[0] or host
     ssh = None
-    if offered.ssh_port:
-        user = f"{offered.ssh_user}@" if offered.ssh_user else ""
-        ssh = f"ssh -p {offered.ssh_port} {user}{ssh_host}"
+    if offered["ssh_port"]:
+        user = f"{offered['ssh_user']}@" if offered["ssh_user"] else ""
+        ssh = f"ssh -p {offered['ssh_port']} {user}{ssh_host}"
     return {
-        "jupyterlab_url": f"{base}lab/" if "lab" in offered.web else None,
-        "vscode_url": f"{base}code/" if "code" in offered.web else None,
+        "jupyterlab_url": f"{base}lab/" if "lab" in web else None,
+        "vscode_url": f"{base}code/" if "code" in web else None,
         "ssh_command": ssh,
     }
 

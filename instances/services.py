@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
@@ -32,6 +32,7 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
+from instances.entry_points import running_changes
 from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
 from instances.lifecycle import (
     ALLOWED,
@@ -232,6 +233,9 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
     Best fit keeps empty nodes empty for 8-card requests. The conditional update re-checks the free
     count under the row lock, so when two launches race for the last cards exactly one wins.
     """
+    taken = _gpus_take_unlocked(region=region, gpu_model=gpu_model, count=count)
+    if taken is not None:
+        return Node(pk=taken[0], name=taken[1], region=region, gpu_model=gpu_model)
     for _attempt in range(5):
         candidates = list(
             Node.objects.filter(
@@ -257,6 +261,26 @@ def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
         % {"region": region.name, "count": count, "gpu": gpu_model.name},
         field="gpu_count",
     )
+
+
+def _gpus_take_unlocked(*, region: Region, gpu_model: GpuModel, count: int) -> tuple[int, str] | None:
+    """``_gpus_reserve``'s usual case in one statement: take ``count`` cards on the best-fitting node that
+    no other launch holds locked right now; ``(pk, name)``, or None when none (the caller then waits).
+
+    The node another launch is taking cards on stays locked until that launch commits: waiting for it
+    queued every launch of a model behind one row. FOR UPDATE re-checks the free count on the newest
+    version of the row, and the update checks it again, so cards are never taken twice.
+    """
+    table = connection.ops.quote_name(Node._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET free_cards = free_cards - %s WHERE free_cards >= %s AND id = ("  # noqa: S608
+            f"SELECT id FROM {table} WHERE region_id = %s AND backend_alias = %s AND gpu_model_id = %s"
+            " AND is_healthy AND free_cards >= %s ORDER BY free_cards, name LIMIT 1 FOR UPDATE SKIP LOCKED"
+            ") RETURNING id, name",
+            [count, count, region.pk, region.backend_alias, gpu_model.pk, count],
+        )
+        return cursor.fetchone()
 
 
 def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[Node]:
@@ -440,7 +464,8 @@ def instance_launch(
         )
         _enqueue("instance_provision_task", instance.pk)
         transaction.on_commit(lambda: instance_notify(instance))
-    return _get(instance.pk)
+    # As written, with its region, model, image and owner at hand: reading it back would cost a five-table join.
+    return instance
 
 
 def _enqueue(task_name: str, instance_id) -> None:
@@ -489,26 +514,26 @@ def _get(instance_id) -> Instance | None:
     )
 
 
-def instance_provision(*, instance_id) -> None:
+def instance_provision(*, instance_id) -> bool:
     """Task body: have the provider create the machine placed at launch, then see whether it is up.
+    True while it boots (poll it again soon).
 
     Repeatable: the machine is named by the instance's key, so a second run (a redelivered task, or a
     rerun after a worker died between the provider's answer and our update) finds the same machine.
     """
     instance = _get(instance_id)
     if instance is None or instance.status != S.PROVISIONING:
-        return
+        return False
     backend = get_backend(instance.backend_alias)
     try:
         state = backend.create(key=instance.key, spec=_spec(instance))
     except PermanentBackendError as exc:
         _launch_fail(instance=instance, reason=str(exc))
-        return
+        return False
     if Instance.objects.filter(pk=instance.pk, status=S.PROVISIONING).update(backend_state=state):
         instance.backend_state = state
-        instance_sync(instance_id=instance.pk, instance=instance)
-    else:
-        instance_sync(instance_id=instance.pk)
+        return instance_sync(instance_id=instance.pk, instance=instance)
+    return instance_sync(instance_id=instance.pk)
 
 
 def _launch_fail(*, instance: Instance, reason: str) -> None:
@@ -573,6 +598,8 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
                 src=status,
                 dst=S.RUNNING,
                 reason=stored(gettext_noop("Booted on %(node)s"), node=node),
+                booted=instance,
+                **running_changes(backend=backend, instance=instance),
             )
             return False
         if overdue:
@@ -584,7 +611,14 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
     if status in (S.STARTING, S.RESTARTING):
         if seen == Observed.RUNNING:
             reason = stored(gettext_noop("Started") if status == S.STARTING else gettext_noop("Restarted"))
-            instance_transition(instance_id=instance.pk, src=status, dst=S.RUNNING, reason=reason)
+            instance_transition(
+                instance_id=instance.pk,
+                src=status,
+                dst=S.RUNNING,
+                reason=reason,
+                booted=instance,
+                **running_changes(backend=backend, instance=instance),
+            )
             return False
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
@@ -781,7 +815,8 @@ def _instance_repair(*, instance: Instance, detail: str) -> None:
         )
         return
     with transaction.atomic():
-        if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state):
+        # Restarted, its servers may listen elsewhere: the saved entry points are asked again.
+        if Instance.objects.filter(pk=instance.pk, status=status).update(backend_state=state, entry_points_at=None):
             repaired = stored(gettext_noop("%(detail)s; restarted it"), detail=detail)
             instance_events_write(moves=[(instance.pk, status, status, repaired)], at=now)
             transaction.on_commit(lambda: instance_notify(instance))

@@ -13,12 +13,13 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
 from instances import quota, reconciler, services
-from instances.models import Instance
-from providers import TransientBackendError
+from instances.models import Instance, Node
+from providers import BackendError, TransientBackendError, backend_aliases
 
 logger = logging.getLogger(__name__)
 S = Instance.Status
@@ -58,8 +59,7 @@ def _poll_again_later(instance_id: str, again: bool) -> None:
 
 @shared_task(**_fails_during(S.PROVISIONING))
 def instance_provision_task(instance_id: str) -> None:
-    services.instance_provision(instance_id=instance_id)
-    _poll_again_later(instance_id, _busy(instance_id))
+    _poll_again_later(instance_id, services.instance_provision(instance_id=instance_id))
 
 
 @shared_task(**_fails_during(*Instance.BUSY))
@@ -93,6 +93,29 @@ def instance_release_task(instance_id: str) -> None:
 @shared_task(acks_late=True)
 def instances_reconcile_task() -> dict:
     return reconciler.instances_reconcile()
+
+
+@shared_task(acks_late=True)
+def nodes_sync_task(alias: str) -> int:
+    try:
+        return services.nodes_sync(alias=alias)
+    except BackendError:
+        logger.warning("backend %s unreachable; its capacity shows once it answers", alias, exc_info=True)
+        return 0
+
+
+def nodes_ensure_soon() -> None:
+    """For pages that show capacity: have a worker read the nodes of each backend the console knows none
+    of yet (a fresh install, a new backend). The page does not ask the provider itself, which may be
+    slow or down; the reconciler reads every backend's nodes anyway, this only comes sooner. At most one
+    request per backend a minute, however often the page is loaded."""
+    known = set(Node.objects.values_list("backend_alias", flat=True).distinct())
+    for alias in backend_aliases():
+        if alias not in known and cache.add(f"instances:nodes-sync-asked:{alias}", 1, timeout=60):
+            try:
+                nodes_sync_task.delay(alias)
+            except Exception:
+                logger.warning("could not ask for the nodes of %s", alias, exc_info=True)
 
 
 @shared_task(acks_late=True)

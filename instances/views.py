@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from instances import errors, selectors, services
+from instances import errors, selectors, services, tasks
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
 from instances.models import Instance, QuotaRequest
 from instances.quota import quota_request_approve, quota_request_create, quota_request_deny
@@ -65,7 +65,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
                 return redirect("instance_detail", pk=instance.pk)
-    services.nodes_ensure()
+    tasks.nodes_ensure_soon()
     options = selectors.launch_options_for(user=request.user)
     if form is None:
         defaults = options["defaults"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from instances.catalogue import catalogue_seed
+from instances.entry_points import instance_entry_points_refresh
 from instances.models import GpuModel, Image, Instance, Region
 from instances.proxy import instance_proxy_target
 from instances.services import instance_stop
@@ -35,7 +36,7 @@ def test_the_simulated_cloud_offers_no_entry_points_and_says_so(rich_alice, alic
 
 def _local_instance(settings, tmp_path, user, services=("lab", "code", "ssh")):
     """A running instance on the local backend, without real servers: the row a finished launch leaves
-    and what the runtime records for it."""
+    (with the entry points the worker saved) and what the runtime records for it."""
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path, services=services, JUPYTER_BIN="/bin/true")
     catalogue_seed()
     backend = get_backend("local")
@@ -52,6 +53,8 @@ def _local_instance(settings, tmp_path, user, services=("lab", "code", "ssh")):
         status="running",
     )
     _servers_recorded(backend, instance.key, services)
+    instance_entry_points_refresh(instance=instance)  # what the worker saves as the machine boots
+    instance.refresh_from_db()
     return backend, instance
 
 

@@ -37,7 +37,7 @@ import random
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Q
 from django.utils import timezone
 
 from providers.base import (
@@ -116,13 +116,16 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         SimulatedNode.objects.bulk_create(rows, ignore_conflicts=True)
 
     def _used_cards(self, node) -> int:
-        on = self._machines().filter(power="on")
-        here = on.filter(node=node).aggregate(n=Sum("cards"))["n"] or 0
         # A cluster holds its cards on its head and on each of its peers. Which clusters have ``node``
         # among their peers is read here, not asked of the database: a JSON containment lookup is
         # PostgreSQL's alone (elsewhere it raises NotSupportedError, and no launch could be placed).
-        clusters = on.filter(spec__nodes__gt=1).values_list("cards", "spec__peers")
-        return here + sum(cards for cards, peers in clusters if node.name in (peers or ()))
+        # One query for both: the machines headed here and every cluster.
+        rows = (
+            self._machines()
+            .filter(Q(node=node) | Q(spec__nodes__gt=1), power="on")
+            .values_list("node_id", "cards", "spec__peers")
+        )
+        return sum(cards for head, cards, peers in rows if head == node.pk or node.name in (peers or ()))
 
     def _peers(self, machine) -> list:
         names = (machine.spec or {}).get("peers") or []
