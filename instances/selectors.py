@@ -9,6 +9,8 @@ from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from billing.models import Entry, Transaction
+from billing.selectors import runway_get
 from instances.entry_points import entry_points_saved
 from instances.models import (
     GpuModel,
@@ -110,8 +112,6 @@ def quota_table_for(*, user) -> list[dict]:
 
 def launch_options_for(*, user) -> dict:
     """Everything the launch page needs to say, before any click, what can be launched and why not."""
-    from billing.selectors import runway_get
-
     capacity = capacity_by_region_model()
     quotas = {row["gpu_model"].pk: row for row in quota_table_for(user=user)}
     regions = list(regions_offered())
@@ -220,8 +220,6 @@ def quota_requests_pending() -> QuerySet[QuotaRequest]:
 
 def quota_request_context(*, request: QuotaRequest) -> dict:
     """What staff weigh when deciding: the user's spend, current usage of the model, free capacity."""
-    from billing.models import Entry, Transaction
-
     spent = -(
         Entry.objects.filter(transaction__kind=Transaction.Kind.USAGE, account__owner=request.user).aggregate(
             n=Sum("amount")
