@@ -91,11 +91,11 @@ CODE_SERVER_COOKIE = "code-server-session"
 
 
 class _NotFound(Exception):
-    pass
+    """The API answered 404: for a delete or a read of something gone, "already gone" counts as done."""
 
 
 class _AlreadyExists(Exception):
-    pass
+    """The API answered 409 on a create: a retry found what the first try made, which counts as done."""
 
 
 def _status_message(exc) -> tuple[str, str]:
