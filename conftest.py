@@ -55,9 +55,14 @@ def _clear_cache():
     """Rate limits and throttles live in the cache: every test starts with none spent."""
     from django.core.cache import cache
 
+    from core.memo import process_memos_forget
+
+    # And what the process keeps of the catalogue and the fleet: a rolled-back test's rows must not outlive it.
+    process_memos_forget()
     cache.clear()
     yield
     cache.clear()
+    process_memos_forget()
 
 
 @pytest.fixture(autouse=True)

@@ -36,9 +36,6 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
 PER_CLIENT = int(os.environ.get("BENCH_PER_CLIENT", "10"))
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
 WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "2"))
-# "asgi" (the Procfile's server, one DB connection per request) or "wsgi" (uvicorn's WSGI mode: a
-# fixed thread pool, so each thread keeps its connection, as under gunicorn's threaded workers).
-WEB_INTERFACE = os.environ.get("BENCH_WEB_INTERFACE", "asgi")
 
 ENV = {
     "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
@@ -190,12 +187,11 @@ def run(started: list[subprocess.Popen]) -> dict:
                 "WARNING",
             ],
             cwd=ROOT,
-            env={**os.environ, "DATABASE_CONN_MAX_AGE": "60"},
+            env=dict(os.environ),
             **quiet,
         )
     )
-    # Under ASGI every request runs in a thread of its own: persistent connections would pile up
-    # (one per thread), so the web processes connect per request, as Django advises for ASGI.
+    # Web and worker run with the settings `make run` gives them: a connection pool per process.
     started.append(
         subprocess.Popen(
             [
@@ -212,7 +208,7 @@ def run(started: list[subprocess.Popen]) -> dict:
                 "--no-access-log",
             ],
             cwd=ROOT,
-            env={**os.environ, "DATABASE_CONN_MAX_AGE": "0"},
+            env=dict(os.environ),
             **quiet,
         )
     )
@@ -324,7 +320,6 @@ def run(started: list[subprocess.Popen]) -> dict:
         "load_average_1m": round(os.getloadavg()[0], 2),
         "worker_concurrency": WORKER_CONCURRENCY,
         "web_workers": WEB_WORKERS,
-        "web_interface": WEB_INTERFACE,
         "errors_sample": errors[:3],
     }
 

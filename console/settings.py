@@ -141,14 +141,30 @@ if not DATABASE_URL:
         "DATABASE_URL is not set: the console runs on PostgreSQL. `make run` starts a private server under "
         "var/ by itself; otherwise set DATABASE_URL=postgres://user:password@host:5432/dbname."
     )
+# A pool of connections per process (psycopg_pool, through Django): under ASGI every request runs in a
+# thread of its own, so without it each request connected anew (and PostgreSQL forked a process for
+# it), and Celery workers did the same per task. Requests and tasks borrow a connection and give it
+# back when they end. The test suite runs without one: its tests hold one connection in a transaction.
+DATABASE_POOL = env_bool("DATABASE_POOL", default=not TESTING)
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
-        # 0: under ASGI each request runs in a thread of its own; persistent per-thread connections pile up.
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # With the pool, connections go back to it after each request (Django refuses both at once).
+        conn_max_age=0 if DATABASE_POOL else int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # Checked when borrowed: a connection PostgreSQL dropped (a restart) is replaced, not handed out.
         conn_health_checks=True,
     )
 }
+if DATABASE_POOL:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        # Few kept open while idle; up to max_size while busy (ASGI requests, a worker's tasks).
+        "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "1")),
+        "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20")),
+        # A request that cannot get a connection in this long fails rather than queueing for ever.
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT_S", "10")),
+        # Connections older than this are replaced (PgBouncer or a failover may have moved on).
+        "max_lifetime": 600,
+    }
 # Every connection starts in UTC, as Django wants it: otherwise (a server whose zone is "Etc/UTC", or
 # anything but "UTC") Django sends SET TIME ZONE after connecting, a round trip more for every ASGI
 # request and every task. (Behind PgBouncer, list "options" in its ignore_startup_parameters.)
@@ -523,6 +539,8 @@ PROVISIONING_BACKENDS = {
 }
 INSTANCES_DEFAULT_GPU_QUOTA = int(os.environ.get("INSTANCES_DEFAULT_GPU_QUOTA", "8"))  # cards per model
 INSTANCES_DISK_DEFAULT_GB = 50
+# Seconds each process keeps the active regions, GPU models and images (instances/catalogue_cache.py).
+INSTANCES_CATALOGUE_CACHE_S = float(os.environ.get("INSTANCES_CATALOGUE_CACHE_S", "5"))
 # The most nodes one instance (a multi-node cluster) may span; the choices are powers of two up to it.
 INSTANCES_MAX_NODES = int(os.environ.get("INSTANCES_MAX_NODES", "8"))
 INSTANCES_DISK_MIN_GB = 20

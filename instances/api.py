@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from accounts.models import SSHKey
 from core.api import ServiceError
 from instances import errors, quota, selectors, services, tasks
+from instances.catalogue_cache import catalogue_active
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
 from instances.volumes import volume_hooks
 
@@ -159,17 +160,34 @@ class LaunchVolumeSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["rw", "ro", "shared-rw"], default="rw")
 
 
+class CatalogueSlugField(serializers.SlugRelatedField):
+    """The slug of an active region, GPU model or image, looked up in the process's copy of the
+    catalogue (``instances.catalogue_cache``): no query per launch."""
+
+    def __init__(self, model, **kwargs) -> None:
+        self.model = model
+        super().__init__(slug_field="slug", queryset=model.objects.filter(is_active=True), **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        obj = catalogue_active(self.model).get(data)
+        if obj is None:
+            self.fail("does_not_exist", slug_name="slug", value=data)
+        return obj
+
+
 class LaunchSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    region = CatalogueSlugField(Region)
+    gpu_model = CatalogueSlugField(GpuModel)
     gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
     node_count = serializers.ChoiceField(
         choices=Instance.NODE_COUNTS,
         default=1,
         help_text="Nodes of a cluster, each with gpu_count cards (billed for all); at most INSTANCES_MAX_NODES.",
     )
-    image = serializers.SlugRelatedField(slug_field="slug", queryset=Image.objects.filter(is_active=True))
+    image = CatalogueSlugField(Image)
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
     volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")

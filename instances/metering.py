@@ -11,6 +11,7 @@ from django.conf import settings
 
 from billing.models import Sku
 from billing.services import sku_upsert
+from core.memo import process_memo_register
 from instances.models import GpuModel, Instance
 
 
@@ -32,12 +33,23 @@ def gpu_sku_code(gpu_model: GpuModel) -> str:
     return f"gpu.{gpu_model.slug}"
 
 
+# The GPU SKUs this process has read, by code. SKUs are never deleted, and whether one still prices
+# its model right is checked against the model as the caller read it, so a copy is as good as a read.
+_gpu_skus: dict[str, Sku] = {}
+process_memo_register(_gpu_skus.clear)
+
+
 def gpu_sku_upsert(*, gpu_model: GpuModel) -> Sku:
     """The GPU model's SKU, priced from the catalogue. Read-only when it is already right: every
     instance that starts running passes here, and an update would make them queue on the SKU's row."""
-    sku = Sku.objects.filter(code=gpu_sku_code(gpu_model)).first()
+    code = gpu_sku_code(gpu_model)
+    sku = _gpu_skus.get(code)
+    if sku is None or sku.price_fen != gpu_model.price_per_card_hour_fen:
+        sku = Sku.objects.filter(code=code).first()
     if sku is not None and sku.price_fen == gpu_model.price_per_card_hour_fen and sku.unit_seconds == 3600:
+        _gpu_skus[code] = sku
         return sku
+    _gpu_skus.pop(code, None)
     return sku_upsert(
         code=gpu_sku_code(gpu_model),
         name=f"{gpu_model.name} GPU",

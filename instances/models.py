@@ -338,10 +338,8 @@ class StrayMachine(models.Model):
 
 
 class GpuQuota(models.Model):
-    """How many cards of a model a user may hold at once; ``cards=None`` means the default setting.
-
-    The row is also the lock that serialises one user's launches of one model, so two concurrent
-    launches cannot both fit under the same quota.
+    """How many cards of a model a user may hold at once; ``cards=None`` (or no row) means the default
+    setting. One user's launches of one model queue on a lock of their own (``quota.quota_check``).
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="gpu_quotas")

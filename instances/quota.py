@@ -1,8 +1,8 @@
 """GPU quota: how many cards of each model a user may hold, and the requests for more.
 
 A user's quota of a model is the base (``GpuQuota``, or ``INSTANCES_DEFAULT_GPU_QUOTA``) or a larger
-grant that has not expired. Launching and starting check it (``quota_check``, under the user's quota
-row lock); staff approve or deny requests, and grants expire on their own.
+grant that has not expired. Launching and starting check it (``quota_check``, under a lock on the user
+and model); staff approve or deny requests, and grants expire on their own.
 """
 
 from __future__ import annotations
@@ -55,34 +55,52 @@ def quota_usage(*, user, gpu_model: GpuModel) -> int:
     )
 
 
-def _quota_granted_and_used(*, user, gpu_model: GpuModel) -> tuple[int, int]:
-    """The largest unexpired grant of ``gpu_model`` to ``user`` and the cards they hold: what
-    ``quota_effective`` and ``quota_usage`` read, in one statement for the launch's hot path.
+def _quota_lock(*, user, gpu_model: GpuModel) -> None:
+    """Serialise one user's launches and starts of one model until the transaction ends.
 
-    Plain SQL: the ORM spends longer building these two aggregates than PostgreSQL spends running them.
+    A transaction-scoped advisory lock on the pair: nothing to create first (locking the quota row
+    meant inserting one for every pair a user ever launched), and it is released by the commit or
+    the rollback like a row lock.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"quota:{user.pk}:{gpu_model.pk}"])
+
+
+def _quota_base_granted_and_used(*, user, gpu_model: GpuModel) -> tuple[int | None, int, int]:
+    """The user's base quota of ``gpu_model`` (None: the default), the largest unexpired grant and the
+    cards they hold: what ``quota_effective`` and ``quota_usage`` read, in one statement for the
+    launch's hot path.
+
+    Plain SQL: the ORM spends longer building these aggregates than PostgreSQL spends running them.
     """
     qn = connection.ops.quote_name
+    quotas = qn(GpuQuota._meta.db_table)
     requests, instances = qn(QuotaRequest._meta.db_table), qn(Instance._meta.db_table)
     holding = list(Instance.HOLDING_GPUS)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT (SELECT MAX(granted_cards) FROM {requests} WHERE user_id = %s AND gpu_model_id = %s"  # noqa: S608
+            f"SELECT (SELECT cards FROM {quotas} WHERE user_id = %s AND gpu_model_id = %s),"  # noqa: S608
+            f" (SELECT MAX(granted_cards) FROM {requests} WHERE user_id = %s AND gpu_model_id = %s"
             f" AND status = %s AND expires_at > %s),"
             f" (SELECT SUM(gpu_count * node_count) FROM {instances} WHERE owner_id = %s AND gpu_model_id = %s"
             f" AND status = ANY(%s))",
-            [user.pk, gpu_model.pk, QuotaRequest.Status.APPROVED, timezone.now(), user.pk, gpu_model.pk, holding],
+            [
+                *(user.pk, gpu_model.pk),
+                *(user.pk, gpu_model.pk, QuotaRequest.Status.APPROVED, timezone.now()),
+                *(user.pk, gpu_model.pk, holding),
+            ],
         )
-        granted, used = cursor.fetchone()
-    return granted or 0, used or 0
+        base, granted, used = cursor.fetchone()
+    return base, granted or 0, used or 0
 
 
 def quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
-    """Refuse going over quota. Locks the user's quota row: one user's launches of a model queue here."""
-    quota, _created = GpuQuota.objects.select_for_update().get_or_create(user=user, gpu_model=gpu_model)
-    # Read after the lock, in a statement of its own: one launch that held it has committed its instance.
-    granted, used = _quota_granted_and_used(user=user, gpu_model=gpu_model)
-    base = settings.INSTANCES_DEFAULT_GPU_QUOTA if quota.cards is None else quota.cards
-    limit = max(base, granted)
+    """Refuse going over quota. Call it inside the transaction that takes the cards: it holds the
+    user's lock on the model until then, so two launches at once cannot both fit under one quota."""
+    _quota_lock(user=user, gpu_model=gpu_model)
+    # Read after the lock, in a statement of its own: a launch that held it has committed its instance.
+    base, granted, used = _quota_base_granted_and_used(user=user, gpu_model=gpu_model)
+    limit = max(settings.INSTANCES_DEFAULT_GPU_QUOTA if base is None else base, granted)
     if used + count > limit:
         raise QuotaExceeded(
             _(

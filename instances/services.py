@@ -18,17 +18,20 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.postgres.expressions import ArraySubquery
 from django.core.mail import send_mail
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
+from accounts.models import SSHKey
 from billing.alerts import meters_stop_unpaid
 from billing.services import InsufficientFunds, launch_check
 from core.live import notify_user
+from core.memo import process_memo_register
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
@@ -222,9 +225,18 @@ def nodes_ensure() -> None:
                 logger.warning("backend %s unreachable; its capacity shows once it answers", alias)
 
 
+# The backends this process has seen nodes of: a fleet, once read, is never empty again (nodes are
+# marked gone, not deleted), so each launch need not ask the database again.
+_nodes_known: set[str] = set()
+process_memo_register(_nodes_known.clear)
+
+
 def _nodes_ensure(*, region: Region) -> None:
+    if region.backend_alias in _nodes_known:
+        return
     if not Node.objects.filter(backend_alias=region.backend_alias).exists():
         nodes_sync(alias=region.backend_alias)
+    _nodes_known.add(region.backend_alias)
 
 
 def _gpus_reserve(*, region: Region, gpu_model: GpuModel, count: int) -> Node:
@@ -498,7 +510,7 @@ def _spec(instance: Instance) -> InstanceSpec:
         gpu_count=instance.gpu_count,
         image=instance.image.slug,
         disk_gb=instance.disk_gb,
-        ssh_public_keys=tuple(instance.ssh_keys.values_list("public_key", flat=True)),
+        ssh_public_keys=tuple(_ssh_public_keys(instance)),
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),
@@ -508,9 +520,22 @@ def _spec(instance: Instance) -> InstanceSpec:
     )
 
 
+def _ssh_public_keys(instance: Instance) -> list[str]:
+    keys = getattr(instance, "ssh_public_keys", None)  # read with the instance by ``_get``
+    if keys is None:
+        keys = instance.ssh_keys.values_list("public_key", flat=True)
+    return list(keys)
+
+
 def _get(instance_id) -> Instance | None:
+    """The instance as a task works on it: with its catalogue rows, node and owner, and the public keys
+    its machine is built with (in the same query: every create, start and restart needs them)."""
+    keys = SSHKey.objects.filter(instances=OuterRef("pk")).order_by(*SSHKey._meta.ordering).values("public_key")
     return (
-        Instance.objects.select_related("gpu_model", "image", "region", "node", "owner").filter(pk=instance_id).first()
+        Instance.objects.select_related("gpu_model", "image", "region", "node", "owner")
+        .annotate(ssh_public_keys=ArraySubquery(keys))
+        .filter(pk=instance_id)
+        .first()
     )
 
 
@@ -530,9 +555,14 @@ def instance_provision(*, instance_id) -> bool:
     except PermanentBackendError as exc:
         _launch_fail(instance=instance, reason=str(exc))
         return False
+    observation = backend.poll(key=instance.key, state=state)
+    if observation.state == Observed.RUNNING:
+        # Up at once (a fast provider): the state is saved with the move to running, one write for both.
+        instance.backend_state = state
+        return instance_sync(instance_id=instance.pk, instance=instance, observation=observation)
     if Instance.objects.filter(pk=instance.pk, status=S.PROVISIONING).update(backend_state=state):
         instance.backend_state = state
-        return instance_sync(instance_id=instance.pk, instance=instance)
+        return instance_sync(instance_id=instance.pk, instance=instance, observation=observation)
     return instance_sync(instance_id=instance.pk)
 
 
@@ -560,19 +590,21 @@ def _destroy_quietly(instance: Instance) -> None:
 # --- Sync: compare the provider's truth with ours and move on -----------------------------------------------
 
 
-def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
+def instance_sync(*, instance_id, instance: Instance | None = None, observation=None) -> bool:
     """Poll the provider and advance the instance; returns True when it should be polled again soon.
 
     Handles every state: a boot that finished, a machine the provider lost, an operation a dead task
     left half-done (re-driven after ``INSTANCES_REDRIVE_AFTER_S``), an operation that took too long.
     UNKNOWN (provider unreachable) changes nothing. ``instance`` saves a read when the caller has
-    just loaded it (it must be current: the transitions below compare-and-set on its status anyway).
+    just loaded it (it must be current: the transitions below compare-and-set on its status anyway),
+    and ``observation`` a poll when the caller has just made one.
     """
     instance = instance or _get(instance_id)
     if instance is None or instance.status in (S.RELEASED, S.FAILED, S.LOST):
         return False
     backend = get_backend(instance.backend_alias)
-    observation = backend.poll(key=instance.key, state=instance.backend_state)
+    if observation is None:
+        observation = backend.poll(key=instance.key, state=instance.backend_state)
     _instance_observe(instance=instance, observation=observation)
     seen = observation.state
     status = instance.status
@@ -599,6 +631,8 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
                 dst=S.RUNNING,
                 reason=stored(gettext_noop("Booted on %(node)s"), node=node),
                 booted=instance,
+                # The provider's state as this worker knows it: a fresh create's is saved here.
+                backend_state=instance.backend_state,
                 **running_changes(backend=backend, instance=instance),
             )
             return False
