@@ -9,3 +9,6 @@ class BillingConfig(AppConfig):
 
     name = "billing"
     verbose_name = _("Billing")
+
+    def ready(self) -> None:
+        from billing import checks  # noqa: F401 - registers the deploy checks (Django's documented pattern)

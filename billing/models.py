@@ -277,6 +277,9 @@ class TopUpOrder(models.Model):
     gateway = models.CharField(_("gateway"), max_length=40)
     # The gateway's own id for the checkout or payment, set when the checkout is created or paid.
     gateway_reference = models.CharField(_("gateway reference"), max_length=200, blank=True)
+    # What the payer scans on the order page, for gateways that pay by QR code (WeChat Pay Native,
+    # Alipay precreate): the gateway's code URL, rendered server-side. Empty for redirect checkouts.
+    checkout_qr = models.CharField(_("checkout QR content"), max_length=500, blank=True)
     refunded_fen = models.BigIntegerField(_("refunded (fen)"), default=0)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)

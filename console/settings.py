@@ -422,11 +422,32 @@ BILLING_PAYMENT_GATEWAY = os.environ.get("BILLING_PAYMENT_GATEWAY", "billing.gat
 BILLING_GATEWAY_WEBHOOK_SECRET = os.environ.get(
     "BILLING_GATEWAY_WEBHOOK_SECRET", "" if PRODUCTION else "dev-webhook-secret"
 )
-if (
-    PRODUCTION
-    and not BILLING_GATEWAY_WEBHOOK_SECRET
-    and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways.simulated.")
-):
+# More gateways offered beside that one (comma-separated dotted paths): the top-up page lets the payer
+# choose. The real adapters: billing.gateways.alipay.AlipayGateway (page pay),
+# billing.gateways.alipay.AlipayQRGateway (scan to pay), billing.gateways.wechatpay.WeChatPayGateway
+# (Native QR), billing.gateways.stripe_checkout.StripeGateway (cards). Each reads its keys below;
+# `check --deploy` warns about an enabled one that lacks them (billing.checks).
+BILLING_EXTRA_PAYMENT_GATEWAYS = env_list("BILLING_EXTRA_PAYMENT_GATEWAYS", "")
+# The console's public https origin: gateways post their notifications to <this>/billing/webhooks/<name>/.
+BILLING_NOTIFY_BASE_URL = os.environ.get("BILLING_NOTIFY_BASE_URL", "")
+# Alipay (开放平台 app, RSA2 keys): key files in PEM, never in the repository.
+ALIPAY_APP_ID = os.environ.get("ALIPAY_APP_ID", "")
+ALIPAY_APP_PRIVATE_KEY_FILE = os.environ.get("ALIPAY_APP_PRIVATE_KEY_FILE", "")
+ALIPAY_PUBLIC_KEY_FILE = os.environ.get("ALIPAY_PUBLIC_KEY_FILE", "")
+ALIPAY_SANDBOX = env_bool("ALIPAY_SANDBOX", default=False)
+# WeChat Pay API v3 (merchant certificate's private key and serial, APIv3 key, platform certificates).
+WECHATPAY_MCH_ID = os.environ.get("WECHATPAY_MCH_ID", "")
+WECHATPAY_APP_ID = os.environ.get("WECHATPAY_APP_ID", "")
+WECHATPAY_PRIVATE_KEY_FILE = os.environ.get("WECHATPAY_PRIVATE_KEY_FILE", "")
+WECHATPAY_CERT_SERIAL_NO = os.environ.get("WECHATPAY_CERT_SERIAL_NO", "")
+WECHATPAY_APIV3_KEY = os.environ.get("WECHATPAY_APIV3_KEY", "")
+WECHATPAY_PLATFORM_CERT_DIR = os.environ.get("WECHATPAY_PLATFORM_CERT_DIR", "")
+# Stripe: the secret API key and the webhook endpoint's signing secret (whsec_…).
+STRIPE_SECRET_KEY = os.environ.get("STRIPE_SECRET_KEY", "")
+STRIPE_WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET", "")
+# The built-in adapters verify notifications with their own keys; only a gateway using the console's
+# shared HMAC scheme needs BILLING_GATEWAY_WEBHOOK_SECRET.
+if PRODUCTION and not BILLING_GATEWAY_WEBHOOK_SECRET and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways."):
     raise ImproperlyConfigured("BILLING_GATEWAY_WEBHOOK_SECRET must be set when CONSOLE_ENV=production.")
 BILLING_GATEWAY_WEBHOOK_TOLERANCE_S = 300  # a signed webhook older or newer than this is refused
 BILLING_TOPUP_MIN_FEN = int(os.environ.get("BILLING_TOPUP_MIN_FEN", "100"))  # ¥1

@@ -1,0 +1,178 @@
+"""Stripe Checkout: cards (and wallets) for international payers, through the official ``stripe`` library.
+
+The payer is redirected to a Checkout Session Stripe hosts; Stripe's webhook says how it ended. The
+webhook is verified by the library's own ``Webhook.construct_event`` (``Stripe-Signature``:
+HMAC-SHA256 over ``"<t>.<body>"`` with the endpoint's ``whsec_`` secret, and a timestamp tolerance).
+
+Events handled: ``checkout.session.completed`` (paid now, or unpaid for a delayed method),
+``checkout.session.async_payment_succeeded`` / ``…_failed`` and ``checkout.session.expired``.
+The order is the session's ``client_reference_id``; amounts are in the currency's minor unit (fen
+for CNY), as the ledger keeps them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from functools import cached_property
+
+import stripe
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+
+from billing.gateways.base import (
+    GatewayError,
+    PaymentGateway,
+    PaymentQuery,
+    WebhookEvent,
+    WebhookRejected,
+    header_get,
+)
+
+logger = logging.getLogger(__name__)
+
+SUCCEEDED = {"checkout.session.async_payment_succeeded"}
+FAILED = {"checkout.session.async_payment_failed", "checkout.session.expired"}
+# Stripe keeps a Checkout Session open at most 24 hours and at least 30 minutes.
+SESSION_MAX_S, SESSION_MIN_S = 24 * 3600, 30 * 60
+
+
+class StripeGateway(PaymentGateway):
+    """Stripe Checkout in payment mode, one line item: the top-up."""
+
+    name = "stripe"
+    label = _("Card (Stripe)")
+
+    @cached_property
+    def client(self) -> stripe.StripeClient:
+        # requests as the transport: one HTTP stack for every gateway, and one seam for the tests.
+        return stripe.StripeClient(
+            settings.STRIPE_SECRET_KEY, http_client=stripe.RequestsClient(), max_network_retries=2
+        )
+
+    def is_configured(self) -> list[str]:
+        return [name for name in ("STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET") if not getattr(settings, name, "")]
+
+    def _call(self, call, *args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except (stripe.APIConnectionError, stripe.RateLimitError) as exc:
+            raise GatewayError(f"Stripe is not reachable: {exc.user_message or exc}", transient=True) from exc
+        except stripe.StripeError as exc:
+            raise GatewayError(
+                f"Stripe refused: {exc.user_message or exc}", transient=bool(exc.http_status and exc.http_status >= 500)
+            ) from exc
+
+    def create_checkout(self, *, order, return_url: str) -> str:
+        lifetime = min(max(int(settings.BILLING_TOPUP_ORDER_TTL_S), SESSION_MIN_S), SESSION_MAX_S)
+        session = self._call(
+            self.client.v1.checkout.sessions.create,
+            params={
+                "mode": "payment",
+                "client_reference_id": str(order.pk),
+                "metadata": {"order": str(order.pk)},
+                "payment_intent_data": {"metadata": {"order": str(order.pk)}},
+                "line_items": [
+                    {
+                        "quantity": 1,
+                        "price_data": {
+                            "currency": order.currency.lower(),
+                            "unit_amount": order.amount_fen,
+                            "product_data": {"name": f"{settings.CONSOLE_SITE_NAME} top-up #{order.pk}"},
+                        },
+                    }
+                ],
+                "success_url": return_url,
+                "cancel_url": return_url,
+                "expires_at": int(time.time()) + lifetime,
+            },
+            # The same order asks for the same session: a retried create finds the first one.
+            options={"idempotency_key": f"checkout:order:{order.pk}"},
+        )
+        order.gateway_reference = session.id
+        return session.url
+
+    def verify_webhook(self, *, body: bytes, headers: Mapping[str, str]) -> WebhookEvent:
+        signature = header_get(headers, "Stripe-Signature")
+        if not signature:
+            raise WebhookRejected("signature_missing", "The Stripe-Signature header is missing.", status=401)
+        try:
+            event = stripe.Webhook.construct_event(
+                body,
+                signature,
+                settings.STRIPE_WEBHOOK_SECRET,
+                tolerance=int(settings.BILLING_GATEWAY_WEBHOOK_TOLERANCE_S),
+            )
+        except stripe.SignatureVerificationError:
+            raise WebhookRejected("signature_invalid", "The webhook's signature does not verify.", status=401) from None
+        except ValueError:
+            raise WebhookRejected("malformed", "The webhook body is not a Stripe event.") from None
+        if event.type != "checkout.session.completed" and event.type not in SUCCEEDED | FAILED:
+            # Stripe retries anything but 2xx for days: an event we do not use is acknowledged.
+            raise WebhookRejected("unsupported_event", f"Events of type {event.type} are not used.", status=200)
+        session = event.data.object
+        try:
+            order_id = int(session.get("client_reference_id") or "")
+        except ValueError:
+            raise WebhookRejected("unknown_order", "The session names no order of this console.", status=404) from None
+        if event.type == "checkout.session.completed":
+            kind = (
+                WebhookEvent.PAYMENT_SUCCEEDED
+                if session.get("payment_status") == "paid"
+                else WebhookEvent.PAYMENT_PENDING
+            )
+        else:
+            kind = WebhookEvent.PAYMENT_SUCCEEDED if event.type in SUCCEEDED else WebhookEvent.PAYMENT_FAILED
+        amount = session.get("amount_total")
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+            raise WebhookRejected("malformed", "The session has no valid amount.")
+        return WebhookEvent(
+            id=event.id,
+            type=kind,
+            order_id=order_id,
+            amount_fen=amount,
+            currency=str(session.get("currency") or "").upper(),
+            # The payment intent: what a refund names later.
+            reference=str(session.get("payment_intent") or session.get("id") or "")[:200],
+            payload={"id": event.id, "type": event.type},
+        )
+
+    def query(self, *, order) -> PaymentQuery:
+        if not order.gateway_reference.startswith("cs_"):
+            return PaymentQuery(state=PaymentQuery.CLOSED)  # no session was ever opened
+        session = self._call(self.client.v1.checkout.sessions.retrieve, order.gateway_reference)
+        if session.get("payment_status") == "paid":
+            return PaymentQuery(
+                state=PaymentQuery.PAID,
+                amount_fen=int(session.get("amount_total") or 0),
+                currency=str(session.get("currency") or "").upper(),
+                reference=str(session.get("payment_intent") or session.id),
+            )
+        return PaymentQuery(state=PaymentQuery.CLOSED if session.get("status") == "expired" else PaymentQuery.PENDING)
+
+    def close(self, *, order) -> None:
+        if not order.gateway_reference.startswith("cs_"):
+            return
+        try:
+            self.client.v1.checkout.sessions.expire(order.gateway_reference)
+        except stripe.InvalidRequestError:
+            return  # already expired or completed: a completed one's webhook still credits
+        except stripe.StripeError as exc:
+            raise GatewayError(f"Stripe did not expire the session: {exc}", transient=True) from exc
+
+    def refund(self, *, order, amount_fen: int, key: str) -> str:
+        if not order.gateway_reference.startswith("pi_"):
+            raise GatewayError("This order has no Stripe payment to refund.")
+        refund = self._call(
+            self.client.v1.refunds.create,
+            params={
+                "payment_intent": order.gateway_reference,
+                "amount": amount_fen,
+                "metadata": {"order": str(order.pk)},
+            },
+            options={"idempotency_key": f"refund:{key}"},
+        )
+        if refund.get("status") in ("failed", "canceled"):
+            raise GatewayError(f"Stripe refused the refund: {refund.get('failure_reason') or refund.get('status')}")
+        return refund.id
