@@ -25,9 +25,9 @@ from billing.charts import spend_chart
 from billing.forms import TopUpForm
 from billing.gateways import GatewayError, WebhookRejected, gateway_get
 from billing.gateways.simulated import SimulatedGateway
-from billing.qr import qr_svg
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidGateway, topup_checkout_simulate, topup_order_create, topup_webhook_receive
+from billing.qr import qr_svg
 from billing.services import TrialUnavailable, trial_claim
 from core.api import error_body
 

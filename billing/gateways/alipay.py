@@ -23,7 +23,6 @@ from alipay import AliPay
 from alipay.exceptions import AliPayException, AliPayValidationError
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import gettext_lazy as _
 
 from billing.gateways.base import (
     GatewayError,

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import requests
 from django.conf import settings
-from django.utils.translation import gettext_lazy as _
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from wechatpayv3 import WeChatPay, WeChatPayType
 
 from billing.gateways.base import (
