@@ -111,7 +111,8 @@ class StripeGateway(PaymentGateway):
         if event.type != "checkout.session.completed" and event.type not in SUCCEEDED | FAILED:
             # Stripe retries anything but 2xx for days: an event we do not use is acknowledged.
             raise WebhookRejected("unsupported_event", f"Events of type {event.type} are not used.", status=200)
-        session = event.data.object
+        # StripeObjects are not dicts (stripe ≥ 13): read plain data.
+        session = event.data.object.to_dict()
         try:
             order_id = int(session.get("client_reference_id") or "")
         except ValueError:
@@ -141,13 +142,13 @@ class StripeGateway(PaymentGateway):
     def query(self, *, order) -> PaymentQuery:
         if not order.gateway_reference.startswith("cs_"):
             return PaymentQuery(state=PaymentQuery.CLOSED)  # no session was ever opened
-        session = self._call(self.client.v1.checkout.sessions.retrieve, order.gateway_reference)
+        session = self._call(self.client.v1.checkout.sessions.retrieve, order.gateway_reference).to_dict()
         if session.get("payment_status") == "paid":
             return PaymentQuery(
                 state=PaymentQuery.PAID,
                 amount_fen=int(session.get("amount_total") or 0),
                 currency=str(session.get("currency") or "").upper(),
-                reference=str(session.get("payment_intent") or session.id),
+                reference=str(session.get("payment_intent") or session["id"]),
             )
         return PaymentQuery(state=PaymentQuery.CLOSED if session.get("status") == "expired" else PaymentQuery.PENDING)
 
@@ -164,7 +165,7 @@ class StripeGateway(PaymentGateway):
     def refund(self, *, order, amount_fen: int, key: str) -> str:
         if not order.gateway_reference.startswith("pi_"):
             raise GatewayError("This order has no Stripe payment to refund.")
-        refund = self._call(
+        answer = self._call(
             self.client.v1.refunds.create,
             params={
                 "payment_intent": order.gateway_reference,
@@ -173,6 +174,7 @@ class StripeGateway(PaymentGateway):
             },
             options={"idempotency_key": f"refund:{key}"},
         )
+        refund = answer.to_dict()
         if refund.get("status") in ("failed", "canceled"):
             raise GatewayError(f"Stripe refused the refund: {refund.get('failure_reason') or refund.get('status')}")
-        return refund.id
+        return str(refund["id"])
