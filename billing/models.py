@@ -421,3 +421,33 @@ class BalanceAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} · {self.user_id}"
+
+
+class ReconciliationRun(models.Model):
+    """One day's comparison of a gateway's bill (statement) with the ledger; rerunning a day replaces it.
+
+    ``mismatches`` lists what disagreed, each ``{"kind", "order", "gateway_fen", "ledger_fen",
+    "reference"}``: ``not_credited`` (the gateway settled a payment the ledger never credited),
+    ``not_settled`` (the ledger credited a payment the bill lacks), ``amount_differs``,
+    ``refund_differs``. Lines naming no order of ours (another shop on the account) are left out. ``error`` says why a day
+    could not be compared (the bill was not ready); the next run tries again.
+    """
+
+    gateway = models.CharField(_("gateway"), max_length=40)
+    day = models.DateField(_("day"))
+    ran_at = models.DateTimeField(_("ran at"), default=timezone.now)
+    ok = models.BooleanField(_("matches"), default=False)
+    settled_lines = models.PositiveIntegerField(default=0)
+    settled_fen = models.BigIntegerField(_("settled (fen)"), default=0)  # payments less refunds, by the bill
+    ledger_fen = models.BigIntegerField(_("ledger (fen)"), default=0)  # the same, by the ledger
+    mismatches = models.JSONField(default=list, blank=True)
+    error = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-day", "gateway"]
+        verbose_name = _("reconciliation")
+        verbose_name_plural = _("reconciliations")
+        constraints = [models.UniqueConstraint(fields=["gateway", "day"], name="billing_reconciliation_one_per_day")]
+
+    def __str__(self) -> str:
+        return f"{self.gateway} {self.day}: {'ok' if self.ok else 'mismatch'}"

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from billing.gateways import GatewayError
 from billing.models import TopUpOrder
 from billing.payments import RefundRefused, topup_refund
+from billing.reconciliation import reconciliations_recent
 from billing.selectors import adjustments_recent, balance_get, ledger_checks_recent, refunds_recent
 from billing.services import InsufficientFunds, balance_adjust, ledger_check_record
 from billing.staff_forms import BalanceAdjustForm, RefundForm
@@ -48,6 +49,7 @@ def staff_billing(request: HttpRequest) -> HttpResponse:
             "checks": checks,
             "last_check": checks[0] if checks else None,
             "adjustments": adjustments_recent(limit=50),
+            "reconciliations": reconciliations_recent(limit=30),
         },
     )
 

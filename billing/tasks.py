@@ -11,6 +11,7 @@ from celery import shared_task
 
 from billing.alerts import balance_alerts_update
 from billing.payments import topup_orders_expire
+from billing.reconciliation import reconciliation_run_all
 from billing.services import ledger_check_record, trial_expire_due
 from billing.settlement import meters_settle_all
 
@@ -39,3 +40,9 @@ def trial_expire_task() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def topup_orders_expire_task() -> int:
     return topup_orders_expire()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def reconciliation_task() -> int:
+    """Yesterday's bills against the ledger; returns how many gateways disagreed. Rerunning replaces the day."""
+    return sum(1 for run in reconciliation_run_all() if not run.ok)

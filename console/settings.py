@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -391,6 +392,9 @@ BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S"
 # user's instances, keep their disks); the default stops the user's meters that are not storage.
 BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
 BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
+# The hour (UTC, as Celery beat keeps time) the daily reconciliation compares yesterday's gateway bills
+# with the ledger: 03:30 UTC is 11:30 in Beijing, when Alipay's and WeChat Pay's bills are ready.
+BILLING_RECONCILIATION_HOUR = int(os.environ.get("BILLING_RECONCILIATION_HOUR", "3"))
 CELERY_BEAT_SCHEDULE.update(
     {
         # A tick that could not start within its interval is dropped: the next one covers it.
@@ -410,6 +414,11 @@ CELERY_BEAT_SCHEDULE.update(
         },
         "billing-trial-expiry": {"task": "billing.tasks.trial_expire_task", "schedule": 3600},
         "billing-topup-orders-expiry": {"task": "billing.tasks.topup_orders_expire_task", "schedule": 3600},
+        # Yesterday's bills: Alipay's are ready after 09:00 and WeChat Pay's after 10:00 (Beijing time).
+        "billing-reconciliation": {
+            "task": "billing.tasks.reconciliation_task",
+            "schedule": crontab(hour=BILLING_RECONCILIATION_HOUR, minute=30),
+        },
     }
 )
 

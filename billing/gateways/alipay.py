@@ -12,12 +12,17 @@ It is retried (up to 8 times over 25 hours) until the answer's body is exactly `
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
+import zipfile
 from collections.abc import Mapping
+from datetime import date
 from functools import cached_property
 from pathlib import Path
 from urllib.error import URLError
 from urllib.parse import parse_qsl
+from urllib.request import urlopen
 
 from alipay import AliPay
 from alipay.exceptions import AliPayException, AliPayValidationError
@@ -28,6 +33,7 @@ from billing.gateways.base import (
     GatewayError,
     PaymentGateway,
     PaymentQuery,
+    SettledLine,
     WebhookEvent,
     WebhookRejected,
     fen_from_yuan_text,
@@ -187,6 +193,62 @@ class AlipayGateway(PaymentGateway):
         if answer.get("code") != "10000":
             raise GatewayError(f"Alipay refused the refund: {answer.get('sub_msg') or answer.get('msg')}")
         return f"{answer.get('trade_no', '')}:{request_no}"[:200]
+
+    def settlements(self, *, day: date) -> list[SettledLine]:
+        """The day's trade bill: ``alipay.data.dataservice.bill.downloadurl.query``, then the zip it names."""
+        answer = self._call(
+            self.client.server_api,
+            api_name="alipay.data.dataservice.bill.downloadurl.query",
+            biz_content={"bill_type": "trade", "bill_date": day.isoformat()},
+        )
+        if answer.get("code") != "10000" or not answer.get("bill_download_url"):
+            raise GatewayError(
+                f"Alipay has no bill for {day}: {answer.get('sub_code') or answer.get('msg')}", transient=True
+            )
+        try:
+            with urlopen(answer["bill_download_url"], timeout=60) as download:  # noqa: S310 - Alipay's https URL
+                return alipay_bill_parse(download.read())
+        except (URLError, TimeoutError, OSError) as exc:
+            raise GatewayError(f"Alipay's bill could not be downloaded: {exc}", transient=True) from exc
+
+
+def alipay_bill_parse(archive: bytes) -> list[SettledLine]:
+    """The lines of Alipay's trade bill: a zip holding ``…_业务明细.csv`` (and its summary), GBK text.
+
+    The detail file opens and ends with ``#`` comment lines around a table whose header starts with
+    ``支付宝交易号``; cells carry tab padding. 业务类型 ``交易`` is a payment of 订单金额; ``退款`` a refund
+    of what the merchant gave back (商家实收, negative on that line). An entry that names no order of
+    ours (another shop on the account) keeps ``order_id=None``.
+    """
+    with zipfile.ZipFile(io.BytesIO(archive)) as bundle:
+        names = [name for name in bundle.namelist() if name.endswith(".csv") and "汇总" not in name]
+        if not names:
+            raise GatewayError("Alipay's bill archive holds no detail file.")
+        text = bundle.read(names[0]).decode("gbk")
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and not row[0].startswith("#")]
+    if not rows or rows[0][0].strip() != "支付宝交易号":
+        raise GatewayError("Alipay's bill has no table of trades.")
+    header = [cell.strip() for cell in rows[0]]
+    lines = []
+    for row in rows[1:]:
+        cells = dict(zip(header, (cell.strip() for cell in row), strict=False))
+        kind = {"交易": SettledLine.PAYMENT, "退款": SettledLine.REFUND}.get(cells.get("业务类型", ""))
+        if kind is None:
+            continue
+        column = "订单金额（元）" if kind == SettledLine.PAYMENT else "商家实收（元）"
+        try:
+            order_id = order_id_from(cells.get("商户订单号", ""))
+        except WebhookRejected:
+            order_id = None
+        lines.append(
+            SettledLine(
+                kind=kind,
+                order_id=order_id,
+                amount_fen=fen_from_yuan_text(cells[column].lstrip("-")),
+                reference=cells.get("退款批次号/请求号") or cells.get("支付宝交易号", ""),
+            )
+        )
+    return lines
 
 
 class AlipayQRGateway(AlipayGateway):

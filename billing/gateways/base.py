@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -92,6 +93,23 @@ class PaymentQuery:
     amount_fen: int = 0
     currency: str = "CNY"
     reference: str = ""
+
+
+@dataclass(frozen=True)
+class SettledLine:
+    """One line of a gateway's bill (statement) for a day: money that moved for one of our orders.
+
+    ``kind`` is ``payment`` or ``refund``; ``order_id`` is ``None`` for a line that names no order of
+    this console (another system sharing the merchant account); ``amount_fen`` is positive.
+    """
+
+    PAYMENT = "payment"
+    REFUND = "refund"
+
+    kind: str
+    order_id: int | None
+    amount_fen: int
+    reference: str
 
 
 def fen_from_yuan_text(text: str) -> int:
@@ -183,6 +201,14 @@ class PaymentGateway:
     def webhook_ack(self) -> tuple[int, str, bytes] | None:
         """The response an accepted notification gets, as ``(status, content type, body)``; ``None``
         keeps the console's JSON receipt. Alipay, for one, retries until it reads ``success``."""
+        return None
+
+    def settlements(self, *, day: date) -> list[SettledLine] | None:
+        """Every payment and refund the gateway settled on ``day`` (its bill or statement API).
+
+        ``None`` means the gateway has no statement to compare (the simulated one); the daily
+        reconciliation skips it. Raises ``GatewayError`` when the bill cannot be had yet.
+        """
         return None
 
     def is_configured(self) -> list[str]:

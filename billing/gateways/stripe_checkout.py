@@ -15,16 +15,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from datetime import date, datetime, timedelta
 from functools import cached_property
 
 import stripe
 from django.conf import settings
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from billing.gateways.base import (
     GatewayError,
     PaymentGateway,
     PaymentQuery,
+    SettledLine,
     WebhookEvent,
     WebhookRejected,
     header_get,
@@ -162,6 +165,26 @@ class StripeGateway(PaymentGateway):
         except stripe.StripeError as exc:
             raise GatewayError(f"Stripe did not expire the session: {exc}", transient=True) from exc
 
+    def settlements(self, *, day: date) -> list[SettledLine]:
+        """The day's balance transactions (charges and refunds) with their sources, from Stripe's API.
+
+        The day is the console's local day (``TIME_ZONE``), as the ledger's; the order is the
+        ``order`` metadata the checkout put on the payment (copied to its charge) and on each refund.
+        """
+        start = timezone.make_aware(datetime.combine(day, datetime.min.time()))
+        listing = self._call(
+            self.client.v1.balance_transactions.list,
+            params={
+                "created": {"gte": int(start.timestamp()), "lt": int((start + timedelta(days=1)).timestamp())},
+                "limit": 100,
+                "expand": ["data.source"],
+            },
+        )
+        try:
+            return stripe_balance_parse(item.to_dict() for item in listing.auto_paging_iter())
+        except stripe.StripeError as exc:
+            raise GatewayError(f"Stripe's balance could not be listed: {exc}", transient=True) from exc
+
     def refund(self, *, order, amount_fen: int, key: str) -> str:
         if not order.gateway_reference.startswith("pi_"):
             raise GatewayError("This order has no Stripe payment to refund.")
@@ -178,3 +201,26 @@ class StripeGateway(PaymentGateway):
         if refund.get("status") in ("failed", "canceled"):
             raise GatewayError(f"Stripe refused the refund: {refund.get('failure_reason') or refund.get('status')}")
         return str(refund["id"])
+
+
+def stripe_balance_parse(items) -> list[SettledLine]:
+    """Balance transactions (dicts, ``source`` expanded) → settled lines; fees, payouts and the rest are skipped."""
+    lines = []
+    for item in items:
+        source = item.get("source") or {}
+        if item.get("type") in ("charge", "payment"):
+            kind, reference = SettledLine.PAYMENT, source.get("payment_intent") or source.get("id", "")
+        elif item.get("type") in ("refund", "payment_refund"):
+            kind, reference = SettledLine.REFUND, source.get("id", "")
+        else:
+            continue
+        order = (source.get("metadata") or {}).get("order", "")
+        lines.append(
+            SettledLine(
+                kind=kind,
+                order_id=int(order) if str(order).isdigit() else None,
+                amount_fen=abs(int(source.get("amount", item.get("amount", 0)))),
+                reference=str(reference),
+            )
+        )
+    return lines

@@ -13,12 +13,15 @@ decrypted transaction is for this merchant and app, for the order's amount and c
 
 from __future__ import annotations
 
+import csv
+import gzip
 import hashlib
+import io
 import json
 import logging
 import time
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import date, timedelta
 from functools import cached_property
 from pathlib import Path
 
@@ -32,8 +35,10 @@ from billing.gateways.base import (
     GatewayError,
     PaymentGateway,
     PaymentQuery,
+    SettledLine,
     WebhookEvent,
     WebhookRejected,
+    fen_from_yuan_text,
     header_get,
     notify_url,
     order_id_from,
@@ -206,6 +211,22 @@ class WeChatPayGateway(PaymentGateway):
         if code not in (200, 204) and body.get("code") not in ("ORDER_CLOSED", "ORDER_NOT_EXIST"):
             raise GatewayError(f"WeChat Pay did not close the order: {body.get('code')}", transient=code >= 500)
 
+    def settlements(self, *, day: date) -> list[SettledLine]:
+        """The day's trade bill: ``/v3/bill/tradebill`` names a gzip file, checked against its SHA1."""
+        code, body = self._request(self.client.trade_bill, bill_date=day.isoformat(), bill_type="ALL", tar_type="GZIP")
+        if code != 200 or not body.get("download_url"):
+            raise GatewayError(f"WeChat Pay has no bill for {day}: {body.get('code')}", transient=True)
+        try:
+            code, content = self.client.download_bill(body["download_url"])
+        except requests.RequestException as exc:
+            raise GatewayError(f"WeChat Pay's bill could not be downloaded: {exc}", transient=True) from exc
+        if code != 200 or not isinstance(content, bytes):
+            raise GatewayError(f"WeChat Pay's bill could not be downloaded ({code}).", transient=True)
+        raw = gzip.decompress(content)
+        if body.get("hash_type") == "SHA1" and hashlib.sha1(raw).hexdigest() != body.get("hash_value", "").lower():  # noqa: S324 - WeChat Pay's own integrity digest
+            raise GatewayError("WeChat Pay's bill does not match its digest.", transient=True)
+        return wechat_bill_parse(raw.decode("utf-8"))
+
     def refund(self, *, order, amount_fen: int, key: str) -> str:
         # out_refund_no is WeChat Pay's idempotency key: a repeat answers the first refund.
         refund_no = "rf_" + _digest(key)
@@ -220,6 +241,38 @@ class WeChatPayGateway(PaymentGateway):
                 f"WeChat Pay refused the refund: {body.get('code') or body.get('status')} {body.get('message', '')}"
             )
         return str(body.get("refund_id") or refund_no)[:200]
+
+
+def wechat_bill_parse(text: str) -> list[SettledLine]:
+    """The lines of WeChat Pay's trade bill (``bill_type=ALL``), CSV whose cells start with a backtick.
+
+    交易状态 ``SUCCESS`` is a payment of 订单金额; ``REFUND`` a refund of 退款金额 (the line repeats the
+    order's number). The table ends where the summary (``总交易单数``…) begins.
+    """
+    rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
+    if not rows or rows[0][0].strip() != "交易时间":
+        raise GatewayError("WeChat Pay's bill has no table of trades.")
+    header = [cell.strip() for cell in rows[0]]
+    lines = []
+    for row in rows[1:]:
+        if not row or row[0].strip() == "总交易单数":
+            break
+        cells = dict(zip(header, (cell.strip().lstrip("`") for cell in row), strict=False))
+        state = cells.get("交易状态", "")
+        if state == "SUCCESS":
+            kind, amount, reference = SettledLine.PAYMENT, cells.get("订单金额", ""), cells.get("微信订单号", "")
+        elif state == "REFUND":
+            kind, amount, reference = SettledLine.REFUND, cells.get("退款金额", ""), cells.get("微信退款单号", "")
+        else:
+            continue
+        try:
+            order_id = order_id_from(cells.get("商户订单号", ""))
+        except WebhookRejected:
+            order_id = None
+        lines.append(
+            SettledLine(kind=kind, order_id=order_id, amount_fen=fen_from_yuan_text(amount), reference=reference)
+        )
+    return lines
 
 
 def _digest(key: str) -> str:

@@ -27,6 +27,7 @@ def real_gateways(settings, tmp_path, monkeypatch):
     for name, value in {**alipay.settings(tmp_path), **wechat.settings(tmp_path), **stripe_api.settings()}.items():
         setattr(settings, name, value)
     monkeypatch.setattr("alipay.urlopen", alipay.urlopen)
+    monkeypatch.setattr("billing.gateways.alipay.urlopen", alipay.download)  # the bill's download
 
     def send(adapter, request, **kwargs):
         host = requests.utils.urlparse(request.url).hostname

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gzip
 import hashlib
 import hmac
 import io
@@ -19,6 +20,7 @@ import json
 import os
 import time
 import uuid
+import zipfile
 from functools import cache
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -87,6 +89,7 @@ class FakeAlipay:
         self.refunds: dict[tuple[str, str], dict] = {}
         self.calls: list[tuple[str, dict]] = []
         self.refuse_refunds = False
+        self.bill: bytes | None = None  # the zip the bill download URL serves; None: "no bill yet"
 
     def settings(self, tmp_path: Path) -> dict:
         app_key, alipay_public = tmp_path / "alipay-app.pem", tmp_path / "alipay-public.pem"
@@ -117,6 +120,33 @@ class FakeAlipay:
         key = method.replace(".", "_") + "_response"
         raw = f'{{"{key}":{inner_json},"sign":"{rsa_sha256_b64(self.alipay_key, inner_json)}"}}'
         return io.BytesIO(raw.encode())
+
+    def _alipay_data_dataservice_bill_downloadurl_query(self, biz: dict) -> dict:
+        if self.bill is None:
+            return {
+                "code": "40004",
+                "msg": "Business Failed",
+                "sub_code": "isp.bill_not_exist",
+                "sub_msg": "账单不存在",
+            }
+        return {
+            "code": "10000",
+            "msg": "Success",
+            "bill_download_url": f"https://dwbillcenter.alipay.com/downloadBillFile.resource?bizType=trade&date={biz['bill_date']}",
+        }
+
+    def download(self, url: str, timeout=None):
+        assert url.startswith("https://dwbillcenter.alipay.com/") and self.bill is not None
+        return io.BytesIO(self.bill)
+
+    @staticmethod
+    def bill_archive(csv_text: str, day: str = "20261130") -> bytes:
+        """The zip Alipay serves: the detail CSV and its summary, both GBK."""
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as bundle:
+            bundle.writestr(f"20881021778468750156_{day}_业务明细.csv", csv_text.encode("gbk"))
+            bundle.writestr(f"20881021778468750156_{day}_业务明细(汇总).csv", "#支付宝业务汇总查询\n".encode("gbk"))
+        return archive.getvalue()
 
     def _alipay_trade_precreate(self, biz: dict) -> dict:
         trade = self.trades.setdefault(
@@ -245,6 +275,7 @@ class FakeWeChatPay:
         self.refunds: dict[str, dict] = {}
         self.calls: list[tuple[str, str, dict]] = []
         self.refund_status = "PROCESSING"
+        self.bill: bytes | None = None  # the trade bill's CSV (uncompressed)
 
     @staticmethod
     def _certificate(key: rsa.RSAPrivateKey) -> x509.Certificate:
@@ -310,7 +341,22 @@ class FakeWeChatPay:
         url = urlsplit(request.url)
         body = json.loads(request.body) if request.body else {}
         self.calls.append((request.method, url.path, body))
-        status, answer = self._route(request.method, url.path, body)
+        if url.path == "/v3/billdownload/file":  # the bill itself: gzip bytes, not signed (as WeChat Pay serves it)
+            return response(200, gzip.compress(self.bill or b""), {"Content-Type": "application/octet-stream"}, request)
+        if url.path == "/v3/bill/tradebill":
+            if self.bill is None:
+                status, answer = 400, {"code": "NO_STATEMENT_EXIST", "message": "账单文件不存在"}
+            else:
+                status, answer = (
+                    200,
+                    {
+                        "hash_type": "SHA1",
+                        "hash_value": hashlib.sha1(self.bill).hexdigest(),  # noqa: S324 - WeChat Pay's digest
+                        "download_url": "https://api.mch.weixin.qq.com/v3/billdownload/file?token=6XIv5TUPto7pByrTQKhd6kwvyKLG2uY2wMMR8cNXqaA_Cv_isgaUtBzp4QtiozLO",
+                    },
+                )
+        else:
+            status, answer = self._route(request.method, url.path, body)
         text = json.dumps(answer, ensure_ascii=False) if answer is not None else ""
         headers = {"Content-Type": "application/json; charset=utf-8", **self.signed_headers(text)}
         return response(status, text.encode(), headers, request)
@@ -413,6 +459,7 @@ class FakeStripe:
         self.refunds: dict[str, dict] = {}
         self.by_key: dict[str, tuple[int, dict]] = {}
         self.calls: list[tuple[str, str, dict]] = []
+        self.balance_transactions: dict | None = None  # a recorded /v1/balance_transactions page
 
     def settings(self) -> dict:
         return {"STRIPE_SECRET_KEY": self.SECRET_KEY, "STRIPE_WEBHOOK_SECRET": self.WEBHOOK_SECRET}
@@ -433,6 +480,8 @@ class FakeStripe:
         return response(status, json.dumps(answer).encode(), {"Content-Type": "application/json"}, request)
 
     def _route(self, method: str, path: str, form: dict) -> tuple[int, dict]:
+        if method == "GET" and path == "/v1/balance_transactions":
+            return 200, self.balance_transactions or {"object": "list", "data": [], "has_more": False, "url": path}
         if method == "POST" and path == "/v1/checkout/sessions":
             session_id = "cs_test_" + uuid.uuid4().hex
             self.sessions[session_id] = {
