@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "console",
     "accounts",
     "billing",
+    "invoices",
     "providers.simulated",
     "instances",
     "apps_marketplace",
