@@ -71,5 +71,5 @@ def test_a_user_asks_for_an_invoice_staff_issue_it_and_the_user_downloads_it(
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Download PDF").click()
     assert download_info.value.suggested_filename == "invoice-26110000000012345678.pdf"
-    assert open(download_info.value.path(), "rb").read() == PDF
+    assert download_info.value.path().read_bytes() == PDF
     assert InvoiceRequest.objects.get().status == InvoiceRequest.Status.ISSUED
