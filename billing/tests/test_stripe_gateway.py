@@ -139,3 +139,16 @@ def test_a_refund_stripe_refuses_posts_nothing(checkout, real_gateways, alice, m
     with pytest.raises(GatewayError):
         topup_refund(order=order, amount_fen=5000, reason="Disputed")
     assert not Refund.objects.exists() and balance_get(user=alice).cash == 5000
+
+
+def test_the_api_creates_an_order_with_the_chosen_gateway(real_gateways, alice_client):
+    response = alice_client.post(
+        "/api/v1/billing/orders/", {"amount": "50", "gateway": "wechatpay"}, content_type="application/json"
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["gateway"] == "wechatpay" and body["checkout_qr"].startswith("weixin://")
+    bad = alice_client.post(
+        "/api/v1/billing/orders/", {"amount": "50", "gateway": "paypal"}, content_type="application/json"
+    )
+    assert bad.status_code == 400 and "gateway" in bad.json()["error"]["fields"]
