@@ -18,8 +18,8 @@ from rest_framework.views import APIView
 
 from billing import selectors
 from billing import statements as stmt
-from billing.models import TopUpOrder, Transaction
 from billing.gateways import GatewayError, gateways_enabled
+from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
 from core.api import ServiceError
 
