@@ -257,8 +257,9 @@ class TopUpOrder(models.Model):
             Status.FAILED: {Status.PAID},
             Status.EXPIRED: {Status.PAID},
             Status.PAID: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
-            Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
-            Status.REFUNDED: set(),
+            # A refund the gateway finally refuses is reversed: the money is the payer's again.
+            Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED, Status.PAID},
+            Status.REFUNDED: {Status.PARTIALLY_REFUNDED, Status.PAID},
         }
     )
     BADGES = {
@@ -344,14 +345,25 @@ class WebhookEvent(models.Model):
 class Refund(models.Model):
     """Paid money of a top-up sent back to the payer: a CASH → GATEWAY posting and the gateway's refund.
 
-    ``key`` makes asking twice refund once. Trial credit is never refunded.
+    ``key`` makes asking twice refund once. Trial credit is never refunded. The posting is made when
+    the gateway accepts the refund (the money leaves the wallet at once, so it cannot be spent while
+    on its way back); a gateway that settles refunds later (WeChat Pay's ``PROCESSING``, Stripe's
+    ``pending``) leaves it ``pending`` until ``refunds_confirm`` asks again, and one it finally
+    refuses is ``failed`` with a reversing posting (GATEWAY → CASH): corrections are new entries.
     """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Processing")  # accepted by the gateway, not yet settled
+        SUCCEEDED = "succeeded", _("Refunded")  # the gateway confirmed the money went back
+        FAILED = "failed", _("Failed")  # the gateway could not send it back; reversed in the ledger
 
     order = models.ForeignKey(TopUpOrder, on_delete=models.PROTECT, related_name="refunds")
     amount_fen = models.PositiveBigIntegerField(_("amount (fen)"))
     reason = models.CharField(_("reason"), max_length=255)
     key = models.CharField(max_length=200, unique=True)
     gateway_refund_id = models.CharField(max_length=200)
+    status = models.CharField(_("status"), max_length=10, choices=Status.choices, default=Status.SUCCEEDED)
+    settled_at = models.DateTimeField(null=True, blank=True)  # when the gateway's final answer came
     transaction = models.OneToOneField(Transaction, on_delete=models.PROTECT, related_name="refund")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

@@ -25,6 +25,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing.gateways import GatewayError, PaymentQuery, WebhookEvent, WebhookRejected, gateway_get
+from billing.gateways.base import RefundAnswer
 from billing.models import LedgerAccount, Refund, TopUpOrder, Transaction
 from billing.models import WebhookEvent as WebhookEventRow
 from billing.services import BillingError, account_get, ledger_post
@@ -354,13 +355,20 @@ def topup_refund(*, order: TopUpOrder, amount_fen: int, reason: str, key: str | 
         )
         # The gateway's refund API is the last step inside the transaction: the posting above commits
         # only when the gateway confirms; a refusal (GatewayError, raised to the caller) rolls it back.
-        refund_id = gateway.refund(order=order, amount_fen=amount_fen, key=key)
+        answer = gateway.refund(order=order, amount_fen=amount_fen, key=key)
+        if not isinstance(answer, RefundAnswer):
+            answer = RefundAnswer(id=str(answer))
+        if answer.state == RefundAnswer.FAILED:
+            raise GatewayError(f"the gateway refused the refund ({answer.id})")
+        pending = answer.state == RefundAnswer.PENDING
         refund = Refund.objects.create(
             order=order,
             amount_fen=amount_fen,
             reason=reason[:255],
             key=key,
-            gateway_refund_id=refund_id,
+            gateway_refund_id=answer.id[:200],
+            status=Refund.Status.PENDING if pending else Refund.Status.SUCCEEDED,
+            settled_at=None if pending else timezone.now(),
             transaction=txn,
             created_by=created_by,
         )
@@ -373,3 +381,63 @@ def topup_refund(*, order: TopUpOrder, amount_fen: int, reason: str, key: str | 
             refunded_at=timezone.now(),
         )
     return refund
+
+
+def refunds_confirm() -> dict[str, int]:
+    """Ask the gateways about every pending refund; settle those they answered. Safe to repeat.
+
+    Returns how many ``succeeded``, ``failed`` and stayed ``pending``.
+    """
+    counts = {"succeeded": 0, "failed": 0, "pending": 0}
+    for refund_id in Refund.objects.filter(status=Refund.Status.PENDING).values_list("pk", flat=True):
+        counts[refund_confirm(refund_id=refund_id)] += 1
+    return counts
+
+
+def refund_confirm(*, refund_id: int) -> str:
+    """Settle one pending refund from its gateway's answer: ``succeeded``, ``failed`` (reversed) or ``pending``.
+
+    A failed refund is undone by a new posting (GATEWAY → CASH, key ``topup:refund-reversal:<key>``)
+    and the order's refunded amount shrinks back, in one transaction with the refund's row lock.
+    """
+    refund = Refund.objects.select_related("order").get(pk=refund_id)
+    if refund.status != Refund.Status.PENDING:
+        return refund.status
+    try:
+        state = gateway_get(refund.order.gateway).refund_state(
+            order=refund.order, refund_id=refund.gateway_refund_id, key=refund.key
+        )
+    except (LookupError, GatewayError) as exc:
+        logger.warning("refund %s: its gateway could not say: %s", refund.pk, exc)
+        return "pending"
+    if state == RefundAnswer.PENDING:
+        return "pending"
+    with transaction.atomic():
+        order = TopUpOrder.objects.select_for_update().get(pk=refund.order_id)
+        refund = Refund.objects.select_for_update().get(pk=refund.pk)
+        if refund.status != Refund.Status.PENDING:
+            return refund.status
+        if state == RefundAnswer.SUCCEEDED:
+            Refund.objects.filter(pk=refund.pk).update(status=Refund.Status.SUCCEEDED, settled_at=timezone.now())
+            return "succeeded"
+        ledger_post(
+            key=f"topup:refund-reversal:{refund.key}",
+            kind=Transaction.Kind.REFUND,
+            user=order.user,
+            legs=[
+                (account_get(kind=Kind.GATEWAY), -refund.amount_fen),
+                (account_get(user=order.user, kind=Kind.CASH), refund.amount_fen),
+            ],
+            description=f"Refund of top-up #{order.pk} failed at the gateway: reversed",
+            metadata={"order": order.pk, "refund": refund.pk},
+        )
+        left = order.refunded_fen - refund.amount_fen
+        topup_order_transition(
+            order_id=order.pk,
+            src=order.status,
+            dst=Status.PARTIALLY_REFUNDED if left else Status.PAID,
+            refunded_fen=F("refunded_fen") - refund.amount_fen,
+        )
+        Refund.objects.filter(pk=refund.pk).update(status=Refund.Status.FAILED, settled_at=timezone.now())
+        logger.error("refund %s of order %s failed at the gateway; reversed in the ledger", refund.pk, order.pk)
+        return "failed"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from billing.alerts import balance_alerts_update
-from billing.payments import topup_orders_expire
+from billing.payments import refunds_confirm, topup_orders_expire
 from billing.reconciliation import reconciliation_run_all
 from billing.services import ledger_check_record, trial_expire_due
 from billing.settlement import meters_settle_all
@@ -46,3 +46,9 @@ def topup_orders_expire_task() -> int:
 def reconciliation_task() -> int:
     """Yesterday's bills against the ledger; returns how many gateways disagreed. Rerunning replaces the day."""
     return sum(1 for run in reconciliation_run_all() if not run.ok)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def refunds_confirm_task() -> dict[str, int]:
+    """Pending refunds (WeChat Pay's PROCESSING, Stripe's pending) asked about again and settled."""
+    return refunds_confirm()

@@ -415,6 +415,7 @@ CELERY_BEAT_SCHEDULE.update(
         },
         "billing-trial-expiry": {"task": "billing.tasks.trial_expire_task", "schedule": 3600},
         "billing-topup-orders-expiry": {"task": "billing.tasks.topup_orders_expire_task", "schedule": 3600},
+        "billing-refunds-confirm": {"task": "billing.tasks.refunds_confirm_task", "schedule": 600},
         # Yesterday's bills: Alipay's are ready after 09:00 and WeChat Pay's after 10:00 (Beijing time).
         "billing-reconciliation": {
             "task": "billing.tasks.reconciliation_task",

@@ -112,6 +112,18 @@ class SettledLine:
     reference: str
 
 
+@dataclass(frozen=True)
+class RefundAnswer:
+    """What a gateway said to a refund: its id, and ``succeeded``, ``pending`` (settled later) or ``failed``."""
+
+    SUCCEEDED = "succeeded"
+    PENDING = "pending"
+    FAILED = "failed"
+
+    id: str
+    state: str = SUCCEEDED
+
+
 def fen_from_yuan_text(text: str) -> int:
     """``"50.00"`` (a gateway's decimal yuan string) → 5000 fen, exactly, or ``WebhookRejected``."""
     whole, sep, decimals = str(text).strip().partition(".")
@@ -181,10 +193,16 @@ class PaymentGateway:
     def refund(self, *, order: TopUpOrder, amount_fen: int, key: str) -> str:
         """Send ``amount_fen`` of ``order``'s payment back to the payer (all of it or a part).
 
-        Returns the gateway's refund id. Idempotent by ``key``: a repeat returns the first refund's id
-        and moves no more money. Raises ``GatewayError`` when the gateway refuses.
+        Returns the gateway's refund id (the refund is done), or a ``RefundAnswer`` whose state may be
+        ``pending`` (``refund_state`` is asked later). Idempotent by ``key``: a repeat returns the first
+        refund's id and moves no more money. Raises ``GatewayError`` when the gateway refuses.
         """
         raise NotImplementedError
+
+    def refund_state(self, *, order: TopUpOrder, refund_id: str, key: str) -> str:
+        """Where a pending refund stands now: a ``RefundAnswer`` state. Raises ``GatewayError`` when
+        the gateway cannot say (the refund stays pending)."""
+        return RefundAnswer.SUCCEEDED
 
     def query(self, *, order: TopUpOrder) -> PaymentQuery:
         """Ask the gateway whether ``order`` was paid. The default knows nothing: ``pending``.

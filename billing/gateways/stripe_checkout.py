@@ -27,6 +27,7 @@ from billing.gateways.base import (
     GatewayError,
     PaymentGateway,
     PaymentQuery,
+    RefundAnswer,
     SettledLine,
     WebhookEvent,
     WebhookRejected,
@@ -200,7 +201,17 @@ class StripeGateway(PaymentGateway):
         refund = answer.to_dict()
         if refund.get("status") in ("failed", "canceled"):
             raise GatewayError(f"Stripe refused the refund: {refund.get('failure_reason') or refund.get('status')}")
-        return str(refund["id"])
+        return RefundAnswer(id=str(refund["id"]), state=_refund_state(refund.get("status", "")))
+
+    def refund_state(self, *, order, refund_id: str, key: str) -> str:
+        return _refund_state(self._call(self.client.v1.refunds.retrieve, refund_id).to_dict().get("status", ""))
+
+
+def _refund_state(status: str) -> str:
+    # succeeded; pending / requires_action (settled later); failed / canceled (the money stayed with us).
+    if status == "succeeded":
+        return RefundAnswer.SUCCEEDED
+    return RefundAnswer.FAILED if status in ("failed", "canceled") else RefundAnswer.PENDING
 
 
 def stripe_balance_parse(items) -> list[SettledLine]:

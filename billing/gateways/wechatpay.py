@@ -35,6 +35,7 @@ from billing.gateways.base import (
     GatewayError,
     PaymentGateway,
     PaymentQuery,
+    RefundAnswer,
     SettledLine,
     WebhookEvent,
     WebhookRejected,
@@ -240,7 +241,16 @@ class WeChatPayGateway(PaymentGateway):
             raise GatewayError(
                 f"WeChat Pay refused the refund: {body.get('code') or body.get('status')} {body.get('message', '')}"
             )
-        return str(body.get("refund_id") or refund_no)[:200]
+        state = RefundAnswer.SUCCEEDED if body["status"] == "SUCCESS" else RefundAnswer.PENDING
+        return RefundAnswer(id=str(body.get("refund_id") or refund_no)[:200], state=state)
+
+    def refund_state(self, *, order, refund_id: str, key: str) -> str:
+        code, body = self._request(self.client.query_refund, out_refund_no="rf_" + _digest(key))
+        if code != 200:
+            raise GatewayError(f"WeChat Pay could not say: {body.get('code')}", transient=True)
+        return {"SUCCESS": RefundAnswer.SUCCEEDED, "CLOSED": RefundAnswer.FAILED, "ABNORMAL": RefundAnswer.FAILED}.get(
+            body.get("status", ""), RefundAnswer.PENDING
+        )
 
 
 def wechat_bill_parse(text: str) -> list[SettledLine]:

@@ -378,17 +378,32 @@ class FakeWeChatPay:
                 order["trade_state"] = "CLOSED"
             return 204, None
         if method == "POST" and path == "/v3/refund/domestic/refunds":
-            refund = self.refunds.setdefault(
-                body["out_refund_no"], {"refund_id": f"50000{uuid.uuid4().int % 10**20:020d}", "amount": body["amount"]}
+            self.refunds.setdefault(
+                body["out_refund_no"],
+                {
+                    "refund_id": f"50000{uuid.uuid4().int % 10**20:020d}",
+                    "amount": body["amount"],
+                    "out_trade_no": body["out_trade_no"],
+                    "status": self.refund_status,
+                },
             )
-            return 200, {
-                "refund_id": refund["refund_id"],
-                "out_refund_no": body["out_refund_no"],
-                "out_trade_no": body["out_trade_no"],
-                "status": self.refund_status,
-                "amount": {**refund["amount"], "payer_refund": refund["amount"]["refund"]},
-            }
+            return 200, self._refund_body(body["out_refund_no"])
+        if method == "GET" and path.startswith("/v3/refund/domestic/refunds/"):
+            out_refund_no = path.rsplit("/", 1)[-1]
+            if out_refund_no not in self.refunds:
+                return 404, {"code": "RESOURCE_NOT_EXISTS", "message": "退款单不存在"}
+            return 200, self._refund_body(out_refund_no)
         return 404, {"code": "NOT_FOUND", "message": path}
+
+    def _refund_body(self, out_refund_no: str) -> dict:
+        refund = self.refunds[out_refund_no]
+        return {
+            "refund_id": refund["refund_id"],
+            "out_refund_no": out_refund_no,
+            "out_trade_no": refund["out_trade_no"],
+            "status": refund["status"],
+            "amount": {**refund["amount"], "payer_refund": refund["amount"]["refund"]},
+        }
 
     def transaction(self, out_trade_no: str, **changes) -> dict:
         order = self.orders[out_trade_no]

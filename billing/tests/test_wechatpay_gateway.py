@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from billing.gateways import GatewayError
 from billing.models import Refund, TopUpOrder, Transaction
-from billing.payments import topup_order_create, topup_orders_expire, topup_refund
+from billing.models import Transaction as Txn
+from billing.payments import refunds_confirm, topup_order_create, topup_orders_expire, topup_refund
 from billing.selectors import balance_get
 from billing.tests.fake_gateways import rsa_key
 
@@ -151,12 +152,14 @@ def test_an_unreachable_gateway_leaves_the_order_for_the_next_sweep(real_gateway
 
 
 def test_a_refund_goes_through_the_refund_api_once(real_gateways, order, alice):
+    real_gateways.wechat.refund_status = "SUCCESS"
     notify(*paid_notification(real_gateways, order))
     first = topup_refund(order=order, amount_fen=5000, reason="Bought by mistake")
     assert topup_refund(order=order, amount_fen=5000, reason="Bought by mistake").pk == first.pk
     assert len(real_gateways.wechat.refunds) == 1
     (refund,) = real_gateways.wechat.refunds.values()
     assert refund["amount"] == {"refund": 5000, "total": 5000, "currency": "CNY"}
+    assert first.status == Refund.Status.SUCCEEDED
     assert first.gateway_refund_id == refund["refund_id"]
     order.refresh_from_db()
     assert order.status == TopUpOrder.Status.REFUNDED and balance_get(user=alice).cash == 0
@@ -181,3 +184,26 @@ def test_the_notification_body_is_shaped_as_wechat_documents(real_gateways, orde
         "Wechatpay-Serial",
         "Wechatpay-Signature-Type",
     }
+
+
+@pytest.mark.parametrize("final", ["SUCCESS", "ABNORMAL"])
+def test_a_processing_refund_is_settled_when_wechat_answers(real_gateways, order, alice, final):
+    notify(*paid_notification(real_gateways, order))
+    refund = topup_refund(order=order, amount_fen=2000, reason="Part back")
+    assert refund.status == Refund.Status.PENDING  # WeChat Pay answered PROCESSING
+    assert balance_get(user=alice).cash == 3000  # on its way back: not spendable meanwhile
+    assert refunds_confirm() == {"succeeded": 0, "failed": 0, "pending": 1}
+    (stored,) = real_gateways.wechat.refunds.values()
+    stored["status"] = final
+    outcome = refunds_confirm()
+    assert refunds_confirm() == {"succeeded": 0, "failed": 0, "pending": 0}  # settled once
+    refund.refresh_from_db()
+    order.refresh_from_db()
+    if final == "SUCCESS":
+        assert outcome["succeeded"] == 1 and refund.status == Refund.Status.SUCCEEDED
+        assert order.status == TopUpOrder.Status.PARTIALLY_REFUNDED and balance_get(user=alice).cash == 3000
+    else:
+        assert outcome["failed"] == 1 and refund.status == Refund.Status.FAILED
+        assert order.status == TopUpOrder.Status.PAID and order.refunded_fen == 0
+        assert balance_get(user=alice).cash == 5000  # reversed by a new posting, not an edit
+        assert Txn.objects.filter(idempotency_key=f"topup:refund-reversal:{refund.key}").count() == 1

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('billing', '0005_topup_checkout_qr_reconciliation'),
+        ('billing', '0005_topups_real_gateways'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
