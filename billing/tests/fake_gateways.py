@@ -475,6 +475,7 @@ class FakeStripe:
         self.by_key: dict[str, tuple[int, dict]] = {}
         self.calls: list[tuple[str, str, dict]] = []
         self.balance_transactions: dict | None = None  # a recorded /v1/balance_transactions page
+        self.refund_status = "succeeded"  # what a new refund says ("pending" for bank transfers, say)
 
     def settings(self) -> dict:
         return {"STRIPE_SECRET_KEY": self.SECRET_KEY, "STRIPE_WEBHOOK_SECRET": self.WEBHOOK_SECRET}
@@ -532,10 +533,15 @@ class FakeStripe:
                 "object": "refund",
                 "amount": int(form["amount"]),
                 "payment_intent": form["payment_intent"],
-                "status": "succeeded",
+                "status": self.refund_status,
                 "currency": "cny",
             }
             return 200, self.refunds[refund_id]
+        if method == "GET" and path.startswith("/v1/refunds/"):
+            refund = self.refunds.get(path.rsplit("/", 1)[-1])
+            if refund is None:
+                return 404, {"error": {"type": "invalid_request_error", "message": "No such refund"}}
+            return 200, refund
         return 404, {"error": {"type": "invalid_request_error", "message": f"Unrecognized request URL {path}"}}
 
     def pay(self, session_id: str) -> dict:

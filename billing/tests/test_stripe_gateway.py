@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from billing.gateways import GatewayError
 from billing.models import Refund, TopUpOrder, Transaction
-from billing.payments import topup_order_create, topup_orders_expire, topup_refund
+from billing.payments import refunds_confirm, topup_order_create, topup_orders_expire, topup_refund
 from billing.selectors import balance_get
 
 
@@ -152,3 +152,16 @@ def test_the_api_creates_an_order_with_the_chosen_gateway(real_gateways, alice_c
         "/api/v1/billing/orders/", {"amount": "50", "gateway": "paypal"}, content_type="application/json"
     )
     assert bad.status_code == 400 and "gateway" in bad.json()["error"]["fields"]
+
+
+def test_a_pending_stripe_refund_is_confirmed_later(checkout, real_gateways, alice):
+    order, _url, session = checkout
+    deliver(real_gateways.stripe.event("checkout.session.completed", real_gateways.stripe.pay(session["id"])))
+    order.refresh_from_db()
+    real_gateways.stripe.refund_status = "pending"
+    refund = topup_refund(order=order, amount_fen=5000, reason="All of it")
+    assert refund.status == Refund.Status.PENDING and refunds_confirm()["pending"] == 1
+    real_gateways.stripe.refunds[refund.gateway_refund_id]["status"] = "succeeded"
+    assert refunds_confirm()["succeeded"] == 1
+    refund.refresh_from_db()
+    assert refund.status == Refund.Status.SUCCEEDED and balance_get(user=alice).cash == 0
