@@ -94,7 +94,8 @@ def order_detail(request: HttpRequest, order_id: int) -> HttpResponse:
     except TopUpOrder.DoesNotExist:
         raise Http404 from None
     pending = order.status == TopUpOrder.Status.PENDING
-    can_pay = pending and isinstance(_gateway_or_none(order.gateway), SimulatedGateway)
+    gateway = _gateway_or_none(order.gateway)
+    can_pay = pending and isinstance(gateway, SimulatedGateway)
     return render(
         request,
         "billing/order_detail.html",
@@ -102,6 +103,7 @@ def order_detail(request: HttpRequest, order_id: int) -> HttpResponse:
             "order": order,
             "refunds": order.refunds.all(),
             "can_pay": can_pay,
+            "gateway_label": gateway.label if gateway else order.gateway,
             # Rendered here, as SVG, from the code the gateway gave: no script, no CDN.
             "qr": qr_svg(order.checkout_qr) if pending and order.checkout_qr else "",
         },
