@@ -11,4 +11,8 @@ class BillingConfig(AppConfig):
     verbose_name = _("Billing")
 
     def ready(self) -> None:
-        from billing import checks  # noqa: F401 - registers the deploy checks (Django's documented pattern)
+        # Registers the app's tasks with Celery: services enqueue them by name (core.tasks.enqueue_on_commit).
+        from billing import (
+            checks,  # noqa: F401 - registers the deploy checks (Django's documented pattern)
+            tasks,  # noqa: F401
+        )

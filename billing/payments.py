@@ -30,6 +30,7 @@ from billing.models import LedgerAccount, Refund, TopUpOrder, Transaction
 from billing.models import WebhookEvent as WebhookEventRow
 from billing.services import BillingError, account_get, ledger_post
 from core import statemachine
+from core.tasks import enqueue_on_commit
 
 if TYPE_CHECKING:
     from billing.gateways.simulated import SimulatedGateway
@@ -242,6 +243,11 @@ def event_apply(*, gateway_name: str, event: WebhookEvent, digest: str) -> Webho
             return WebhookOutcome(result="duplicate", event=event, order_id=order.pk)
         if event.type == WebhookEvent.PAYMENT_PENDING:
             return WebhookOutcome(result="ignored", event=event, order_id=order.pk)
+        if event.type == WebhookEvent.REFUND_UPDATED:
+            # Never trusted for the outcome: the refund is settled from the gateway's own answer.
+            for refund_id in order.refunds.filter(status=Refund.Status.PENDING).values_list("pk", flat=True):
+                enqueue_on_commit("billing.tasks.refund_confirm_task", refund_id)
+            return WebhookOutcome(result="refund_checked", event=event, order_id=order.pk)
         if event.amount_fen != order.amount_fen or event.currency != order.currency:
             # Raising rolls back the event row too: a bad event changes nothing. Logged loudly: either
             # the gateway's account is misconfigured or someone is probing with a signed but altered order.

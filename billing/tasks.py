@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from billing.alerts import balance_alerts_update
-from billing.payments import refunds_confirm, topup_orders_expire
+from billing.payments import refund_confirm, refunds_confirm, topup_orders_expire
 from billing.reconciliation import reconciliation_run_all
 from billing.services import ledger_check_record, trial_expire_due
 from billing.settlement import meters_settle_all
@@ -52,3 +52,9 @@ def reconciliation_task() -> int:
 def refunds_confirm_task() -> dict[str, int]:
     """Pending refunds (WeChat Pay's PROCESSING, Stripe's pending) asked about again and settled."""
     return refunds_confirm()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def refund_confirm_task(refund_id: int) -> str:
+    """One refund settled from its gateway's answer (a refund notification asked for it); safe to repeat."""
+    return refund_confirm(refund_id=refund_id)

@@ -66,6 +66,9 @@ class WebhookEvent:
     # Authentic but changes nothing (Alipay's WAIT_BUYER_PAY, a Stripe session still unpaid): the
     # gateway is answered "received" so it stops retrying. Not accepted in the console's own format.
     PAYMENT_PENDING = "payment.pending"
+    # A gateway's word on one of the order's refunds (WeChat Pay's REFUND.*): the order's pending
+    # refunds are asked about at once rather than at the next sweep.
+    REFUND_UPDATED = "refund.updated"
     TYPES = (PAYMENT_SUCCEEDED, PAYMENT_FAILED)
 
     id: str

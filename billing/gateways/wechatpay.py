@@ -153,10 +153,10 @@ class WeChatPayGateway(PaymentGateway):
         event_type = result.get("event_type", "")
         resource = result.get("resource") or {}
         if not event_type.startswith("TRANSACTION."):
-            # Refund results (REFUND.*) are authentic but credit nothing: acknowledged, ignored.
+            # Refund results (REFUND.*) credit nothing: they prompt the order's pending refunds to settle.
             return WebhookEvent(
                 id=str(result.get("id", ""))[:200],
-                type=WebhookEvent.PAYMENT_PENDING,
+                type=WebhookEvent.REFUND_UPDATED if event_type.startswith("REFUND.") else WebhookEvent.PAYMENT_PENDING,
                 order_id=order_id_from(resource.get("out_trade_no", "")),
                 amount_fen=0,
                 currency="CNY",

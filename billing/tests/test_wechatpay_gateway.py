@@ -207,3 +207,20 @@ def test_a_processing_refund_is_settled_when_wechat_answers(real_gateways, order
         assert order.status == TopUpOrder.Status.PAID and order.refunded_fen == 0
         assert balance_get(user=alice).cash == 5000  # reversed by a new posting, not an edit
         assert Txn.objects.filter(idempotency_key=f"topup:refund-reversal:{refund.key}").count() == 1
+
+
+def test_a_refund_notification_settles_the_pending_refund_from_wechats_own_answer(
+    real_gateways, order, alice, django_capture_on_commit_callbacks
+):
+    notify(*paid_notification(real_gateways, order))
+    refund = topup_refund(order=order, amount_fen=5000, reason="All back")
+    (stored,) = real_gateways.wechat.refunds.values()
+    stored["status"] = "SUCCESS"
+    body, headers = real_gateways.wechat.notification(
+        {"mchid": real_gateways.wechat.MCH_ID, "out_trade_no": f"topup_{order.pk}", "refund_status": "SUCCESS"},
+        event_type="REFUND.SUCCESS",
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        assert notify(body, headers).status_code == 200
+    refund.refresh_from_db()
+    assert refund.status == Refund.Status.SUCCEEDED and refund.settled_at is not None
