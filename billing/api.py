@@ -18,9 +18,16 @@ from rest_framework.views import APIView
 
 from billing import selectors
 from billing import statements as stmt
+from billing.gateways import GatewayError, gateways_enabled
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
 from core.api import ServiceError
+
+
+class GatewayUnavailable(ServiceError):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "gateway_unavailable"
+
 
 # --- Serializers ----------------------------------------------------------------------------------
 
@@ -63,6 +70,7 @@ class TopUpOrderSerializer(serializers.ModelSerializer):
             "status",
             "gateway",
             "gateway_reference",
+            "checkout_qr",
             "refunded_fen",
             "created_at",
             "paid_at",
@@ -84,6 +92,16 @@ class TopUpCreateSerializer(serializers.Serializer):
         required=False, max_length=20, help_text=_('The amount in yuan as text, e.g. "50" or "99.90".')
     )
     amount_fen = serializers.IntegerField(required=False, help_text=_("Or the amount in fen, e.g. 5000."))
+    gateway = serializers.CharField(
+        required=False,
+        max_length=40,
+        help_text=_("The payment method: one of the enabled gateways' names (the default one when omitted)."),
+    )
+
+    def validate_gateway(self, value):
+        if value not in {gateway.name for gateway in gateways_enabled()}:
+            raise ValidationError(_("Choose one of the payment methods offered."))
+        return value
 
     def validate(self, attrs):
         if ("amount" in attrs) == ("amount_fen" in attrs):
@@ -94,7 +112,7 @@ class TopUpCreateSerializer(serializers.Serializer):
         except InvalidAmount as exc:
             field = "amount" if "amount" in attrs else "amount_fen"
             raise ValidationError({field: [str(exc)]}) from None
-        return {"amount_fen": fen}
+        return {"amount_fen": fen, "gateway": attrs.get("gateway")}
 
 
 class MonthSummarySerializer(serializers.Serializer):
@@ -183,8 +201,9 @@ class TopUpOrderListView(generics.ListAPIView):
         summary="Create a top-up order",
         request=TopUpCreateSerializer,
         responses={201: TopUpOrderCreatedSerializer},
-        description="Creates a pending order; send the payer to `checkout_url`. The order is paid when the "
-        "gateway's signed webhook arrives.",
+        description="Creates a pending order; send the payer to `checkout_url` (for a QR gateway, that is the "
+        "order page, and `checkout_qr` is the code to show). The order is paid when the gateway's signed "
+        "notification arrives.",
     )
     def post(self, request):
         serializer = TopUpCreateSerializer(data=request.data)
@@ -194,9 +213,14 @@ class TopUpOrderListView(generics.ListAPIView):
                 user=request.user,
                 amount_fen=serializer.validated_data["amount_fen"],
                 return_url=request.build_absolute_uri("/billing/orders/{order}/"),
+                gateway_name=serializer.validated_data["gateway"],
             )
         except InvalidAmount as exc:  # pragma: no cover - the serializer checks first
             raise ServiceError(str(exc), code=exc.code) from exc
+        except GatewayError as exc:
+            raise GatewayUnavailable(
+                _("The payment service is not reachable. Please try again in a few minutes.")
+            ) from exc
         order.refresh_from_db()
         data = TopUpOrderCreatedSerializer(
             order, context={"checkout_url": request.build_absolute_uri(checkout_url)}

@@ -9,3 +9,10 @@ class BillingConfig(AppConfig):
 
     name = "billing"
     verbose_name = _("Billing")
+
+    def ready(self) -> None:
+        # Registers the app's tasks with Celery: services enqueue them by name (core.tasks.enqueue_on_commit).
+        from billing import (
+            checks,  # noqa: F401 - registers the deploy checks (Django's documented pattern)
+            tasks,  # noqa: F401
+        )

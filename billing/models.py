@@ -257,8 +257,9 @@ class TopUpOrder(models.Model):
             Status.FAILED: {Status.PAID},
             Status.EXPIRED: {Status.PAID},
             Status.PAID: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
-            Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED},
-            Status.REFUNDED: set(),
+            # A refund the gateway finally refuses is reversed: the money is the payer's again.
+            Status.PARTIALLY_REFUNDED: {Status.REFUNDED, Status.PARTIALLY_REFUNDED, Status.PAID},
+            Status.REFUNDED: {Status.PARTIALLY_REFUNDED, Status.PAID},
         }
     )
     BADGES = {
@@ -277,6 +278,9 @@ class TopUpOrder(models.Model):
     gateway = models.CharField(_("gateway"), max_length=40)
     # The gateway's own id for the checkout or payment, set when the checkout is created or paid.
     gateway_reference = models.CharField(_("gateway reference"), max_length=200, blank=True)
+    # What the payer scans on the order page, for gateways that pay by QR code (WeChat Pay Native,
+    # Alipay precreate): the gateway's code URL, rendered server-side. Empty for redirect checkouts.
+    checkout_qr = models.CharField(_("checkout QR content"), max_length=500, blank=True)
     refunded_fen = models.BigIntegerField(_("refunded (fen)"), default=0)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -341,14 +345,25 @@ class WebhookEvent(models.Model):
 class Refund(models.Model):
     """Paid money of a top-up sent back to the payer: a CASH → GATEWAY posting and the gateway's refund.
 
-    ``key`` makes asking twice refund once. Trial credit is never refunded.
+    ``key`` makes asking twice refund once. Trial credit is never refunded. The posting is made when
+    the gateway accepts the refund (the money leaves the wallet at once, so it cannot be spent while
+    on its way back); a gateway that settles refunds later (WeChat Pay's ``PROCESSING``, Stripe's
+    ``pending``) leaves it ``pending`` until ``refunds_confirm`` asks again, and one it finally
+    refuses is ``failed`` with a reversing posting (GATEWAY → CASH): corrections are new entries.
     """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Processing")  # accepted by the gateway, not yet settled
+        SUCCEEDED = "succeeded", _("Refunded")  # the gateway confirmed the money went back
+        FAILED = "failed", _("Failed")  # the gateway could not send it back; reversed in the ledger
 
     order = models.ForeignKey(TopUpOrder, on_delete=models.PROTECT, related_name="refunds")
     amount_fen = models.PositiveBigIntegerField(_("amount (fen)"))
     reason = models.CharField(_("reason"), max_length=255)
     key = models.CharField(max_length=200, unique=True)
     gateway_refund_id = models.CharField(max_length=200)
+    status = models.CharField(_("status"), max_length=10, choices=Status.choices, default=Status.SUCCEEDED)
+    settled_at = models.DateTimeField(null=True, blank=True)  # when the gateway's final answer came
     transaction = models.OneToOneField(Transaction, on_delete=models.PROTECT, related_name="refund")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -418,3 +433,33 @@ class BalanceAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} · {self.user_id}"
+
+
+class ReconciliationRun(models.Model):
+    """One day's comparison of a gateway's bill (statement) with the ledger; rerunning a day replaces it.
+
+    ``mismatches`` lists what disagreed, each ``{"kind", "order", "gateway_fen", "ledger_fen",
+    "reference"}``: ``not_credited`` (the gateway settled a payment the ledger never credited),
+    ``not_settled`` (the ledger credited a payment the bill lacks), ``amount_differs``,
+    ``refund_differs``. Lines naming no order of ours (another shop on the account) are left out. ``error`` says why a day
+    could not be compared (the bill was not ready); the next run tries again.
+    """
+
+    gateway = models.CharField(_("gateway"), max_length=40)
+    day = models.DateField(_("day"))
+    ran_at = models.DateTimeField(_("ran at"), default=timezone.now)
+    ok = models.BooleanField(_("matches"), default=False)
+    settled_lines = models.PositiveIntegerField(default=0)
+    settled_fen = models.BigIntegerField(_("settled (fen)"), default=0)  # payments less refunds, by the bill
+    ledger_fen = models.BigIntegerField(_("ledger (fen)"), default=0)  # the same, by the ledger
+    mismatches = models.JSONField(default=list, blank=True)
+    error = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-day", "gateway"]
+        verbose_name = _("reconciliation")
+        verbose_name_plural = _("reconciliations")
+        constraints = [models.UniqueConstraint(fields=["gateway", "day"], name="billing_reconciliation_one_per_day")]
+
+    def __str__(self) -> str:
+        return f"{self.gateway} {self.day}: {'ok' if self.ok else 'mismatch'}"

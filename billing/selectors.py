@@ -11,7 +11,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from billing.metering import amount_owed, elapsed_seconds
-from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, TopUpOrder, Transaction
+from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, Refund, TopUpOrder, Transaction
 
 Kind = LedgerAccount.Kind
 
@@ -215,3 +215,8 @@ def adjustments_recent(*, limit: int = 50):
         .select_related("user", "created_by")
         .prefetch_related("entries__account")[:limit]
     )
+
+
+def refunds_recent(*, limit: int = 50):
+    """Staff only: the latest refunds, with their order, payer, author and the gateway's refund id."""
+    return Refund.objects.select_related("order__user", "created_by")[:limit]

@@ -63,3 +63,42 @@ class BalanceAdjustForm(forms.Form):
         if not re.fullmatch(r"[0-9a-f]{32}", key):
             raise forms.ValidationError(_("Reload the page and try again."))
         return key
+
+
+class RefundForm(forms.Form):
+    """Staff refund of a paid top-up: the order, the amount in yuan (a part or all), and the reason.
+
+    ``key`` is drawn when the form is shown, so a double submit refunds once.
+    """
+
+    order = forms.IntegerField(label=_("Top-up order #"), min_value=1)
+    amount = forms.CharField(
+        label=_("Amount (¥)"), max_length=16, help_text=_("All that remains of the order, or a part of it.")
+    )
+    reason = forms.CharField(label=_("Reason"), max_length=255, help_text=_("Shown to the user with the refund."))
+    key = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("initial", {}).setdefault("key", uuid.uuid4().hex)
+        super().__init__(*args, **kwargs)
+
+    def clean_amount(self):
+        try:
+            fen = yuan_to_fen(self.cleaned_data["amount"])
+        except ValueError:
+            raise forms.ValidationError(_("Enter an amount like 12.50 (at most two decimals).")) from None
+        if fen <= 0:
+            raise forms.ValidationError(_("A refund is a positive amount."))
+        return fen
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"].strip()
+        if not reason:
+            raise forms.ValidationError(_("Say why the money goes back."))
+        return reason
+
+    def clean_key(self):
+        key = self.cleaned_data["key"]
+        if not re.fullmatch(r"[0-9a-f]{32}", key):
+            raise forms.ValidationError(_("Reload the page and try again."))
+        return key

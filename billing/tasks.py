@@ -10,7 +10,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from billing.alerts import balance_alerts_update
-from billing.payments import topup_orders_expire
+from billing.payments import refund_confirm, refunds_confirm, topup_orders_expire
+from billing.reconciliation import reconciliation_run_all
 from billing.services import ledger_check_record, trial_expire_due
 from billing.settlement import meters_settle_all
 
@@ -39,3 +40,21 @@ def trial_expire_task() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def topup_orders_expire_task() -> int:
     return topup_orders_expire()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def reconciliation_task() -> int:
+    """Yesterday's bills against the ledger; returns how many gateways disagreed. Rerunning replaces the day."""
+    return sum(1 for run in reconciliation_run_all() if not run.ok)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def refunds_confirm_task() -> dict[str, int]:
+    """Pending refunds (WeChat Pay's PROCESSING, Stripe's pending) asked about again and settled."""
+    return refunds_confirm()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def refund_confirm_task(refund_id: int) -> str:
+    """One refund settled from its gateway's answer (a refund notification asked for it); safe to repeat."""
+    return refund_confirm(refund_id=refund_id)

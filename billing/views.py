@@ -26,7 +26,8 @@ from billing.forms import TopUpForm
 from billing.gateways import GatewayError, WebhookRejected, gateway_get
 from billing.gateways.simulated import SimulatedGateway
 from billing.models import TopUpOrder, Transaction
-from billing.payments import topup_checkout_simulate, topup_order_create, topup_webhook_receive
+from billing.payments import InvalidGateway, topup_checkout_simulate, topup_order_create, topup_webhook_receive
+from billing.qr import qr_svg
 from billing.services import TrialUnavailable, trial_claim
 from core.api import error_body
 
@@ -74,7 +75,11 @@ def topup_create(request: HttpRequest) -> HttpResponse:
             user=request.user,
             amount_fen=form.cleaned_data["amount_fen"],
             return_url=request.build_absolute_uri(reverse("billing")) + "orders/{order}/",
+            gateway_name=form.cleaned_data["gateway"],
         )
+    except InvalidGateway as exc:
+        form.add_error("gateway", str(exc))
+        return render(request, "billing/overview.html", _overview_context(request, form), status=400)
     except GatewayError:
         logger.exception("creating a checkout failed")
         messages.error(request, _("The payment service is not reachable. Please try again in a few minutes."))
@@ -88,18 +93,34 @@ def order_detail(request: HttpRequest, order_id: int) -> HttpResponse:
         order = selectors.topup_order_get(user=request.user, order_id=order_id)
     except TopUpOrder.DoesNotExist:
         raise Http404 from None
-    can_pay = order.status == TopUpOrder.Status.PENDING and isinstance(gateway_get(), SimulatedGateway)
+    pending = order.status == TopUpOrder.Status.PENDING
+    gateway = _gateway_or_none(order.gateway)
+    can_pay = pending and isinstance(gateway, SimulatedGateway)
     return render(
         request,
         "billing/order_detail.html",
-        {"order": order, "refunds": order.refunds.all(), "can_pay": can_pay},
+        {
+            "order": order,
+            "refunds": order.refunds.all(),
+            "can_pay": can_pay,
+            "gateway_label": gateway.label if gateway else order.gateway,
+            # Rendered here, as SVG, from the code the gateway gave: no script, no CDN.
+            "qr": qr_svg(order.checkout_qr) if pending and order.checkout_qr else "",
+        },
     )
+
+
+def _gateway_or_none(name: str):
+    try:
+        return gateway_get(name)
+    except LookupError:
+        return None
 
 
 @login_required
 def simulated_checkout(request: HttpRequest, order_id: int) -> HttpResponse:
     """The simulated gateway's own checkout page: Approve or Decline, then a signed webhook to ourselves."""
-    gateway = gateway_get()
+    gateway = _gateway_or_none(SimulatedGateway.name)
     if not isinstance(gateway, SimulatedGateway):
         raise Http404
     try:
@@ -131,13 +152,17 @@ def simulated_checkout(request: HttpRequest, order_id: int) -> HttpResponse:
 
 @csrf_exempt
 @require_POST
-def webhook(request: HttpRequest, gateway: str) -> JsonResponse:
+def webhook(request: HttpRequest, gateway: str) -> HttpResponse:
     """A gateway's webhook: verified, recorded once, applied once. Bad requests change nothing (4xx)."""
     try:
         outcome = topup_webhook_receive(gateway_name=gateway, body=request.body, headers=request.headers)
     except WebhookRejected as exc:
         logger.warning("webhook rejected (%s): %s", exc.code, exc.message)
         return JsonResponse(error_body(code=exc.code, message=exc.message), status=exc.status)
+    ack = gateway_get(gateway).webhook_ack()
+    if ack is not None:  # the answer this gateway reads as "received, stop retrying"
+        status, content_type, body = ack
+        return HttpResponse(body, status=status, content_type=content_type)
     return JsonResponse({"received": True, "event": outcome.event.id, "result": outcome.result})
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from billing.gateways import DEFAULT_GATEWAY
+from billing.gateways import gateway_paths
 from providers import backend_class  # the backends' loader: it knows their old paths too
 
 
@@ -26,7 +26,7 @@ class DemoParts:
     """What of this console is simulated. False when nothing is."""
 
     cloud: tuple[str, ...] = ()  # the PROVISIONING_BACKENDS aliases whose backend is simulated
-    payments: str = ""  # the simulated gateway's dotted path when it is BILLING_PAYMENT_GATEWAY
+    payments: str = ""  # the simulated gateway's dotted path when it is enabled (default or extra)
 
     def __bool__(self) -> bool:
         return bool(self.cloud or self.payments)
@@ -48,5 +48,5 @@ def demo_parts_enabled() -> DemoParts:
         for alias, config in settings.PROVISIONING_BACKENDS.items()
         if config and _is_simulated(config.get("BACKEND", ""), load=backend_class)
     )
-    gateway = getattr(settings, "BILLING_PAYMENT_GATEWAY", DEFAULT_GATEWAY)
-    return DemoParts(cloud=cloud, payments=gateway if _is_simulated(gateway) else "")
+    simulated = [path for path in gateway_paths() if _is_simulated(path)]
+    return DemoParts(cloud=cloud, payments=simulated[0] if simulated else "")

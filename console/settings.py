@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
     "console",
     "accounts",
     "billing",
+    "invoices",
     "providers.simulated",
     "instances",
     "apps_marketplace",
@@ -407,6 +409,9 @@ BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S"
 # user's instances, keep their disks); the default stops the user's meters that are not storage.
 BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
 BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
+# The hour (UTC, as Celery beat keeps time) the daily reconciliation compares yesterday's gateway bills
+# with the ledger: 03:30 UTC is 11:30 in Beijing, when Alipay's and WeChat Pay's bills are ready.
+BILLING_RECONCILIATION_HOUR = int(os.environ.get("BILLING_RECONCILIATION_HOUR", "3"))
 CELERY_BEAT_SCHEDULE.update(
     {
         # A tick that could not start within its interval is dropped: the next one covers it.
@@ -426,6 +431,12 @@ CELERY_BEAT_SCHEDULE.update(
         },
         "billing-trial-expiry": {"task": "billing.tasks.trial_expire_task", "schedule": 3600},
         "billing-topup-orders-expiry": {"task": "billing.tasks.topup_orders_expire_task", "schedule": 3600},
+        "billing-refunds-confirm": {"task": "billing.tasks.refunds_confirm_task", "schedule": 600},
+        # Yesterday's bills: Alipay's are ready after 09:00 and WeChat Pay's after 10:00 (Beijing time).
+        "billing-reconciliation": {
+            "task": "billing.tasks.reconciliation_task",
+            "schedule": crontab(hour=BILLING_RECONCILIATION_HOUR, minute=30),
+        },
     }
 )
 
@@ -438,11 +449,32 @@ BILLING_PAYMENT_GATEWAY = os.environ.get("BILLING_PAYMENT_GATEWAY", "billing.gat
 BILLING_GATEWAY_WEBHOOK_SECRET = os.environ.get(
     "BILLING_GATEWAY_WEBHOOK_SECRET", "" if PRODUCTION else "dev-webhook-secret"
 )
-if (
-    PRODUCTION
-    and not BILLING_GATEWAY_WEBHOOK_SECRET
-    and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways.simulated.")
-):
+# More gateways offered beside that one (comma-separated dotted paths): the top-up page lets the payer
+# choose. The real adapters: billing.gateways.alipay.AlipayGateway (page pay),
+# billing.gateways.alipay.AlipayQRGateway (scan to pay), billing.gateways.wechatpay.WeChatPayGateway
+# (Native QR), billing.gateways.stripe_checkout.StripeGateway (cards). Each reads its keys below;
+# `check --deploy` warns about an enabled one that lacks them (billing.checks).
+BILLING_EXTRA_PAYMENT_GATEWAYS = env_list("BILLING_EXTRA_PAYMENT_GATEWAYS", "")
+# The console's public https origin: gateways post their notifications to <this>/billing/webhooks/<name>/.
+BILLING_NOTIFY_BASE_URL = os.environ.get("BILLING_NOTIFY_BASE_URL", "")
+# Alipay (开放平台 app, RSA2 keys): key files in PEM, never in the repository.
+ALIPAY_APP_ID = os.environ.get("ALIPAY_APP_ID", "")
+ALIPAY_APP_PRIVATE_KEY_FILE = os.environ.get("ALIPAY_APP_PRIVATE_KEY_FILE", "")
+ALIPAY_PUBLIC_KEY_FILE = os.environ.get("ALIPAY_PUBLIC_KEY_FILE", "")
+ALIPAY_SANDBOX = env_bool("ALIPAY_SANDBOX", default=False)
+# WeChat Pay API v3 (merchant certificate's private key and serial, APIv3 key, platform certificates).
+WECHATPAY_MCH_ID = os.environ.get("WECHATPAY_MCH_ID", "")
+WECHATPAY_APP_ID = os.environ.get("WECHATPAY_APP_ID", "")
+WECHATPAY_PRIVATE_KEY_FILE = os.environ.get("WECHATPAY_PRIVATE_KEY_FILE", "")
+WECHATPAY_CERT_SERIAL_NO = os.environ.get("WECHATPAY_CERT_SERIAL_NO", "")
+WECHATPAY_APIV3_KEY = os.environ.get("WECHATPAY_APIV3_KEY", "")
+WECHATPAY_PLATFORM_CERT_DIR = os.environ.get("WECHATPAY_PLATFORM_CERT_DIR", "")
+# Stripe: the secret API key and the webhook endpoint's signing secret (whsec_…).
+STRIPE_SECRET_KEY = os.environ.get("STRIPE_SECRET_KEY", "")
+STRIPE_WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET", "")
+# The built-in adapters verify notifications with their own keys; only a gateway using the console's
+# shared HMAC scheme needs BILLING_GATEWAY_WEBHOOK_SECRET.
+if PRODUCTION and not BILLING_GATEWAY_WEBHOOK_SECRET and not BILLING_PAYMENT_GATEWAY.startswith("billing.gateways."):
     raise ImproperlyConfigured("BILLING_GATEWAY_WEBHOOK_SECRET must be set when CONSOLE_ENV=production.")
 BILLING_GATEWAY_WEBHOOK_TOLERANCE_S = 300  # a signed webhook older or newer than this is refused
 BILLING_TOPUP_MIN_FEN = int(os.environ.get("BILLING_TOPUP_MIN_FEN", "100"))  # ¥1

@@ -34,9 +34,11 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),  # readiness
     path("admin/", admin.site.urls),
     path("staff/billing/", include("billing.staff_urls")),
+    path("staff/invoices/", include("invoices.staff_urls")),
     path("staff/fleet/", include("instances.staff_urls")),
     path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
+    path("billing/invoices/", include("invoices.urls")),
     path("billing/", include("billing.urls")),
     path("apps/", include("apps_marketplace.urls")),
     path("instances/", include("instances.urls")),

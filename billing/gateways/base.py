@@ -18,12 +18,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.urls import reverse
 from django.utils.crypto import salted_hmac
 
 if TYPE_CHECKING:
@@ -60,6 +63,12 @@ class WebhookEvent:
 
     PAYMENT_SUCCEEDED = "payment.succeeded"
     PAYMENT_FAILED = "payment.failed"
+    # Authentic but changes nothing (Alipay's WAIT_BUYER_PAY, a Stripe session still unpaid): the
+    # gateway is answered "received" so it stops retrying. Not accepted in the console's own format.
+    PAYMENT_PENDING = "payment.pending"
+    # A gateway's word on one of the order's refunds (WeChat Pay's REFUND.*): the order's pending
+    # refunds are asked about at once rather than at the next sweep.
+    REFUND_UPDATED = "refund.updated"
     TYPES = (PAYMENT_SUCCEEDED, PAYMENT_FAILED)
 
     id: str
@@ -71,8 +80,92 @@ class WebhookEvent:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class PaymentQuery:
+    """What the gateway says about an order when asked (the sweep of unpaid orders asks).
+
+    ``state`` is ``paid`` (then ``amount_fen``, ``currency`` and ``reference`` say what arrived),
+    ``pending`` (the payer may still pay) or ``closed`` (nothing was or will be paid).
+    """
+
+    PAID = "paid"
+    PENDING = "pending"
+    CLOSED = "closed"
+
+    state: str
+    amount_fen: int = 0
+    currency: str = "CNY"
+    reference: str = ""
+
+
+@dataclass(frozen=True)
+class SettledLine:
+    """One line of a gateway's bill (statement) for a day: money that moved for one of our orders.
+
+    ``kind`` is ``payment`` or ``refund``; ``order_id`` is ``None`` for a line that names no order of
+    this console (another system sharing the merchant account); ``amount_fen`` is positive.
+    """
+
+    PAYMENT = "payment"
+    REFUND = "refund"
+
+    kind: str
+    order_id: int | None
+    amount_fen: int
+    reference: str
+
+
+@dataclass(frozen=True)
+class RefundAnswer:
+    """What a gateway said to a refund: its id, and ``succeeded``, ``pending`` (settled later) or ``failed``."""
+
+    SUCCEEDED = "succeeded"
+    PENDING = "pending"
+    FAILED = "failed"
+
+    id: str
+    state: str = SUCCEEDED
+
+
+def fen_from_yuan_text(text: str) -> int:
+    """``"50.00"`` (a gateway's decimal yuan string) → 5000 fen, exactly, or ``WebhookRejected``."""
+    whole, sep, decimals = str(text).strip().partition(".")
+    if not whole.isdigit() or (sep and (not decimals.isdigit() or len(decimals) > 2)):
+        raise WebhookRejected("malformed", "The amount is not a decimal amount of yuan.")
+    return int(whole) * 100 + int(decimals.ljust(2, "0") if sep else 0)
+
+
+def yuan_text_from_fen(amount_fen: int) -> str:
+    """5000 fen → ``"50.00"``, the form Alipay's ``total_amount`` and ``refund_amount`` take."""
+    return f"{amount_fen // 100}.{amount_fen % 100:02d}"
+
+
+_OUT_TRADE_NO = re.compile(r"^topup_([0-9]{1,18})$")
+
+
+def out_trade_no(order) -> str:
+    """The merchant order number a gateway knows the order by (6–32 safe characters for WeChat Pay)."""
+    return f"topup_{order.pk}"
+
+
+def order_id_from(text: str) -> int:
+    """The order id in a merchant order number, or ``WebhookRejected`` (404) when it is not ours."""
+    match = _OUT_TRADE_NO.match(text or "")
+    if not match:
+        raise WebhookRejected("unknown_order", "The notification names no order of this console.", status=404)
+    return int(match.group(1))
+
+
+def notify_url(name: str) -> str:
+    """The absolute webhook URL a gateway posts notifications to (``BILLING_NOTIFY_BASE_URL`` + path)."""
+    return settings.BILLING_NOTIFY_BASE_URL.rstrip("/") + reverse("billing_webhook", args=[name])
+
+
 class PaymentGateway:
-    """One payment provider. Subclasses set ``name`` (used in the webhook URL) and implement the three calls.
+    """One payment provider. Subclasses set ``name`` (used in the webhook URL) and implement the calls.
+
+    ``create_checkout``, ``verify_webhook`` and ``refund`` are required; ``query`` and ``close`` (the
+    sweep of unpaid orders) and ``webhook_ack`` (what the gateway expects back) have defaults.
 
     Every call may be repeated: ``create_checkout`` for the same order returns a usable URL again,
     ``refund`` with the same ``key`` refunds once and returns the same id.
@@ -103,10 +196,45 @@ class PaymentGateway:
     def refund(self, *, order: TopUpOrder, amount_fen: int, key: str) -> str:
         """Send ``amount_fen`` of ``order``'s payment back to the payer (all of it or a part).
 
-        Returns the gateway's refund id. Idempotent by ``key``: a repeat returns the first refund's id
-        and moves no more money. Raises ``GatewayError`` when the gateway refuses.
+        Returns the gateway's refund id (the refund is done), or a ``RefundAnswer`` whose state may be
+        ``pending`` (``refund_state`` is asked later). Idempotent by ``key``: a repeat returns the first
+        refund's id and moves no more money. Raises ``GatewayError`` when the gateway refuses.
         """
         raise NotImplementedError
+
+    def refund_state(self, *, order: TopUpOrder, refund_id: str, key: str) -> str:
+        """Where a pending refund stands now: a ``RefundAnswer`` state. Raises ``GatewayError`` when
+        the gateway cannot say (the refund stays pending)."""
+        return RefundAnswer.SUCCEEDED
+
+    def query(self, *, order: TopUpOrder) -> PaymentQuery:
+        """Ask the gateway whether ``order`` was paid. The default knows nothing: ``pending``.
+
+        Raises ``GatewayError`` when the gateway cannot answer (the sweep then leaves the order alone:
+        UNKNOWN is not CLOSED).
+        """
+        return PaymentQuery(state=PaymentQuery.PENDING)
+
+    def close(self, *, order: TopUpOrder) -> None:
+        """Close ``order``'s checkout at the gateway so it can no longer be paid. "Already closed" and
+        "never opened" count as done; raises ``GatewayError`` when the gateway refuses."""
+
+    def webhook_ack(self) -> tuple[int, str, bytes] | None:
+        """The response an accepted notification gets, as ``(status, content type, body)``; ``None``
+        keeps the console's JSON receipt. Alipay, for one, retries until it reads ``success``."""
+        return None
+
+    def settlements(self, *, day: date) -> list[SettledLine] | None:
+        """Every payment and refund the gateway settled on ``day`` (its bill or statement API).
+
+        ``None`` means the gateway has no statement to compare (the simulated one); the daily
+        reconciliation skips it. Raises ``GatewayError`` when the bill cannot be had yet.
+        """
+        return None
+
+    def is_configured(self) -> list[str]:
+        """The names of settings this gateway needs and lacks (``check --deploy`` warns about each)."""
+        return []
 
 
 # --- The shared HMAC scheme -------------------------------------------------------------------------
@@ -126,7 +254,8 @@ def signature_header(*, body: bytes, secret: bytes, timestamp: int | None = None
     return f"t={timestamp},v1={mac}"
 
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
+def header_get(headers: Mapping[str, str], name: str) -> str | None:
+    """``headers[name]`` whatever its case (a plain dict from a test may not fold case)."""
     # Django's request.headers is case-insensitive; a plain dict from a test or a simulator may not be.
     value = headers.get(name)
     if value is None:
@@ -137,7 +266,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 def signature_verify(*, body: bytes, headers: Mapping[str, str], secret: bytes, now: float | None = None) -> None:
     """Raise ``WebhookRejected`` unless ``headers`` carry a fresh, valid signature of ``body``."""
-    header = _header(headers, SIGNATURE_HEADER)
+    header = header_get(headers, SIGNATURE_HEADER)
     if not header:
         raise WebhookRejected("signature_missing", f"The {SIGNATURE_HEADER} header is missing.", status=401)
     parts: dict[str, list[str]] = {}

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping
 
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from billing.gateways.base import (
     SIGNATURE_HEADER,
@@ -31,7 +32,7 @@ class SimulatedGateway(PaymentGateway):
     """Development and demo gateway; also the one the tests drive end to end."""
 
     name = "simulated"
-    label = "Simulated gateway"
+    label = _("Simulated gateway")
     simulated = True  # its checkout page credits whatever the payer approves
 
     def create_checkout(self, *, order, return_url: str) -> str:

@@ -22,7 +22,7 @@ SIMULATED_CLOUD = {"default": {"BACKEND": "providers.simulated.backend.Simulated
 
 
 class RealGateway(PaymentGateway):
-    """Stands for a gateway that takes real money (none ships with the console)."""
+    """Stands for a gateway that takes real money, with no keys to configure."""
 
     name = "real"
 
@@ -154,3 +154,13 @@ def test_production_passes_without_demo_parts():
     result = production_check(CONSOLE_PROVISIONING_BACKENDS=WITHOUT_CLOUD, **WITH_REAL_GATEWAY)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+@override_settings(
+    CONSOLE_DEMO_MODE=False,
+    PROVISIONING_BACKENDS=REAL_BACKENDS,
+    BILLING_PAYMENT_GATEWAY="billing.gateways.stripe_checkout.StripeGateway",
+    BILLING_EXTRA_PAYMENT_GATEWAYS=["billing.gateways.simulated.SimulatedGateway"],
+)
+def test_the_simulated_gateway_offered_beside_a_real_one_still_fails_the_deploy_check():
+    assert set(demo_errors()) == {"console.E002"}
