@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
+from core.api import SlugRelatedField
 from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
 from instances.errors import InstanceError
@@ -124,13 +125,13 @@ class DeploymentCreatedSerializer(DeploymentSerializer):
 
 
 class DeploySerializer(serializers.Serializer):
-    app = serializers.SlugRelatedField(slug_field="slug", queryset=App.objects.filter(is_active=True))
-    model = serializers.SlugRelatedField(
+    app = SlugRelatedField(slug_field="slug", queryset=App.objects.filter(is_active=True))
+    model = SlugRelatedField(
         slug_field="repo_id", queryset=ModelEntry.objects.filter(is_active=True), required=False, allow_null=True
     )
     parameters = serializers.DictField(required=False, default=dict)
-    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
     gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
     volumes = LaunchVolumeSerializer(
         many=True, required=False, help_text="Volumes mounted into the app's instance (training output, a model)."
@@ -138,7 +139,7 @@ class DeploySerializer(serializers.Serializer):
 
 
 class RedeploySerializer(serializers.Serializer):
-    model = serializers.SlugRelatedField(
+    model = SlugRelatedField(
         slug_field="repo_id", queryset=ModelEntry.objects.filter(is_active=True), required=False, allow_null=True
     )
     parameters = serializers.DictField(required=False, default=dict)

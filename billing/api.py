@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 
 from billing import selectors
 from billing import statements as stmt
+from billing.filters import TransactionFilter
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
 from core.api import ServiceError
@@ -147,24 +149,16 @@ class BalanceView(APIView):
         return Response(BalanceSerializer(data).data)
 
 
-@extend_schema(
-    summary="Transactions",
-    parameters=[
-        OpenApiParameter("kind", OpenApiTypes.STR, enum=Transaction.Kind.values, description="Only this kind.")
-    ],
-)
+@extend_schema(summary="Transactions")
 class TransactionListView(generics.ListAPIView):
     serializer_class = TransactionSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = TransactionFilter
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Transaction.objects.none()
-        kind = self.request.query_params.get("kind") or None
-        if kind is not None and kind not in Transaction.Kind.values:
-            raise ValidationError(
-                {"kind": [_("Choose one of: %(kinds)s.") % {"kinds": ", ".join(Transaction.Kind.values)}]}
-            )
-        return selectors.transactions_for(user=self.request.user, kind=kind)
+        return selectors.transactions_for(user=self.request.user)
 
 
 class TopUpOrderListView(generics.ListAPIView):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Prefetch
 from django.utils.translation import gettext_lazy as _
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -26,8 +27,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import SSHKey
-from core.api import ServiceError
+from core.api import ServiceError, SlugRelatedField
 from instances import errors, quota, selectors, services, tasks
+from instances.filters import InstanceFilter
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
 from instances.volumes import volume_hooks
 
@@ -161,15 +163,15 @@ class LaunchVolumeSerializer(serializers.Serializer):
 
 class LaunchSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
     gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
     node_count = serializers.ChoiceField(
         choices=Instance.NODE_COUNTS,
         default=1,
         help_text="Nodes of a cluster, each with gpu_count cards (billed for all); at most INSTANCES_MAX_NODES.",
     )
-    image = serializers.SlugRelatedField(slug_field="slug", queryset=Image.objects.filter(is_active=True))
+    image = SlugRelatedField(slug_field="slug", queryset=Image.objects.filter(is_active=True))
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
     volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")
@@ -233,6 +235,9 @@ class GpuModelSerializer(serializers.ModelSerializer):
 
 
 class ImageSerializer(serializers.ModelSerializer):
+    # Image slugs carry versions ("pytorch-2.5-cu124"): not a SlugField's pattern.
+    slug = serializers.CharField(read_only=True)
+
     class Meta:
         model = Image
         fields = ["slug", "name", "framework", "framework_version", "cuda_version", "python_version", "os"]
@@ -245,7 +250,7 @@ class RegionSerializer(serializers.ModelSerializer):
 
 
 class QuotaRequestSerializer(serializers.ModelSerializer):
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
 
     class Meta:
         model = QuotaRequest
@@ -289,11 +294,14 @@ class InstanceViewSet(
 ):
     serializer_class = InstanceSerializer
     lookup_value_converter = "uuid"
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = InstanceFilter
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Instance.objects.none()
-        include_released = self.request.query_params.get("released") == "1" or self.action != "list"
+        released = self.request.query_params.get("released", "").lower() in {"1", "true"}
+        include_released = released or self.action != "list"
         qs = selectors.instance_list_for(user=self.request.user, include_released=include_released)
         if self.action == "list":
             # Only what the representation reads: the joined models' slugs, not their every column.

@@ -13,7 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from core.api import ServiceError
+from core.api import ServiceError, SlugRelatedField
 from instances.errors import InstanceError, LaunchInvalid
 from instances.models import Instance, Region
 from storage import selectors, services
@@ -89,7 +89,7 @@ class VolumeSerializer(serializers.ModelSerializer):
 
 class VolumeCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64)
-    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
     size_gb = serializers.IntegerField()
 
 
