@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
 from core.api import SlugRelatedField
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
 from instances.errors import InstanceError
@@ -156,6 +157,7 @@ _key_response = inline_serializer("DeploymentApiKey", {"api_key": serializers.Ch
         summary="Deploy an app",
         tags=["deployments"],
         request=DeploySerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={
             201: DeploymentCreatedSerializer,
             400: OpenApiResponse(description=_("Invalid choice, or the model does not fit")),
@@ -181,6 +183,7 @@ class DeploymentViewSet(
             return Deployment.objects.none()
         return selectors.deployment_list_for(user=self.request.user)
 
+    @idempotent
     def create(self, request, *args, **kwargs):
         body = DeploySerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)

@@ -23,6 +23,7 @@ from billing.filters import TransactionFilter
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
 from core.api import ServiceError
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 
 # --- Serializers ----------------------------------------------------------------------------------
 
@@ -176,10 +177,12 @@ class TopUpOrderListView(generics.ListAPIView):
     @extend_schema(
         summary="Create a top-up order",
         request=TopUpCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: TopUpOrderCreatedSerializer},
         description="Creates a pending order; send the payer to `checkout_url`. The order is paid when the "
         "gateway's signed webhook arrives.",
     )
+    @idempotent
     def post(self, request):
         serializer = TopUpCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "instances",
     "apps_marketplace",
     "storage",
+    "idempotency",
 ]
 
 MIDDLEWARE = [
@@ -707,3 +708,10 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
 # --- One-click deploy (apps_marketplace.services) ---------------------------------------------------
 # The instances image a deployment's instance boots; the app's container image runs on it.
 APPS_DEPLOY_BASE_IMAGE = os.environ.get("APPS_DEPLOY_BASE_IMAGE", "cuda-12.4-ubuntu22.04")
+
+# --- Idempotency keys (idempotency/) -----------------------------------------------------------------
+# A POST that creates or spends may carry an Idempotency-Key; keys are kept this long, then pruned.
+IDEMPOTENCY_KEY_TTL_S = 24 * 3600
+CELERY_BEAT_SCHEDULE.update(
+    {"idempotency-keys-prune": {"task": "idempotency.tasks.idempotency_keys_prune_task", "schedule": 3600.0}}
+)

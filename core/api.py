@@ -173,6 +173,21 @@ def _error_response(status_code: str, description: str | None = None) -> dict:
     return response
 
 
+_NO_NUL = "^[^\\x00]*$"
+
+
+def _forbid_nul(node) -> None:
+    """Text the API reads may not hold NUL (DRF refuses it; PostgreSQL cannot store it): say so."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and not node.keys() & {"enum", "pattern", "format", "$ref"}:
+            node["pattern"] = _NO_NUL
+        for value in node.values():
+            _forbid_nul(value)
+    elif isinstance(node, list):
+        for value in node:
+            _forbid_nul(value)
+
+
 def schema_error_responses(result: dict, generator, request, public) -> dict:
     """drf-spectacular postprocessing hook: document the 4xx answers of every operation.
 
@@ -182,7 +197,11 @@ def schema_error_responses(result: dict, generator, request, public) -> dict:
     codes any endpoint may answer (credentials, throttling, content negotiation) are added to all;
     400 where there is input to refuse, 404 where the path names an object, 415 where there is a body.
     """
-    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_COMPONENT
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    for name, component in components.items():
+        if name.endswith("Request"):  # the request halves (COMPONENT_SPLIT_REQUEST)
+            _forbid_nul(component)
+    components["Error"] = ERROR_COMPONENT
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
@@ -193,14 +212,8 @@ def schema_error_responses(result: dict, generator, request, public) -> dict:
                     responses[code] = _error_response(code, response.get("description"))
             parameters = operation.get("parameters", [])
             for parameter in parameters:
-                # Query text reaches forms and PostgreSQL, which refuse NUL: the schema says so.
-                schema = parameter.get("schema", {})
-                if (
-                    parameter.get("in") == "query"
-                    and schema.get("type") == "string"
-                    and not schema.keys() & {"enum", "pattern", "format"}
-                ):
-                    schema["pattern"] = "^[^\\x00]*$"
+                if parameter.get("in") == "query":  # query text reaches forms and PostgreSQL too
+                    _forbid_nul(parameter.get("schema", {}))
             wanted = ["406", "429"]
             if operation.get("security") != [{}] and {} not in operation.get("security", []):
                 wanted += ["401", "403"]

@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.api import ServiceError, SlugRelatedField
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, selectors, services, tasks
 from instances.filters import InstanceFilter
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
@@ -282,6 +283,7 @@ _action_response = {200: InstanceSerializer, 409: OpenApiResponse(description=_(
         summary="Launch an instance",
         tags=["instances"],
         request=LaunchSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={
             201: InstanceSerializer,
             400: OpenApiResponse(description=_("Invalid choice")),
@@ -308,6 +310,7 @@ class InstanceViewSet(
             qs = qs.only(*LIST_FIELDS)
         return qs.prefetch_related(Prefetch("ssh_keys", queryset=SSHKey.objects.only("pk")))
 
+    @idempotent
     def create(self, request, *args, **kwargs):
         launch = LaunchSerializer(data=request.data, context={"request": request})
         launch.is_valid(raise_exception=True)
