@@ -131,3 +131,14 @@ def test_an_unreachable_console_is_exit_code_7(gpuctl, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUCTL_TOKEN", "x")
     run = gpuctl("--json", "balance")
     assert run.code == 7 and run.json()["error"]["code"] == "unreachable"
+
+
+def test_usage_and_quota(logged_in, gpuctl):
+    gpuctl("--json", *LAUNCH)
+    usage = gpuctl("--json", "usage")
+    assert usage.code == 0 and "lines" in usage.json()
+    rows = gpuctl("--json", "quota").json()
+    assert any(row["gpu_model"] == "a800-80g" and row["used"] == 1 for row in rows)
+    asked = gpuctl("--json", "quota", "request", "--gpu", "h800", "--cards", "16", "--reason", "pretraining")
+    assert asked.code == 0, asked.stdout
+    assert asked.json()["status"] == "pending"

@@ -424,6 +424,59 @@ def balance(ctx: Context) -> None:
     ctx.emit(body, render)
 
 
+@cli.command()
+@click.argument("month", required=False)
+@pass_ctx
+def usage(ctx: Context, month: str | None) -> None:
+    """What you used in a month (YYYY-MM; this month by default), line by line."""
+    month = month or time.strftime("%Y-%m")
+    body = ctx.client.statement(month)
+
+    def render() -> None:
+        table = Table(box=None, header_style="bold")
+        for column in (t("Resource"), t("Description"), t("Hours"), t("Amount")):
+            table.add_column(column)
+        for line in body["lines"]:
+            table.add_row(
+                line["resource"], line["description"], f"{line['seconds'] / 3600:.2f}", _yuan(line["amount_fen"])
+            )
+        out.print(table)
+        out.print(f"{t('Total')}: {_yuan(body['lines_total_fen'])}", highlight=False)
+
+    ctx.emit(body, render)
+
+
+@cli.group(cls=Group, invoke_without_command=True)
+@click.pass_context
+def quota(click_ctx) -> None:
+    """Your GPU quota per model; `gpuctl quota request` asks for more."""
+    if click_ctx.invoked_subcommand is None:
+        ctx = click_ctx.find_object(Context)
+        rows = ctx.client.quota()
+
+        def render() -> None:
+            table = Table(box=None, header_style="bold")
+            for column in ("GPU", t("Used"), t("Limit")):
+                table.add_column(column)
+            for row in rows:
+                table.add_row(row["gpu_model"], str(row["used"]), str(row["limit"]))
+            out.print(table)
+
+        ctx.emit(rows, render)
+
+
+@quota.command(name="request")
+@click.option("--gpu", "gpu_model", required=True)
+@click.option("--cards", type=int, required=True)
+@click.option("--days", "duration_days", type=int, default=30, show_default=True)
+@click.option("--reason", required=True)
+@pass_ctx
+def quota_request(ctx: Context, **body) -> None:
+    """Ask staff for more cards of a GPU model."""
+    created = ctx.client.quota_request(**body)
+    ctx.emit(created, lambda: out.print(f"#{created['id']}: {created['status']}", highlight=False))
+
+
 def main() -> None:
     cli(prog_name="gpuctl")
 

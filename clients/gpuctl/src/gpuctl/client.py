@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 API = "/api/v1"
+INSTANCE_VERBS = ("start", "stop", "restart", "release")
 
 
 class ApiError(Exception):
@@ -73,6 +74,17 @@ class Client:
     def balance(self) -> dict:
         return self._call("GET", "/billing/balance/")
 
+    def statement(self, month: str) -> dict:
+        """``month``: YYYY-MM. Usage lines and the month's summary."""
+        return self._call("GET", f"/billing/statements/{month}/")
+
+    def quota(self) -> list[dict]:
+        return self._call("GET", "/quota/")
+
+    def quota_request(self, *, gpu_model: str, cards: int, duration_days: int, reason: str) -> dict:
+        body = {"gpu_model": gpu_model, "cards": cards, "duration_days": duration_days, "reason": reason}
+        return self._call("POST", "/quota/requests/", json=body)
+
     def catalogue(self) -> dict:
         return self._call("GET", "/catalogue/")
 
@@ -90,7 +102,9 @@ class Client:
         return self._create("/instances/", {k: v for k, v in body.items() if v is not None}, idempotency_key)
 
     def instance_action(self, instance_id: str, verb: str) -> dict:
-        """``verb``: start, stop, restart or release."""
+        """``verb``: one of ``INSTANCE_VERBS``."""
+        if verb not in INSTANCE_VERBS:
+            raise ValueError(verb)
         return self._call("POST", f"/instances/{instance_id}/{verb}/")
 
     def events(self, instance_id: str) -> list[dict]:
