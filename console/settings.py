@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "apps_marketplace",
     "storage",
     "idempotency",
+    "devicelogin",
 ]
 
 MIDDLEWARE = [

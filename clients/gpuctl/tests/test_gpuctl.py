@@ -142,3 +142,32 @@ def test_usage_and_quota(logged_in, gpuctl):
     asked = gpuctl("--json", "quota", "request", "--gpu", "h800", "--cards", "16", "--reason", "pretraining")
     assert asked.code == 0, asked.stdout
     assert asked.json()["status"] == "pending"
+
+
+def test_login_through_the_browser_with_a_device_code(console, gpuctl, alice):
+    import threading
+    import time
+
+    from django.db import connection
+
+    from devicelogin.models import DeviceAuthorization
+    from devicelogin.services import device_login_decide
+
+    def confirm_in_the_browser():
+        try:
+            for _ in range(200):
+                pending = DeviceAuthorization.objects.filter(status="pending").first()
+                if pending:
+                    device_login_decide(authorization=pending, user=alice, approve=True)
+                    return
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    user = threading.Thread(target=confirm_in_the_browser)
+    user.start()
+    run = gpuctl("login", "--url", console["url"], "--no-browser")
+    user.join()
+    assert run.code == 0, run.stdout + run.stderr
+    assert "/account/device/?code=" in run.stderr and "alice@example.com" in run.stdout
+    assert gpuctl("--json", "balance").json()["total_fen"] == 1_000_000  # the saved token works

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shlex
 import sys
 import time
+import webbrowser
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from gpuctl.client import ApiError, Client
+from gpuctl.client import ApiError, Client, device_login_poll, device_login_start
 from gpuctl.messages import t
 
 EXIT_REFUSED, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_AUTH, EXIT_FAILED, EXIT_UNREACHABLE = 1, 3, 4, 5, 6, 7
@@ -202,10 +204,15 @@ def _show(instance: dict) -> None:
 
 @cli.command()
 @click.option("--url", required=True, help="The console, e.g. https://console.example.com")
-@click.option("--token", required=True, help="An API token (Account → API tokens).")
+@click.option(
+    "--token", default=None, help="An API token (Account → API tokens); without one, log in through the browser."
+)
+@click.option("--browser/--no-browser", default=True, help="Open the confirmation page in a browser.")
 @pass_ctx
-def login(ctx: Context, url: str, token: str) -> None:
-    """Check a token and keep it (in ~/.config/gpuctl/config.json, readable by you alone)."""
+def login(ctx: Context, url: str, token: str | None, browser: bool) -> None:
+    """Log in (through the browser, or with a token) and keep the token in ~/.config/gpuctl/config.json."""
+    if token is None:
+        token = _device_login(ctx, url, browser)
     profile = Client(url, token).profile()
     path = _config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,6 +243,27 @@ def launch(ctx: Context, wait: bool, timeout: int, idempotency_key: str | None, 
     if wait:
         instance = _wait_running(ctx, instance, timeout)
     ctx.emit(instance, lambda: _show(instance))
+
+
+def _device_login(ctx: Context, url: str, browser: bool) -> str:
+    started = device_login_start(url, f"gpuctl on {platform.node() or 'a terminal'}")
+    err.print(
+        t("Open {uri} and check the code {code}.", uri=started["verification_uri_complete"], code=started["user_code"]),
+        highlight=False,
+    )
+    if browser:
+        webbrowser.open(started["verification_uri_complete"])
+    interval = float(os.environ.get("GPUCTL_POLL_S", started["interval"]))
+    deadline = time.monotonic() + started["expires_in"]
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        try:
+            return device_login_poll(url, started["device_code"])
+        except ApiError as error:
+            if error.code != "authorization_pending":
+                raise
+    _fail(EXIT_AUTH, t("The code expired; start again."), "expired_token", ctx.as_json)
+    raise AssertionError  # _fail exits
 
 
 def _wait_running(ctx: Context, instance: dict, timeout: int) -> dict:

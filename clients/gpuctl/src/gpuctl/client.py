@@ -31,6 +31,26 @@ class ApiError(Exception):
             return cls(response.status_code, "http_error", f"HTTP {response.status_code}")
 
 
+def device_login_start(url: str, client_name: str, *, timeout: float = 30.0) -> dict:
+    """Start a browser log-in: ``{device_code, user_code, verification_uri_complete, interval, …}``."""
+    return _anonymous(url, "/account/device/", {"client_name": client_name}, timeout)
+
+
+def device_login_poll(url: str, device_code: str, *, timeout: float = 30.0) -> str:
+    """The token once the user confirmed; ``ApiError`` (409 ``authorization_pending`` until then)."""
+    return _anonymous(url, "/account/device/token/", {"device_code": device_code}, timeout)["token"]
+
+
+def _anonymous(url: str, path: str, body: dict, timeout: float) -> dict:
+    try:
+        response = httpx.post(url.rstrip("/") + API + path, json=body, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ApiError(0, "unreachable", f"{url}: {exc}") from exc
+    if response.status_code >= 400:
+        raise ApiError.from_response(response)
+    return response.json()
+
+
 class Client:
     """One console, one token. ``Client("https://console.example", "tok_…")``."""
 

@@ -27,6 +27,8 @@ ZH = {
     "Created": "创建时间",
     "Error": "错误",
     "Time": "时间",
+    "Open {uri} and check the code {code}.": "请打开 {uri} 并核对验证码 {code}。",
+    "The code expired; start again.": "验证码已过期，请重新开始。",
     "Resource": "资源",
     "Description": "说明",
     "Hours": "小时",
