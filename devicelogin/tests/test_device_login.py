@@ -63,3 +63,8 @@ def test_a_code_is_confirmed_once(client, alice_client, charlie_client):
     again = charlie_client.post(PAGE, {"code": started["user_code"], "decision": "approve"})
     assert again.status_code == 400
     assert DeviceAuthorization.objects.get().user.email == "alice@example.com"
+
+
+def test_the_api_tokens_page_shows_the_command_line_with_this_console_s_address(alice_client):
+    page = alice_client.get("/account/api-tokens/").content.decode()
+    assert "gpuctl login --url http://testserver" in page and 'id="command-line"' in page
