@@ -118,7 +118,14 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 
 class DeploymentCreatedSerializer(DeploymentSerializer):
-    api_key = serializers.CharField(read_only=True, help_text=_("Shown once; only its SHA-256 is kept."))
+    api_key = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text=_(
+            "Shown once; only its SHA-256 is kept. Null when the answer is an Idempotency-Key replay: "
+            "make a new key with regenerate-key if the first answer was lost."
+        ),
+    )
 
     class Meta(DeploymentSerializer.Meta):
         fields = [*DeploymentSerializer.Meta.fields, "api_key"]
@@ -183,7 +190,7 @@ class DeploymentViewSet(
             return Deployment.objects.none()
         return selectors.deployment_list_for(user=self.request.user)
 
-    @idempotent
+    @idempotent(secret_fields=("api_key",))
     def create(self, request, *args, **kwargs):
         body = DeploySerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)

@@ -41,8 +41,14 @@ class IdempotencyKeyReused(ServiceError):
     default_code = "idempotency_key_reused"
 
 
-def idempotent(method):
-    """Guard a DRF view method (``create``, ``post`` or a POST ``@action``) with the header."""
+def idempotent(method=None, *, secret_fields: tuple[str, ...] = ()):
+    """Guard a DRF view method (``create``, ``post`` or a POST ``@action``) with the header.
+
+    ``secret_fields`` are top-level fields of the answer shown once (a deployment's API key): they are
+    not stored, so a replay answers them as null; the first answer is the only one that has them.
+    """
+    if method is None:
+        return functools.partial(idempotent, secret_fields=secret_fields)
 
     @functools.wraps(method)
     def wrapper(view, request, *args, **kwargs):
@@ -67,7 +73,10 @@ def idempotent(method):
             record.fingerprint = fingerprint
             response = method(view, request, *args, **kwargs)
             if 200 <= response.status_code < 300:
-                services.idempotency_key_store(record=record, status_code=response.status_code, body=response.data)
+                body = response.data
+                if secret_fields and isinstance(body, dict):
+                    body = {**body, **dict.fromkeys(secret_fields)}
+                services.idempotency_key_store(record=record, status_code=response.status_code, body=body)
             return response
 
     return wrapper

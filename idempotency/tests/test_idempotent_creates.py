@@ -124,3 +124,21 @@ def test_ten_parallel_identical_launches_create_one_instance_and_all_get_its_id(
     assert {status for status, _ in answers} == {201}, answers
     assert len({instance_id for _, instance_id in answers}) == 1
     assert Instance.objects.filter(owner=alice).count() == 1
+
+
+def test_a_replayed_deployment_does_not_keep_or_repeat_its_api_key(alice, alice_client):
+    from apps_marketplace.loaders import marketplace_catalogue_load
+    from instances.catalogue import catalogue_seed
+    from instances.tests.conftest import fund
+
+    catalogue_seed()
+    marketplace_catalogue_load()
+    fund(alice, 1_000_000)
+    body = {"app": "llama-3-instruct-chat", "region": "cn-north-1", "gpu_model": "a800-80g", "gpu_count": 1}
+    first, again = (
+        alice_client.post("/api/v1/deployments/", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="d")
+        for _ in range(2)
+    )
+    assert first.status_code == again.status_code == 201 and first.json()["id"] == again.json()["id"]
+    assert first.json()["api_key"] and again.json()["api_key"] is None
+    assert first.json()["api_key"] not in str(IdempotencyKey.objects.get().response_body)

@@ -416,7 +416,10 @@ def deploy(ctx: Context, app: str, idempotency_key: str | None, **spec) -> None:
         out.print(t("Deployed {app} ({id}).", app=deployment["app"], id=deployment["id"]), highlight=False)
         if deployment.get("api_base_url"):
             out.print(t("Base URL: {url}", url=deployment["api_base_url"]), highlight=False)
-        out.print(t("API key (shown once): {key}", key=deployment["api_key"]), highlight=False)
+        if deployment.get("api_key"):
+            out.print(t("API key (shown once): {key}", key=deployment["api_key"]), highlight=False)
+        else:  # an Idempotency-Key replay: the key was in the first answer only
+            out.print(t("The API key was shown in the first answer only."), highlight=False)
 
     ctx.emit(deployment, render)
 

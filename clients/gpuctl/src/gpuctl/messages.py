@@ -27,6 +27,7 @@ ZH = {
     "Created": "创建时间",
     "Error": "错误",
     "Time": "时间",
+    "The API key was shown in the first answer only.": "API 密钥只在第一次返回中显示。",
     "Open {uri} and check the code {code}.": "请打开 {uri} 并核对验证码 {code}。",
     "The code expired; start again.": "验证码已过期，请重新开始。",
     "Resource": "资源",
