@@ -171,3 +171,8 @@ def test_login_through_the_browser_with_a_device_code(console, gpuctl, alice):
     assert run.code == 0, run.stdout + run.stderr
     assert "/account/device/?code=" in run.stderr and "alice@example.com" in run.stdout
     assert gpuctl("--json", "balance").json()["total_fen"] == 1_000_000  # the saved token works
+
+
+def test_version_and_help_need_no_console(gpuctl):
+    assert gpuctl("--version").stdout.strip() == "gpuctl, version 0.1.0"
+    assert "launch" in gpuctl("--help").stdout

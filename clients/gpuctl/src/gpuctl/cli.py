@@ -29,6 +29,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from gpuctl import __version__
 from gpuctl.client import ApiError, Client, device_login_poll, device_login_start
 from gpuctl.messages import t
 
@@ -118,7 +119,7 @@ class Group(click.Group):
 
 @click.group(cls=Group)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts) instead of tables.")
-@click.version_option(package_name="gpuctl", message="gpuctl %(version)s")
+@click.version_option(version=__version__, prog_name="gpuctl")
 @click.pass_context
 def cli(ctx, as_json: bool) -> None:
     """The GPU console from the terminal."""
