@@ -97,6 +97,7 @@ deps-check: setup-dev
 	$(BIN)/deptry .
 	$(BIN)/deptry . --requirements-files requirements-dev.txt --requirements-files-dev requirements-local.txt \
 	  --extend-exclude var --extend-exclude staticfiles --extend-exclude locale --extend-exclude deploy \
+	  --extend-exclude clients \
 	  --ignore DEP002,DEP004
 
 # Imports run one way (.importlinter: the layers, providers apart from the apps, each app's own order).

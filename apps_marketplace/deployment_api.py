@@ -22,6 +22,8 @@ from rest_framework.response import Response
 
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
+from core.api import SlugRelatedField
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
 from instances.errors import InstanceError
@@ -116,7 +118,14 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 
 class DeploymentCreatedSerializer(DeploymentSerializer):
-    api_key = serializers.CharField(read_only=True, help_text=_("Shown once; only its SHA-256 is kept."))
+    api_key = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text=_(
+            "Shown once; only its SHA-256 is kept. Null when the answer is an Idempotency-Key replay: "
+            "make a new key with regenerate-key if the first answer was lost."
+        ),
+    )
 
     class Meta(DeploymentSerializer.Meta):
         fields = [*DeploymentSerializer.Meta.fields, "api_key"]
@@ -124,13 +133,13 @@ class DeploymentCreatedSerializer(DeploymentSerializer):
 
 
 class DeploySerializer(serializers.Serializer):
-    app = serializers.SlugRelatedField(slug_field="slug", queryset=App.objects.filter(is_active=True))
-    model = serializers.SlugRelatedField(
+    app = SlugRelatedField(slug_field="slug", queryset=App.objects.filter(is_active=True))
+    model = SlugRelatedField(
         slug_field="repo_id", queryset=ModelEntry.objects.filter(is_active=True), required=False, allow_null=True
     )
     parameters = serializers.DictField(required=False, default=dict)
-    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
     gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
     volumes = LaunchVolumeSerializer(
         many=True, required=False, help_text="Volumes mounted into the app's instance (training output, a model)."
@@ -138,7 +147,7 @@ class DeploySerializer(serializers.Serializer):
 
 
 class RedeploySerializer(serializers.Serializer):
-    model = serializers.SlugRelatedField(
+    model = SlugRelatedField(
         slug_field="repo_id", queryset=ModelEntry.objects.filter(is_active=True), required=False, allow_null=True
     )
     parameters = serializers.DictField(required=False, default=dict)
@@ -155,6 +164,7 @@ _key_response = inline_serializer("DeploymentApiKey", {"api_key": serializers.Ch
         summary="Deploy an app",
         tags=["deployments"],
         request=DeploySerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={
             201: DeploymentCreatedSerializer,
             400: OpenApiResponse(description=_("Invalid choice, or the model does not fit")),
@@ -180,6 +190,7 @@ class DeploymentViewSet(
             return Deployment.objects.none()
         return selectors.deployment_list_for(user=self.request.user)
 
+    @idempotent(secret_fields=("api_key",))
     def create(self, request, *args, **kwargs):
         body = DeploySerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)

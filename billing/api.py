@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
@@ -18,10 +19,12 @@ from rest_framework.views import APIView
 
 from billing import selectors
 from billing import statements as stmt
+from billing.filters import TransactionFilter
 from billing.gateways import GatewayError, gateways_enabled
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
 from core.api import ServiceError
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 
 
 class GatewayUnavailable(ServiceError):
@@ -165,24 +168,16 @@ class BalanceView(APIView):
         return Response(BalanceSerializer(data).data)
 
 
-@extend_schema(
-    summary="Transactions",
-    parameters=[
-        OpenApiParameter("kind", OpenApiTypes.STR, enum=Transaction.Kind.values, description="Only this kind.")
-    ],
-)
+@extend_schema(summary="Transactions")
 class TransactionListView(generics.ListAPIView):
     serializer_class = TransactionSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = TransactionFilter
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Transaction.objects.none()
-        kind = self.request.query_params.get("kind") or None
-        if kind is not None and kind not in Transaction.Kind.values:
-            raise ValidationError(
-                {"kind": [_("Choose one of: %(kinds)s.") % {"kinds": ", ".join(Transaction.Kind.values)}]}
-            )
-        return selectors.transactions_for(user=self.request.user, kind=kind)
+        return selectors.transactions_for(user=self.request.user)
 
 
 class TopUpOrderListView(generics.ListAPIView):
@@ -200,11 +195,13 @@ class TopUpOrderListView(generics.ListAPIView):
     @extend_schema(
         summary="Create a top-up order",
         request=TopUpCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: TopUpOrderCreatedSerializer},
         description="Creates a pending order; send the payer to `checkout_url` (for a QR gateway, that is the "
         "order page, and `checkout_qr` is the code to show). The order is paid when the gateway's signed "
         "notification arrives.",
     )
+    @idempotent
     def post(self, request):
         serializer = TopUpCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

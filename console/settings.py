@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_filters",
     "django_htmx",
     "allauth",
     "allauth.account",
@@ -85,6 +86,8 @@ INSTALLED_APPS = [
     "instances",
     "apps_marketplace",
     "storage",
+    "idempotency",
+    "devicelogin",
 ]
 
 MIDDLEWARE = [
@@ -330,6 +333,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Clients send JSON; the form parsers stay for the browsable API but are not documented
+    # (a form field cannot say null).
+    "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
+    # Every 4xx in the one error format (core/api.py), documented on every operation.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.api.schema_error_responses"],
 }
 
 # --- Internationalisation --------------------------------------------------------------------------
@@ -751,3 +759,10 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
 # --- One-click deploy (apps_marketplace.services) ---------------------------------------------------
 # The instances image a deployment's instance boots; the app's container image runs on it.
 APPS_DEPLOY_BASE_IMAGE = os.environ.get("APPS_DEPLOY_BASE_IMAGE", "cuda-12.4-ubuntu22.04")
+
+# --- Idempotency keys (idempotency/) -----------------------------------------------------------------
+# A POST that creates or spends may carry an Idempotency-Key; keys are kept this long, then pruned.
+IDEMPOTENCY_KEY_TTL_S = 24 * 3600
+CELERY_BEAT_SCHEDULE.update(
+    {"idempotency-keys-prune": {"task": "idempotency.tasks.idempotency_keys_prune_task", "schedule": 3600.0}}
+)

@@ -8,6 +8,7 @@ from console import views
 from core.api import json_not_found
 
 api_v1 = [
+    path("account/device/", include("devicelogin.api_urls")),
     path("account/", include("accounts.api_urls")),
     path("billing/", include("billing.api_urls")),
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
@@ -37,6 +38,7 @@ urlpatterns = [
     path("staff/invoices/", include("invoices.staff_urls")),
     path("staff/fleet/", include("instances.staff_urls")),
     path("accounts/", include("accounts.auth_urls")),
+    path("account/device/", include("devicelogin.urls")),
     path("account/", include("accounts.urls")),
     path("billing/invoices/", include("invoices.urls")),
     path("billing/", include("billing.urls")),

@@ -15,15 +15,48 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.utils.translation import gettext as _
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class Pagination(PageNumberPagination):
+    """Page-number pagination that refuses what it cannot honour, with a 400 naming the parameter.
+
+    DRF's own quietly falls back to the default page size for ``page_size=abc`` and clamps
+    ``page_size=1000``: a client then reads a page it did not ask for. A page past the end stays
+    DRF's 404 (``Invalid page.``), documented on every list.
+    """
+
     page_size_query_param = "page_size"
     max_page_size = 100
+
+    def _positive_int(self, request, name: str, *, maximum: int | None = None) -> int | None:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return None
+        if not raw.isascii() or not raw.isdigit() or int(raw) < 1 or (maximum is not None and int(raw) > maximum):
+            if maximum is None:
+                message = _("Give a whole number of 1 or more.")
+            else:
+                message = _("Give a whole number from 1 to %(max)d.") % {"max": maximum}
+            raise exceptions.ValidationError({name: [message]})
+        return int(raw)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        self._positive_int(request, self.page_query_param)
+        self._positive_int(request, self.page_size_query_param, maximum=self.max_page_size)
+        return super().paginate_queryset(queryset, request, view)
+
+    def get_schema_operation_parameters(self, view) -> list[dict]:
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+            elif parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1, "maximum": self.max_page_size}
+        return parameters
 
 
 def _first_message(detail: Any) -> str:
@@ -69,6 +102,16 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     return response
 
 
+class SlugRelatedField(serializers.SlugRelatedField):
+    """DRF's, refusing a NUL character as "does not exist" before it reaches PostgreSQL (which would
+    fail the query: a 500 for what is only a wrong name)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", ""))
+        return super().to_internal_value(data)
+
+
 class ServiceError(exceptions.APIException):
     """A business rule refused the request; services raise domain errors that views map to this."""
 
@@ -78,3 +121,108 @@ class ServiceError(exceptions.APIException):
 
 def json_not_found(request, exception=None) -> JsonResponse:
     return JsonResponse(error_body(code="not_found", message=_("Not found.")), status=404)
+
+
+# --- The error format in the schema ------------------------------------------------------------------
+
+#: The one error body, as an OpenAPI component every documented 4xx refers to.
+ERROR_COMPONENT = {
+    "type": "object",
+    "description": "Every 4xx answer has this body.",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "Machine-readable and stable, e.g. not_found."},
+                "message": {"type": "string", "description": "For people, in the request's language."},
+                "fields": {
+                    "type": "object",
+                    "description": "On validation errors: each field's messages (nested for nested fields).",
+                    "additionalProperties": True,
+                },
+            },
+            "required": ["code", "message"],
+        }
+    },
+    "required": ["error"],
+}
+
+_ERROR_DESCRIPTIONS = {
+    "400": "The request is not valid: `fields` says which field and why.",
+    "401": "No valid credentials (a missing, expired or revoked token).",
+    "403": "Authenticated but not allowed.",
+    "404": "No such object (or it belongs to someone else), or a page past the end.",
+    "405": "This method is not allowed here.",
+    "406": "The Accept header asks for a type this endpoint cannot produce.",
+    "409": "A business rule refused the request: `code` says which.",
+    "415": "The request body's media type is not supported.",
+    "429": "Too many requests: wait the seconds the Retry-After header gives.",
+}
+_ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+
+def _error_response(status_code: str, description: str | None = None) -> dict:
+    response = {
+        "description": description or _ERROR_DESCRIPTIONS.get(status_code, "Refused."),
+        "content": {"application/json": {"schema": _ERROR_REF}},
+    }
+    if status_code == "429":
+        response["headers"] = {
+            "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."}
+        }
+    return response
+
+
+_NO_NUL = "^[^\\x00]*$"
+
+
+def _forbid_nul(node) -> None:
+    """Text the API reads may not hold NUL (DRF refuses it; PostgreSQL cannot store it): say so."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and not node.keys() & {"enum", "pattern", "format", "$ref"}:
+            node["pattern"] = _NO_NUL
+        for value in node.values():
+            _forbid_nul(value)
+    elif isinstance(node, list):
+        for value in node:
+            _forbid_nul(value)
+
+
+def schema_error_responses(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing hook: document the 4xx answers of every operation.
+
+    Why a hook and not ``extend_schema`` on each view: the exception handler above gives every 4xx
+    the same body, whatever the view, so the schema says so in one place and a new endpoint cannot
+    forget it. A 4xx a view documented with a description only gets the error body attached; the
+    codes any endpoint may answer (credentials, throttling, content negotiation) are added to all;
+    400 where there is input to refuse, 404 where the path names an object, 415 where there is a body.
+    """
+    components = result.setdefault("components", {}).setdefault("schemas", {})
+    for name, component in components.items():
+        if name.endswith("Request"):  # the request halves (COMPONENT_SPLIT_REQUEST)
+            _forbid_nul(component)
+    components["Error"] = ERROR_COMPONENT
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            responses = operation.setdefault("responses", {})
+            for code, response in responses.items():
+                if code.startswith("4") and not response.get("content"):
+                    responses[code] = _error_response(code, response.get("description"))
+            parameters = operation.get("parameters", [])
+            for parameter in parameters:
+                if parameter.get("in") == "query":  # query text reaches forms and PostgreSQL too
+                    _forbid_nul(parameter.get("schema", {}))
+            wanted = ["406", "429"]
+            if operation.get("security") != [{}] and {} not in operation.get("security", []):
+                wanted += ["401", "403"]
+            if any(p.get("in") == "query" for p in parameters) or "requestBody" in operation:
+                wanted.append("400")
+            if any(p.get("in") == "path" for p in parameters) or any(p.get("name") == "page" for p in parameters):
+                wanted.append("404")
+            if "requestBody" in operation:
+                wanted.append("415")
+            for code in wanted:
+                responses.setdefault(code, _error_response(code))
+    return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db.models import Prefetch
 from django.utils.translation import gettext_lazy as _
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -26,9 +27,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import SSHKey
-from core.api import ServiceError
+from core.api import ServiceError, SlugRelatedField
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, selectors, services, tasks
 from instances.catalogue_cache import catalogue_active
+from instances.filters import InstanceFilter
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
 from instances.volumes import volume_hooks
 
@@ -160,7 +163,7 @@ class LaunchVolumeSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["rw", "ro", "shared-rw"], default="rw")
 
 
-class CatalogueSlugField(serializers.SlugRelatedField):
+class CatalogueSlugField(SlugRelatedField):
     """The slug of an active region, GPU model or image, looked up in the process's copy of the
     catalogue (``instances.catalogue_cache``): no query per launch."""
 
@@ -173,7 +176,7 @@ class CatalogueSlugField(serializers.SlugRelatedField):
             self.fail("invalid")
         obj = catalogue_active(self.model).get(data)
         if obj is None:
-            self.fail("does_not_exist", slug_name="slug", value=data)
+            self.fail("does_not_exist", slug_name="slug", value=data.replace("\x00", ""))
         return obj
 
 
@@ -251,6 +254,9 @@ class GpuModelSerializer(serializers.ModelSerializer):
 
 
 class ImageSerializer(serializers.ModelSerializer):
+    # Image slugs carry versions ("pytorch-2.5-cu124"): not a SlugField's pattern.
+    slug = serializers.CharField(read_only=True)
+
     class Meta:
         model = Image
         fields = ["slug", "name", "framework", "framework_version", "cuda_version", "python_version", "os"]
@@ -263,7 +269,7 @@ class RegionSerializer(serializers.ModelSerializer):
 
 
 class QuotaRequestSerializer(serializers.ModelSerializer):
-    gpu_model = serializers.SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
 
     class Meta:
         model = QuotaRequest
@@ -295,6 +301,7 @@ _action_response = {200: InstanceSerializer, 409: OpenApiResponse(description=_(
         summary="Launch an instance",
         tags=["instances"],
         request=LaunchSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={
             201: InstanceSerializer,
             400: OpenApiResponse(description=_("Invalid choice")),
@@ -307,17 +314,21 @@ class InstanceViewSet(
 ):
     serializer_class = InstanceSerializer
     lookup_value_converter = "uuid"
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = InstanceFilter
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Instance.objects.none()
-        include_released = self.request.query_params.get("released") == "1" or self.action != "list"
+        released = self.request.query_params.get("released", "").lower() in {"1", "true"}
+        include_released = released or self.action != "list"
         qs = selectors.instance_list_for(user=self.request.user, include_released=include_released)
         if self.action == "list":
             # Only what the representation reads: the joined models' slugs, not their every column.
             qs = qs.only(*LIST_FIELDS)
         return qs.prefetch_related(Prefetch("ssh_keys", queryset=SSHKey.objects.only("pk")))
 
+    @idempotent
     def create(self, request, *args, **kwargs):
         launch = LaunchSerializer(data=request.data, context={"request": request})
         launch.is_valid(raise_exception=True)

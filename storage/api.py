@@ -13,7 +13,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from core.api import ServiceError
+from core.api import ServiceError, SlugRelatedField
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances.errors import InstanceError, LaunchInvalid
 from instances.models import Instance, Region
 from storage import selectors, services
@@ -89,7 +90,7 @@ class VolumeSerializer(serializers.ModelSerializer):
 
 class VolumeCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64)
-    region = serializers.SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
     size_gb = serializers.IntegerField()
 
 
@@ -121,6 +122,7 @@ _refused = OpenApiResponse(description="invalid_state, attachment_conflict, quot
         summary="Create a volume",
         tags=["storage"],
         request=VolumeCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: VolumeSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
     ),
     destroy=extend_schema(
@@ -154,6 +156,7 @@ class VolumeViewSet(
         volume = selectors.volume_get_for(user=self.request.user, volume_id=volume.pk)
         return Response(VolumeSerializer(volume, context=self.get_serializer_context()).data, status=code)
 
+    @idempotent
     def create(self, request, *args, **kwargs):
         body = VolumeCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -196,9 +199,11 @@ class VolumeViewSet(
         summary="Attach to one of your instances (mounted at its next start or restart)",
         tags=["storage"],
         request=AttachSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: AttachmentSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
     )
     @action(detail=True, methods=["get", "post"])
+    @idempotent
     def attachments(self, request, pk=None):
         volume = self.get_object()
         if request.method == "GET":

@@ -1,0 +1,54 @@
+"""English and Chinese messages. The language is GPUCTL_LANG, else LANG/LC_ALL (zh* → Chinese)."""
+
+from __future__ import annotations
+
+import os
+
+ZH = {
+    "Logged in to {url} as {email}.": "已登录 {url}，账号 {email}。",
+    "Not logged in: run `gpuctl login --url URL --token TOKEN` (or set GPUCTL_URL and GPUCTL_TOKEN).": "尚未登录：请运行 `gpuctl login --url URL --token TOKEN`（或设置 GPUCTL_URL 和 GPUCTL_TOKEN）。",
+    "Launched {name} ({id}); waiting for it to run…": "已创建 {name}（{id}），等待运行…",
+    "{name} is running.": "{name} 已运行。",
+    "{name} is {status}: {reason}": "{name} 状态为 {status}：{reason}",
+    "Gave up waiting after {seconds} s; it is {status}. `gpuctl show {id}` follows it.": "等待 {seconds} 秒后放弃；当前状态 {status}。可用 `gpuctl show {id}` 继续查看。",
+    "No instance matches {ref!r}.": "没有与 {ref!r} 匹配的实例。",
+    "{ref!r} matches several instances: {ids}. Give more of the id.": "{ref!r} 匹配多个实例：{ids}。请给出更长的 ID。",
+    "{name} offers no SSH entry.": "{name} 没有提供 SSH 入口。",
+    "No instances. Launch one with `gpuctl launch`.": "没有实例。可用 `gpuctl launch` 创建。",
+    "Deployed {app} ({id}).": "已部署 {app}（{id}）。",
+    "API key (shown once): {key}": "API 密钥（只显示一次）：{key}",
+    "Base URL: {url}": "接口地址：{url}",
+    "Balance": "余额",
+    "Status": "状态",
+    "Name": "名称",
+    "Region": "地区",
+    "GPUs": "GPU",
+    "Price/h": "每小时",
+    "Created": "创建时间",
+    "Error": "错误",
+    "Time": "时间",
+    "The API key was shown in the first answer only.": "API 密钥只在第一次返回中显示。",
+    "Open {uri} and check the code {code}.": "请打开 {uri} 并核对验证码 {code}。",
+    "The code expired; start again.": "验证码已过期，请重新开始。",
+    "Resource": "资源",
+    "Description": "说明",
+    "Hours": "小时",
+    "Amount": "金额",
+    "Total": "合计",
+    "Used": "已用",
+    "Limit": "上限",
+    "Change": "变化",
+    "Kind": "类型",
+    "Reason": "原因",
+}
+
+
+def _chinese() -> bool:
+    lang = os.environ.get("GPUCTL_LANG") or os.environ.get("LC_ALL") or os.environ.get("LANG") or ""
+    return lang.lower().startswith("zh")
+
+
+def t(message: str, **values) -> str:
+    """The message in the user's language, with ``values`` filled in."""
+    text = ZH.get(message, message) if _chinese() else message
+    return text.format(**values)

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class DeviceLoginConfig(AppConfig):
+    name = "devicelogin"
+    verbose_name = _("Device log-in")

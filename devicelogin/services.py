@@ -1,0 +1,93 @@
+"""Start, confirm and redeem a device log-in. Every move is a compare-and-set on ``status``."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from accounts.services import api_token_create
+from devicelogin.models import DeviceAuthorization
+
+LIFETIME = timedelta(minutes=10)
+POLL_INTERVAL_S = 2
+# No 0/O, 1/I/L, 5/S, 2/Z: a code read aloud or from a small screen is typed right the first time.
+_ALPHABET = "ABCDEFGHJKMNPQRTUVWXY346789"
+
+
+class DeviceLoginRefused(Exception):
+    """``code``: not_found, authorization_pending, access_denied or expired_token."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _digest(device_code: str) -> str:
+    return hashlib.sha256(device_code.encode()).hexdigest()
+
+
+def user_code_normalise(raw: str) -> str:
+    """``abcd efgh`` / ``ABCD-EFGH`` → ``ABCD-EFGH``."""
+    letters = "".join(ch for ch in raw.upper() if ch.isalnum())
+    return f"{letters[:4]}-{letters[4:8]}" if len(letters) == 8 else letters
+
+
+def device_login_start(*, client_name: str) -> tuple[DeviceAuthorization, str]:
+    """A new pending log-in and its device code (returned once, stored as a digest)."""
+    device_code = secrets.token_urlsafe(32)
+    user_code = "".join(secrets.choice(_ALPHABET) for _ in range(8))
+    authorization = DeviceAuthorization.objects.create(
+        device_code_digest=_digest(device_code),
+        user_code=f"{user_code[:4]}-{user_code[4:]}",
+        client_name=" ".join(client_name.split())[:64] or "gpuctl",
+        expires_at=timezone.now() + LIFETIME,
+    )
+    return authorization, device_code
+
+
+def device_login_pending(*, user_code: str) -> DeviceAuthorization | None:
+    """The pending, unexpired log-in with this code, or None."""
+    return DeviceAuthorization.objects.filter(
+        user_code=user_code_normalise(user_code),
+        status=DeviceAuthorization.Status.PENDING,
+        expires_at__gt=timezone.now(),
+    ).first()
+
+
+def device_login_decide(*, authorization: DeviceAuthorization, user, approve: bool) -> bool:
+    """Confirm (or refuse) for ``user``; False when it was no longer pending (decided, or expired)."""
+    status = DeviceAuthorization.Status.APPROVED if approve else DeviceAuthorization.Status.DENIED
+    return bool(
+        DeviceAuthorization.objects.filter(
+            pk=authorization.pk, status=DeviceAuthorization.Status.PENDING, expires_at__gt=timezone.now()
+        ).update(status=status, user=user)
+    )
+
+
+def device_login_redeem(*, device_code: str) -> str:
+    """The new API token once the user confirmed; otherwise ``DeviceLoginRefused`` saying why.
+
+    The approved → redeemed move and the token are one transaction, so two polls racing get one
+    token between them and the other a ``not_found`` (the code is spent).
+    """
+    with transaction.atomic():
+        authorization = (
+            DeviceAuthorization.objects.select_for_update().filter(device_code_digest=_digest(device_code)).first()
+        )
+        if authorization is None or authorization.status == DeviceAuthorization.Status.REDEEMED:
+            raise DeviceLoginRefused("not_found", _("No such device code (or it was used already)."))
+        if authorization.status == DeviceAuthorization.Status.DENIED:
+            raise DeviceLoginRefused("access_denied", _("The log-in was refused in the browser."))
+        if authorization.status == DeviceAuthorization.Status.PENDING:
+            if authorization.expired:
+                raise DeviceLoginRefused("expired_token", _("The code expired; start again."))
+            raise DeviceLoginRefused("authorization_pending", _("Waiting for confirmation in the browser."))
+        authorization.status = DeviceAuthorization.Status.REDEEMED
+        authorization.save(update_fields=["status"])
+        _token, raw = api_token_create(user=authorization.user, name=authorization.client_name, expires_at=None)
+        return raw
