@@ -95,16 +95,17 @@ class TopUpCreateSerializer(serializers.Serializer):
         required=False, max_length=20, help_text=_('The amount in yuan as text, e.g. "50" or "99.90".')
     )
     amount_fen = serializers.IntegerField(required=False, help_text=_("Or the amount in fen, e.g. 5000."))
-    gateway = serializers.CharField(
+    gateway = serializers.ChoiceField(
+        choices=(),
         required=False,
-        max_length=40,
         help_text=_("The payment method: one of the enabled gateways' names (the default one when omitted)."),
+        error_messages={"invalid_choice": _("Choose one of the payment methods offered.")},
     )
 
-    def validate_gateway(self, value):
-        if value not in {gateway.name for gateway in gateways_enabled()}:
-            raise ValidationError(_("Choose one of the payment methods offered."))
-        return value
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The gateways this deployment enables, so the schema lists them as the field's values.
+        self.fields["gateway"].choices = [gateway.name for gateway in gateways_enabled()]
 
     def validate(self, attrs):
         if ("amount" in attrs) == ("amount_fen" in attrs):

@@ -174,13 +174,17 @@ def _error_response(status_code: str, description: str | None = None) -> dict:
 
 
 _NO_NUL = "^[^\\x00]*$"
+# A required text field (minLength 1) is trimmed before it is checked, so it needs a character that is
+# not white space: "   " is as blank as "".
+_NOT_BLANK = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
 def _forbid_nul(node) -> None:
-    """Text the API reads may not hold NUL (DRF refuses it; PostgreSQL cannot store it): say so."""
+    """Text the API reads may not hold NUL (DRF refuses it; PostgreSQL cannot store it), and text it
+    trims may not be only white space: say so."""
     if isinstance(node, dict):
         if node.get("type") == "string" and not node.keys() & {"enum", "pattern", "format", "$ref"}:
-            node["pattern"] = _NO_NUL
+            node["pattern"] = _NOT_BLANK if node.get("minLength", 0) >= 1 else _NO_NUL
         for value in node.values():
             _forbid_nul(value)
     elif isinstance(node, list):
