@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "instances",
     "apps_marketplace",
     "storage",
+    "gateway",
 ]
 
 MIDDLEWARE = [
@@ -666,6 +667,23 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
 CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
+# --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------
+# Its own process (`python -m gateway`, started by `make run`). Off: no gateway key is installed on new
+# instances and pages show no gateway command (the process refuses to start).
+GATEWAY_ENABLED = env_bool("GATEWAY_ENABLED", True)
+GATEWAY_BIND = os.environ.get("GATEWAY_BIND", "0.0.0.0")  # noqa: S104 (a public endpoint by design)
+GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "2222"))
+# The host name in the gateway command pages show; empty: the host the browser used.
+GATEWAY_HOST = os.environ.get("GATEWAY_HOST", "")
+# Derives each instance's gateway key and the gateway's host key (so every replica answers with the same
+# host key and no key is stored). Changing it locks the gateway out of instances launched before.
+GATEWAY_KEY_SECRET = os.environ.get("GATEWAY_KEY_SECRET", "") or SECRET_KEY
+# A host key file of its own instead of the derived one (an existing OpenSSH private key).
+GATEWAY_HOST_KEY_FILE = os.environ.get("GATEWAY_HOST_KEY_FILE", "")
+# How long the gateway waits for an instance's sshd to accept its key.
+GATEWAY_CONNECT_TIMEOUT_S = float(os.environ.get("GATEWAY_CONNECT_TIMEOUT_S", "15"))
+# Keys the instances app adds to every launch's authorized keys: the instance's gateway key.
+INSTANCES_AUTHORIZED_KEYS_HOOK = "gateway.keys.instance_authorized_keys"
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.
 INSTANCES_CRASH_LIMIT = int(os.environ.get("INSTANCES_CRASH_LIMIT", "3"))
 INSTANCES_CRASH_WINDOW_S = int(os.environ.get("INSTANCES_CRASH_WINDOW_S", "600"))

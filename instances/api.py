@@ -110,6 +110,7 @@ class InstanceSerializer(serializers.ModelSerializer):
                 "jupyterlab_url": serializers.CharField(allow_null=True),
                 "vscode_url": serializers.CharField(allow_null=True),
                 "ssh_command": serializers.CharField(allow_null=True),
+                "gateway_command": serializers.CharField(allow_null=True),
             },
         )
     )

@@ -262,7 +262,21 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
         "jupyterlab_url": f"{base}lab/" if "lab" in web else None,
         "vscode_url": f"{base}code/" if "code" in web else None,
         "ssh_command": ssh,
+        "gateway_command": instance_gateway_command(instance=instance, host=host),
     }
+
+
+def instance_gateway_command(*, instance: Instance, host: str) -> str | None:
+    """``ssh -p 2222 <instance id>@<host>``: the one SSH endpoint of the console (the ``gateway`` app), shown
+    while the gateway is enabled and the instance runs. The id, not the name: names need not be unique.
+
+    ``host`` is the host the browser used, unless ``GATEWAY_HOST`` names one (its port is the web's: dropped).
+    """
+    if not getattr(settings, "GATEWAY_ENABLED", False) or instance.status != Instance.Status.RUNNING:
+        return None
+    gateway_host = getattr(settings, "GATEWAY_HOST", "") or split_domain_port(host)[0] or host
+    port = int(getattr(settings, "GATEWAY_PORT", 22))
+    return f"ssh {f'-p {port} ' if port != 22 else ''}{instance.pk}@{gateway_host}"
 
 
 # --- Staff: the fleet ---------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
@@ -491,6 +492,14 @@ def app_launch_from(data: dict) -> AppLaunch | None:
     )
 
 
+def _authorized_keys(instance: Instance) -> tuple[str, ...]:
+    """The owner's chosen keys, then those ``INSTANCES_AUTHORIZED_KEYS_HOOK`` adds (the SSH gateway's key for
+    this instance, ``gateway.keys``): the instances app names the hook, so it never imports the gateway."""
+    keys = tuple(instance.ssh_keys.values_list("public_key", flat=True))
+    hook = getattr(settings, "INSTANCES_AUTHORIZED_KEYS_HOOK", "")
+    return keys + tuple(import_string(hook)(instance=instance)) if hook else keys
+
+
 def _spec(instance: Instance) -> InstanceSpec:
     return InstanceSpec(
         node=instance.node.name if instance.node else "",
@@ -498,7 +507,7 @@ def _spec(instance: Instance) -> InstanceSpec:
         gpu_count=instance.gpu_count,
         image=instance.image.slug,
         disk_gb=instance.disk_gb,
-        ssh_public_keys=tuple(instance.ssh_keys.values_list("public_key", flat=True)),
+        ssh_public_keys=_authorized_keys(instance),
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),

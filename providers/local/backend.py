@@ -44,6 +44,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SshTarget,
     TransientBackendError,
     VolumesCapability,
 )
@@ -252,6 +253,15 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, ProvisioningBackend
 
     def proxy_target(self, *, key: str, service: str):
         return registry.proxy_target(self.runtime, key=key, service=service)
+
+    def ssh_target(self, *, key: str) -> SshTarget | None:
+        meta = self._meta(key)
+        port = self.runtime.ports.get(key).get(SSH) if meta else None
+        if not meta or not port:
+            return None
+        bind = self.runtime.bind
+        host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104 (a comparison)
+        return SshTarget(host=host, port=int(port), user=meta.get("login_user", ""))
 
     # --- volumes ----------------------------------------------------------------------------------------
 
