@@ -260,8 +260,10 @@ async def handle_process(process: asyncssh.SSHServerProcess) -> None:
     if remote.exit_signal:
         signal, core_dumped, message, language = remote.exit_signal
         process.exit_with_signal(signal, core_dumped, message, language)
+    elif remote.exit_status is not None:
+        process.exit(remote.exit_status)
     else:
-        process.exit(remote.returncode if remote.returncode is not None else 255)
+        process.close()  # none was sent (an sftp server just closes): send none either
 
 
 async def gateway_serve(*, host: str, port: int) -> asyncssh.SSHAcceptor:

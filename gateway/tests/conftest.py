@@ -36,8 +36,11 @@ class LoopThread:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
 
-    def run(self, coroutine, timeout: float = 30):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+    def run(self, awaitable, timeout: float = 30):
+        async def wait():
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(wait(), self.loop).result(timeout)
 
     def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
