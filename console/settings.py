@@ -669,8 +669,9 @@ CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketpl
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------
 # Its own process (`python -m gateway`, started by `make run`). Off: no gateway key is installed on new
-# instances and pages show no gateway command (the process refuses to start).
-GATEWAY_ENABLED = env_bool("GATEWAY_ENABLED", True)
+# instances and pages show no gateway command (the process refuses to start). Off in the test suite unless
+# a test turns it on (gateway/tests), so other apps' tests see only their providers' entry points.
+GATEWAY_ENABLED = env_bool("GATEWAY_ENABLED", not TESTING)
 GATEWAY_BIND = os.environ.get("GATEWAY_BIND", "0.0.0.0")  # noqa: S104 (a public endpoint by design)
 GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "2222"))
 # The host name in the gateway command pages show; empty: the host the browser used.
