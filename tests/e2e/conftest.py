@@ -141,9 +141,7 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    console = Console(
-        url=f"http://127.0.0.1:{port}/", clone=clone, log=log, process=process, gateway_port=gateway_port
-    )
+    console = Console(url=f"http://127.0.0.1:{port}/", clone=clone, log=log, process=process, gateway_port=gateway_port)
     try:
         # A fresh clone creates its virtualenv first: minutes on a cold pip cache.
         wait_for_log(log, "GPU Console is running", timeout=900, process=process)
