@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,12 @@ import pytest
 from accounts.services import ssh_key_add
 from gateway.server import gateway_drain, gateway_serve
 from instances.catalogue import catalogue_seed
-from instances.tests.conftest import backends, fund, running
+from instances.tests.conftest import (
+    backends,
+    fund,
+    running,
+    this_host,  # noqa: F401 (a fixture: the local backend)
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,3 +139,25 @@ def connect(port: int, login: str, key: asyncssh.SSHKey, **kwargs):
         config=(),
         **kwargs,
     )
+
+
+def openssh(tool: str, person, port: int, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    """One of OpenSSH's clients (ssh, scp, sftp) as ``person``, with nothing from ~/.ssh."""
+    options = [
+        "-F",
+        "/dev/null",
+        "-i",
+        str(person.key_path),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "BatchMode=yes",
+    ]
+    port_flag = ["-P" if tool == "scp" else "-p", str(port)] if tool != "sftp" else ["-P", str(port)]
+    return subprocess.run([tool, *options, *port_flag, *args], capture_output=True, timeout=60, **kwargs)

@@ -16,7 +16,7 @@ from asyncssh.sftp import run_sftp_server
 
 from gateway import keys
 from gateway.server import PassThroughProcess
-from gateway.tests.conftest import connect, free_port
+from gateway.tests.conftest import connect, free_port, openssh
 from providers import SshTarget
 from providers.simulated.backend import SimulatedBackend
 
@@ -100,35 +100,14 @@ def instance_sshd(loop_thread, world, tmp_path, monkeypatch):
     loop_thread.run(close())
 
 
-def _openssh(tool: str, person, port: int, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    options = [
-        "-F",
-        "/dev/null",
-        "-i",
-        str(person.key_path),
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "BatchMode=yes",
-    ]
-    port_flag = ["-P" if tool == "scp" else "-p", str(port)] if tool != "sftp" else ["-P", str(port)]
-    return subprocess.run([tool, *options, *port_flag, *args], capture_output=True, timeout=60, **kwargs)
-
-
 def test_commands_pass_through_with_their_streams_and_exit_status(gateway, world, instance_sshd):
     alice, instance = world["alice"], world["instance"]
-    result = _openssh("ssh", alice, gateway, f"{instance.pk}@127.0.0.1", "nvidia-smi -L")
+    result = openssh("ssh", alice, gateway, f"{instance.pk}@127.0.0.1", "nvidia-smi -L")
     assert result.returncode == 3
     assert result.stdout == b"ran 'nvidia-smi -L' as root\n"
     assert result.stderr == b"a word on stderr\n"
 
-    piped = _openssh("ssh", alice, gateway, "train@127.0.0.1", "cat", input=b"x" * 300_000)
+    piped = openssh("ssh", alice, gateway, "train@127.0.0.1", "cat", input=b"x" * 300_000)
     assert piped.returncode == 0
     assert piped.stdout == b"x" * 300_000
 
