@@ -245,16 +245,21 @@ async def handle_process(process: asyncssh.SSHServerProcess) -> None:
         process.exit(1)
         return
     term_type = process.term_type
-    remote = await upstream.create_process(
-        process.command,
-        subsystem=process.subsystem,
-        env=process.env,
-        term_type=term_type,
-        term_size=process.term_size if term_type else None,
-        term_modes=process.term_modes if term_type else None,
-        request_pty=bool(term_type),
-        encoding=None,
-    )
+    try:
+        remote = await upstream.create_process(
+            process.command,
+            subsystem=process.subsystem,
+            env=process.env,
+            term_type=term_type,
+            term_size=process.term_size if term_type else None,
+            term_modes=process.term_modes if term_type else None,
+            request_pty=bool(term_type),
+            encoding=None,
+        )
+    except asyncssh.ChannelOpenError as exc:  # the instance's sshd refused the session (no such subsystem…)
+        process.stderr.write((_("The instance refused: %(reason)s") % {"reason": exc.reason} + "\r\n").encode())
+        process.exit(1)
+        return
     await remote.redirect(stdin=process.stdin, stdout=process.stdout, stderr=process.stderr)
     await remote.wait_closed()
     if remote.exit_signal:
