@@ -79,7 +79,14 @@ SERVICES = ("lab", "code", "app", "webui")
 # Services a caller may reach with a Bearer key instead of the owner's session (a deployment's API key:
 # scripts and OpenAI clients send no cookies). The resolver checks the key; the key never goes upstream.
 KEY_SERVICES = ("app",)
-_PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z]+)(?P<rest>/.*)?$")
+_PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z][a-z0-9-]{0,40})(?P<rest>/.*)?$")
+# A user's own port (``p6006``) or a share link to one (``s-<token>``): ``CONSOLE_PROXY_PORT_RESOLVER``
+# answers for those (``ports.proxy``); a share link needs no session.
+_PORT_SERVICE = re.compile(r"^(p[1-9][0-9]{0,4}|s-[a-z2-7]{32})$")
+
+
+def is_port_service(service: str) -> bool:
+    return bool(_PORT_SERVICE.match(service))
 
 
 def _prefix() -> str:
@@ -97,6 +104,14 @@ def _resolver(dotted: str):
 
 async def resolve(*, instance_id: str, service: str, user, api_key: str = "") -> ProxyTarget | None:
     """The target for the session's ``user``, or, with ``api_key``, for whoever holds that key."""
+    if is_port_service(service):
+        port_resolver = getattr(settings, "CONSOLE_PROXY_PORT_RESOLVER", "")
+        if not port_resolver:
+            return None
+        authenticated = user is not None and getattr(user, "is_authenticated", False)
+        return await database_sync_to_async(_resolver(port_resolver))(
+            instance_id=instance_id, service=service, user=user if authenticated else None
+        )
     resolver = _resolver(settings.CONSOLE_PROXY_RESOLVER)
     if api_key:
         # Only the key decides: a request carrying one is not also granted by the session beside it.
@@ -175,7 +190,7 @@ def _split(scope) -> tuple[str, str, str, bytes] | None:
     if not scope["path"].startswith(prefix):
         return None
     match = _PATH.match(scope["path"][len(prefix) :])
-    if not match or match["service"] not in SERVICES:
+    if not match or (match["service"] not in SERVICES and not is_port_service(match["service"])):
         return None
     mount = f"{prefix}{match['id']}/{match['service']}"
     raw = scope.get("raw_path") or scope["path"].encode()

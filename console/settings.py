@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "apps_marketplace",
     "storage",
     "gateway",
+    "ports",
 ]
 
 MIDDLEWARE = [
@@ -665,6 +666,8 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
 # app (apps_marketplace.proxy); the runtime-only resolver, providers.local.runtime.registry.proxy_target_for,
 # serves instances started without the console.
 CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
+# Users' own ports (/i/<id>/p<port>/) and their share links (/i/<id>/s-<token>/): ports.proxy.
+CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy.port_proxy_target"
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------

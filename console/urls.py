@@ -11,6 +11,7 @@ api_v1 = [
     path("account/", include("accounts.api_urls")),
     path("billing/", include("billing.api_urls")),
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
+    path("", include("ports.api_urls")),  # instances/<id>/ports/: before the instances router
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
 ]
@@ -39,6 +40,7 @@ urlpatterns = [
     path("account/", include("accounts.urls")),
     path("billing/", include("billing.urls")),
     path("apps/", include("apps_marketplace.urls")),
+    path("instances/", include("ports.urls")),  # <id>/ports/…: before the instances app's <id>/<action>/
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
     path("storage/", include("storage.urls")),

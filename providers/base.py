@@ -329,3 +329,9 @@ class EntryPointsCapability:
         """Where the SSH gateway reaches machine ``key``'s sshd now, or None when it serves none (not
         running, or started without SSH). Like ``proxy_target``, the caller has checked ownership."""
         return None
+
+    def port_target(self, *, key: str, port: int) -> ProxyTarget | None:
+        """Where the console's proxy reaches ``port`` of machine ``key`` (a server of the owner's own, such
+        as TensorBoard on 6006), served at "/" (``strip_prefix``); None when the machine is not here now.
+        The caller has checked that the port is declared and who may use it."""
+        return None

@@ -718,6 +718,13 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBacken
             ssh_user=head.get("login_user", "") if "ssh" in ports else "",
         )
 
+    def port_target(self, *, key: str, port: int):
+        """The head node, where the job's report says it runs."""
+        head = self._head(key)
+        if head is None:
+            return None
+        return ProxyTarget(host=head.get("host") or "127.0.0.1", port=int(port), strip_prefix=True)
+
     def ssh_target(self, *, key: str) -> SshTarget | None:
         """The head node's sshd, where the job's report says it listens."""
         head = self._head(key)

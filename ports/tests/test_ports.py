@@ -1,0 +1,146 @@
+"""A user's own ports: declared on the page or in the API, served to the owner alone through the proxy
+(HTTP and WebSocket), and made public by share links that stop working once revoked or expired."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.utils import timezone
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
+
+from console.tests.conftest import session_cookie
+from ports.models import InstancePort, PortShare
+from ports.services import port_declare, share_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_owner_declares_a_port_in_the_api_and_reaches_it_alone(
+    alice_instance, alice, charlie, client_for, console_url, user_server
+):
+    api = client_for(alice).post(
+        f"/api/v1/instances/{alice_instance.pk}/ports/", {"port": user_server, "name": "TensorBoard"}
+    )
+    assert api.status_code == 201, api.content
+    url = api.json()["url"]
+    assert url == f"/i/{alice_instance.pk}/p{user_server}/"
+
+    owner = httpx.get(f"{console_url}{url}data?run=1", cookies={**session_cookie(alice), "theirs": "kept"}, timeout=10)
+    assert owner.status_code == 200
+    # Served at "/" upstream, with the user's own cookies but never the console's session.
+    assert owner.text.startswith("path=/data?run=1 cookie=theirs=kept")
+    assert "sessionid" not in owner.text
+
+    assert httpx.get(f"{console_url}{url}", cookies=session_cookie(charlie), timeout=10).status_code == 404
+    assert httpx.get(f"{console_url}{url}", timeout=10).status_code == 404
+    undeclared = f"{console_url}/i/{alice_instance.pk}/p{user_server + 1}/"
+    assert httpx.get(undeclared, cookies=session_cookie(alice), timeout=10).status_code == 404
+
+
+def test_websockets_reach_a_declared_port(alice_instance, alice, console_url, ws_server):
+    port_declare(instance=alice_instance, port=ws_server, name="Gradio")
+    url = f"{console_url.replace('http', 'ws')}/i/{alice_instance.pk}/p{ws_server}/queue/join"
+    cookie = "; ".join(f"{k}={v}" for k, v in session_cookie(alice).items())
+
+    async def talk():
+        async with ws_connect(url, additional_headers={"Cookie": cookie, "Origin": console_url}) as ws:
+            await ws.send("hello")
+            return await ws.recv()
+
+    assert asyncio.run(talk()) == "echo hello from /queue/join"
+
+    async def stranger():
+        async with ws_connect(url, additional_headers={"Origin": console_url}):
+            pass
+
+    with pytest.raises(InvalidStatus) as refused:
+        asyncio.run(stranger())
+    assert refused.value.response.status_code == 404
+
+
+def test_a_share_link_works_for_anyone_until_it_is_revoked(alice_instance, alice, client_for, console_url, user_server):
+    client = client_for(alice)
+    port = client.post(f"/api/v1/instances/{alice_instance.pk}/ports/", {"port": user_server}).json()
+    made = client.post(f"/api/v1/instances/{alice_instance.pk}/ports/{port['id']}/shares/", {"label": "demo for Bob"})
+    assert made.status_code == 201
+    share = made.json()
+    assert share["status"] == "active" and share["label"] == "demo for Bob"
+    assert share["url"].startswith(f"/i/{alice_instance.pk}/s-")
+
+    public = httpx.get(f"{console_url}{share['url']}hello", timeout=10)  # no session at all
+    assert public.status_code == 200
+    assert public.text.startswith("path=/hello")
+
+    listed = client.get(f"/api/v1/instances/{alice_instance.pk}/ports/").json()
+    assert [s["url"] for s in listed[0]["shares"]] == [share["url"]]
+
+    revoked = client.post(f"/api/v1/instances/{alice_instance.pk}/ports/{port['id']}/shares/{share['id']}/revoke/")
+    assert revoked.status_code == 200 and revoked.json()["status"] == "revoked"
+    assert httpx.get(f"{console_url}{share['url']}hello", timeout=10).status_code == 404
+
+
+def test_an_expired_share_link_is_a_404(alice_instance, console_url, user_server):
+    port = port_declare(instance=alice_instance, port=user_server)
+    share = share_create(port=port, expires_at=timezone.now() + timedelta(hours=1))
+    assert httpx.get(f"{console_url}{share.url}", timeout=10).status_code == 200
+    PortShare.objects.filter(pk=share.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert httpx.get(f"{console_url}{share.url}", timeout=10).status_code == 404
+    guessed = f"{console_url}/i/{alice_instance.pk}/s-{'a' * 32}/"
+    assert httpx.get(guessed, timeout=10).status_code == 404
+
+
+def test_the_page_adds_a_port_makes_and_revokes_a_share_link(alice_instance, alice, client_for):
+    client = client_for(alice)
+    page = client.get(f"/instances/{alice_instance.pk}/").content.decode()
+    assert f'hx-get="/instances/{alice_instance.pk}/ports/"' in page
+
+    card = client.post(
+        f"/instances/{alice_instance.pk}/ports/add/", {"port": "6006", "name": "TensorBoard"}, HTTP_HX_REQUEST="true"
+    )
+    assert card.status_code == 200
+    assert f"/i/{alice_instance.pk}/p6006/" in card.content.decode()
+    port = InstancePort.objects.get(instance=alice_instance, port=6006)
+
+    card = client.post(
+        f"/instances/{alice_instance.pk}/ports/{port.pk}/shares/",
+        {"label": "Bob", "expires_in_hours": "24"},
+        HTTP_HX_REQUEST="true",
+    )
+    share = PortShare.objects.get(port=port)
+    assert share.expires_at is not None and share.label == "Bob"
+    assert share.url in card.content.decode()
+
+    card = client.post(
+        f"/instances/{alice_instance.pk}/ports/{port.pk}/shares/{share.pk}/revoke/", HTTP_HX_REQUEST="true"
+    )
+    share.refresh_from_db()
+    assert share.revoked_at is not None
+    assert "Revoked" in card.content.decode()
+    assert share.url not in card.content.decode()  # the dead link is no longer offered to copy
+
+
+def test_bad_input_is_a_form_error_or_a_400_and_a_strangers_instance_a_404(alice_instance, alice, charlie, client_for):
+    client = client_for(alice)
+    api = f"/api/v1/instances/{alice_instance.pk}/ports/"
+    too_big = client.post(api, {"port": 70000})
+    assert too_big.status_code == 400 and "port" in too_big.json()["error"]["fields"]
+    assert client.post(api, {"port": 8888}).status_code == 201
+    twice = client.post(api, {"port": 8888})
+    assert twice.status_code == 400
+    assert "already served" in twice.json()["error"]["fields"]["port"][0]
+
+    card = client.post(f"/instances/{alice_instance.pk}/ports/add/", {"port": "0"}, HTTP_HX_REQUEST="true")
+    assert card.status_code == 200 and 'role="alert"' in card.content.decode()
+
+    stranger = client_for(charlie)
+    assert stranger.get(api).status_code == 404
+    assert stranger.post(api, {"port": 9000}).status_code == 404
+    port = InstancePort.objects.get(instance=alice_instance, port=8888)
+    assert stranger.delete(f"{api}{port.pk}/").status_code == 404
+    assert stranger.post(f"/instances/{alice_instance.pk}/ports/{port.pk}/remove/").status_code == 404
+    assert client.delete(f"{api}{port.pk}/").status_code == 204
+    assert not InstancePort.objects.filter(pk=port.pk).exists()
