@@ -446,6 +446,12 @@ CONSOLE_PROXY_PREFIX = "/i/"
 CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
 # A separate host for user servers (see console/proxy.py); empty: served on the console's host.
 CONSOLE_PROXY_HOST = os.environ.get("CONSOLE_PROXY_HOST", "")
+# Signing in there (console/proxy_handoff.py): the console's page that hands off, the one-time token's
+# life, and the user host's own cookie (its name and how long it lasts).
+CONSOLE_PROXY_HANDOFF_PATH = "/open/"
+CONSOLE_PROXY_HANDOFF_TTL_S = 60
+CONSOLE_PROXY_COOKIE_NAME = "console_content"
+CONSOLE_PROXY_COOKIE_AGE_S = int(os.environ.get("CONSOLE_PROXY_COOKIE_AGE_S", str(12 * 3600)))
 LOCAL_RUNTIME = {
     "ROOT": Path(os.environ.get("LOCAL_RUNTIME_ROOT", BASE_DIR / "var/instances")),
     "PORT_LOW": int(os.environ.get("LOCAL_RUNTIME_PORT_LOW", "20000")),

@@ -31,6 +31,7 @@ def dev_urlpatterns() -> list:
 urlpatterns = [
     path("", views.home, name="home"),
     path("dashboard/", views.dashboard, name="dashboard"),
+    path("open/", views.proxy_open, name="proxy_open"),  # settings.CONSOLE_PROXY_HANDOFF_PATH
     path("healthz", views.healthz, name="healthz"),  # liveness
     path("readyz", views.readyz, name="readyz"),  # readiness
     path("admin/", admin.site.urls),

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from billing.models import Entry, Transaction
 from billing.selectors import runway_get
+from core.proxy import proxy_link
 from instances.entry_points import entry_points_saved
 from instances.models import (
     GpuModel,
@@ -250,17 +251,15 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
     offered = entry_points_saved(instance)
     web = offered["web"]
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/"
-    proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
-    if proxy_host:  # user servers on a host of their own (see console/proxy.py)
-        base = f"//{proxy_host}{base}"
     ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or split_domain_port(host)[0] or host
     ssh = None
     if offered["ssh_port"]:
         user = f"{offered['ssh_user']}@" if offered["ssh_user"] else ""
         ssh = f"ssh -p {offered['ssh_port']} {user}{ssh_host}"
     return {
-        "jupyterlab_url": f"{base}lab/" if "lab" in web else None,
-        "vscode_url": f"{base}code/" if "code" in web else None,
+        # Through the hand-off when user servers have a host of their own (core.proxy.proxy_link).
+        "jupyterlab_url": proxy_link(f"{base}lab/") if "lab" in web else None,
+        "vscode_url": proxy_link(f"{base}code/") if "code" in web else None,
         "ssh_command": ssh,
         "gateway_command": instance_gateway_command(instance=instance, host=host),
     }

@@ -7,6 +7,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.proxy import proxy_link, proxy_public_link
+
 MAX_PORT = 65535
 
 
@@ -36,8 +38,13 @@ class InstancePort(models.Model):
         return f"p{self.port}"
 
     @property
-    def url(self) -> str:
+    def path(self) -> str:
         return f"{settings.CONSOLE_PROXY_PREFIX}{self.instance_id}/{self.service}/"
+
+    @property
+    def url(self) -> str:
+        """The owner's link (through the sign-in hand-off when user content has its own host)."""
+        return proxy_link(self.path)
 
 
 class PortShare(models.Model):
@@ -74,8 +81,13 @@ class PortShare(models.Model):
         return f"s-{self.token}"
 
     @property
-    def url(self) -> str:
+    def path(self) -> str:
         return f"{settings.CONSOLE_PROXY_PREFIX}{self.port.instance_id}/{self.service}/"
+
+    @property
+    def url(self) -> str:
+        """Anyone's link: on the user-content host when there is one."""
+        return proxy_public_link(self.path)
 
     def status(self, now=None) -> Status:
         now = now or timezone.now()
