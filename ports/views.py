@@ -83,3 +83,11 @@ def share_revoke(request: HttpRequest, pk, port_id: int, share_id: int) -> HttpR
     port = selectors.port_get_for(user=request.user, instance_id=pk, port_id=port_id)
     services.share_revoke(share=selectors.share_get_for(user=request.user, port=port, share_id=share_id))
     return _back(request, port.instance)
+
+
+@login_required
+@require_GET
+def port_state(request: HttpRequest, pk, port_id: int) -> HttpResponse:
+    """The port's state badge (answering or not), loaded by htmx after the card."""
+    port = selectors.port_get_for(user=request.user, instance_id=pk, port_id=port_id)
+    return render(request, "ports/_state.html", {"answering": selectors.port_answering(port=port)})

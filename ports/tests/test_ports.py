@@ -144,3 +144,16 @@ def test_bad_input_is_a_form_error_or_a_400_and_a_strangers_instance_a_404(alice
     assert stranger.post(f"/instances/{alice_instance.pk}/ports/{port.pk}/remove/").status_code == 404
     assert client.delete(f"{api}{port.pk}/").status_code == 204
     assert not InstancePort.objects.filter(pk=port.pk).exists()
+
+
+def test_the_card_says_whether_a_port_answers(alice_instance, alice, client_for, user_server):
+    from instances.tests.local_helpers import free_port
+
+    client = client_for(alice)
+    served = port_declare(instance=alice_instance, port=user_server)
+    silent = port_declare(instance=alice_instance, port=free_port())
+    card = client.get(f"/instances/{alice_instance.pk}/ports/").content.decode()
+    assert f"/instances/{alice_instance.pk}/ports/{served.pk}/state/" in card
+    answering = client.get(f"/instances/{alice_instance.pk}/ports/{served.pk}/state/").content.decode()
+    assert "Answering" in answering and "Not answering" not in answering
+    assert "Not answering" in client.get(f"/instances/{alice_instance.pk}/ports/{silent.pk}/state/").content.decode()
