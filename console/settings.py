@@ -674,6 +674,8 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
 CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
 # Users' own ports (/i/<id>/p<port>/) and their share links (/i/<id>/s-<token>/): ports.proxy.
 CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy.port_proxy_target"
+# Ports asked for at launch are declared by the ports app, in the launch's transaction.
+INSTANCES_PORTS_HOOK = "ports.services.ports_declare_at_launch"
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------

@@ -42,6 +42,12 @@ def port_declare(*, instance: Instance, port: int, name: str = "") -> InstancePo
         raise PortRefused(_("Port %(port)d is already served.") % {"port": port}, field="port") from exc
 
 
+def ports_declare_at_launch(*, instance: Instance, ports: list[int]) -> None:
+    """``INSTANCES_PORTS_HOOK``: the ports asked for at launch (checked there), in its transaction."""
+    for port in ports:
+        port_declare(instance=instance, port=port)
+
+
 def port_remove(*, port: InstancePort) -> None:
     """Stop serving the port; its share links go with it."""
     port.delete()

@@ -157,3 +157,29 @@ def test_the_card_says_whether_a_port_answers(alice_instance, alice, client_for,
     answering = client.get(f"/instances/{alice_instance.pk}/ports/{served.pk}/state/").content.decode()
     assert "Answering" in answering and "Not answering" not in answering
     assert "Not answering" in client.get(f"/instances/{alice_instance.pk}/ports/{silent.pk}/state/").content.decode()
+
+
+LAUNCH = {"region": "cn-north-1", "gpu_model": "a800-80g", "gpu_count": 1, "image": "pytorch-2.5-cu124"}
+
+
+def test_ports_asked_for_at_launch_are_served_in_the_api_and_the_form(alice_instance, alice, client_for):
+    client = client_for(alice)
+    made = client.post("/api/v1/instances/", {**LAUNCH, "ports": [7860, 6006]}, content_type="application/json")
+    assert made.status_code == 201, made.content
+    listed = client.get(f"/api/v1/instances/{made.json()['id']}/ports/").json()
+    assert [p["port"] for p in listed] == [6006, 7860]
+
+    bad = client.post("/api/v1/instances/", {**LAUNCH, "ports": [70000]}, content_type="application/json")
+    assert bad.status_code == 400 and "ports" in bad.json()["error"]["fields"]
+
+    form = {"region": alice_instance.region_id, "gpu_model": alice_instance.gpu_model_id, "gpu_count": 1,
+            "node_count": 1, "image": alice_instance.image_id, "disk_gb": 50, "name": "tb", "ports": "6006, 8888"}  # fmt: skip
+    page = client.post("/instances/launch/", form)
+    assert page.status_code == 302, page.content.decode()[:2000]
+    launched = alice.instances.get(name="tb")
+    assert sorted(launched.ports.values_list("port", flat=True)) == [6006, 8888]
+
+    refused = client.post("/instances/launch/", {**form, "name": "bad", "ports": "6006, web"})
+    assert refused.status_code == 200
+    assert "A port is a number from 1 to 65535." in refused.content.decode()
+    assert not alice.instances.filter(name="bad").exists()
