@@ -175,3 +175,14 @@ def test_sftp_and_port_forwarding_are_refused_on_the_simulated_cloud_with_a_mess
     forward, sftp = asyncio.run(go())
     assert "simulated cloud" in forward
     assert sftp.exit_status == 1 and b"needs a real machine" in sftp.stderr
+
+
+def test_the_built_in_shell_runs_command_lists():
+    from gateway.shell import answer
+
+    facts = {"id": "0123456789", "name": "train", "gpus": 2, "gpu": "H200", "memory_gb": 141, "image": "PyTorch"}
+    assert answer("echo a; echo 'b c'", facts=facts, user="root") == ("a\nb c\n", 0)
+    assert answer("false && echo no; echo yes", facts=facts, user="root") == ("yes\n", 0)
+    assert answer("nvidia-smi && hostname", facts=facts, user="root")[0].splitlines()[-1] == "sim-01234567"
+    assert answer("nope", facts=facts, user="root")[1] == 127
+    assert answer("echo 'open", facts=facts, user="root")[1] == 2
