@@ -11,6 +11,7 @@ api_v1 = [
     path("account/", include("accounts.api_urls")),
     path("billing/", include("billing.api_urls")),
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
+    path("", include("gateway.api_urls")),  # instances/<id>/files/: before the instances router
     path("", include("ports.api_urls")),  # instances/<id>/ports/: before the instances router
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/

@@ -118,3 +118,24 @@ def test_a_stranger_is_refused_by_openssh_too(gateway, world, tmp_path):
     refused = openssh("ssh", stranger, gateway, f"{world['instance'].pk}@127.0.0.1", "true")
     assert refused.returncode == 255
     assert b"Permission denied (publickey)" in refused.stderr
+
+
+def test_files_in_and_out_of_a_local_instance_through_the_api(this_host, alice, tmp_path, client_for):
+    this_host(services=("ssh",))
+    owner = person(alice, tmp_path, "alice")
+    with committed():
+        instance = launch(alice, gpu="h200", count=1, region="local", ssh_keys=[owner.ssh_key])
+    wait_running(instance)
+    client = client_for(alice)
+    base = f"/api/v1/instances/{instance.pk}/files"
+    payload = b"checkpoint " * 100_000
+    first = client.put(
+        f"{base}/content/?path=ckpt.bin&offset=0", payload[:500_000], content_type="application/octet-stream"
+    )
+    assert first.status_code == 200, first.content
+    rest = client.put(
+        f"{base}/content/?path=ckpt.bin&offset=500000", payload[500_000:], content_type="application/octet-stream"
+    )
+    assert rest.json()["size"] == len(payload)
+    assert client.get(f"{base}/content/?path=ckpt.bin").content == payload
+    assert "ckpt.bin" in [e["name"] for e in client.get(f"{base}/?path=.").json()]
