@@ -53,9 +53,15 @@ def gateway_verdict(*, login: str, fingerprint: str) -> Verdict | None:
     if not keys:
         return None
     owner_ids = [key.user_id for key in keys]
-    refuse = lambda message, user_id=owner_ids[0], instance=None: Verdict(  # noqa: E731
-        user_id=user_id, key_fingerprint=fingerprint, instance_id=instance.pk if instance else None, refusal=message
-    )
+
+    def refuse(message: str, user_id: int = owner_ids[0], instance: Instance | None = None) -> Verdict:
+        return Verdict(
+            user_id=user_id,
+            key_fingerprint=fingerprint,
+            instance_id=instance.pk if instance else None,
+            refusal=message,
+        )
+
     found = _matching(login, owner_ids)
     live = [i for i in found if i.status != Instance.Status.RELEASED]
     if not found:
