@@ -147,7 +147,7 @@ def compose() -> dict:
     return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 
 
-CONSOLE_SERVICES = ("migrate", "web", "worker", "beat")
+CONSOLE_SERVICES = ("migrate", "web", "worker", "beat", "gateway")
 
 
 def test_compose_has_the_services_of_a_deployment():
@@ -163,6 +163,10 @@ def test_compose_has_the_services_of_a_deployment():
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     # nginx starts once a web process is ready: its database, cache and broker answer.
     assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
+    # The SSH gateway: its own process, published on the host.
+    assert services["gateway"]["command"][:3] == ["python", "-m", "gateway"]
+    assert services["gateway"]["ports"] == ["${GATEWAY_PORT:-2222}:2222"]
+    assert services["gateway"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
 def test_compose_sets_only_settings_the_console_reads():
