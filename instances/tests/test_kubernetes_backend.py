@@ -504,7 +504,7 @@ def test_a_clusterip_instance_is_reached_by_the_gateway_on_its_service_name(api,
     target = backend.ssh_target(key=KEY)
     ports = {p["name"]: p["port"] for p in api.cluster.get("services", NAME)["spec"]["ports"]}
     assert target.port == ports["ssh"] and NAME in target.host
-    assert backend.ssh_target(key="6f1c2a9b-03de-4f00-9000-00000000dead") is None  # no such machine
+    assert backend.ssh_target(key="0badf00d-0000-4000-8000-000000000000") is None  # no such machine
 
 
 def test_a_clusterip_service_offers_the_web_servers_but_no_ssh_port(api, backend):
