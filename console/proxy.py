@@ -20,13 +20,12 @@ What the proxy guarantees, whatever the resolver:
   party. The console's own session and CSRF cookies are removed before forwarding, so user code
   never sees them, and upstream responses cannot set cookies with those names.
 
-Moving user servers to their own host later (the only real isolation of user content from the
-console's cookies, as JupyterHub's ``subdomain_host`` does): set ``CONSOLE_PROXY_HOST`` to that host
-name; the proxy then answers only there, and Django only elsewhere. The console's session cookie
-stays host-only (leave ``SESSION_COOKIE_DOMAIN`` unset), so it is never sent to the user host; the
-user host will then need its own short-lived, per-instance cookie handed over by a redirect from the
-console (an OAuth-style hand-off, as JupyterHub's single-user servers do). Until that hand-off is
-built the setting is empty and everything is served on the console's host.
+User servers on a host of their own (the real isolation of user content from the console's cookies,
+as JupyterHub's ``subdomain_host`` does): set ``CONSOLE_PROXY_HOST`` to that host name; the proxy then
+answers only there, and Django only elsewhere. The console's session cookie stays host-only (leave
+``SESSION_COOKIE_DOMAIN`` unset), so it is never sent to the user host; the browser is signed in there
+by a one-time hand-off from the console that sets that host's own cookie (``console.proxy_handoff``),
+and on that host only that cookie counts.
 """
 
 from __future__ import annotations
@@ -37,17 +36,19 @@ import logging
 import re
 from functools import cache
 from http.cookies import SimpleCookie
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import websockets
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.http.request import validate_host
 from django.utils.module_loading import import_string
 from websockets.asyncio.client import connect as websocket_connect
 
+from console import proxy_handoff
 from core.proxy import ProxyTarget
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,14 @@ SERVICES = ("lab", "code", "app", "webui")
 # Services a caller may reach with a Bearer key instead of the owner's session (a deployment's API key:
 # scripts and OpenAI clients send no cookies). The resolver checks the key; the key never goes upstream.
 KEY_SERVICES = ("app",)
-_PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z]+)(?P<rest>/.*)?$")
+_PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z][a-z0-9-]{0,40})(?P<rest>/.*)?$")
+# A user's own port (``p6006``) or a share link to one (``s-<token>``): ``CONSOLE_PROXY_PORT_RESOLVER``
+# answers for those (``ports.proxy``); a share link needs no session.
+_PORT_SERVICE = re.compile(r"^(p[1-9][0-9]{0,4}|s-[a-z2-7]{32})$")
+
+
+def is_port_service(service: str) -> bool:
+    return bool(_PORT_SERVICE.match(service))
 
 
 def _prefix() -> str:
@@ -97,6 +105,14 @@ def _resolver(dotted: str):
 
 async def resolve(*, instance_id: str, service: str, user, api_key: str = "") -> ProxyTarget | None:
     """The target for the session's ``user``, or, with ``api_key``, for whoever holds that key."""
+    if is_port_service(service):
+        port_resolver = getattr(settings, "CONSOLE_PROXY_PORT_RESOLVER", "")
+        if not port_resolver:
+            return None
+        authenticated = user is not None and getattr(user, "is_authenticated", False)
+        return await database_sync_to_async(_resolver(port_resolver))(
+            instance_id=instance_id, service=service, user=user if authenticated else None
+        )
     resolver = _resolver(settings.CONSOLE_PROXY_RESOLVER)
     if api_key:
         # Only the key decides: a request carrying one is not also granted by the session beside it.
@@ -137,11 +153,28 @@ def origin_allowed(scope) -> bool:
         return True
     origin_host = urlsplit(origin).netloc.lower()
     host = (_header(scope, b"host") or "").lower()
+    if _on_proxy_host(scope):  # the user-content host's own pages (its name need not be in ALLOWED_HOSTS)
+        return origin_host == host
     return bool(host) and origin_host == host and validate_host(host.rsplit(":", 1)[0], settings.ALLOWED_HOSTS)
 
 
 def _console_cookie_names() -> set[str]:
-    return {settings.SESSION_COOKIE_NAME, settings.CSRF_COOKIE_NAME, settings.LANGUAGE_COOKIE_NAME}
+    """Cookies that are the console's, never user content's: dropped on the way up, refused on the way down."""
+    return {
+        settings.SESSION_COOKIE_NAME,
+        settings.CSRF_COOKIE_NAME,
+        settings.LANGUAGE_COOKIE_NAME,
+        getattr(settings, "CONSOLE_PROXY_COOKIE_NAME", "console_content"),
+    }
+
+
+def _proxy_host() -> str:
+    """The user-content host's name, without a port; "" when user content is on the console's host."""
+    return (getattr(settings, "CONSOLE_PROXY_HOST", "") or "").rsplit(":", 1)[0].lower()
+
+
+def _on_proxy_host(scope) -> bool:
+    return bool(_proxy_host()) and (_header(scope, b"host") or "").rsplit(":", 1)[0].lower() == _proxy_host()
 
 
 def _upstream_cookie_header(scope, target: ProxyTarget) -> str:
@@ -175,7 +208,7 @@ def _split(scope) -> tuple[str, str, str, bytes] | None:
     if not scope["path"].startswith(prefix):
         return None
     match = _PATH.match(scope["path"][len(prefix) :])
-    if not match or match["service"] not in SERVICES:
+    if not match or (match["service"] not in SERVICES and not is_port_service(match["service"])):
         return None
     mount = f"{prefix}{match['id']}/{match['service']}"
     raw = scope.get("raw_path") or scope["path"].encode()
@@ -450,7 +483,60 @@ async def proxy_websocket(scope, receive, send) -> None:
 # --- the ASGI application -------------------------------------------------------------------------
 
 
+def _cookie(scope, name: str) -> str:
+    for key, value in _headers(scope):
+        if key.lower() == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                key_, _, value_ = part.strip().partition("=")
+                if key_ == name:
+                    return value_
+    return ""
+
+
+async def _handoff(scope, send) -> None:
+    """``/i/_handoff?token=…`` on the user-content host: redeem once, set this host's cookie, go on."""
+    token = (parse_qs((scope.get("query_string") or b"").decode("latin-1")).get("token") or [""])[0]
+    redeemed = await database_sync_to_async(proxy_handoff.handoff_redeem)(token)
+    if redeemed is None:
+        await _simple_response(
+            send, 403, "This sign-in link was used already or has expired. Open the server again from the console."
+        )
+        return
+    user_id, next_path = redeemed
+    cookie = SimpleCookie()
+    name = settings.CONSOLE_PROXY_COOKIE_NAME
+    cookie[name] = proxy_handoff.content_cookie(user_id)
+    cookie[name]["path"] = "/"
+    cookie[name]["httponly"] = True
+    cookie[name]["samesite"] = "Lax"
+    cookie[name]["max-age"] = settings.CONSOLE_PROXY_COOKIE_AGE_S
+    if scope.get("scheme") in ("https", "wss"):
+        cookie[name]["secure"] = True
+    headers = [
+        (b"location", next_path.encode("latin-1")),
+        (b"set-cookie", cookie.output(header="").strip().encode("latin-1")),
+        (b"cache-control", b"no-store"),
+        (b"referrer-policy", b"no-referrer"),  # the token is spent, but keep it out of the next page's Referer
+    ]
+    await send({"type": "http.response.start", "status": 302, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+@database_sync_to_async
+def _content_user(user_id: int | None):
+    if user_id is None:
+        return None
+    return get_user_model().objects.filter(pk=user_id, is_active=True).first()
+
+
 async def _proxy_app(scope, receive, send) -> None:
+    if _on_proxy_host(scope):
+        if scope["type"] == "http" and scope["path"] == f"{_prefix()}_handoff":
+            await _handoff(scope, send)
+            return
+        # Who the visitor is, on this host, is what its own cookie says: never the console's session.
+        user_id = proxy_handoff.content_cookie_user_id(_cookie(scope, settings.CONSOLE_PROXY_COOKIE_NAME))
+        scope = {**scope, "user": await _content_user(user_id)}
     if scope["type"] == "http":
         await proxy_http(scope, receive, send)
     elif scope["type"] == "websocket":
@@ -472,8 +558,6 @@ class InstanceProxyRouter:
 
     @staticmethod
     def _is_ours(scope) -> bool:
-        proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
-        if proxy_host:
-            host = (_header(scope, b"host") or "").rsplit(":", 1)[0].lower()
-            return host == proxy_host.lower()
+        if _proxy_host():
+            return _on_proxy_host(scope)
         return is_proxy_path(scope["path"])

@@ -7,7 +7,8 @@
    use are written to ``var/run/services.env`` so that ``manage.py`` commands run by hand meanwhile
    (``shell``, ``createsuperuser``) find the same servers.
 2. Schema and demo data: ``migrate`` and ``seed_demo``.
-3. Web (uvicorn), worker and beat (Celery), supervised: a process that exits on its own is started
+3. Web (uvicorn), worker and beat (Celery) and the SSH gateway (``python -m gateway``, on
+   ``GATEWAY_PORT``, 2222 unless set; left out when ``GATEWAY_ENABLED=0``), supervised: a process that exits on its own is started
    again after a short back-off, and the log says so (``worker exited with code -9; restarting it``).
    One process dying never takes the others down, unlike a Procfile runner that stops everything.
 4. When the web server answers ``/healthz``, a banner says where to open it.
@@ -145,7 +146,7 @@ class Supervisor:
                 child.process.wait()
 
 
-def _announce(url: str, mailbox: bool) -> None:
+def _announce(url: str, mailbox: bool, ssh: str = "") -> None:
     lines = [
         "GPU Console is running",
         "",
@@ -153,8 +154,9 @@ def _announce(url: str, mailbox: bool) -> None:
         f"  Staff      {DEMO_STAFF[0]} / {DEMO_STAFF[1]}",
         (f"  Mailbox    {url}dev/mail/  (sign-up e-mails)" if mailbox else "  Mail       sent through EMAIL_HOST"),
         f"  API docs   {url}api/docs/",
+        *([f"  SSH        gateway on {ssh} (ssh -p PORT <instance id>@HOST)"] if ssh else []),
         "",
-        "Ctrl-C stops web, worker, beat and the private servers.",
+        "Ctrl-C stops web, worker, beat, the SSH gateway and the private servers.",
     ]
     width = max(len(line) for line in lines) + 4
     out = ["┌" + "─" * width + "┐", *("│  " + line.ljust(width - 2) + "│" for line in lines), "└" + "─" * width + "┘"]
@@ -265,17 +267,24 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
         supervisor.add("beat", [str(bin_dir / "celery"), "-A", "console", "beat", "--loglevel", "INFO"])
+        gateway_port = int(env.get("GATEWAY_PORT", "2222"))
+        gateway = env.get("GATEWAY_ENABLED", "1").strip().lower() in {"1", "true", "yes", "on"}
+        if gateway:
+            # The same address as the web server: loopback unless --host says otherwise.
+            supervisor.add(
+                "gateway", [sys.executable, "-m", "gateway", "--host", args.host, "--port", str(gateway_port)]
+            )
         supervisor.start_all()
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host  # noqa: S104 (a comparison)
         url = f"http://{host}:{args.port}/"
         if _wait_until_up(url, supervisor):
-            _announce(url, mailbox=not env.get("EMAIL_HOST"))
+            _announce(url, mailbox=not env.get("EMAIL_HOST"), ssh=f"{host}:{gateway_port}" if gateway else "")
         elif not supervisor.stopping.is_set():
             say("console", f"The web server did not answer at {url}; see its log above. Still trying.")
         while not supervisor.stopping.is_set():
             supervisor.watch_once()
             time.sleep(0.2)
-        say("console", "stopping web, worker and beat")
+        say("console", "stopping web, worker, beat and the gateway")
         return 0
     except EmbeddedServiceError as exc:
         say("console", str(exc))

@@ -88,6 +88,8 @@ INSTALLED_APPS = [
     "storage",
     "idempotency",
     "devicelogin",
+    "gateway",
+    "ports",
 ]
 
 MIDDLEWARE = [
@@ -500,6 +502,12 @@ CONSOLE_PROXY_PREFIX = "/i/"
 CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
 # A separate host for user servers (see console/proxy.py); empty: served on the console's host.
 CONSOLE_PROXY_HOST = os.environ.get("CONSOLE_PROXY_HOST", "")
+# Signing in there (console/proxy_handoff.py): the console's page that hands off, the one-time token's
+# life, and the user host's own cookie (its name and how long it lasts).
+CONSOLE_PROXY_HANDOFF_PATH = "/open/"
+CONSOLE_PROXY_HANDOFF_TTL_S = 60
+CONSOLE_PROXY_COOKIE_NAME = "console_content"
+CONSOLE_PROXY_COOKIE_AGE_S = int(os.environ.get("CONSOLE_PROXY_COOKIE_AGE_S", str(12 * 3600)))
 LOCAL_RUNTIME = {
     "ROOT": Path(os.environ.get("LOCAL_RUNTIME_ROOT", BASE_DIR / "var/instances")),
     "PORT_LOW": int(os.environ.get("LOCAL_RUNTIME_PORT_LOW", "20000")),
@@ -722,8 +730,30 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
 # app (apps_marketplace.proxy); the runtime-only resolver, providers.local.runtime.registry.proxy_target_for,
 # serves instances started without the console.
 CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
+# Users' own ports (/i/<id>/p<port>/) and their share links (/i/<id>/s-<token>/): ports.proxy.
+CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy.port_proxy_target"
+# Ports asked for at launch are declared by the ports app, in the launch's transaction.
+INSTANCES_PORTS_HOOK = "ports.services.ports_declare_at_launch"
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
+# --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------
+# Its own process (`python -m gateway`, started by `make run`). Off: no gateway key is installed on new
+# instances and pages show no gateway command (the process refuses to start). Off in the test suite unless
+# a test turns it on (gateway/tests), so other apps' tests see only their providers' entry points.
+GATEWAY_ENABLED = env_bool("GATEWAY_ENABLED", not TESTING)
+GATEWAY_BIND = os.environ.get("GATEWAY_BIND", "0.0.0.0")  # noqa: S104 (a public endpoint by design)
+GATEWAY_PORT = int(os.environ.get("GATEWAY_PORT", "2222"))
+# The host name in the gateway command pages show; empty: the host the browser used.
+GATEWAY_HOST = os.environ.get("GATEWAY_HOST", "")
+# Derives each instance's gateway key and the gateway's host key (so every replica answers with the same
+# host key and no key is stored). Changing it locks the gateway out of instances launched before.
+GATEWAY_KEY_SECRET = os.environ.get("GATEWAY_KEY_SECRET", "") or SECRET_KEY
+# A host key file of its own instead of the derived one (an existing OpenSSH private key).
+GATEWAY_HOST_KEY_FILE = os.environ.get("GATEWAY_HOST_KEY_FILE", "")
+# How long the gateway waits for an instance's sshd to accept its key.
+GATEWAY_CONNECT_TIMEOUT_S = float(os.environ.get("GATEWAY_CONNECT_TIMEOUT_S", "15"))
+# Keys the instances app adds to every launch's authorized keys: the instance's gateway key.
+INSTANCES_AUTHORIZED_KEYS_HOOK = "gateway.keys.instance_authorized_keys"
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.
 INSTANCES_CRASH_LIMIT = int(os.environ.get("INSTANCES_CRASH_LIMIT", "3"))
 INSTANCES_CRASH_WINDOW_S = int(os.environ.get("INSTANCES_CRASH_WINDOW_S", "600"))

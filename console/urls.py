@@ -12,6 +12,8 @@ api_v1 = [
     path("account/", include("accounts.api_urls")),
     path("billing/", include("billing.api_urls")),
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
+    path("", include("gateway.api_urls")),  # instances/<id>/files/: before the instances router
+    path("", include("ports.api_urls")),  # instances/<id>/ports/: before the instances router
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
 ]
@@ -31,6 +33,7 @@ def dev_urlpatterns() -> list:
 urlpatterns = [
     path("", views.home, name="home"),
     path("dashboard/", views.dashboard, name="dashboard"),
+    path("open/", views.proxy_open, name="proxy_open"),  # settings.CONSOLE_PROXY_HANDOFF_PATH
     path("healthz", views.healthz, name="healthz"),  # liveness
     path("readyz", views.readyz, name="readyz"),  # readiness
     path("admin/", admin.site.urls),
@@ -43,6 +46,7 @@ urlpatterns = [
     path("billing/invoices/", include("invoices.urls")),
     path("billing/", include("billing.urls")),
     path("apps/", include("apps_marketplace.urls")),
+    path("instances/", include("ports.urls")),  # <id>/ports/…: before the instances app's <id>/<action>/
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
     path("storage/", include("storage.urls")),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 
-from console import mail
+from console import mail, proxy_handoff
 from console.health import readiness_get
 from instances.models import GpuModel
 
@@ -60,3 +61,16 @@ def dev_mail(request: HttpRequest, key: str) -> HttpResponse:
     if message is None:
         raise Http404
     return render(request, "console/dev_mail.html", {"mail": message})
+
+
+@login_required
+@never_cache
+def proxy_open(request: HttpRequest) -> HttpResponse:
+    """Open a user server (``?next=/i/<id>/lab/``): on the user-content host through the one-time
+    hand-off (``console.proxy_handoff``), or straight there when there is no such host."""
+    next_path = request.GET.get("next", "")
+    if not proxy_handoff.next_is_safe(next_path):
+        raise Http404
+    if not settings.CONSOLE_PROXY_HOST:
+        return redirect(next_path)
+    return redirect(proxy_handoff.handoff_url(user_id=request.user.pk, next_path=next_path, scheme=request.scheme))

@@ -114,6 +114,7 @@ class InstanceSerializer(serializers.ModelSerializer):
                 "jupyterlab_url": serializers.CharField(allow_null=True),
                 "vscode_url": serializers.CharField(allow_null=True),
                 "ssh_command": serializers.CharField(allow_null=True),
+                "gateway_command": serializers.CharField(allow_null=True),
             },
         )
     )
@@ -194,6 +195,12 @@ class LaunchSerializer(serializers.Serializer):
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
     volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")
+    ports = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=65535),
+        required=False,
+        max_length=16,
+        help_text="HTTP ports the owner will serve, each at /i/<id>/p<port>/ (see the ports endpoints).",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -52,6 +52,12 @@ class LaunchForm(forms.Form):
         label=_("SSH keys"), queryset=None, required=False, widget=forms.CheckboxSelectMultiple
     )
     name = forms.CharField(label=_("Name"), max_length=64, required=False, help_text=_("Optional; one is made up."))
+    ports = forms.CharField(
+        label=_("Service ports"),
+        max_length=200,
+        required=False,
+        help_text=_("HTTP ports you will serve (TensorBoard 6006, Gradio 7860…), separated by commas; optional."),
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -91,6 +97,16 @@ class LaunchForm(forms.Form):
                     "mode": self[f"{prefix}_mode"],
                 }
             )
+
+    def clean_ports(self) -> list[int]:
+        ports = []
+        for part in re.split(r"[\s,]+", self.cleaned_data.get("ports") or ""):
+            if not part:
+                continue
+            if not part.isdigit() or not 1 <= int(part) <= 65535:
+                raise forms.ValidationError(_("A port is a number from 1 to 65535."))
+            ports.append(int(part))
+        return ports
 
     def clean(self) -> dict:
         data = super().clean()

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from billing.models import Entry, Transaction
 from billing.selectors import runway_get
+from core.proxy import proxy_link
 from instances.entry_points import entry_points_saved
 from instances.models import (
     GpuModel,
@@ -250,19 +251,31 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
     offered = entry_points_saved(instance)
     web = offered["web"]
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/"
-    proxy_host = getattr(settings, "CONSOLE_PROXY_HOST", "")
-    if proxy_host:  # user servers on a host of their own (see console/proxy.py)
-        base = f"//{proxy_host}{base}"
     ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or split_domain_port(host)[0] or host
     ssh = None
     if offered["ssh_port"]:
         user = f"{offered['ssh_user']}@" if offered["ssh_user"] else ""
         ssh = f"ssh -p {offered['ssh_port']} {user}{ssh_host}"
     return {
-        "jupyterlab_url": f"{base}lab/" if "lab" in web else None,
-        "vscode_url": f"{base}code/" if "code" in web else None,
+        # Through the hand-off when user servers have a host of their own (core.proxy.proxy_link).
+        "jupyterlab_url": proxy_link(f"{base}lab/") if "lab" in web else None,
+        "vscode_url": proxy_link(f"{base}code/") if "code" in web else None,
         "ssh_command": ssh,
+        "gateway_command": instance_gateway_command(instance=instance, host=host),
     }
+
+
+def instance_gateway_command(*, instance: Instance, host: str) -> str | None:
+    """``ssh -p 2222 <instance id>@<host>``: the one SSH endpoint of the console (the ``gateway`` app), shown
+    while the gateway is enabled and the instance runs. The id, not the name: names need not be unique.
+
+    ``host`` is the host the browser used, unless ``GATEWAY_HOST`` names one (its port is the web's: dropped).
+    """
+    if not getattr(settings, "GATEWAY_ENABLED", False) or instance.status != Instance.Status.RUNNING:
+        return None
+    gateway_host = getattr(settings, "GATEWAY_HOST", "") or split_domain_port(host)[0] or host
+    port = int(getattr(settings, "GATEWAY_PORT", 22))
+    return f"ssh {f'-p {port} ' if port != 22 else ''}{instance.pk}@{gateway_host}"
 
 
 # --- Staff: the fleet ---------------------------------------------------------------------------------------

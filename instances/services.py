@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q
 from django.db.models.functions import Least
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
@@ -366,8 +367,12 @@ def instance_launch(
     app: AppLaunch | None = None,
     volumes=(),
     node_count: int = 1,
+    ports=(),
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
+
+    ``ports`` are HTTP ports the owner will serve, declared in the same transaction by the ports app
+    (``INSTANCES_PORTS_HOOK``), so their URLs are there when the machine runs.
 
     ``app`` is a server the machine runs beside its entry points (a one-click deployment's); a region
     whose provider cannot run it refuses here, before anything is reserved.
@@ -406,6 +411,14 @@ def instance_launch(
     ssh_keys = list(ssh_keys)
     if any(key.user_id != user.pk for key in ssh_keys):
         raise LaunchInvalid(_("Choose SSH keys from your own account."), field="ssh_keys")
+    ports = sorted(set(ports))
+    if any(not isinstance(port, int) or not 1 <= port <= 65535 for port in ports):
+        raise LaunchInvalid(_("A port is a number from 1 to 65535."), field="ports")
+    if len(ports) > 16:
+        raise LaunchInvalid(_("An instance serves at most %(n)d ports.") % {"n": 16}, field="ports")
+    ports_hook = getattr(settings, "INSTANCES_PORTS_HOOK", "")
+    if ports and not ports_hook:
+        raise LaunchInvalid(_("This console serves no ports of your own."), field="ports")
     name = (name or "").strip() or f"{gpu_model.slug}-{timezone.now():%m%d-%H%M%S}"
     if len(name) > 64:
         raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
@@ -466,6 +479,8 @@ def instance_launch(
             instance.ssh_keys.set(ssh_keys)
         if volumes:
             volume_hooks().attach_at_launch(user=user, instance=instance, volumes=volumes)
+        if ports:
+            import_string(ports_hook)(instance=instance, ports=ports)
         reasons = [
             stored(gettext_noop("Launched by %(who)s"), who=user.email),
             stored(gettext_noop("Finding a node")),
@@ -503,6 +518,14 @@ def app_launch_from(data: dict) -> AppLaunch | None:
     )
 
 
+def _authorized_keys(instance: Instance) -> tuple[str, ...]:
+    """The owner's chosen keys, then those ``INSTANCES_AUTHORIZED_KEYS_HOOK`` adds (the SSH gateway's key for
+    this instance, ``gateway.keys``): the instances app names the hook, so it never imports the gateway."""
+    keys = tuple(_ssh_public_keys(instance))
+    hook = getattr(settings, "INSTANCES_AUTHORIZED_KEYS_HOOK", "")
+    return keys + tuple(import_string(hook)(instance=instance)) if hook else keys
+
+
 def _spec(instance: Instance) -> InstanceSpec:
     return InstanceSpec(
         node=instance.node.name if instance.node else "",
@@ -510,7 +533,7 @@ def _spec(instance: Instance) -> InstanceSpec:
         gpu_count=instance.gpu_count,
         image=instance.image.slug,
         disk_gb=instance.disk_gb,
-        ssh_public_keys=tuple(_ssh_public_keys(instance)),
+        ssh_public_keys=_authorized_keys(instance),
         region=instance.region.slug,
         owner_ref=f"user-{instance.owner_id}",
         app=app_launch_from(instance.app_launch),

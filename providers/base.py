@@ -137,6 +137,22 @@ class EntryPoints:
 
 
 @dataclass(frozen=True)
+class SshTarget:
+    """Where the console's SSH gateway (``gateway``) reaches a machine's sshd, and as whom it logs in.
+
+    The gateway logs in with the instance's gateway key, which the console adds to
+    ``InstanceSpec.ssh_public_keys`` at launch; user keys never leave the console. ``simulated``: there
+    is no sshd behind it (the simulated cloud), and the gateway answers as a small built-in shell so
+    that the whole flow can be tried and tested.
+    """
+
+    host: str = ""
+    port: int = 0
+    user: str = ""
+    simulated: bool = False
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """A host as the provider reports it."""
 
@@ -308,3 +324,14 @@ class EntryPointsCapability:
         when the machine does not serve it (right now). The caller has checked ownership; this only
         locates the server."""
         raise NotImplementedError
+
+    def ssh_target(self, *, key: str) -> SshTarget | None:
+        """Where the SSH gateway reaches machine ``key``'s sshd now, or None when it serves none (not
+        running, or started without SSH). Like ``proxy_target``, the caller has checked ownership."""
+        return None
+
+    def port_target(self, *, key: str, port: int) -> ProxyTarget | None:
+        """Where the console's proxy reaches ``port`` of machine ``key`` (a server of the owner's own, such
+        as TensorBoard on 6006), served at "/" (``strip_prefix``); None when the machine is not here now.
+        The caller has checked that the port is declared and who may use it."""
+        return None

@@ -96,6 +96,18 @@ def test_the_console_runs_two_web_pods_three_workers_one_beat_and_a_migration_jo
     assert "manage.py migrate" in " ".join(job["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
+def test_the_ssh_gateway_runs_as_its_own_deployment_behind_a_load_balancer():
+    docs = console_yaml()
+    gateway = find(docs, "Deployment", "console-gateway")
+    service = find(docs, "Service", "console-gateway")
+    container = gateway["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:3] == ["python", "-m", "gateway"]
+    assert container["readinessProbe"]["tcpSocket"]["port"] == "ssh"
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["selector"].items() <= gateway["spec"]["template"]["metadata"]["labels"].items()
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(2222, "ssh")]
+
+
 def test_selectors_services_and_probes_fit_together():
     docs = console_yaml()
     config = find(docs, "ConfigMap", "console-config")
@@ -110,7 +122,7 @@ def test_selectors_services_and_probes_fit_together():
                 refs = {k: v["name"] for ref in container["envFrom"] for k, v in ref.items()}
                 assert refs == {"configMapRef": "console-config", "secretRef": "console-secrets"}
                 for probe in ("readinessProbe", "livenessProbe"):
-                    if probe in container:
+                    if "httpGet" in container.get(probe, {}):
                         headers = {h["name"]: h["value"] for h in container[probe]["httpGet"]["httpHeaders"]}
                         assert headers["Host"] in allowed  # or Django answers 400
     web_labels = find(docs, "Deployment", "console-web")["spec"]["template"]["metadata"]["labels"]
@@ -135,7 +147,7 @@ def compose() -> dict:
     return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 
 
-CONSOLE_SERVICES = ("migrate", "web", "worker", "beat")
+CONSOLE_SERVICES = ("migrate", "web", "worker", "beat", "gateway")
 
 
 def test_compose_has_the_services_of_a_deployment():
@@ -151,6 +163,10 @@ def test_compose_has_the_services_of_a_deployment():
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     # nginx starts once a web process is ready: its database, cache and broker answer.
     assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
+    # The SSH gateway: its own process, published on the host.
+    assert services["gateway"]["command"][:3] == ["python", "-m", "gateway"]
+    assert services["gateway"]["ports"] == ["${GATEWAY_PORT:-2222}:2222"]
+    assert services["gateway"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
 def test_compose_sets_only_settings_the_console_reads():

@@ -31,7 +31,7 @@ def test_the_simulated_cloud_offers_no_entry_points_and_says_so(rich_alice, alic
     assert "offers no JupyterLab, VS Code or SSH access" in body
     assert "Open JupyterLab" not in body and "/i/" not in body
     entry = alice_client.get(f"/api/v1/instances/{instance.pk}/").json()["entry_points"]
-    assert entry == {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None}
+    assert entry == {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None, "gateway_command": None}
 
 
 def _local_instance(settings, tmp_path, user, services=("lab", "code", "ssh")):
@@ -71,6 +71,7 @@ def test_a_running_local_instance_shows_its_entry_points(rich_alice, alice_clien
         "jupyterlab_url": f"/i/{instance.pk}/lab/",
         "vscode_url": f"/i/{instance.pk}/code/",
         "ssh_command": f"ssh -p {ports['ssh']} console@gpu.example.org",
+        "gateway_command": None,
     }
 
 

@@ -486,6 +486,27 @@ def test_a_nodeport_service_gives_ssh_and_an_out_of_cluster_proxy_target(api):
     assert target.cookies == (("code-server-session", state["secrets"]["code"]),)
 
 
+def test_the_ssh_gateway_reaches_the_pods_sshd_through_its_service(api):
+    nodeport = backend_for(api, SERVICE_TYPE="NodePort", PROXY_HOST="192.0.2.10", SSH_USER="jovyan")
+    nodeport.create(key=KEY, spec=spec())
+    node_ports = {p["name"]: p["nodePort"] for p in api.cluster.get("services", NAME)["spec"]["ports"]}
+    target = nodeport.ssh_target(key=KEY)
+    assert (target.host, target.port, target.user, target.simulated) == (
+        "192.0.2.10",
+        node_ports["ssh"],
+        "jovyan",
+        False,
+    )
+
+
+def test_a_clusterip_instance_is_reached_by_the_gateway_on_its_service_name(api, backend):
+    backend.create(key=KEY, spec=spec())
+    target = backend.ssh_target(key=KEY)
+    ports = {p["name"]: p["port"] for p in api.cluster.get("services", NAME)["spec"]["ports"]}
+    assert target.port == ports["ssh"] and NAME in target.host
+    assert backend.ssh_target(key="0badf00d-0000-4000-8000-000000000000") is None  # no such machine
+
+
 def test_a_clusterip_service_offers_the_web_servers_but_no_ssh_port(api, backend):
     state = backend.create(key=KEY, spec=spec())
     entry = backend.entry_points(key=KEY, state=state)

@@ -97,6 +97,7 @@ def test_the_pages_show_the_entry_points_saved_as_it_booted(world, alice_client)
         "jupyterlab_url": f"/i/{up.pk}/lab/",
         "vscode_url": f"/i/{up.pk}/code/",
         "ssh_command": f"ssh -p {SSH_PORT} console@testserver",
+        "gateway_command": None,
     }
     deployment = world["deployment"]
     with provider_forbidden():
@@ -119,7 +120,7 @@ def test_entry_points_of_an_earlier_boot_are_not_shown_and_the_reconciler_asks_a
     Instance.objects.filter(pk=up.pk).update(entry_points_at=None)
     with provider_forbidden():
         entry = alice_client.get(f"/api/v1/instances/{up.pk}/").json()["entry_points"]
-    assert entry == {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None}
+    assert entry == {"jupyterlab_url": None, "vscode_url": None, "ssh_command": None, "gateway_command": None}
     instances_reconcile()
     with provider_forbidden():
         entry = alice_client.get(f"/api/v1/instances/{up.pk}/").json()["entry_points"]

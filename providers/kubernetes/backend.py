@@ -33,6 +33,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SshTarget,
     TransientBackendError,
     VolumesCapability,
 )
@@ -714,6 +715,23 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
             port = named[SSH]
             ssh_port = port.get("nodePort") if self.opts.service_type == "NodePort" else port.get("port")
         return EntryPoints(web=web, ssh_port=ssh_port, ssh_user=self.opts.ssh_user if ssh_port else "")
+
+    def ssh_target(self, *, key: str) -> SshTarget | None:
+        """The pod's sshd behind its Service, where the console reaches Services (``PROXY_HOST``): the SSH
+        gateway needs no NodePort, so a ClusterIP instance is reachable over SSH through it too."""
+        if SSH not in self.opts.services:
+            return None
+        name = instance_name(key)
+        try:
+            svc = self._call(self.core.read_namespaced_service, name, self.namespace)
+        except _NotFound:
+            return None
+        port = next((p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("name") == SSH), None)
+        number = (port or {}).get("nodePort") if self.opts.service_type == "NodePort" else (port or {}).get("port")
+        if not number:
+            return None
+        host = self.opts.proxy_host.format(service=name, namespace=self.namespace, key=key)
+        return SshTarget(host=host, port=int(number), user=self.opts.ssh_user)
 
     def proxy_target(self, *, key: str, service: str):
         """The Service's cluster DNS name (``PROXY_HOST``) and port, with the server's secret to inject.

@@ -33,6 +33,7 @@ from dataclasses import asdict
 
 from django.conf import settings
 
+from core.proxy import ProxyTarget
 from providers.base import (
     AppLaunch,
     EntryPoints,
@@ -44,6 +45,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SshTarget,
     TransientBackendError,
     VolumesCapability,
 )
@@ -252,6 +254,22 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, ProvisioningBackend
 
     def proxy_target(self, *, key: str, service: str):
         return registry.proxy_target(self.runtime, key=key, service=service)
+
+    def port_target(self, *, key: str, port: int):
+        if not self._meta(key):
+            return None
+        bind = self.runtime.bind  # the machine's processes share this host's network
+        host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104 (a comparison)
+        return ProxyTarget(host=host, port=int(port), strip_prefix=True)
+
+    def ssh_target(self, *, key: str) -> SshTarget | None:
+        meta = self._meta(key)
+        port = self.runtime.ports.get(key).get(SSH) if meta else None
+        if not meta or not port:
+            return None
+        bind = self.runtime.bind
+        host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104 (a comparison)
+        return SshTarget(host=host, port=int(port), user=meta.get("login_user", ""))
 
     # --- volumes ----------------------------------------------------------------------------------------
 

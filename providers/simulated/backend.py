@@ -49,6 +49,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SshTarget,
     TransientBackendError,
     VolumeMount,
     VolumesCapability,
@@ -314,6 +315,13 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         if machine is None:
             return Observation(Observed.GONE)
         return self._observe(machine, timezone.now())
+
+    def ssh_target(self, *, key: str) -> SshTarget | None:
+        """A running simulated machine has no sshd: the SSH gateway answers for it as a built-in shell."""
+        machine = self._machines().select_related("node").filter(key=key).first()
+        if machine is None or self._observe(machine, timezone.now()).state != Observed.RUNNING:
+            return None
+        return SshTarget(user="root", simulated=True)
 
     def machines(self) -> list[MachineInfo]:
         self._bug("machines")

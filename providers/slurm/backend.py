@@ -76,6 +76,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SshTarget,
     TransientBackendError,
 )
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
@@ -716,6 +717,21 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBacken
             ssh_port=ports.get("ssh"),
             ssh_user=head.get("login_user", "") if "ssh" in ports else "",
         )
+
+    def port_target(self, *, key: str, port: int):
+        """The head node, where the job's report says it runs."""
+        head = self._head(key)
+        if head is None:
+            return None
+        return ProxyTarget(host=head.get("host") or "127.0.0.1", port=int(port), strip_prefix=True)
+
+    def ssh_target(self, *, key: str) -> SshTarget | None:
+        """The head node's sshd, where the job's report says it listens."""
+        head = self._head(key)
+        port = (head or {}).get("ports", {}).get("ssh")
+        if head is None or not port:
+            return None
+        return SshTarget(host=head.get("host") or "127.0.0.1", port=int(port), user=head.get("login_user", ""))
 
     def proxy_target(self, *, key: str, service: str):
         head = self._head(key)

@@ -89,6 +89,7 @@ class Console:
     clone: Path
     log: Path
     process: subprocess.Popen | None = None
+    gateway_port: int = 0  # the SSH gateway's (GATEWAY_PORT)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -127,7 +128,10 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
     """`make run` exactly as the README says, in the background; Ctrl-C (SIGINT to its group) at the end."""
     port = free_port()
     log = tmp_path_factory.mktemp("e2e-logs") / "make-run.log"
-    env = clean_env(EMBEDDED_PG_PORT=str(free_port()), EMBEDDED_REDIS_PORT=str(free_port()))
+    gateway_port = free_port()
+    env = clean_env(
+        EMBEDDED_PG_PORT=str(free_port()), EMBEDDED_REDIS_PORT=str(free_port()), GATEWAY_PORT=str(gateway_port)
+    )
     with log.open("w") as out:
         process = subprocess.Popen(
             ["make", "run", f"PORT={port}"],
@@ -137,7 +141,7 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    console = Console(url=f"http://127.0.0.1:{port}/", clone=clone, log=log, process=process)
+    console = Console(url=f"http://127.0.0.1:{port}/", clone=clone, log=log, process=process, gateway_port=gateway_port)
     try:
         # A fresh clone creates its virtualenv first: minutes on a cold pip cache.
         wait_for_log(log, "GPU Console is running", timeout=900, process=process)

@@ -108,3 +108,14 @@ def test_a_worker_killed_under_make_run_is_started_again_and_the_console_keeps_s
     token = next(line.split()[1] for line in out.splitlines() if line.startswith("TOKEN "))
     result = soak(made_run.url, [token], 1)
     assert result.operations["launch"] >= 1 and not result.server_errors, result
+
+
+def test_make_run_starts_the_ssh_gateway_on_its_port(made_run):
+    """The gateway is one of `make run`'s processes, on GATEWAY_PORT: it answers as an SSH server."""
+    import socket
+
+    from tests.e2e.conftest import wait_for_log
+
+    wait_for_log(made_run.log, f"SSH gateway listening on 127.0.0.1:{made_run.gateway_port}", timeout=60)
+    with socket.create_connection(("127.0.0.1", made_run.gateway_port), timeout=10) as sock:
+        assert sock.makefile("rb").readline().startswith(b"SSH-2.0-gpu-console-gateway")

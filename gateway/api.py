@@ -1,0 +1,142 @@
+"""The REST API for an instance's files (``gateway.files``): list, stat, download, upload in resumable
+chunks, delete, make a folder. Another user's instance is a 404; a refusal is a 4xx in the API's one
+error format.
+
+Uploading a large file: ``PUT …/files/content/?path=/root/data.bin&offset=0`` with the first chunk as the
+body, then each next chunk at the size the previous answer returned. After a dropped connection,
+``GET …/files/stat/?path=…`` says how many bytes arrived: resume there.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gateway import files
+from instances.models import Instance
+
+MAX_DOWNLOAD = 512 * 1024 * 1024  # read whole: larger files go over scp or sftp through the gateway
+PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path on the instance, e.g. /root/runs")
+
+
+class Refused(APIException):
+    def __init__(self, exc: files.FilesRefused) -> None:
+        super().__init__(detail=exc.message, code=exc.code)
+        self.status_code = exc.status
+
+
+class RawBody(BaseParser):
+    """An upload's body is the chunk's bytes, read by the view itself."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream
+
+
+def _instance(request, instance_id) -> Instance:
+    return get_object_or_404(Instance.objects.filter(owner_id=request.user.pk), pk=instance_id)
+
+
+def _path(request) -> str:
+    path = (request.query_params.get("path") or "").strip()
+    if not path or "\x00" in path:
+        raise Refused(files.FilesRefused(_("Give a path."), code="invalid", status=400))
+    return path
+
+
+class EntrySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.ChoiceField(choices=["file", "dir", "link", "other"])
+    size = serializers.IntegerField()
+    modified = serializers.IntegerField(help_text="Seconds since the epoch.")
+
+
+def _call(function, **kwargs):
+    try:
+        return function(**kwargs)
+    except files.FilesRefused as exc:
+        raise Refused(exc) from exc
+
+
+class FilesView(APIView):
+    @extend_schema(parameters=[PATH], responses=EntrySerializer(many=True), summary="List a folder")
+    def get(self, request, instance_id):
+        entries = _call(files.files_list, instance=_instance(request, instance_id), path=_path(request))
+        return Response(EntrySerializer(entries, many=True).data)
+
+    @extend_schema(parameters=[PATH], responses={204: None}, summary="Delete a file or an empty folder")
+    def delete(self, request, instance_id):
+        _call(files.file_delete, instance=_instance(request, instance_id), path=_path(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FileStatView(APIView):
+    @extend_schema(parameters=[PATH], responses=EntrySerializer, summary="A file's size (where to resume)")
+    def get(self, request, instance_id):
+        entry = _call(files.file_stat, instance=_instance(request, instance_id), path=_path(request))
+        return Response(EntrySerializer(entry).data)
+
+
+class FolderView(APIView):
+    @extend_schema(parameters=[PATH], request=None, responses={201: None}, summary="Make a folder (and its parents)")
+    def post(self, request, instance_id):
+        _call(files.folder_make, instance=_instance(request, instance_id), path=_path(request))
+        return Response(status=status.HTTP_201_CREATED)
+
+
+class FileContentView(APIView):
+    parser_classes = [RawBody]
+
+    @extend_schema(
+        parameters=[PATH], responses={(200, "application/octet-stream"): OpenApiTypes.BINARY}, summary="Download a file"
+    )
+    def get(self, request, instance_id):
+        instance, path = _instance(request, instance_id), _path(request)
+        entry = _call(files.file_stat, instance=instance, path=path)
+        if entry.type != "file":
+            raise Refused(files.FilesRefused(_("Only a file can be downloaded."), code="invalid", status=400))
+        if entry.size > MAX_DOWNLOAD:
+            raise Refused(
+                files.FilesRefused(
+                    _("Files this large download over scp or sftp through the SSH gateway."),
+                    code="too_large",
+                    status=413,
+                )
+            )
+        data = _call(files.file_read, instance=instance, path=path)
+        response = HttpResponse(data, content_type="application/octet-stream")
+        name = posixpath.basename(path).replace('"', "")
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+    @extend_schema(
+        parameters=[
+            PATH,
+            OpenApiParameter("offset", OpenApiTypes.INT, description="Where this chunk goes; 0 starts afresh"),
+        ],
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        responses=EntrySerializer,
+        summary="Upload a chunk of a file",
+    )
+    def put(self, request, instance_id):
+        instance, path = _instance(request, instance_id), _path(request)
+        try:
+            offset = int(request.query_params.get("offset", "0"))
+        except ValueError:
+            raise Refused(
+                files.FilesRefused(_("The offset is a number of bytes."), code="invalid", status=400)
+            ) from None
+        data = request.stream.read(files.MAX_CHUNK + 1) if request.stream is not None else b""
+        size = _call(files.file_write, instance=instance, path=path, offset=offset, data=data)
+        return Response({"name": posixpath.basename(path), "type": "file", "size": size, "modified": 0})

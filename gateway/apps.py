@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class GatewayConfig(AppConfig):
+    name = "gateway"
+    verbose_name = _("SSH gateway")
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,192 @@
+"""Files in and out of a running instance, for the API: list, download, upload in resumable chunks,
+delete, make a folder. The console logs in to the instance's sshd over SFTP with the instance's gateway
+key (``gateway.keys``), exactly as the SSH gateway does, so it works wherever the gateway does (the
+local backend, Slurm nodes) and needs nothing installed on the machine.
+
+Uploads are resumable: ``file_write`` writes one chunk at an offset, and ``file_stat`` tells a client
+that lost its connection how many bytes arrived, so it sends the rest from there.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import stat
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import asyncssh
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext as _
+
+from gateway import keys
+from instances.models import Instance
+from providers import BackendError, get_backend
+
+MAX_CHUNK = 64 * 1024 * 1024  # one upload request's body at most
+
+
+class FilesRefused(Exception):
+    """Why the files of an instance cannot be reached or changed; the message is shown as it is."""
+
+    def __init__(self, message: str, *, code: str = "invalid", status: int = 409) -> None:
+        super().__init__(message)
+        self.message, self.code, self.status = message, code, status
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    type: str  # "file", "dir", "link" or "other"
+    size: int
+    modified: int  # seconds since the epoch
+
+
+def _target(instance: Instance):
+    if instance.status != Instance.Status.RUNNING:
+        raise FilesRefused(_("The instance's files can be reached while it runs."), code="invalid_state")
+    try:
+        locate = getattr(get_backend(instance.backend_alias), "ssh_target", None)
+        target = locate(key=instance.key) if locate else None
+    except (BackendError, ImproperlyConfigured):
+        target = None
+    if target is None:
+        raise FilesRefused(_("This instance serves no SSH, which file transfers use."), code="unavailable")
+    if target.simulated:
+        raise FilesRefused(_("The simulated cloud has no files: this needs a real machine."), code="unavailable")
+    return target
+
+
+@asynccontextmanager
+async def _sftp(instance: Instance, target):
+    try:
+        conn = await asyncssh.connect(
+            target.host,
+            target.port,
+            username=target.user,
+            client_keys=[keys.instance_private_key(instance.pk)],
+            known_hosts=None,  # as the gateway: the provider just said where this sshd is
+            agent_path=None,
+            config=(),
+            connect_timeout=settings.GATEWAY_CONNECT_TIMEOUT_S,
+        )
+    except (OSError, asyncssh.Error) as exc:
+        raise FilesRefused(
+            _("The instance's SSH server did not let the console in (%(error)s).") % {"error": exc}, code="unavailable"
+        ) from exc
+    async with conn, conn.start_sftp_client() as sftp:
+        yield sftp
+
+
+def _run(instance: Instance, work: Callable[[asyncssh.SFTPClient], Awaitable]):
+    target = _target(instance)
+
+    async def go():
+        async with _sftp(instance, target) as sftp:
+            try:
+                return await work(sftp)
+            except asyncssh.SFTPNoSuchFile as exc:
+                raise FilesRefused(_("No such file or folder."), code="not_found", status=404) from exc
+            except asyncssh.SFTPError as exc:
+                raise FilesRefused(str(exc.reason), code="refused") from exc
+
+    return async_to_sync(go)()
+
+
+def _kind(mode: int | None) -> str:
+    if mode is None:
+        return "other"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "other"
+
+
+def files_list(*, instance: Instance, path: str) -> list[Entry]:
+    async def work(sftp):
+        names = await sftp.readdir(path or ".")
+        entries = [
+            Entry(
+                name=n.filename,
+                type=_kind(n.attrs.permissions),
+                size=n.attrs.size or 0,
+                modified=int(n.attrs.mtime or 0),
+            )
+            for n in names
+            if n.filename not in (".", "..")
+        ]
+        return sorted(entries, key=lambda e: (e.type != "dir", e.name))
+
+    return _run(instance, work)
+
+
+def file_stat(*, instance: Instance, path: str) -> Entry:
+    async def work(sftp):
+        attrs = await sftp.stat(path)
+        return Entry(
+            name=posixpath.basename(path),
+            type=_kind(attrs.permissions),
+            size=attrs.size or 0,
+            modified=int(attrs.mtime or 0),
+        )
+
+    return _run(instance, work)
+
+
+def file_read(*, instance: Instance, path: str) -> bytes:
+    """A whole file (downloads are read in one go: the API caps them, see ``api.FileDownloadView``)."""
+
+    async def work(sftp):
+        async with sftp.open(path, "rb") as handle:
+            return await handle.read()
+
+    return _run(instance, work)
+
+
+def file_write(*, instance: Instance, path: str, offset: int, data: bytes) -> int:
+    """Write ``data`` at ``offset`` (0 starts the file afresh); the file's size after. An offset past the
+    end is refused, so a resumed upload leaves no hole."""
+    if len(data) > MAX_CHUNK:
+        raise FilesRefused(
+            _("Send at most %(mb)d MB per chunk.") % {"mb": MAX_CHUNK // 2**20}, code="too_large", status=413
+        )
+    if offset < 0:
+        raise FilesRefused(_("The offset cannot be negative."), code="invalid", status=400)
+
+    async def work(sftp):
+        if offset == 0:
+            async with sftp.open(path, "wb") as handle:
+                await handle.write(data)
+        else:
+            size = (await sftp.stat(path)).size or 0
+            if offset > size:
+                raise FilesRefused(
+                    _("The file has %(size)d bytes; resume at that offset.") % {"size": size}, code="offset_mismatch"
+                )
+            async with sftp.open(path, "r+b") as handle:
+                await handle.write(data, offset)
+        return (await sftp.stat(path)).size or 0
+
+    return _run(instance, work)
+
+
+def file_delete(*, instance: Instance, path: str) -> None:
+    async def work(sftp):
+        if await sftp.isdir(path):
+            await sftp.rmdir(path)  # an empty folder only: nothing recursive behind one call
+        else:
+            await sftp.remove(path)
+
+    _run(instance, work)
+
+
+def folder_make(*, instance: Instance, path: str) -> None:
+    async def work(sftp):
+        await sftp.makedirs(path, exist_ok=True)
+
+    _run(instance, work)

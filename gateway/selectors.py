@@ -1,0 +1,108 @@
+"""Who may go where through the gateway: one decision per signed-in key and login name.
+
+The login name (before the ``@``) is an instance's id or its name; it is looked up among the
+instances of the accounts that hold the key, so another user's instance is "not found", exactly as a
+page would 404. Every refusal carries the message the user is shown.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import formats
+from django.utils.translation import gettext as _
+
+from accounts.models import SSHKey
+from instances.models import Instance
+from providers import BackendError, SshTarget, get_backend
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gateway's answer for one signed-in key: a target, or a refusal to show."""
+
+    user_id: int
+    key_fingerprint: str
+    instance_id: uuid.UUID | None = None
+    target: SshTarget | None = None
+    refusal: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        return not self.refusal and self.target is not None
+
+
+def _matching(login: str, owner_ids: list[int]):
+    instances = Instance.objects.filter(owner_id__in=owner_ids).select_related("owner")
+    try:
+        return list(instances.filter(pk=uuid.UUID(login)))
+    except ValueError:
+        return list(instances.filter(name=login))
+
+
+def gateway_verdict(*, login: str, fingerprint: str) -> Verdict | None:
+    """What the holder of the key ``fingerprint`` may do as ``login``; None: no account holds the key
+    (a stranger, or a key removed from its account), which is refused before signing in.
+
+    The key must be one chosen for the instance (the keys it accepts over direct SSH too); the instance
+    must be running, and its provider must say where its sshd listens (it asks, as the web proxy does).
+    """
+    keys = list(SSHKey.objects.filter(fingerprint=fingerprint, user__is_active=True).only("id", "user_id"))
+    if not keys:
+        return None
+    owner_ids = [key.user_id for key in keys]
+
+    def refuse(message: str, user_id: int = owner_ids[0], instance: Instance | None = None) -> Verdict:
+        return Verdict(
+            user_id=user_id,
+            key_fingerprint=fingerprint,
+            instance_id=instance.pk if instance else None,
+            refusal=message,
+        )
+
+    found = _matching(login, owner_ids)
+    live = [i for i in found if i.status != Instance.Status.RELEASED]
+    if not found:
+        return refuse(
+            _("No instance %(login)s in your account. Log in as the instance's id, as its page shows.")
+            % {"login": login}
+        )
+    if not live:
+        released = max(found, key=lambda i: i.status_changed_at)
+        return refuse(
+            _("Instance %(name)s was released on %(when)s; it can no longer be reached.")
+            % {"name": released.name, "when": formats.date_format(released.status_changed_at, "DATETIME_FORMAT")},
+            released.owner_id,
+            released,
+        )
+    if len(live) > 1:
+        return refuse(
+            _("Several of your instances are named %(login)s: log in as the instance's id instead.") % {"login": login}
+        )
+    instance = live[0]
+    if not instance.ssh_keys.filter(fingerprint=fingerprint).exists():
+        return refuse(
+            _("The key %(fingerprint)s was not chosen for instance %(name)s; log in with a key chosen at launch.")
+            % {"fingerprint": fingerprint, "name": instance.name},
+            instance.owner_id,
+            instance,
+        )
+    if instance.status != Instance.Status.RUNNING:
+        return refuse(
+            _("Instance %(name)s is %(status)s; it can be reached while it runs.")
+            % {"name": instance.name, "status": instance.get_status_display().lower()},
+            instance.owner_id,
+            instance,
+        )
+    try:
+        ssh_target = getattr(get_backend(instance.backend_alias), "ssh_target", None)
+        target = ssh_target(key=instance.key) if ssh_target else None
+    except (BackendError, ImproperlyConfigured):
+        target = None
+    if target is None:
+        return refuse(
+            _("Instance %(name)s serves no SSH right now.") % {"name": instance.name}, instance.owner_id, instance
+        )
+    return Verdict(user_id=instance.owner_id, key_fingerprint=fingerprint, instance_id=instance.pk, target=target)

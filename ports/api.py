@@ -1,0 +1,102 @@
+"""The REST API for service ports and share links: the same services and errors as the page.
+
+A field problem is a 400 with ``fields``; another user's instance, port or link is a 404.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.api import ServiceError
+from ports import selectors, services
+from ports.errors import PortRefused
+from ports.models import MAX_PORT, InstancePort, PortShare
+
+
+def _raise(exc: PortRefused):
+    if exc.field:
+        raise ValidationError({exc.field: [exc.message]}) from exc
+    raise ServiceError(detail=exc.message, code=exc.code) from exc
+
+
+class ShareSerializer(serializers.ModelSerializer):
+    url = serializers.CharField(read_only=True)
+    status = serializers.CharField(source="status_now", read_only=True)
+
+    class Meta:
+        model = PortShare
+        fields = ["id", "label", "url", "status", "created_at", "expires_at", "revoked_at"]
+        read_only_fields = fields
+
+
+class PortSerializer(serializers.ModelSerializer):
+    url = serializers.CharField(read_only=True)
+    shares = ShareSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = InstancePort
+        fields = ["id", "port", "name", "url", "shares", "created_at"]
+        read_only_fields = fields
+
+
+class PortCreateSerializer(serializers.Serializer):
+    port = serializers.IntegerField(min_value=1, max_value=MAX_PORT)
+    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class ShareCreateSerializer(serializers.Serializer):
+    label = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class PortListView(APIView):
+    @extend_schema(responses=PortSerializer(many=True), summary="The instance's service ports")
+    def get(self, request, instance_id):
+        instance = selectors.instance_get_for(user=request.user, instance_id=instance_id)
+        return Response(PortSerializer(selectors.ports_for(instance=instance), many=True).data)
+
+    @extend_schema(request=PortCreateSerializer, responses={201: PortSerializer}, summary="Serve a port")
+    def post(self, request, instance_id):
+        instance = selectors.instance_get_for(user=request.user, instance_id=instance_id)
+        data = PortCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            port = services.port_declare(instance=instance, **data.validated_data)
+        except PortRefused as exc:
+            _raise(exc)
+        return Response(PortSerializer(port).data, status=status.HTTP_201_CREATED)
+
+
+class PortDetailView(APIView):
+    @extend_schema(responses={204: None}, summary="Stop serving a port (its share links go too)")
+    def delete(self, request, instance_id, port_id):
+        port = selectors.port_get_for(user=request.user, instance_id=instance_id, port_id=port_id)
+        services.port_remove(port=port)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ShareCreateView(APIView):
+    @extend_schema(request=ShareCreateSerializer, responses={201: ShareSerializer}, summary="Make a share link")
+    def post(self, request, instance_id, port_id):
+        port = selectors.port_get_for(user=request.user, instance_id=instance_id, port_id=port_id)
+        data = ShareCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            share = services.share_create(port=port, **data.validated_data)
+        except PortRefused as exc:
+            _raise(exc)
+        return Response(ShareSerializer(share).data, status=status.HTTP_201_CREATED)
+
+
+class ShareRevokeView(APIView):
+    @extend_schema(request=None, responses={200: ShareSerializer}, summary="Revoke a share link")
+    def post(self, request, instance_id, port_id, share_id):
+        port = selectors.port_get_for(user=request.user, instance_id=instance_id, port_id=port_id)
+        share = selectors.share_get_for(user=request.user, port=port, share_id=share_id)
+        services.share_revoke(share=share)
+        share.refresh_from_db()
+        return Response(ShareSerializer(share).data)

@@ -1,0 +1,106 @@
+"""A port a user declared on an instance, and the share links that make it public."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from core.proxy import proxy_link, proxy_public_link
+
+MAX_PORT = 65535
+
+
+class InstancePort(models.Model):
+    """An HTTP server the owner runs on the instance; served at ``/i/<instance>/p<port>/`` to the owner."""
+
+    instance = models.ForeignKey("instances.Instance", on_delete=models.CASCADE, related_name="ports")
+    port = models.PositiveIntegerField(_("port"))
+    name = models.CharField(_("name"), max_length=64, blank=True)  # "TensorBoard", "my Gradio demo"
+    created_at = models.DateTimeField(_("added"), default=timezone.now)
+
+    class Meta:
+        ordering = ["port"]
+        verbose_name = _("service port")
+        verbose_name_plural = _("service ports")
+        constraints = [
+            models.UniqueConstraint(fields=["instance", "port"], name="ports_one_row_per_port"),
+            models.CheckConstraint(condition=models.Q(port__gte=1, port__lte=MAX_PORT), name="ports_port_in_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.port} ({self.name})" if self.name else str(self.port)
+
+    @property
+    def service(self) -> str:
+        """The proxy's service segment: ``p6006``."""
+        return f"p{self.port}"
+
+    @property
+    def path(self) -> str:
+        return f"{settings.CONSOLE_PROXY_PREFIX}{self.instance_id}/{self.service}/"
+
+    @property
+    def url(self) -> str:
+        """The owner's link (through the sign-in hand-off when user content has its own host)."""
+        return proxy_link(self.path)
+
+
+class PortShare(models.Model):
+    """A public link to a port: anyone with the URL reaches it, until it is revoked or expires.
+
+    The token is stored as it is (the owner copies the link again from the list, as with an unlisted
+    video's URL); it is 160 random bits, so it cannot be guessed.
+    """
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", _("Active")  # the link works
+        EXPIRED = "expired", _("Expired")  # past its expiry
+        REVOKED = "revoked", _("Revoked")  # revoked by the owner
+
+    STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: ""}
+
+    port = models.ForeignKey(InstancePort, on_delete=models.CASCADE, related_name="shares")
+    token = models.CharField(max_length=64, unique=True)
+    label = models.CharField(_("for"), max_length=64, blank=True)  # who has it: "the demo for Bob"
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("share link")
+        verbose_name_plural = _("share links")
+
+    def __str__(self) -> str:
+        return self.label or self.token[:8]
+
+    @property
+    def service(self) -> str:
+        return f"s-{self.token}"
+
+    @property
+    def path(self) -> str:
+        return f"{settings.CONSOLE_PROXY_PREFIX}{self.port.instance_id}/{self.service}/"
+
+    @property
+    def url(self) -> str:
+        """Anyone's link: on the user-content host when there is one."""
+        return proxy_public_link(self.path)
+
+    def status(self, now=None) -> Status:
+        now = now or timezone.now()
+        if self.revoked_at is not None:
+            return self.Status.REVOKED
+        if self.expires_at is not None and self.expires_at <= now:
+            return self.Status.EXPIRED
+        return self.Status.ACTIVE
+
+    @property
+    def status_now(self) -> Status:
+        return self.status()
+
+    @property
+    def status_badge(self) -> str:
+        return self.STATUS_BADGE[self.status()]

@@ -1,0 +1,66 @@
+"""The console proxy's resolver for service ports (``CONSOLE_PROXY_PORT_RESOLVER``).
+
+``/i/<instance>/p<port>/…`` reaches a declared port for the instance's owner only; ``/i/<instance>/s-<token>/…``
+reaches it for anyone holding an active share link. Anything else, an undeclared port, a revoked or
+expired link, a stopped instance, is None: the proxy's plain 404. The instance's provider says where
+the port is reachable (``EntryPointsCapability.port_target``).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Q
+from django.utils import timezone
+
+from instances.models import Instance
+from ports.models import InstancePort, PortShare
+from providers import BackendError, get_backend
+
+PORT_SERVICE = re.compile(r"^p([1-9][0-9]{0,4})$")
+SHARE_SERVICE = re.compile(r"^s-([a-z2-7]{32})$")
+
+
+def is_port_service(service: str) -> bool:
+    return bool(PORT_SERVICE.match(service) or SHARE_SERVICE.match(service))
+
+
+def is_public_service(service: str) -> bool:
+    """A share link: it needs no session."""
+    return bool(SHARE_SERVICE.match(service))
+
+
+def port_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""):
+    try:
+        pk = uuid.UUID(str(instance_id))
+    except ValueError:
+        return None
+    running = Q(instance_id=pk, instance__status=Instance.Status.RUNNING)
+    if match := PORT_SERVICE.match(service):
+        if user is None or not getattr(user, "is_authenticated", False):
+            return None
+        port = (
+            InstancePort.objects.filter(running, instance__owner_id=user.pk, port=int(match[1]))
+            .select_related("instance")
+            .first()
+        )
+    elif match := SHARE_SERVICE.match(service):
+        share = (
+            PortShare.objects.filter(token=match[1], revoked_at=None, port__instance_id=pk)
+            .filter(port__instance__status=Instance.Status.RUNNING)
+            .filter(Q(expires_at=None) | Q(expires_at__gt=timezone.now()))
+            .select_related("port__instance")
+            .first()
+        )
+        port = share.port if share else None
+    else:
+        return None
+    if port is None:
+        return None
+    try:
+        locate = getattr(get_backend(port.instance.backend_alias), "port_target", None)
+        return locate(key=port.instance.key, port=port.port) if locate else None
+    except (BackendError, ImproperlyConfigured):
+        return None
