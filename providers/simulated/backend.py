@@ -116,14 +116,16 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         ]
         SimulatedNode.objects.bulk_create(rows, ignore_conflicts=True)
 
-    def _used_cards(self, node) -> int:
+    def _used_cards(self, node, *, key: str = "") -> int:
         # A cluster holds its cards on its head and on each of its peers. Which clusters have ``node``
         # among their peers is read here, not asked of the database: a JSON containment lookup is
         # PostgreSQL's alone (elsewhere it raises NotSupportedError, and no launch could be placed).
         # One query for both: the machines headed here and every cluster.
+        # ``key``'s own machine does not compete with itself (a create sent twice).
         rows = (
             self._machines()
             .filter(Q(node=node) | Q(spec__nodes__gt=1), power="on")
+            .exclude(key=key)
             .values_list("node_id", "cards", "spec__peers")
         )
         return sum(cards for head, cards, peers in rows if head == node.pk or node.name in (peers or ()))
@@ -132,7 +134,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         names = (machine.spec or {}).get("peers") or []
         return list(SimulatedNode.objects.filter(backend_alias=self.alias, name__in=names)) if names else []
 
-    def _place_all(self, *, machine_cards: int, head: str, peers: tuple[str, ...]):
+    def _place_all(self, *, machine_cards: int, head: str, peers: tuple[str, ...], key: str = ""):
         """Place a machine on ``head`` and, for a cluster, on every peer: all fit, or nothing is placed.
 
         Nodes are locked in name order, so two clusters placed at once cannot deadlock on each other.
@@ -140,10 +142,10 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         names = [head, *peers]
         if len(set(names)) != len(names):
             raise PermanentBackendError("A cluster needs distinct nodes.")
-        placed = {name: self._place(machine_cards=machine_cards, node_name=name) for name in sorted(names)}
+        placed = {name: self._place(machine_cards=machine_cards, node_name=name, key=key) for name in sorted(names)}
         return placed[head]
 
-    def _place(self, *, machine_cards: int, node_name: str):
+    def _place(self, *, machine_cards: int, node_name: str, key: str = ""):
         """Lock the node and check the machine fits, as a real host would refuse an oversubscription."""
         node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
         if node is None and self.options.get("FLEET"):
@@ -153,7 +155,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
             raise PermanentBackendError(f"Node {node_name} does not exist.")
         if self._is_lost(node) or self._is_draining(node):
             raise PermanentBackendError(f"Node {node_name} is out of service.")
-        if self._used_cards(node) + machine_cards > node.cards:
+        if self._used_cards(node, key=key) + machine_cards > node.cards:
             raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
         return node
 
@@ -207,9 +209,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         self._bug("create")
         self._reachable()
-        existing = self._machines().select_related("node").filter(key=key).first()
-        if existing is not None:
-            return self._state(existing)
+        # A create sent twice finds its machine through the key's unique index (below), not a read first.
         if self._roll("FAIL_CREATE_TRANSIENT"):
             raise TransientBackendError("The provider is busy; try again shortly.")
         if self._roll("FAIL_CREATE_PERMANENT"):
@@ -217,7 +217,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         peers = self._cluster_peers(spec)
         try:
             with transaction.atomic():
-                node = self._place_all(machine_cards=spec.gpu_count, head=spec.node, peers=peers)
+                node = self._place_all(machine_cards=spec.gpu_count, head=spec.node, peers=peers, key=key)
                 machine = SimulatedMachine.objects.create(
                     backend_alias=self.alias,
                     key=key,
