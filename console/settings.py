@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "instances",
     "apps_marketplace",
     "storage",
+    "metrics",
 ]
 
 MIDDLEWARE = [
@@ -544,6 +545,9 @@ BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instanc
 # What instances asks of volumes at launch, at boot and on its pages (instances/volumes.py): none,
 # unless an app above it offers them (storage's block below names its own).
 INSTANCES_VOLUME_HOOKS = "instances.volumes.VolumeHooks"
+# What the instance list and page show of GPU metrics (instances/gpu_metrics.py): nothing, unless an
+# app above it samples them (metrics' block below names its own).
+INSTANCES_GPU_METRICS_HOOKS = "instances.gpu_metrics.GpuMetricsHooks"
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
@@ -701,3 +705,30 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
 # --- One-click deploy (apps_marketplace.services) ---------------------------------------------------
 # The instances image a deployment's instance boots; the app's container image runs on it.
 APPS_DEPLOY_BASE_IMAGE = os.environ.get("APPS_DEPLOY_BASE_IMAGE", "cuda-12.4-ubuntu22.04")
+
+# --- GPU metrics (metrics/): per-card samples of running instances, rollups, charts ------------------
+# Every METRICS_SAMPLE_INTERVAL_S the worker asks each provider for its running machines' cards
+# (providers.base.GpuMetricsCapability) and stores one row per card; every METRICS_ROLLUP_S the raw rows
+# of the last METRICS_ROLLUP_LOOKBACK_S are folded into buckets. Raw rows are kept
+# METRICS_RAW_RETENTION_S (charts up to a day read them), rollups METRICS_ROLLUP_RETENTION_DAYS.
+METRICS_SAMPLE_INTERVAL_S = int(os.environ.get("METRICS_SAMPLE_INTERVAL_S", "15"))
+METRICS_ROLLUP_S = 300
+METRICS_ROLLUP_LOOKBACK_S = 1800
+METRICS_RAW_RETENTION_S = int(os.environ.get("METRICS_RAW_RETENTION_S", str(26 * 3600)))
+METRICS_ROLLUP_RETENTION_DAYS = int(os.environ.get("METRICS_ROLLUP_RETENTION_DAYS", "35"))
+INSTANCES_GPU_METRICS_HOOKS = "metrics.hooks.MetricsHooks"
+CELERY_BEAT_SCHEDULE.update(
+    {
+        # A tick that could not start within its interval is dropped: the next one samples afresh.
+        "metrics-collect": {
+            "task": "metrics.tasks.metrics_collect_task",
+            "schedule": float(METRICS_SAMPLE_INTERVAL_S),
+            "options": {"expires": METRICS_SAMPLE_INTERVAL_S},
+        },
+        "metrics-maintain": {
+            "task": "metrics.tasks.metrics_maintain_task",
+            "schedule": float(METRICS_ROLLUP_S),
+            "options": {"expires": METRICS_ROLLUP_S},
+        },
+    }
+)

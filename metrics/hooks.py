@@ -1,0 +1,20 @@
+"""metrics answers the instances app's pages (``instances.gpu_metrics``): the list's figure, the page's charts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from instances.gpu_metrics import GpuMetricsHooks
+from metrics import selectors
+
+
+class MetricsHooks(GpuMetricsHooks):
+    def gpu_use(self, *, instance_ids: Iterable[uuid.UUID]) -> dict:
+        return selectors.gpu_use_for(instance_ids)
+
+    def detail_panels(self, *, instance) -> list[str]:
+        # A machine that never ran has nothing to chart; a stopped one keeps its history.
+        if instance.running_since is None and instance.status != "running":
+            return []
+        return ["metrics/_instance_charts.html"]

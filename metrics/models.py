@@ -1,0 +1,69 @@
+"""Samples of each card of each instance, and their rollups.
+
+Both tables are narrow and keyed by (instance, time, card) with no surrogate id: the primary key's
+index is the one index, and it is the chart's access path (one instance, a time range). Columns run
+widest first so PostgreSQL pads nothing: a raw row is 40 bytes of data. The instance is a plain UUID,
+not a foreign key: samples arrive for 10,000 machines every 15 s and a constraint check per row
+buys nothing (retention removes them; a released instance's rows age out like any others).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # ticks and buckets are counted from here (date_bin's origin)
+
+
+def floor_to(moment: datetime, seconds: int) -> datetime:
+    """``moment`` rounded down to a multiple of ``seconds`` since ``EPOCH``: the tick or bucket it falls in."""
+    offset = int((moment - EPOCH).total_seconds())
+    return EPOCH + timedelta(seconds=offset - offset % seconds)
+
+
+class CardSample(models.Model):
+    """One card of one instance at one tick (``at`` is the tick, a multiple of the sample interval,
+    so a repeated collection lands on the same key and is ignored). None: the provider could not read it."""
+
+    pk = models.CompositePrimaryKey("instance_id", "at", "card")
+    at = models.DateTimeField()
+    instance_id = models.UUIDField()
+    memory_used_mib = models.IntegerField(null=True)
+    memory_total_mib = models.IntegerField(null=True)
+    card = models.SmallIntegerField()
+    utilization_pct = models.SmallIntegerField(null=True)
+    power_w = models.SmallIntegerField(null=True)
+    temperature_c = models.SmallIntegerField(null=True)
+
+    class Meta:
+        verbose_name = _("GPU sample")
+        verbose_name_plural = _("GPU samples")
+
+    def __str__(self) -> str:
+        return f"{self.instance_id} card {self.card} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class CardRollup(models.Model):
+    """One card of one instance over one bucket of ``METRICS_ROLLUP_S`` starting at ``at``: what the
+    charts of a week read, and what outlives the raw samples."""
+
+    pk = models.CompositePrimaryKey("instance_id", "at", "card")
+    at = models.DateTimeField()
+    instance_id = models.UUIDField()
+    memory_used_max_mib = models.IntegerField(null=True)
+    memory_total_mib = models.IntegerField(null=True)
+    card = models.SmallIntegerField()
+    samples = models.SmallIntegerField()  # raw samples folded in; weights the averages of longer buckets
+    utilization_avg_pct = models.SmallIntegerField(null=True)
+    utilization_max_pct = models.SmallIntegerField(null=True)
+    power_avg_w = models.SmallIntegerField(null=True)
+    temperature_max_c = models.SmallIntegerField(null=True)
+
+    class Meta:
+        verbose_name = _("GPU rollup")
+        verbose_name_plural = _("GPU rollups")
+
+    def __str__(self) -> str:
+        return f"{self.instance_id} card {self.card} from {self.at:%Y-%m-%d %H:%M}"

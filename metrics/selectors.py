@@ -1,0 +1,157 @@
+"""Reading metrics for pages and the API: one instance's chart series, and the list's utilisation.
+
+Every read is one SQL statement on a primary-key range (instance, time), so a chart costs the same
+however many instances the console samples (``bench/metrics.py`` measures it). Nothing here asks a
+provider; callers scope the instance to its owner first (``instances.selectors.instance_get_for``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from metrics.models import EPOCH, floor_to
+
+# The chart ranges: key -> (seconds shown, seconds per point). About 60-360 points per chart.
+RANGES: dict[str, tuple[int, int]] = {
+    "15m": (15 * 60, 15),
+    "1h": (60 * 60, 15),
+    "6h": (6 * 3600, 60),
+    "1d": (24 * 3600, 300),
+    "7d": (7 * 24 * 3600, 1800),
+}
+RANGE_LABELS = {"15m": _("15 min"), "1h": _("1 hour"), "6h": _("6 hours"), "1d": _("1 day"), "7d": _("7 days")}
+DEFAULT_RANGE = "1h"
+SERIES = ("utilization_pct", "memory_used_mib", "power_w", "temperature_c")
+
+_RAW_SQL = """
+SELECT card, date_bin(%(step)s, at, %(origin)s) AS bucket, round(avg(utilization_pct)), max(memory_used_mib),
+       max(memory_total_mib), round(avg(power_w)), max(temperature_c)
+FROM metrics_cardsample
+WHERE instance_id = %(instance)s AND at >= %(start)s AND at < %(end)s
+GROUP BY card, bucket ORDER BY card, bucket
+"""
+_ROLLUP_SQL = """
+SELECT card, date_bin(%(step)s, at, %(origin)s) AS bucket,
+       round(sum(utilization_avg_pct * samples)::numeric
+             / nullif(sum(samples) FILTER (WHERE utilization_avg_pct IS NOT NULL), 0)),
+       max(memory_used_max_mib), max(memory_total_mib), round(avg(power_avg_w)), max(temperature_max_c)
+FROM metrics_cardrollup
+WHERE instance_id = %(instance)s AND at >= %(start)s AND at < %(end)s
+GROUP BY card, bucket ORDER BY card, bucket
+"""
+
+
+def series_source(range_key: str) -> str:
+    """Which table a range reads: the raw samples while they are all still kept, else the rollups."""
+    seconds, step = RANGES[range_key]
+    if seconds <= settings.METRICS_RAW_RETENTION_S and step < settings.METRICS_ROLLUP_S * 6:
+        return "raw"
+    return "rollup"
+
+
+def instance_series(*, instance_id: uuid.UUID | str, range_key: str, now: datetime | None = None) -> dict:
+    """The chart data of one instance over ``range_key``: a shared time axis ``t`` (UNIX seconds, one
+    point per step, the last one the bucket in progress) and per card its four series, aligned to
+    ``t`` with None where nothing was sampled (the instance was stopped, or its provider silent)."""
+    seconds, step = RANGES[range_key]
+    now = now or timezone.now()
+    end = floor_to(now, step) + timedelta(seconds=step)
+    start = end - timedelta(seconds=seconds)
+    source = series_source(range_key)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _RAW_SQL if source == "raw" else _ROLLUP_SQL,
+            {
+                "step": timedelta(seconds=step),
+                "origin": EPOCH,
+                "instance": str(instance_id),
+                "start": start,
+                "end": end,
+            },
+        )
+        rows = cursor.fetchall()
+    points = seconds // step
+    axis = [int(start.timestamp()) + i * step for i in range(points)]
+    cards: dict[int, dict] = {}
+    for card, bucket, util, memory_used, memory_total, power, temperature in rows:
+        index = int((bucket - start).total_seconds()) // step
+        if not 0 <= index < points:
+            continue
+        entry = cards.setdefault(card, {"card": card, "memory_total_mib": None, **{k: [None] * points for k in SERIES}})
+        for name, value in zip(SERIES, (util, memory_used, power, temperature), strict=True):
+            entry[name][index] = None if value is None else int(value)
+        if memory_total is not None:
+            entry["memory_total_mib"] = int(memory_total)
+    return {
+        "range": range_key,
+        "step_s": step,
+        "source": source,
+        "start": start,
+        "end": end,
+        "t": axis,
+        "cards": [cards[card] for card in sorted(cards)],
+    }
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """The list's figure for one instance: the average utilisation of its cards over the last buckets."""
+
+    now_pct: int | None  # the latest bucket's average, None when nothing was sampled lately
+    points: tuple[int | None, ...]  # the last hour, oldest first
+
+    @property
+    def sparkline(self) -> str:
+        """The points as an SVG polyline's ``points`` (60 × 16 box, 100 % at the top); gaps are skipped."""
+        width, height = 60, 16
+        step = width / max(1, len(self.points) - 1)
+        return " ".join(
+            f"{i * step:.1f},{height - value * height / 100:.1f}"
+            for i, value in enumerate(self.points)
+            if value is not None
+        )
+
+
+_USE_SQL = """
+SELECT instance_id, date_bin(%(step)s, at, %(origin)s) AS bucket, round(avg(utilization_pct))
+FROM metrics_cardsample
+WHERE instance_id = ANY(%(instances)s) AND at >= %(start)s AND at < %(end)s
+GROUP BY instance_id, bucket
+"""
+USE_BUCKET_S = 300
+USE_POINTS = 12
+
+
+def gpu_use_for(instance_ids: Iterable[uuid.UUID], *, now: datetime | None = None) -> dict[uuid.UUID, GpuUse]:
+    """For each instance (already scoped to the reader), its utilisation over the last hour in 5-minute
+    buckets: one statement for the whole list. Instances with no sample in the hour are left out."""
+    ids = [uuid.UUID(str(i)) for i in instance_ids]
+    if not ids:
+        return {}
+    now = now or timezone.now()
+    end = floor_to(now, USE_BUCKET_S) + timedelta(seconds=USE_BUCKET_S)
+    start = end - timedelta(seconds=USE_BUCKET_S * USE_POINTS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _USE_SQL,
+            {"step": timedelta(seconds=USE_BUCKET_S), "origin": EPOCH, "instances": ids, "start": start, "end": end},
+        )
+        rows = cursor.fetchall()
+    points: dict[uuid.UUID, list[int | None]] = {}
+    for instance_id, bucket, util in rows:
+        index = int((bucket - start).total_seconds()) // USE_BUCKET_S
+        if 0 <= index < USE_POINTS:
+            points.setdefault(instance_id, [None] * USE_POINTS)[index] = None if util is None else int(util)
+    uses = {}
+    for instance_id, values in points.items():
+        recent = [v for v in values[-2:] if v is not None]  # the bucket in progress may have just begun
+        uses[instance_id] = GpuUse(now_pct=recent[-1] if recent else None, points=tuple(values))
+    return uses
