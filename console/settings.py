@@ -717,6 +717,7 @@ METRICS_ROLLUP_LOOKBACK_S = 1800
 METRICS_RAW_RETENTION_S = int(os.environ.get("METRICS_RAW_RETENTION_S", str(26 * 3600)))
 METRICS_ROLLUP_RETENTION_DAYS = int(os.environ.get("METRICS_ROLLUP_RETENTION_DAYS", "35"))
 INSTANCES_GPU_METRICS_HOOKS = "metrics.hooks.MetricsHooks"
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update({"GpuMetricsRangeEnum": "metrics.selectors.RANGE_CHOICES"})
 CELERY_BEAT_SCHEDULE.update(
     {
         # A tick that could not start within its interval is dropped: the next one samples afresh.

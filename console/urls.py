@@ -11,6 +11,7 @@ api_v1 = [
     path("account/", include("accounts.api_urls")),
     path("billing/", include("billing.api_urls")),
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
+    path("", include("metrics.api_urls")),  # instances/<id>/metrics/
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
 ]

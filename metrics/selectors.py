@@ -29,6 +29,8 @@ RANGES: dict[str, tuple[int, int]] = {
 }
 RANGE_LABELS = {"15m": _("15 min"), "1h": _("1 hour"), "6h": _("6 hours"), "1d": _("1 day"), "7d": _("7 days")}
 DEFAULT_RANGE = "1h"
+# Named in the API schema (SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"], metrics' block in settings).
+RANGE_CHOICES = [(key, key) for key in RANGES]
 SERIES = ("utilization_pct", "memory_used_mib", "power_w", "temperature_c")
 
 _RAW_SQL = """
