@@ -4,6 +4,6 @@ The worker asks each provider for its running machines' samples every ``METRICS_
 (``metrics.services.metrics_collect``, through the providers' ``GpuMetricsCapability``); pages and
 the API read the stored rows (``metrics.selectors``) and never ask a provider. Raw samples are kept
 ``METRICS_RAW_RETENTION_S``; every ``METRICS_ROLLUP_S`` they are folded into rollups (averages and
-peaks per bucket), kept ``METRICS_ROLLUP_RETENTION_DAYS``. Charts up to a day read the raw rows,
-longer ones the rollups.
+peaks per bucket), kept ``METRICS_ROLLUP_RETENTION_DAYS``. Charts up to 6 hours read the raw rows,
+a day and a week the rollups (with the raw rows of the last two buckets).
 """

@@ -60,6 +60,37 @@ def test_six_hours_average_each_minute(instance):
     assert series["cards"][0]["utilization_pct"][-3] == round((0 + 1 + 2 + 3) / 4)
 
 
+def test_a_day_reads_the_rollups_and_the_raw_tail_they_have_not_reached(instance):
+    assert series_source("1d") == "rollup"
+    CardRollup.objects.create(
+        instance_id=instance.pk,
+        at=datetime(2026, 12, 1, 4, 40, tzinfo=UTC),
+        card=0,
+        samples=20,
+        utilization_avg_pct=30,
+        memory_total_mib=81920,
+    )
+    # Raw rows of that bucket (already rolled up: not counted twice), and of the tail (not yet rolled up).
+    CardSample.objects.create(
+        instance_id=instance.pk, at=datetime(2026, 12, 1, 4, 40, 15, tzinfo=UTC), card=0, utilization_pct=0
+    )
+    CardSample.objects.bulk_create(
+        CardSample(
+            instance_id=instance.pk,
+            at=datetime(2026, 12, 1, 4, 56, tzinfo=UTC) + timedelta(seconds=15 * i),
+            card=0,
+            utilization_pct=70,
+        )
+        for i in range(4)
+    )
+    series = instance_series(instance_id=instance.pk, range_key="1d", now=NOW)
+    assert series["step_s"] == 300 and len(series["t"]) == 288
+    points = dict(zip(series["t"], series["cards"][0]["utilization_pct"], strict=True))
+    assert points[int(datetime(2026, 12, 1, 4, 40, tzinfo=UTC).timestamp())] == 30
+    assert points[int(datetime(2026, 12, 1, 4, 55, tzinfo=UTC).timestamp())] == 70
+    assert sum(v is not None for v in points.values()) == 2
+
+
 def test_a_week_reads_the_rollups(instance):
     assert series_source("7d") == "rollup"
     CardRollup.objects.bulk_create(
