@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
-from django.utils.translation import gettext_lazy as _
 
 from metrics.models import EPOCH, floor_to
 
@@ -27,7 +26,6 @@ RANGES: dict[str, tuple[int, int]] = {
     "1d": (24 * 3600, 300),
     "7d": (7 * 24 * 3600, 1800),
 }
-RANGE_LABELS = {"15m": _("15 min"), "1h": _("1 hour"), "6h": _("6 hours"), "1d": _("1 day"), "7d": _("7 days")}
 DEFAULT_RANGE = "1h"
 # Named in the API schema (SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"], metrics' block in settings).
 RANGE_CHOICES = [(key, key) for key in RANGES]
