@@ -717,6 +717,11 @@ METRICS_ROLLUP_S = 300
 METRICS_ROLLUP_LOOKBACK_S = 1800
 METRICS_RAW_RETENTION_S = int(os.environ.get("METRICS_RAW_RETENTION_S", str(7 * 3600)))
 METRICS_ROLLUP_RETENTION_DAYS = int(os.environ.get("METRICS_ROLLUP_RETENTION_DAYS", "8"))
+# Auto-stop's idle judgement from the samples (every engine): a card below this utilisation is idle (the
+# local backend's own check uses the same 5 %), and an instance with no sample for METRICS_IDLE_STALE_S
+# is not judged at all (its provider is silent: unknown is not idle).
+METRICS_IDLE_BELOW_PCT = int(os.environ.get("METRICS_IDLE_BELOW_PCT", "5"))
+METRICS_IDLE_STALE_S = 120
 INSTANCES_GPU_METRICS_HOOKS = "metrics.hooks.MetricsHooks"
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update({"GpuMetricsRangeEnum": "metrics.selectors.RANGE_CHOICES"})
 CELERY_BEAT_SCHEDULE.update(

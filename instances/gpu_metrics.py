@@ -1,4 +1,4 @@
-"""What the instances app's pages ask of GPU metrics, answered by the app named in ``INSTANCES_GPU_METRICS_HOOKS``.
+"""What the instances app asks of GPU metrics (its pages, and auto-stop's idle judgement), answered by the app named in ``INSTANCES_GPU_METRICS_HOOKS``.
 
 GPU metrics live in an app above this one (``metrics`` samples every card and stores the series), so
 the instance list and page import none of its modules; they ask these hooks, as launch asks
@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -23,6 +24,12 @@ class GpuMetricsHooks:
         """For the list: per instance id (already the reader's own), an object with ``now_pct`` (the
         recent average utilisation of its cards, or None) and ``sparkline`` (SVG polyline points);
         instances without recent samples are left out. One query for the whole page."""
+        return {}
+
+    def gpu_idle_seconds(self, *, running_since: dict[uuid.UUID, datetime | None], now: datetime) -> dict:
+        """For auto-stop: per instance id (id -> when it last booted), how long all its cards have been
+        idle by the stored samples; instances it cannot judge (no recent samples) are left out, so
+        they are never stopped for idleness on this account. One or two queries for all."""
         return {}
 
     def detail_panels(self, *, instance) -> list[str]:

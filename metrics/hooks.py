@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 
 from instances.gpu_metrics import GpuMetricsHooks
 from metrics import selectors
@@ -18,3 +19,6 @@ class MetricsHooks(GpuMetricsHooks):
         if instance.running_since is None and instance.status != "running":
             return []
         return ["metrics/_instance_charts.html"]
+
+    def gpu_idle_seconds(self, *, running_since: dict[uuid.UUID, datetime | None], now: datetime) -> dict:
+        return selectors.gpu_idle_seconds(running_since=running_since, now=now)

@@ -172,3 +172,60 @@ def gpu_use_for(instance_ids: Iterable[uuid.UUID], *, now: datetime | None = Non
         recent = [v for v in values[-2:] if v is not None]  # the bucket in progress may have just begun
         uses[instance_id] = GpuUse(now_pct=recent[-1] if recent else None, points=tuple(values))
     return uses
+
+
+_IDLE_RAW_SQL = """
+SELECT instance_id, max(at) FILTER (WHERE utilization_pct >= %(busy)s), min(at), max(at)
+FROM metrics_cardsample
+WHERE instance_id = ANY(%(instances)s) AND at >= %(since)s AND utilization_pct IS NOT NULL
+GROUP BY instance_id
+"""
+_IDLE_ROLLUP_SQL = """
+SELECT instance_id, max(at) FILTER (WHERE utilization_max_pct >= %(busy)s), min(at)
+FROM metrics_cardrollup
+WHERE instance_id = ANY(%(instances)s) AND at >= %(since)s AND at < %(until)s AND utilization_max_pct IS NOT NULL
+GROUP BY instance_id
+"""
+
+
+def gpu_idle_seconds(*, running_since: dict[uuid.UUID, datetime | None], now: datetime | None = None) -> dict:
+    """For each instance (id -> when it last booted), how long every one of its cards has been below
+    ``METRICS_IDLE_BELOW_PCT`` utilisation, judged from the stored samples (raw, then the rollups'
+    peaks further back). An instance is left out, unknown rather than idle, when it has no recent
+    sample (``METRICS_IDLE_STALE_S``: its provider went silent) or its utilisation cannot be read.
+    The idle clock never starts before the boot: a restart is a use. Two statements for all."""
+    ids = [uuid.UUID(str(i)) for i in running_since]
+    if not ids:
+        return {}
+    now = now or timezone.now()
+    busy = settings.METRICS_IDLE_BELOW_PCT
+    raw_since = now - timedelta(seconds=settings.METRICS_RAW_RETENTION_S)
+    with connection.cursor() as cursor:
+        cursor.execute(_IDLE_RAW_SQL, {"busy": busy, "instances": ids, "since": raw_since})
+        raw = {row[0]: row[1:] for row in cursor.fetchall()}
+        cursor.execute(
+            _IDLE_ROLLUP_SQL,
+            {
+                "busy": busy,
+                "instances": list(raw),
+                "since": now - timedelta(days=settings.METRICS_ROLLUP_RETENTION_DAYS),
+                "until": raw_since,
+            },
+        )
+        older = {row[0]: row[1:] for row in cursor.fetchall()}
+    stale = now - timedelta(seconds=settings.METRICS_IDLE_STALE_S)
+    idle: dict[uuid.UUID, int] = {}
+    for instance_id, (last_busy, first_seen, last_seen) in raw.items():
+        if last_seen < stale:
+            continue
+        if last_busy is None and instance_id in older:
+            rollup_busy, rollup_first = older[instance_id]
+            # A busy bucket was busy up to its end, at most; its start is the first sample it holds.
+            last_busy = rollup_busy + timedelta(seconds=settings.METRICS_ROLLUP_S) if rollup_busy else None
+            first_seen = min(first_seen, rollup_first)
+        since = last_busy or first_seen
+        booted = running_since.get(instance_id)
+        if booted is not None:
+            since = max(since, booted)
+        idle[instance_id] = max(0, int((now - since).total_seconds()))
+    return idle
