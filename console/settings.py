@@ -391,6 +391,9 @@ BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S"
 # Called with user_id=… once per out-of-funds episode. The instances app sets its own (stop the
 # user's instances, keep their disks); the default stops the user's meters that are not storage.
 BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
+# Who tells statements what was spent while GPUs sat idle (billing.statements.idle_waste): nobody,
+# unless an app that measures GPU use names itself (metrics' block below).
+BILLING_IDLE_WASTE_HOOK = ""
 BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
 CELERY_BEAT_SCHEDULE.update(
     {
@@ -722,6 +725,10 @@ METRICS_ROLLUP_RETENTION_DAYS = int(os.environ.get("METRICS_ROLLUP_RETENTION_DAY
 # is not judged at all (its provider is silent: unknown is not idle).
 METRICS_IDLE_BELOW_PCT = int(os.environ.get("METRICS_IDLE_BELOW_PCT", "5"))
 METRICS_IDLE_STALE_S = 120
+# The statement's idle-waste line counts idle stretches (every card below METRICS_IDLE_BELOW_PCT) of
+# at least this many minutes, recorded per instance and day (metrics.models.IdleDay) every hour.
+METRICS_IDLE_WASTE_MIN_MINUTES = int(os.environ.get("METRICS_IDLE_WASTE_MIN_MINUTES", "15"))
+BILLING_IDLE_WASTE_HOOK = "metrics.selectors.idle_waste_for"
 INSTANCES_GPU_METRICS_HOOKS = "metrics.hooks.MetricsHooks"
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update({"GpuMetricsRangeEnum": "metrics.selectors.RANGE_CHOICES"})
 CELERY_BEAT_SCHEDULE.update(
@@ -736,6 +743,11 @@ CELERY_BEAT_SCHEDULE.update(
             "task": "metrics.tasks.metrics_maintain_task",
             "schedule": float(METRICS_ROLLUP_S),
             "options": {"expires": METRICS_ROLLUP_S},
+        },
+        "metrics-idle-days": {
+            "task": "metrics.tasks.metrics_idle_days_task",
+            "schedule": 3600.0,
+            "options": {"expires": 3600},
         },
     }
 )

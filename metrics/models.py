@@ -72,3 +72,21 @@ class CardRollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.instance_id} card {self.card} from {self.at:%Y-%m-%d %H:%M}"
+
+
+class IdleDay(models.Model):
+    """How long an instance's cards sat idle on one day (``TIME_ZONE``), counting only idle stretches of
+    at least ``METRICS_IDLE_WASTE_MIN_MINUTES``: the statement's idle-waste line sums these. Kept
+    after the rollups they come from are gone (one small row per instance and day)."""
+
+    pk = models.CompositePrimaryKey("instance_id", "day")
+    instance_id = models.UUIDField()
+    day = models.DateField()
+    idle_seconds = models.IntegerField()
+
+    class Meta:
+        verbose_name = _("idle GPU day")
+        verbose_name_plural = _("idle GPU days")
+
+    def __str__(self) -> str:
+        return f"{self.instance_id} {self.day}: {self.idle_seconds} s idle"

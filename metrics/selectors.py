@@ -14,9 +14,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Sum
 from django.utils import timezone
+from django.utils.translation import gettext
 
-from metrics.models import EPOCH, floor_to
+from instances.models import Instance
+from metrics.models import EPOCH, IdleDay, floor_to
 
 # The chart ranges: key -> (seconds shown, seconds per point). About 60-360 points per chart.
 RANGES: dict[str, tuple[int, int]] = {
@@ -229,3 +232,49 @@ def gpu_idle_seconds(*, running_since: dict[uuid.UUID, datetime | None], now: da
             since = max(since, booted)
         idle[instance_id] = max(0, int((now - since).total_seconds()))
     return idle
+
+
+@dataclass(frozen=True)
+class IdleWasteLine:
+    """One instance's idle time in a statement's month and what it cost at the instance's hourly price."""
+
+    name: str
+    ref: str
+    idle_seconds: int
+    hourly_price_fen: int
+
+    @property
+    def amount_fen(self) -> int:
+        return round(self.hourly_price_fen * self.idle_seconds / 3600)
+
+    @property
+    def rule(self) -> str:
+        """What counted as idle, for the statement to say."""
+        return gettext(
+            "Part of the usage above: the time every card of an instance stayed below %(pct)d %% utilisation "
+            "for %(m)d minutes or more, at the instance's hourly price. Auto-stop on an instance's page stops "
+            "it when idle (its disk is kept)."
+        ) % {"pct": settings.METRICS_IDLE_BELOW_PCT, "m": settings.METRICS_IDLE_WASTE_MIN_MINUTES}
+
+
+def idle_waste_for(*, user, start: datetime, end: datetime) -> list[IdleWasteLine]:
+    """The statement's idle-waste lines: per instance of ``user`` with idle stretches (of at least
+    ``METRICS_IDLE_WASTE_MIN_MINUTES``) in ``[start, end)``, most costly first. Two queries."""
+    tz = timezone.get_default_timezone()
+    days = (
+        IdleDay.objects.filter(
+            day__gte=timezone.localdate(start, tz),
+            day__lt=timezone.localdate(end, tz),
+            instance_id__in=Instance.objects.filter(owner=user).values("pk"),
+        )
+        .values("instance_id")
+        .annotate(seconds=Sum("idle_seconds"))
+        .order_by()
+    )
+    seconds = {row["instance_id"]: row["seconds"] for row in days if row["seconds"]}
+    instances = Instance.objects.filter(pk__in=list(seconds)).only("pk", "name", "hourly_price_fen")
+    lines = [
+        IdleWasteLine(name=i.name, ref=str(i.pk), idle_seconds=seconds[i.pk], hourly_price_fen=i.hourly_price_fen)
+        for i in instances
+    ]
+    return sorted(lines, key=lambda line: (-line.amount_fen, line.name))

@@ -128,3 +128,63 @@ def metrics_maintain(*, now: datetime | None = None) -> dict[str, int]:
     rolled = metrics_rollup(now=now)
     raw, rollups = metrics_prune(now=now)
     return {"rolled_up": rolled, "raw_pruned": raw, "rollups_pruned": rollups}
+
+
+# Idle stretches per instance from the rollups: a bucket is idle when every card's peak stayed below
+# the threshold; consecutive idle buckets (a missing bucket, the instance stopped, breaks the run) of
+# at least the minimum length count, clipped to the day. The window reaches the minimum length past
+# both ends of the day, so a stretch across midnight is measured whole and split between the days.
+_IDLE_DAY_SQL = """
+INSERT INTO metrics_idleday (instance_id, day, idle_seconds)
+SELECT instance_id, %(day)s, sum(extract(epoch FROM least(stretch_end, %(day_end)s) - greatest(stretch_start, %(day_start)s)))::int
+FROM (
+    SELECT instance_id, min(at) AS stretch_start, max(at) + %(bucket)s AS stretch_end
+    FROM (
+        SELECT instance_id, at, at - %(bucket)s * row_number() OVER (PARTITION BY instance_id ORDER BY at) AS run
+        FROM (
+            SELECT instance_id, at
+            FROM metrics_cardrollup
+            WHERE at >= %(window_start)s AND at < %(window_end)s
+            GROUP BY instance_id, at
+            HAVING bool_and(utilization_max_pct < %(busy)s)
+        ) AS idle_buckets
+    ) AS numbered
+    GROUP BY instance_id, run
+    HAVING count(*) * %(bucket_s)s >= %(min_s)s
+) AS stretches
+WHERE stretch_end > %(day_start)s AND stretch_start < %(day_end)s
+GROUP BY instance_id
+ON CONFLICT (instance_id, day) DO UPDATE SET idle_seconds = EXCLUDED.idle_seconds
+"""
+
+
+def metrics_idle_days(*, now: datetime | None = None, days: int = 2) -> int:
+    """Record each instance's idle seconds for today so far and the ``days - 1`` days before (in
+    ``TIME_ZONE``), recomputed from the rollups and upserted, so repeats agree and a day settles once
+    its rollups are complete. Returns the rows written."""
+    now = now or timezone.now()
+    tz = timezone.get_default_timezone()
+    today = timezone.localdate(now, tz)
+    minimum = timedelta(minutes=settings.METRICS_IDLE_WASTE_MIN_MINUTES)
+    written = 0
+    with connection.cursor() as cursor:
+        for back in range(days):
+            day = today - timedelta(days=back)
+            day_start = datetime(day.year, day.month, day.day, tzinfo=tz)
+            day_end = day_start + timedelta(days=1)
+            cursor.execute(
+                _IDLE_DAY_SQL,
+                {
+                    "day": day,
+                    "day_start": day_start,
+                    "day_end": day_end,
+                    "window_start": day_start - minimum,
+                    "window_end": day_end + minimum,
+                    "bucket": timedelta(seconds=settings.METRICS_ROLLUP_S),
+                    "bucket_s": settings.METRICS_ROLLUP_S,
+                    "min_s": int(minimum.total_seconds()),
+                    "busy": settings.METRICS_IDLE_BELOW_PCT,
+                },
+            )
+            written += cursor.rowcount
+    return written

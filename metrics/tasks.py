@@ -15,3 +15,8 @@ def metrics_collect_task() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def metrics_maintain_task() -> dict[str, int]:
     return services.metrics_maintain()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def metrics_idle_days_task() -> int:
+    return services.metrics_idle_days()
