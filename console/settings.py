@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "apps_marketplace",
     "storage",
     "metrics",
+    "budgets",
 ]
 
 MIDDLEWARE = [
@@ -748,6 +749,17 @@ CELERY_BEAT_SCHEDULE.update(
             "task": "metrics.tasks.metrics_idle_days_task",
             "schedule": 3600.0,
             "options": {"expires": 3600},
+        },
+    }
+)
+
+# --- Budgets (budgets/): a monthly limit per user, alerts at 50/80/100 %, an optional hard cap -------
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "budgets-check": {
+            "task": "budgets.tasks.budgets_check_task",
+            "schedule": float(BILLING_SETTLE_INTERVAL_S),
+            "options": {"expires": BILLING_SETTLE_INTERVAL_S},
         },
     }
 )

@@ -38,6 +38,7 @@ urlpatterns = [
     path("staff/fleet/", include("instances.staff_urls")),
     path("accounts/", include("accounts.auth_urls")),
     path("account/", include("accounts.urls")),
+    path("billing/budget/", include("budgets.urls")),
     path("billing/", include("billing.urls")),
     path("apps/", include("apps_marketplace.urls")),
     path("instances/", include("instances.urls")),
