@@ -7,4 +7,7 @@ class ConsoleConfig(AppConfig):
     verbose_name = _("Console")
 
     def ready(self) -> None:
-        from console import checks  # noqa: F401 (registers the console's system checks)
+        from console import (
+            checks,  # noqa: F401 (registers the console's system checks)
+            prometheus,  # noqa: F401 (connects the Celery signals that count task outcomes)
+        )

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "console.prometheus.RequestMetricsMiddleware",  # first: it times the whole chain
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -763,3 +764,8 @@ CELERY_BEAT_SCHEDULE.update(
         },
     }
 )
+
+# --- The console's own metrics (console/prometheus.py): GET /metrics for Prometheus --------------------
+# With a token, a scrape sends "Authorization: Bearer <token>"; without one, only these networks may scrape.
+CONSOLE_METRICS_TOKEN = os.environ.get("CONSOLE_METRICS_TOKEN", "")
+CONSOLE_METRICS_ALLOWED_IPS = env_list("CONSOLE_METRICS_ALLOWED_IPS", "127.0.0.1/32,::1/128")

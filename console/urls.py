@@ -4,7 +4,7 @@ from django.urls import include, path, re_path
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from console import views
+from console import prometheus, views
 from core.api import json_not_found
 
 api_v1 = [
@@ -33,6 +33,7 @@ urlpatterns = [
     path("dashboard/", views.dashboard, name="dashboard"),
     path("healthz", views.healthz, name="healthz"),  # liveness
     path("readyz", views.readyz, name="readyz"),  # readiness
+    path("metrics", prometheus.metrics_view, name="console_metrics"),  # Prometheus; token or internal address
     path("admin/", admin.site.urls),
     path("staff/billing/", include("billing.staff_urls")),
     path("staff/fleet/", include("instances.staff_urls")),
