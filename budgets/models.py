@@ -14,7 +14,7 @@ class Budget(models.Model):
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget")
     monthly_limit_fen = models.PositiveBigIntegerField(_("monthly budget (fen)"))
-    hard_cap = models.BooleanField(_("stop compute at 100 %"), default=False)
+    hard_cap = models.BooleanField(_("stop compute at the budget"), default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

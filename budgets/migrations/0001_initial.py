@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('monthly_limit_fen', models.PositiveBigIntegerField(verbose_name='monthly budget (fen)')),
-                ('hard_cap', models.BooleanField(default=False, verbose_name='stop compute at 100 %')),
+                ('hard_cap', models.BooleanField(default=False, verbose_name='stop compute at the budget')),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='budget', to=settings.AUTH_USER_MODEL)),
             ],
