@@ -41,6 +41,21 @@ def budget_set(*, user, monthly_limit_fen: int | None, hard_cap: bool = False) -
     return budget
 
 
+def spend_guard(*, user) -> str | None:
+    """``INSTANCES_SPEND_GUARD``: why ``user`` may not start compute now (a hard-capped budget reached
+    this month), or None. One or two queries, asked at each launch and start."""
+    budget = Budget.objects.filter(user=user, hard_cap=True).first()
+    if budget is None:
+        return None
+    spent = spent_this_month(user_ids=[user.pk], now=timezone.now()).get(user.pk, 0)
+    if spent < budget.monthly_limit_fen:
+        return None
+    return _(
+        "This month's budget of %(limit)s is reached and its hard cap stops compute. Raise the budget "
+        "to launch or start instances."
+    ) % {"limit": cny(budget.monthly_limit_fen)}
+
+
 def budgets_check(*, now: datetime | None = None) -> dict[str, int]:
     """Alert each budget's newly crossed thresholds once this month; with the hard cap, stop the user's
     running instances (disks kept) while the month's spending is at or over the budget."""

@@ -553,6 +553,9 @@ INSTANCES_VOLUME_HOOKS = "instances.volumes.VolumeHooks"
 # What the instance list and page show of GPU metrics (instances/gpu_metrics.py): nothing, unless an
 # app above it samples them (metrics' block below names its own).
 INSTANCES_GPU_METRICS_HOOKS = "instances.gpu_metrics.GpuMetricsHooks"
+# Who may refuse a launch or a start besides the funds check (a budget's hard cap): a dotted path to
+# ``guard(*, user) -> str | None``, the refusal's message; empty: nobody (budgets' block names its own).
+INSTANCES_SPEND_GUARD = ""
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
@@ -755,6 +758,7 @@ CELERY_BEAT_SCHEDULE.update(
 )
 
 # --- Budgets (budgets/): a monthly limit per user, alerts at 50/80/100 %, an optional hard cap -------
+INSTANCES_SPEND_GUARD = "budgets.services.spend_guard"  # a reached hard cap refuses launches and starts
 CELERY_BEAT_SCHEDULE.update(
     {
         "budgets-check": {

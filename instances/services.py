@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
@@ -33,7 +34,14 @@ from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
 from instances.entry_points import running_changes
-from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
+from instances.errors import (
+    BackendUnavailable,
+    BudgetReached,
+    FundsTooLow,
+    LaunchInvalid,
+    NoCapacity,
+    OperationNotAllowed,
+)
 from instances.gpu_metrics import gpu_metrics_hooks
 from instances.lifecycle import (
     ALLOWED,
@@ -323,10 +331,16 @@ def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, node
 
 
 def _funds_check(*, user, hourly_fen: int) -> None:
+    """Before compute starts (a launch, a start): the money must cover it, and no spending guard (a
+    budget's hard cap, ``INSTANCES_SPEND_GUARD``, named by an app above) may refuse it."""
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
     except InsufficientFunds as exc:
         raise FundsTooLow(str(exc)) from exc
+    guard = getattr(settings, "INSTANCES_SPEND_GUARD", "")
+    refusal = import_string(guard)(user=user) if guard else None
+    if refusal:
+        raise BudgetReached(refusal)
 
 
 # --- Launch ---------------------------------------------------------------------------------------------------

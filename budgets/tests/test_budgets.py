@@ -94,11 +94,11 @@ def test_the_hard_cap_stops_compute_and_keeps_the_disk(budgeted, mailoutbox):
     assert "Your running instances were stopped" in mailoutbox[-1].body
 
 
-def test_an_instance_started_over_the_cap_is_stopped_again(budgeted):
-    budget_set(user=budgeted, monthly_limit_fen=10_000, hard_cap=True)
+def test_lowering_the_budget_below_this_month_s_spending_stops_compute_at_the_next_check(budgeted):
     spend(budgeted, 10_000)
     budgets_check()
-    instance = running(budgeted)
+    instance = running(budgeted)  # the budget (¥100.00, no hard cap) allowed it
+    budget_set(user=budgeted, monthly_limit_fen=9_000, hard_cap=True)
     with committed():
         assert budgets_check()["stopped"] == 1
     assert Instance.objects.get(pk=instance.pk).status == S.STOPPED
@@ -146,3 +146,49 @@ def test_budgets_are_each_user_s_own(budgeted, charlie, client_for):
 def test_the_spending_lag_is_what_settlement_posted(budgeted):
     spend(budgeted, 2_500, at=timezone.now() - timedelta(minutes=1))
     assert budget_status_for(user=budgeted).percent == 25
+
+
+def test_a_reached_hard_cap_refuses_launches_and_starts(budgeted):
+    from instances.errors import BudgetReached
+    from instances.services import instance_start
+    from instances.tests.conftest import launch
+
+    instance = running(budgeted)
+    budget_set(user=budgeted, monthly_limit_fen=10_000, hard_cap=True)
+    spend(budgeted, 10_000)
+    with committed():
+        budgets_check()
+    instance.refresh_from_db()
+    with pytest.raises(BudgetReached, match=r"budget of ¥100\.00 is reached"):
+        launch(budgeted)
+    with pytest.raises(BudgetReached):
+        instance_start(instance=instance)
+    budget_set(user=budgeted, monthly_limit_fen=20_000, hard_cap=True)  # raised: compute may start again
+    with committed():
+        instance_start(instance=instance)
+    assert Instance.objects.get(pk=instance.pk).status in (S.STARTING, S.RUNNING)
+
+
+def test_the_api_says_why_in_its_error_format(budgeted, alice_client):
+    from instances.models import GpuModel, Image, Region
+
+    budget_set(user=budgeted, monthly_limit_fen=100, hard_cap=True)
+    spend(budgeted, 100)
+    response = alice_client.post(
+        "/api/v1/instances/",
+        {
+            "region": Region.objects.get(slug="cn-north-1").slug,
+            "gpu_model": GpuModel.objects.get(slug="a800-80g").slug,
+            "gpu_count": 1,
+            "image": Image.objects.get(slug="pytorch-2.5-cu124").slug,
+            "disk_gb": 50,
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "budget_reached"
+
+
+def test_a_budget_without_the_hard_cap_refuses_nothing(budgeted):
+    spend(budgeted, 50_000)
+    assert running(budgeted).status == S.RUNNING
