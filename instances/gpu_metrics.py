@@ -32,6 +32,11 @@ class GpuMetricsHooks:
         they are never stopped for idleness on this account. One or two queries for all."""
         return {}
 
+    def fleet_use(self) -> dict:
+        """For the staff fleet page: ``{"models": {gpu_model_id: use}, "nodes": {node_id: pct}}``, each
+        ``use`` with ``now_pct`` and a 7-day ``sparkline``; empty without metrics."""
+        return {"models": {}, "nodes": {}}
+
     def detail_panels(self, *, instance) -> list[str]:
         """Templates the instance page includes below its connection card (each gets the page's
         context, with ``instance``)."""

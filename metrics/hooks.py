@@ -22,3 +22,6 @@ class MetricsHooks(GpuMetricsHooks):
 
     def gpu_idle_seconds(self, *, running_since: dict[uuid.UUID, datetime | None], now: datetime) -> dict:
         return selectors.gpu_idle_seconds(running_since=running_since, now=now)
+
+    def fleet_use(self) -> dict:
+        return selectors.fleet_use()

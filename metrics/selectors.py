@@ -278,3 +278,52 @@ def idle_waste_for(*, user, start: datetime, end: datetime) -> list[IdleWasteLin
         for i in instances
     ]
     return sorted(lines, key=lambda line: (-line.amount_fen, line.name))
+
+
+_FLEET_NOW_SQL = """
+SELECT i.gpu_model_id, i.node_id, round(avg(s.utilization_pct))
+FROM metrics_cardsample s JOIN instances_instance i ON i.id = s.instance_id
+WHERE s.at >= %(since)s AND s.utilization_pct IS NOT NULL
+GROUP BY GROUPING SETS ((i.gpu_model_id), (i.node_id))
+"""
+_FLEET_TREND_SQL = """
+SELECT i.gpu_model_id, date_bin(%(step)s, r.at, %(origin)s) AS day,
+       round(sum(r.utilization_avg_pct * r.samples)::numeric / nullif(sum(r.samples), 0))
+FROM metrics_cardrollup r JOIN instances_instance i ON i.id = r.instance_id
+WHERE r.at >= %(since)s AND r.utilization_avg_pct IS NOT NULL
+GROUP BY i.gpu_model_id, day
+"""
+FLEET_TREND_DAYS = 7
+
+
+def fleet_use(*, now: datetime | None = None) -> dict:
+    """For the staff fleet page: real GPU utilisation (the average of every sampled card of running
+    instances over the last 5 minutes) per GPU model and per node (an instance counts on its head
+    node), and per GPU model a 7-day trend of daily averages from the rollups. Two statements."""
+    now = now or timezone.now()
+    day = timedelta(days=1)
+    start = floor_to(now, 86400) + day - FLEET_TREND_DAYS * day
+    with connection.cursor() as cursor:
+        cursor.execute(_FLEET_NOW_SQL, {"since": now - timedelta(minutes=5)})
+        current = cursor.fetchall()
+        cursor.execute(_FLEET_TREND_SQL, {"step": day, "origin": EPOCH, "since": start})
+        trend = cursor.fetchall()
+    models: dict[int, dict] = {}
+    nodes: dict[int, int] = {}
+    for gpu_model_id, node_id, util in current:
+        if gpu_model_id is not None:
+            models.setdefault(gpu_model_id, {})["now_pct"] = int(util)
+        elif node_id is not None:
+            nodes[node_id] = int(util)
+    for gpu_model_id, bucket, util in trend:
+        index = (bucket - start) // day
+        if 0 <= index < FLEET_TREND_DAYS and util is not None:
+            points = models.setdefault(gpu_model_id, {}).setdefault("points", [None] * FLEET_TREND_DAYS)
+            points[index] = int(util)
+    return {
+        "models": {
+            pk: GpuUse(now_pct=entry.get("now_pct"), points=tuple(entry.get("points") or (None,) * FLEET_TREND_DAYS))
+            for pk, entry in models.items()
+        },
+        "nodes": nodes,
+    }
