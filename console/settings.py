@@ -89,6 +89,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "console.prometheus.RequestMetricsMiddleware",  # first: it times the whole chain
+    "console.logs.RequestIdMiddleware",  # every request's id, carried into its logs and tasks
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -359,11 +360,24 @@ if PRODUCTION:
     # liveness and readiness (console/health.py).
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
+# LOG_FORMAT=json: one JSON object a line, with the request id carried into the tasks it enqueued
+# (console/logs.py); the default is a line for people.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "console.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "console.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
