@@ -31,3 +31,11 @@ class BudgetForm(forms.Form):
         if fen <= 0:
             raise forms.ValidationError(_("A budget is more than ¥0."))
         return fen
+
+
+class InstanceCapForm(forms.Form):
+    """ "Stop this one after ¥X": an amount in yuan, or empty for no limit."""
+
+    amount = forms.CharField(required=False, max_length=20)
+
+    clean_amount = BudgetForm.clean_amount

@@ -47,3 +47,21 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.month:%Y-%m} {self.threshold} %"
+
+
+class InstanceCap(models.Model):
+    """ "Stop this one after ¥X": a spending limit on one instance (its GPU and disk meters, all its
+    life). Reaching it stops the instance (the disk is kept) and refuses to start it again until the
+    limit is raised or removed."""
+
+    instance = models.OneToOneField("instances.Instance", on_delete=models.CASCADE, related_name="spending_cap")
+    limit_fen = models.PositiveBigIntegerField(_("spending limit (fen)"))
+    reached_at = models.DateTimeField(_("reached"), null=True, blank=True)  # its owner was told, once
+
+    class Meta:
+        verbose_name = _("instance spending limit")
+        verbose_name_plural = _("instance spending limits")
+        constraints = [models.CheckConstraint(condition=models.Q(limit_fen__gt=0), name="budgets_cap_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.instance_id}: stop after {self.limit_fen} fen"

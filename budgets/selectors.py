@@ -9,9 +9,10 @@ from datetime import date, datetime
 from django.db.models import Sum
 from django.utils import timezone
 
-from billing.models import Entry, LedgerAccount, Transaction
+from billing.models import Entry, LedgerAccount, Meter, Transaction
 from billing.statements import month_bounds
-from budgets.models import Budget, BudgetAlert
+from budgets.models import Budget, BudgetAlert, InstanceCap
+from instances.metering import disk_meter_ref, gpu_meter_ref
 
 
 def month_of(now: datetime) -> date:
@@ -69,3 +70,21 @@ def budget_status_for(*, user, now: datetime | None = None) -> BudgetStatus:
     return BudgetStatus(
         budget=budget, spent_fen=spent_this_month(user_ids=[user.pk], now=now).get(user.pk, 0), alerts=alerts
     )
+
+
+def instance_spent(*, instance_ids: Iterable) -> dict:
+    """Per instance, what its GPU and disk meters have used all its life (fen, as of the last
+    settlement): one query for all of them."""
+    ids = [str(i) for i in instance_ids]
+    refs = {gpu_meter_ref(i): i for i in ids} | {disk_meter_ref(i): i for i in ids}
+    spent: dict = {}
+    for row in Meter.objects.filter(ref__in=list(refs)).values("ref").annotate(total=Sum("owed_fen")).order_by():
+        key = refs[row["ref"]]
+        spent[key] = spent.get(key, 0) + (row["total"] or 0)
+    return spent
+
+
+def instance_cap_for(*, instance) -> tuple[InstanceCap | None, int]:
+    """The instance's spending limit (or None) and what it has spent."""
+    cap = InstanceCap.objects.filter(instance=instance).first()
+    return cap, instance_spent(instance_ids=[instance.pk]).get(str(instance.pk), 0)

@@ -16,8 +16,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from budgets.models import THRESHOLDS, Budget, BudgetAlert
-from budgets.selectors import month_of, spent_this_month
+from budgets.models import THRESHOLDS, Budget, BudgetAlert, InstanceCap
+from budgets.selectors import instance_spent, month_of, spent_this_month
 from core.formatting import cny
 from core.live import notify_user
 from core.messages import reason as stored
@@ -41,9 +41,30 @@ def budget_set(*, user, monthly_limit_fen: int | None, hard_cap: bool = False) -
     return budget
 
 
-def spend_guard(*, user) -> str | None:
-    """``INSTANCES_SPEND_GUARD``: why ``user`` may not start compute now (a hard-capped budget reached
-    this month), or None. One or two queries, asked at each launch and start."""
+def instance_cap_set(*, instance: Instance, limit_fen: int | None) -> InstanceCap | None:
+    """ "Stop this one after ¥X" (fen, more than 0), or no limit with ``None``. A new limit is told
+    again when reached."""
+    if limit_fen is None:
+        InstanceCap.objects.filter(instance=instance).delete()
+        return None
+    if limit_fen <= 0:
+        raise ValueError("a spending limit is more than 0 fen")
+    cap, _created = InstanceCap.objects.update_or_create(
+        instance=instance, defaults={"limit_fen": limit_fen, "reached_at": None}
+    )
+    return cap
+
+
+def spend_guard(*, user, instance: Instance | None = None) -> str | None:
+    """``INSTANCES_SPEND_GUARD``: why compute may not start now (a hard-capped budget reached this
+    month; for a start, the instance's own spending limit reached), or None. A few queries, asked at
+    each launch and start."""
+    if instance is not None:
+        cap = InstanceCap.objects.filter(instance=instance).first()
+        if cap is not None and instance_spent(instance_ids=[instance.pk]).get(str(instance.pk), 0) >= cap.limit_fen:
+            return _(
+                "This instance has spent its limit of %(limit)s. Raise or remove the limit on its page to start it."
+            ) % {"limit": cny(cap.limit_fen)}
     budget = Budget.objects.filter(user=user, hard_cap=True).first()
     if budget is None:
         return None
@@ -71,7 +92,35 @@ def budgets_check(*, now: datetime | None = None) -> dict[str, int]:
                 report["alerts"] += 1
         if budget.hard_cap and used >= budget.monthly_limit_fen:
             report["stopped"] += _stop_compute(budget)
+    report["stopped"] += _instance_caps_check()
     return report
+
+
+def _instance_caps_check() -> int:
+    """Stop each running instance that spent its own limit (its owner told once per limit)."""
+    caps = list(InstanceCap.objects.filter(instance__status=Instance.Status.RUNNING).select_related("instance__owner"))
+    spent = instance_spent(instance_ids=[c.instance_id for c in caps])
+    stopped = 0
+    for cap in caps:
+        used = spent.get(str(cap.instance_id), 0)
+        if used < cap.limit_fen:
+            continue
+        instance = cap.instance
+        instance_stop(
+            instance=instance,
+            reason=stored(
+                gettext_noop("Stopped: it spent its limit of %(limit)s; the disk is kept."),
+                limit=cny(cap.limit_fen),
+            ),
+        )
+        stopped += 1
+        if InstanceCap.objects.filter(pk=cap.pk, reached_at__isnull=True).update(reached_at=timezone.now()):
+            subject = _("%(name)s was stopped: it spent its limit of %(limit)s") % {
+                "name": instance.name,
+                "limit": cny(cap.limit_fen),
+            }
+            send_mail(subject, subject, None, [instance.owner.email], fail_silently=True)
+    return stopped
 
 
 def _alert(budget: Budget, month, threshold: int, used: int) -> bool:

@@ -570,6 +570,8 @@ INSTANCES_GPU_METRICS_HOOKS = "instances.gpu_metrics.GpuMetricsHooks"
 # Who may refuse a launch or a start besides the funds check (a budget's hard cap): a dotted path to
 # ``guard(*, user) -> str | None``, the refusal's message; empty: nobody (budgets' block names its own).
 INSTANCES_SPEND_GUARD = ""
+# Templates of apps above instances included on the instance page (each gets ``instance``).
+INSTANCES_DETAIL_PANELS: tuple[str, ...] = ()
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
@@ -773,6 +775,7 @@ CELERY_BEAT_SCHEDULE.update(
 
 # --- Budgets (budgets/): a monthly limit per user, alerts at 50/80/100 %, an optional hard cap -------
 INSTANCES_SPEND_GUARD = "budgets.services.spend_guard"  # a reached hard cap refuses launches and starts
+INSTANCES_DETAIL_PANELS = ("budgets/_instance_cap.html",)  # "stop this one after ¥X"
 CELERY_BEAT_SCHEDULE.update(
     {
         "budgets-check": {

@@ -330,15 +330,16 @@ def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, node
         ) from None
 
 
-def _funds_check(*, user, hourly_fen: int) -> None:
-    """Before compute starts (a launch, a start): the money must cover it, and no spending guard (a
-    budget's hard cap, ``INSTANCES_SPEND_GUARD``, named by an app above) may refuse it."""
+def _funds_check(*, user, hourly_fen: int, instance: Instance | None = None) -> None:
+    """Before compute starts (a launch; a start, of ``instance``): the money must cover it, and no
+    spending guard (a budget's hard cap, an instance's own limit: ``INSTANCES_SPEND_GUARD``, named by
+    an app above) may refuse it."""
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
     except InsufficientFunds as exc:
         raise FundsTooLow(str(exc)) from exc
     guard = getattr(settings, "INSTANCES_SPEND_GUARD", "")
-    refusal = import_string(guard)(user=user) if guard else None
+    refusal = import_string(guard)(user=user, instance=instance) if guard else None
     if refusal:
         raise BudgetReached(refusal)
 
@@ -1068,7 +1069,7 @@ def _instance_place(instance: Instance) -> dict:
     instance's new ``node`` (and a cluster's ``extra_nodes``). Call it inside the transaction that moves it."""
     gpu_model, region = instance.gpu_model, instance.region
     quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
-    _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
+    _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen, instance=instance)
     if instance.node_count == 1:
         return {"node": _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)}
     node, *others = _gpus_reserve_nodes(

@@ -6,6 +6,7 @@ live update swaps in exactly what a reload would show.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -102,7 +103,11 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         "ssh_keys": instance.ssh_keys.all(),
         "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
         "mounts": _mounts(instance),
-        "gpu_panels": gpu_metrics_hooks().detail_panels(instance=instance),
+        # Panels of the apps above (GPU charts; a spending limit: INSTANCES_DETAIL_PANELS).
+        "gpu_panels": [
+            *gpu_metrics_hooks().detail_panels(instance=instance),
+            *(settings.INSTANCES_DETAIL_PANELS if instance.status != Instance.Status.RELEASED else ()),
+        ],
     }
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
