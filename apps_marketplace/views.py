@@ -24,6 +24,7 @@ from apps_marketplace.models import App, AppCategory, DatasetEntry, Deployment, 
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from core.api import error_body
 from instances.errors import InstanceError
+from instances.gpu_metrics import gpu_metrics_hooks
 
 PAGE_SIZE = 25
 
@@ -214,6 +215,8 @@ def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
             app=deployment.app,
         ),
         tab="deployments",
+        # The GPU charts of its instance, as the instance page shows them (INSTANCES_GPU_METRICS_HOOKS).
+        gpu_panels=gpu_metrics_hooks().detail_panels(instance=deployment.instance),
     )
     return render(request, "apps_marketplace/deployment.html", context)
 

@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
+from django.conf import settings
 from django.db.models import BigIntegerField, Max, Min, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncMonth
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from billing.models import Entry, LedgerAccount, Meter, Transaction
 
@@ -145,6 +147,14 @@ class UsageLine:
 class Statement:
     summary: MonthSummary
     lines: list[UsageLine] = field(default_factory=list)
+    # What was spent while GPUs sat idle, per instance (``BILLING_IDLE_WASTE_HOOK``): part of the usage
+    # above, shown so the owner sees what auto-stop would have saved. Each has ``name``, ``ref``,
+    # ``idle_seconds`` and ``amount_fen``.
+    idle_lines: list = field(default_factory=list)
+
+    @property
+    def idle_total_fen(self) -> int:
+        return sum(line.amount_fen for line in self.idle_lines)
 
     @property
     def lines_total_fen(self) -> int:
@@ -152,7 +162,8 @@ class Statement:
 
 
 def statement_get(*, user, month: date) -> Statement:
-    """The statement of ``month`` for ``user``: the summary and one usage line per meter. Four queries."""
+    """The statement of ``month`` for ``user``: the summary, one usage line per meter and the idle-waste
+    lines. Four queries, and the idle-waste hook's."""
     start, end = month_bounds(month)
     summary = MonthSummary(month=month)
     summary.opening_fen = (
@@ -161,7 +172,18 @@ def statement_get(*, user, month: date) -> Statement:
     in_month = _user_entries(user).filter(transaction__created_at__gte=start, transaction__created_at__lt=end)
     for row in in_month.values("transaction__kind").annotate(total=Sum("amount")).order_by():
         summary.add(row["transaction__kind"], row["total"])
-    return Statement(summary=summary, lines=usage_lines(user=user, start=start, end=end))
+    return Statement(
+        summary=summary,
+        lines=usage_lines(user=user, start=start, end=end),
+        idle_lines=idle_waste(user=user, start=start, end=end),
+    )
+
+
+def idle_waste(*, user, start: datetime, end: datetime) -> list:
+    """The idle-waste lines of ``[start, end)``, from the app named in ``BILLING_IDLE_WASTE_HOOK`` (GPU
+    use is measured above billing, by ``metrics``); none without one."""
+    hook = getattr(settings, "BILLING_IDLE_WASTE_HOOK", "")
+    return list(import_string(hook)(user=user, start=start, end=end)) if hook else []
 
 
 def usage_lines(*, user, start: datetime, end: datetime) -> list[UsageLine]:

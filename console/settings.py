@@ -90,9 +90,13 @@ INSTALLED_APPS = [
     "devicelogin",
     "gateway",
     "ports",
+    "metrics",
+    "budgets",
 ]
 
 MIDDLEWARE = [
+    "console.prometheus.RequestMetricsMiddleware",  # first: it times the whole chain
+    "console.logs.RequestIdMiddleware",  # every request's id, carried into its logs and tasks
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -384,11 +388,24 @@ if PRODUCTION:
     # liveness and readiness (console/health.py).
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
+# LOG_FORMAT=json: one JSON object a line, with the request id carried into the tasks it enqueued
+# (console/logs.py); the default is a line for people.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "console.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "console.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -418,6 +435,9 @@ BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S"
 # Called with user_id=… once per out-of-funds episode. The instances app sets its own (stop the
 # user's instances, keep their disks); the default stops the user's meters that are not storage.
 BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
+# Who tells statements what was spent while GPUs sat idle (billing.statements.idle_waste): nobody,
+# unless an app that measures GPU use names itself (metrics' block below).
+BILLING_IDLE_WASTE_HOOK = ""
 BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
 # The hour (UTC, as Celery beat keeps time) the daily reconciliation compares yesterday's gateway bills
 # with the ledger: 03:30 UTC is 11:30 in Beijing, when Alipay's and WeChat Pay's bills are ready.
@@ -610,6 +630,14 @@ BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instanc
 # What instances asks of volumes at launch, at boot and on its pages (instances/volumes.py): none,
 # unless an app above it offers them (storage's block below names its own).
 INSTANCES_VOLUME_HOOKS = "instances.volumes.VolumeHooks"
+# What the instance list and page show of GPU metrics (instances/gpu_metrics.py): nothing, unless an
+# app above it samples them (metrics' block below names its own).
+INSTANCES_GPU_METRICS_HOOKS = "instances.gpu_metrics.GpuMetricsHooks"
+# Who may refuse a launch or a start besides the funds check (a budget's hard cap): a dotted path to
+# ``guard(*, user) -> str | None``, the refusal's message; empty: nobody (budgets' block names its own).
+INSTANCES_SPEND_GUARD = ""
+# Templates of apps above instances included on the instance page (each gets ``instance``).
+INSTANCES_DETAIL_PANELS: tuple[str, ...] = ()
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
@@ -796,3 +824,64 @@ IDEMPOTENCY_KEY_TTL_S = 24 * 3600
 CELERY_BEAT_SCHEDULE.update(
     {"idempotency-keys-prune": {"task": "idempotency.tasks.idempotency_keys_prune_task", "schedule": 3600.0}}
 )
+
+# --- GPU metrics (metrics/): per-card samples of running instances, rollups, charts ------------------
+# Every METRICS_SAMPLE_INTERVAL_S the worker asks each provider for its running machines' cards
+# (providers.base.GpuMetricsCapability) and stores one row per card; every METRICS_ROLLUP_S the raw rows
+# of the last METRICS_ROLLUP_LOOKBACK_S are folded into 5-minute buckets. Raw rows are kept
+# METRICS_RAW_RETENTION_S (charts up to 6 hours read them), rollups METRICS_ROLLUP_RETENTION_DAYS (the
+# day and week charts). bench/metrics.py measures what that holds for 10,000 instances.
+METRICS_SAMPLE_INTERVAL_S = int(os.environ.get("METRICS_SAMPLE_INTERVAL_S", "15"))
+METRICS_ROLLUP_S = 300
+METRICS_ROLLUP_LOOKBACK_S = 1800
+METRICS_RAW_RETENTION_S = int(os.environ.get("METRICS_RAW_RETENTION_S", str(7 * 3600)))
+METRICS_ROLLUP_RETENTION_DAYS = int(os.environ.get("METRICS_ROLLUP_RETENTION_DAYS", "8"))
+# Auto-stop's idle judgement from the samples (every engine): a card below this utilisation is idle (the
+# local backend's own check uses the same 5 %), and an instance with no sample for METRICS_IDLE_STALE_S
+# is not judged at all (its provider is silent: unknown is not idle).
+METRICS_IDLE_BELOW_PCT = int(os.environ.get("METRICS_IDLE_BELOW_PCT", "5"))
+METRICS_IDLE_STALE_S = 120
+# The statement's idle-waste line counts idle stretches (every card below METRICS_IDLE_BELOW_PCT) of
+# at least this many minutes, recorded per instance and day (metrics.models.IdleDay) every hour.
+METRICS_IDLE_WASTE_MIN_MINUTES = int(os.environ.get("METRICS_IDLE_WASTE_MIN_MINUTES", "15"))
+BILLING_IDLE_WASTE_HOOK = "metrics.selectors.idle_waste_for"
+INSTANCES_GPU_METRICS_HOOKS = "metrics.hooks.MetricsHooks"
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update({"GpuMetricsRangeEnum": "metrics.selectors.RANGE_CHOICES"})
+CELERY_BEAT_SCHEDULE.update(
+    {
+        # A tick that could not start within its interval is dropped: the next one samples afresh.
+        "metrics-collect": {
+            "task": "metrics.tasks.metrics_collect_task",
+            "schedule": float(METRICS_SAMPLE_INTERVAL_S),
+            "options": {"expires": METRICS_SAMPLE_INTERVAL_S},
+        },
+        "metrics-maintain": {
+            "task": "metrics.tasks.metrics_maintain_task",
+            "schedule": float(METRICS_ROLLUP_S),
+            "options": {"expires": METRICS_ROLLUP_S},
+        },
+        "metrics-idle-days": {
+            "task": "metrics.tasks.metrics_idle_days_task",
+            "schedule": 3600.0,
+            "options": {"expires": 3600},
+        },
+    }
+)
+
+# --- Budgets (budgets/): a monthly limit per user, alerts at 50/80/100 %, an optional hard cap -------
+INSTANCES_SPEND_GUARD = "budgets.services.spend_guard"  # a reached hard cap refuses launches and starts
+INSTANCES_DETAIL_PANELS = ("budgets/_instance_cap.html",)  # "stop this one after ¥X"
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "budgets-check": {
+            "task": "budgets.tasks.budgets_check_task",
+            "schedule": float(BILLING_SETTLE_INTERVAL_S),
+            "options": {"expires": BILLING_SETTLE_INTERVAL_S},
+        },
+    }
+)
+
+# --- The console's own metrics (console/prometheus.py): GET /metrics for Prometheus --------------------
+# With a token, a scrape sends "Authorization: Bearer <token>"; without one, only these networks may scrape.
+CONSOLE_METRICS_TOKEN = os.environ.get("CONSOLE_METRICS_TOKEN", "")
+CONSOLE_METRICS_ALLOWED_IPS = env_list("CONSOLE_METRICS_ALLOWED_IPS", "127.0.0.1/32,::1/128")

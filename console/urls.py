@@ -4,7 +4,7 @@ from django.urls import include, path, re_path
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from console import views
+from console import prometheus, views
 from core.api import json_not_found
 
 api_v1 = [
@@ -14,6 +14,7 @@ api_v1 = [
     path("", include("apps_marketplace.api_urls")),  # apps/, models/, datasets/
     path("", include("gateway.api_urls")),  # instances/<id>/files/: before the instances router
     path("", include("ports.api_urls")),  # instances/<id>/ports/: before the instances router
+    path("", include("metrics.api_urls")),  # instances/<id>/metrics/
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
 ]
@@ -36,6 +37,7 @@ urlpatterns = [
     path("open/", views.proxy_open, name="proxy_open"),  # settings.CONSOLE_PROXY_HANDOFF_PATH
     path("healthz", views.healthz, name="healthz"),  # liveness
     path("readyz", views.readyz, name="readyz"),  # readiness
+    path("metrics", prometheus.metrics_view, name="console_metrics"),  # Prometheus; token or internal address
     path("admin/", admin.site.urls),
     path("staff/billing/", include("billing.staff_urls")),
     path("staff/invoices/", include("invoices.staff_urls")),
@@ -44,6 +46,7 @@ urlpatterns = [
     path("account/device/", include("devicelogin.urls")),
     path("account/", include("accounts.urls")),
     path("billing/invoices/", include("invoices.urls")),
+    path("billing/budget/", include("budgets.urls")),
     path("billing/", include("billing.urls")),
     path("apps/", include("apps_marketplace.urls")),
     path("instances/", include("ports.urls")),  # <id>/ports/…: before the instances app's <id>/<action>/

@@ -8,6 +8,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 
+from billing.selectors import runway_get
+from budgets.selectors import budget_status_for
 from console import mail, proxy_handoff
 from console.health import readiness_get
 from instances.models import GpuModel
@@ -24,7 +26,14 @@ def home(request: HttpRequest) -> HttpResponse:
 def dashboard(request: HttpRequest) -> HttpResponse:
     gpus = GpuModel.objects.filter(is_active=True)
     has_ssh_key = request.user.ssh_keys.exists()
-    return render(request, "console/dashboard.html", {"gpus": gpus, "has_ssh_key": has_ssh_key})
+    context = {
+        "gpus": gpus,
+        "has_ssh_key": has_ssh_key,
+        # What the money does: how long it lasts at the current burn, and this month against the budget.
+        "runway": runway_get(user=request.user),
+        "budget": budget_status_for(user=request.user),
+    }
+    return render(request, "console/dashboard.html", context)
 
 
 @never_cache

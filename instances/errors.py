@@ -36,6 +36,12 @@ class FundsTooLow(InstanceError):
     code = "insufficient_funds"
 
 
+class BudgetReached(InstanceError):
+    """The owner's budget has a hard cap and this month's spending reached it (``INSTANCES_SPEND_GUARD``)."""
+
+    code = "budget_reached"
+
+
 class OperationNotAllowed(InstanceError):
     code = "invalid_state"
 

@@ -37,7 +37,15 @@ from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
 from instances.entry_points import running_changes
-from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
+from instances.errors import (
+    BackendUnavailable,
+    BudgetReached,
+    FundsTooLow,
+    LaunchInvalid,
+    NoCapacity,
+    OperationNotAllowed,
+)
+from instances.gpu_metrics import gpu_metrics_hooks
 from instances.lifecycle import (
     ALLOWED,
     SETTLES_AT,
@@ -334,11 +342,18 @@ def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, node
         ) from None
 
 
-def _funds_check(*, user, hourly_fen: int) -> None:
+def _funds_check(*, user, hourly_fen: int, instance: Instance | None = None) -> None:
+    """Before compute starts (a launch; a start, of ``instance``): the money must cover it, and no
+    spending guard (a budget's hard cap, an instance's own limit: ``INSTANCES_SPEND_GUARD``, named by
+    an app above) may refuse it."""
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
     except InsufficientFunds as exc:
         raise FundsTooLow(str(exc)) from exc
+    guard = getattr(settings, "INSTANCES_SPEND_GUARD", "")
+    refusal = import_string(guard)(user=user, instance=instance) if guard else None
+    if refusal:
+        raise BudgetReached(refusal)
 
 
 # --- Launch ---------------------------------------------------------------------------------------------------
@@ -1110,7 +1125,7 @@ def _instance_place(instance: Instance) -> dict:
     instance's new ``node`` (and a cluster's ``extra_nodes``). Call it inside the transaction that moves it."""
     gpu_model, region = instance.gpu_model, instance.region
     quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
-    _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
+    _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen, instance=instance)
     if instance.node_count == 1:
         return {"node": _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)}
     node, *others = _gpus_reserve_nodes(
@@ -1195,8 +1210,12 @@ def instance_auto_stop_set(
 
 
 def instances_auto_stop(*, now: datetime | None = None) -> int:
-    """Periodic: stop instances whose stop time has come or that nobody has used for long enough
-    (the provider judges use: GPU work, and on this host also notebooks, SSH and VS Code sessions)."""
+    """Periodic: stop instances whose stop time has come or that nobody has used for long enough.
+
+    Use is judged twice, and any sign of it counts (the shorter idle time wins): by the provider
+    (GPU work, and on this host also notebooks, SSH and VS Code sessions) and by the GPU samples the
+    console stored (``INSTANCES_GPU_METRICS_HOOKS``), which is what makes idle stop work on engines
+    whose provider reports no use (Kubernetes, Slurm). Neither knowing: not stopped."""
     now = now or timezone.now()
     stopped = 0
     due = Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_at__lte=now)
@@ -1204,13 +1223,20 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
         instance_stop(instance=instance, reason=stored(gettext_noop("Auto-stop: the scheduled time was reached")))
         Instance.objects.filter(pk=instance.pk).update(auto_stop_at=None)
         stopped += 1
-    for instance in Instance.objects.select_related("owner").filter(
-        status=S.RUNNING, auto_stop_idle_minutes__isnull=False
-    ):
+    candidates = list(
+        Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_idle_minutes__isnull=False)
+    )
+    from_samples = (
+        gpu_metrics_hooks().gpu_idle_seconds(running_since={i.pk: i.running_since for i in candidates}, now=now)
+        if candidates
+        else {}
+    )
+    for instance in candidates:
         observation = get_backend(instance.backend_alias).poll(key=instance.key, state=instance.backend_state)
-        idle = observation.idle_seconds
-        if idle is None:
+        known = [s for s in (observation.idle_seconds, from_samples.get(instance.pk)) if s is not None]
+        if not known:
             continue
+        idle = min(known)
         if instance.auto_stop_snoozed_at is not None:
             idle = min(idle, int((now - instance.auto_stop_snoozed_at).total_seconds()))
         limit = instance.auto_stop_idle_minutes * 60

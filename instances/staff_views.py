@@ -10,13 +10,22 @@ from django.views.decorators.http import require_POST
 
 from core.views import staff_only
 from instances import errors, selectors, services
+from instances.gpu_metrics import gpu_metrics_hooks
 from instances.models import Region
 
 
 @staff_only
 def staff_fleet(request: HttpRequest) -> HttpResponse:
     """The whole page, or (htmx, every 30 s) the body it is made of."""
-    context = {"fleet": selectors.fleet_overview()}
+    fleet = selectors.fleet_overview()
+    # Real GPU work beside allocation (INSTANCES_GPU_METRICS_HOOKS): per GPU model and per node.
+    use = gpu_metrics_hooks().fleet_use()
+    for row in fleet["gpu_models"]:
+        row["gpu_use"] = use["models"].get(row["gpu_model"].pk)
+    for region in fleet["regions"]:
+        for node in region["nodes"]:
+            node.gpu_use_pct = use["nodes"].get(node.pk)
+    context = {"fleet": fleet}
     if request.htmx:
         return render(request, "instances/_fleet_body.html", context)
     return render(request, "instances/fleet.html", context)

@@ -6,6 +6,7 @@ live update swaps in exactly what a reload would show.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from instances import errors, selectors, services, tasks
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
+from instances.gpu_metrics import gpu_metrics_hooks
 from instances.models import Instance, QuotaRequest
 from instances.quota import quota_request_approve, quota_request_create, quota_request_deny
 from instances.volumes import volume_hooks
@@ -45,7 +47,7 @@ def instance_list(request: HttpRequest) -> HttpResponse:
     except ValueError:
         per_page = 25
     page = Paginator(qs, per_page).get_page(request.GET.get("page"))
-    context = {"page": page, "instances": page.object_list, "show_released": show_released}
+    context = {"page": page, "instances": _with_gpu_use(list(page.object_list)), "show_released": show_released}
     if request.htmx:
         return render(request, "instances/_instance_table.html", context)
     return render(request, "instances/list.html", context)
@@ -83,7 +85,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
 def instance_detail(request: HttpRequest, pk) -> HttpResponse:
     instance = selectors.instance_get_for(user=request.user, instance_id=pk)
     if request.GET.get("partial") == "row":
-        return render(request, "instances/_instance_row.html", {"instance": instance})
+        return render(request, "instances/_instance_row.html", {"instance": _with_gpu_use([instance])[0]})
     events = list(selectors.instance_events(instance=instance))
     reached = {e.new for e in events}
     steps = [(key, label, key in reached) for key, label in PROVISIONING_STEPS]
@@ -101,10 +103,25 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         "ssh_keys": instance.ssh_keys.all(),
         "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
         "mounts": _mounts(instance),
+        # Panels of the apps above (GPU charts; a spending limit: INSTANCES_DETAIL_PANELS).
+        "gpu_panels": [
+            *gpu_metrics_hooks().detail_panels(instance=instance),
+            *(settings.INSTANCES_DETAIL_PANELS if instance.status != Instance.Status.RELEASED else ()),
+        ],
     }
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
+
+
+def _with_gpu_use(instances: list[Instance]) -> list[Instance]:
+    """Give each running instance its ``gpu_use`` (the list's utilisation figure and sparkline), read
+    for the whole page at once through ``INSTANCES_GPU_METRICS_HOOKS``."""
+    running = [i.pk for i in instances if i.status == Instance.Status.RUNNING]
+    uses = gpu_metrics_hooks().gpu_use(instance_ids=running) if running else {}
+    for instance in instances:
+        instance.gpu_use = uses.get(instance.pk)
+    return instances
 
 
 def _mounts(instance: Instance) -> list:
@@ -113,7 +130,7 @@ def _mounts(instance: Instance) -> list:
 
 def _back(request: HttpRequest, instance: Instance) -> HttpResponse:
     if request.htmx and request.POST.get("from") == "list":
-        return render(request, "instances/_instance_row.html", {"instance": instance})
+        return render(request, "instances/_instance_row.html", {"instance": _with_gpu_use([instance])[0]})
     if request.POST.get("from") == "list":
         return redirect("instances")
     return redirect("instance_detail", pk=instance.pk)

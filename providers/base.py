@@ -23,13 +23,15 @@ them, and those in the methods' docstrings, against every backend (the sixth: ``
 
 Capabilities are mixins, inherited before the core class
 (``class MyBackend(VolumesCapability, ProvisioningBackend)``); a backend without one answers as the
-core class does: one node per machine, no volumes, no entry points.
+core class does: one node per machine, no volumes, no entry points, no GPU samples.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -153,6 +155,29 @@ class SshTarget:
 
 
 @dataclass(frozen=True)
+class GpuProcess:
+    """A process using a card, as the driver lists it."""
+
+    pid: int
+    name: str
+    memory_used_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One card of one machine at one moment. A figure the provider cannot read is None, never 0:
+    0 % utilisation means idle, which auto-stop acts on."""
+
+    card: int  # the card's position in the machine, 0 … cards-1 (every node's, head first)
+    utilization_pct: int | None
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    power_w: int | None = None
+    temperature_c: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """A host as the provider reports it."""
 
@@ -191,6 +216,7 @@ class ProvisioningBackend:
     max_nodes: int = 1  # ClustersCapability: the most nodes one machine spans
     supports_volumes: bool = False  # VolumesCapability
     supports_shared_write: bool = False  # VolumesCapability
+    supports_gpu_samples: bool = False  # GpuMetricsCapability
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
@@ -267,6 +293,11 @@ class ProvisioningBackend:
     def proxy_target(self, *, key: str, service: str) -> ProxyTarget | None:
         return None
 
+    # Without GpuMetricsCapability: no samples.
+
+    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
+        return {}
+
 
 class ClustersCapability:
     """Machines that span several nodes (``InstanceSpec.nodes`` > 1): a multi-node cluster.
@@ -335,3 +366,22 @@ class EntryPointsCapability:
         as TensorBoard on 6006), served at "/" (``strip_prefix``); None when the machine is not here now.
         The caller has checked that the port is declared and who may use it."""
         return None
+
+class GpuMetricsCapability:
+    """What the GPUs of running machines are doing: utilisation, memory, power, temperature per card.
+
+    The console's worker asks every ``METRICS_SAMPLE_INTERVAL_S`` (15 s) for all the running machines
+    of an alias at once, so a provider reads its source once per tick (one ``nvidia-smi``, one scrape
+    per node), not once per machine; pages only read what was stored.
+    """
+
+    supports_gpu_samples: bool = True
+
+    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
+        """Samples for each ``(key, state)`` in ``machines``, by key, one per card, taken now.
+
+        ``at`` is the tick the samples will be stored under (a simulated provider derives its series
+        from it, so a repeat gives the same figures). A machine the provider cannot read right now is
+        left out (the chart shows a gap; it is not idle); a provider it cannot reach at all raises
+        ``TransientBackendError``. Keys it does not know are left out too, never an error."""
+        raise NotImplementedError

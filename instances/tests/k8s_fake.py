@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import jsonschema
 import kubernetes_validate
@@ -258,6 +258,7 @@ class FakeCluster:
         self.unready_containers: set[str] = set()
         self.gang_schedulers: set[str] = set()  # schedulerName values that honour PodGroups
         self.volume_usage: dict[str, int] = {}  # claim name -> used bytes (the kubelet's stats)
+        self.dcgm_texts: dict[str, str] = {}  # node -> what its DCGM exporter serves (add_dcgm_exporter)
         self.events_kept = 1000
         self.stopped = threading.Event()
         self.connections: set = set()
@@ -699,7 +700,7 @@ class FakeCluster:
         label = f"{plural}.{group}" if group else plural
         with self.lock:
             if sub == "proxy":
-                return self._node_proxy(name)
+                return self._pod_proxy(namespace, name) if plural == "pods" else self._node_proxy(name)
             if verb in ("list", "watch"):
                 match = parse_selector(query.get("labelSelector", [""])[0])
                 if verb == "watch":
@@ -810,6 +811,28 @@ class FakeCluster:
                     )
         if kind == "Job" and old["spec"]["template"] != new["spec"]["template"]:
             raise ValueError("spec.template: Invalid value: field is immutable")
+
+    def add_dcgm_exporter(self, node: str, text: str = "", *, namespace: str = "gpu-operator") -> dict:
+        """NVIDIA's DCGM exporter on ``node`` (the GPU Operator's DaemonSet pod), serving ``text`` as its
+        metrics through the pods' proxy; ``dcgm_texts[node]`` changes what it serves."""
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"nvidia-dcgm-exporter-{node}", "labels": {"app": "nvidia-dcgm-exporter"}},
+            "spec": {"nodeName": node, "containers": [{"name": "nvidia-dcgm-exporter", "image": "dcgm-exporter"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        with self.lock:
+            self.dcgm_texts[node] = text
+            return self._put("pods", namespace, pod, "ADDED")
+
+    def _pod_proxy(self, namespace: str, name: str):
+        """``GET pods/<name>:<port>/proxy/metrics``: what a DCGM exporter pod serves (text, not JSON)."""
+        pod = self.objects.get(("pods", namespace, unquote(name).split(":")[0]))  # "name:port", escaped
+        node = pod and pod["spec"].get("nodeName")
+        if node not in self.dcgm_texts:
+            return 404, _status(404, "NotFound", f'pods "{name}" not found')
+        return 200, self.dcgm_texts[node].encode()
 
     def _node_proxy(self, name: str):
         node = self.objects.get(("nodes", "", name))
@@ -940,6 +963,13 @@ class _Handler(BaseHTTPRequestHandler):
             status, payload = 500, _status(500, "InternalError", f"the fake failed: {exc!r}")
         if isinstance(payload, dict):
             self._send(status, payload)
+            return
+        if isinstance(payload, bytes):  # a pod's own answer through the proxy
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

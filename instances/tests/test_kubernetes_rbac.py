@@ -4,6 +4,7 @@ by the fake API server over a whole life: instance, app, volume, cluster, nodes,
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,8 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         backend.entry_points(key=key, state=state)
         backend.proxy_target(key=key, service="lab")
         backend.proxy_target(key=key, service="app")
+        api.cluster.add_dcgm_exporter("gpu-a", "")
+        backend.gpu_samples(machines=[(key, state)], at=datetime.now(UTC))
         list(backend.watch_pods(timeout_s=1))
         backend.restart(key=key, state=state, spec=spec)
         backend.stop(key=key, state=state)
@@ -105,6 +108,7 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
     assert missing == set()
     assert {r[2] for r in made} >= {"statefulsets", "pods", "services", "secrets", "persistentvolumeclaims", "jobs"}
     assert ("watch", "", "pods") in made
+    assert ("get", "", "pods/proxy") in made  # the DCGM exporter's metrics (Role gpu-console-dcgm)
 
 
 def test_the_kubelet_proxy_is_not_granted_by_default():

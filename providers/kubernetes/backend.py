@@ -13,8 +13,9 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from kubernetes import client, config, watch
@@ -23,9 +24,12 @@ from urllib3.exceptions import HTTPError
 
 from core.proxy import ProxyTarget
 from providers.base import (
+    BackendError,
     ClustersCapability,
     EntryPoints,
     EntryPointsCapability,
+    GpuMetricsCapability,
+    GpuSample,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -37,6 +41,7 @@ from providers.base import (
     TransientBackendError,
     VolumesCapability,
 )
+from providers.kubernetes.dcgm import samples_by_pod
 from providers.kubernetes.manifests import (
     cluster_manifests,
     home_pvc_manifest,
@@ -55,6 +60,7 @@ from providers.kubernetes.names import (
     ANNOTATION_WEBUI_BASE,
     APP,
     CODE,
+    JOB_INDEX_LABEL,
     LAB,
     LABEL_BACKEND,
     LABEL_CLUSTER,
@@ -108,7 +114,9 @@ def _status_message(exc) -> tuple[str, str]:
     return body.get("reason") or exc.reason or "", body.get("message") or exc.reason or ""
 
 
-class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapability, ProvisioningBackend):
+class KubernetesBackend(
+    ClustersCapability, VolumesCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend
+):
     """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
 
     A multi-node instance (``spec.nodes`` > 1) is a head and workers (``cluster_create``; see the
@@ -204,7 +212,7 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
     def custom(self):
         return self._apis()[3]
 
-    def _call(self, method: Callable, *args, **kwargs) -> dict | None:
+    def _call(self, method: Callable, *args, _text: bool = False, **kwargs):
         """Call the API; return the answer as a plain dict (as the API server wrote it).
 
         404 raises ``_NotFound`` and 409 AlreadyExists ``_AlreadyExists`` (the callers decide whether
@@ -229,6 +237,8 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
         except (HTTPError, OSError) as exc:
             raise TransientBackendError(f"The Kubernetes API did not answer: {exc.__class__.__name__}") from exc
         data = response.data
+        if _text:  # a pod's own answer through the API server's proxy (the DCGM exporter's text)
+            return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
         return json.loads(data) if data else None
 
     def _create(self, method: Callable, read: Callable, manifest: dict, *, key: str = "", label: str = LABEL_INSTANCE):
@@ -333,6 +343,62 @@ class KubernetesBackend(ClustersCapability, VolumesCapability, EntryPointsCapabi
     def _pods(self, key: str) -> list[dict]:
         found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_INSTANCE}={key}")
         return found.get("items") or []
+
+    # --- GPU samples: the DCGM exporter of each node, through the API server (providers.kubernetes.dcgm) ---
+
+    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
+        """One list of this alias's pods, one list of the exporters, one scrape per node that runs a
+        machine asked about. A cluster's cards come head first, then its workers by rank. A node whose
+        exporter is missing or does not answer leaves its machines out (a gap, not idleness)."""
+        if not self.opts.dcgm_namespace:
+            return {}
+        wanted = {key for key, _state in machines}
+        found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=self._selector()) or {}
+        owners: dict[str, tuple[str, int]] = {}  # pod name -> (instance key, rank)
+        nodes: set[str] = set()
+        for pod in found.get("items") or []:
+            labels = pod["metadata"].get("labels") or {}
+            key = labels.get(LABEL_INSTANCE) or labels.get(LABEL_CLUSTER)
+            node = (pod.get("spec") or {}).get("nodeName")
+            if key not in wanted or not node or (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            index = labels.get(JOB_INDEX_LABEL, "0")
+            rank = 0 if labels.get(LABEL_INSTANCE) else 1 + (int(index) if index.isdigit() else 0)
+            owners[pod["metadata"]["name"]] = (key, rank)
+            nodes.add(node)
+        exporters = (
+            self._call(self.core.list_namespaced_pod, self.opts.dcgm_namespace, label_selector=self.opts.dcgm_selector)
+            or {}
+        )
+        exporter_on = {
+            (p.get("spec") or {}).get("nodeName"): p["metadata"]["name"]
+            for p in exporters.get("items") or []
+            if (p.get("status") or {}).get("phase") == "Running"
+        }
+        by_pod: dict[str, list[GpuSample]] = {}
+        for node in sorted(nodes):
+            if node not in exporter_on:
+                continue
+            try:
+                text = self._call(
+                    self.core.connect_get_namespaced_pod_proxy_with_path,
+                    f"{exporter_on[node]}:{self.opts.dcgm_port}",
+                    self.opts.dcgm_namespace,
+                    "metrics",
+                    _text=True,
+                )
+            except (BackendError, _NotFound):
+                logger.warning("the DCGM exporter on %s did not answer", node, exc_info=True)
+                continue
+            by_pod.update(samples_by_pod(text, namespace=self.namespace))
+        samples: dict[str, list[GpuSample]] = {}
+        for pod_name, (key, _rank) in sorted(owners.items(), key=lambda item: (item[1][1], item[0])):
+            if pod_name not in by_pod:
+                continue
+            cards = samples.setdefault(key, [])
+            first = len(cards)  # a worker's cards follow the head's
+            cards.extend(replace(sample, card=first + i) for i, sample in enumerate(by_pod[pod_name]))
+        return samples
 
     # --- a cluster as an instance (a head and a Job of workers; see the package's docstring) --------
 

@@ -74,6 +74,11 @@ class KubeOptions:
     # Claims holding the public models and datasets (ReadOnlyMany), mounted read-only in every pod at
     # the catalogues' paths: ``{"/models": "public-models", "/datasets": "public-datasets"}``.
     public_volumes: tuple[tuple[str, str], ...] = ()
+    # Where NVIDIA's DCGM exporter runs (the GPU Operator's DaemonSet), read for the GPU charts
+    # (``providers.kubernetes.dcgm``); an empty namespace turns GPU samples off.
+    dcgm_namespace: str = "gpu-operator"
+    dcgm_selector: str = "app=nvidia-dcgm-exporter"
+    dcgm_port: int = 9400
 
     @classmethod
     def from_options(cls, options: dict, *, namespace: str, alias: str) -> KubeOptions:
@@ -112,6 +117,9 @@ class KubeOptions:
             ssh_user=options.get("SSH_USER", "root"),
             volume_usage_from_kubelet=bool(options.get("VOLUME_USAGE_FROM_KUBELET", False)),
             public_volumes=tuple(sorted((options.get("PUBLIC_VOLUMES") or {}).items())),
+            dcgm_namespace=options.get("DCGM_NAMESPACE", cls.dcgm_namespace),
+            dcgm_selector=options.get("DCGM_SELECTOR", cls.dcgm_selector),
+            dcgm_port=int(options.get("DCGM_PORT", cls.dcgm_port)),
         )
 
     def gpu_label_value(self, slug: str) -> str:

@@ -29,7 +29,9 @@ own, so nothing stops files growing past it (usage says so).
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import datetime
 
 from django.conf import settings
 
@@ -38,6 +40,8 @@ from providers.base import (
     AppLaunch,
     EntryPoints,
     EntryPointsCapability,
+    GpuMetricsCapability,
+    GpuSample,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -50,7 +54,7 @@ from providers.base import (
     VolumesCapability,
 )
 from providers.local.runtime import registry
-from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover
+from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover, gpu_read
 from providers.local.runtime.ports import NoFreePort
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError, Mount
@@ -81,7 +85,7 @@ _OVERALL = {
 }
 
 
-class LocalBackend(VolumesCapability, EntryPointsCapability, ProvisioningBackend):
+class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
     # No ClustersCapability: one host is one node, so the console refuses a multi-node cluster here.
     supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
 
@@ -230,6 +234,45 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, ProvisioningBackend
             return self.runtime.idle_seconds(key, gpu_busy=gpu_busy)
         except LocalRuntimeError:
             return None
+
+    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
+        """One ``nvidia-smi`` for the host, shared out by the cards each instance holds (its meta's
+        ``gpus``, host indices in ``CUDA_VISIBLE_DEVICES`` order). Simulated cards (no driver) report
+        what they do: nothing, 0 % and no memory, as the idle check already reads them."""
+        option = self.options.get("NVIDIA_SMI", getattr(settings, "LOCAL_RUNTIME", {}).get("NVIDIA_SMI", "nvidia-smi"))
+        try:
+            readings = gpu_read(nvidia_smi=option)
+        except GpuDiscoveryError as exc:
+            raise TransientBackendError(f"This host's GPUs could not be read: {exc}") from exc
+        simulated_total = None
+        if not readings:
+            gpus = self.inventory().gpus
+            simulated_total = gpus[0].memory_total_mib if gpus else None
+        samples: dict[str, list[GpuSample]] = {}
+        for key, _state in machines:
+            meta = self._meta(key)
+            if meta is None or self.runtime.status(key).overall != "running":
+                continue
+            cards = []
+            for position, card in enumerate(meta.get("gpus") or ()):
+                reading = readings.get(int(card)) if str(card).isdigit() else None
+                if reading is not None:
+                    cards.append(
+                        GpuSample(
+                            card=position,
+                            utilization_pct=reading.utilization_pct,
+                            memory_used_mib=reading.memory_used_mib,
+                            memory_total_mib=reading.memory_total_mib,
+                            power_w=reading.power_w,
+                            temperature_c=reading.temperature_c,
+                        )
+                    )
+                elif simulated_total is not None:
+                    cards.append(
+                        GpuSample(card=position, utilization_pct=0, memory_used_mib=0, memory_total_mib=simulated_total)
+                    )
+            samples[key] = cards
+        return samples
 
     def machines(self) -> list[MachineInfo]:
         machines = []

@@ -22,6 +22,9 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "BUG_IN": [],                  # contract methods that raise SimulatedBug: an error no one declared
     }
 
+GPU samples (``gpu_samples``, for the console's charts) come from ``providers.simulated.gpus``: a
+plausible series per card, with idle stretches, the same every time for a machine and a tick.
+
 A cluster (``spec.nodes`` > 1) is one machine spread over the head node and ``spec.peer_nodes``,
 ``cards`` on each: every node must fit it, it holds cards on all of them while powered on, and losing
 any of its nodes loses it (a distributed job cannot run with a hole in it).
@@ -34,7 +37,8 @@ machine was booted with are recorded on its spec.
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -42,6 +46,8 @@ from django.utils import timezone
 
 from providers.base import (
     ClustersCapability,
+    GpuMetricsCapability,
+    GpuSample,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -54,6 +60,7 @@ from providers.base import (
     VolumeMount,
     VolumesCapability,
 )
+from providers.simulated.gpus import simulated_sample
 from providers.simulated.models import SimulatedMachine, SimulatedNode, SimulatedVolume
 
 STATE_VERSION = 1
@@ -68,7 +75,7 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
     return [{"key": v.key, "path": v.path, "read_only": v.read_only} for v in volumes]
 
 
-class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBackend):
+class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapability, ProvisioningBackend):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
 
     max_nodes = 128
@@ -187,6 +194,25 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
             return Observation(Observed.PENDING, detail="booting")
         idle_from = max(machine.last_active_at, machine.ready_at)
         return Observation(Observed.RUNNING, idle_seconds=max(0, int((now - idle_from).total_seconds())))
+
+    # --- GPU samples ----------------------------------------------------------------------------------
+
+    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
+        self._bug("gpu_samples")
+        self._reachable()
+        now = timezone.now()
+        keys = [key for key, _state in machines]
+        samples: dict[str, list[GpuSample]] = {}
+        for machine in self._machines().filter(key__in=keys, power="on").select_related("node"):
+            booted = machine.ready_at is not None and machine.ready_at <= now
+            if not booted or (machine.node is not None and self._is_lost(machine.node)):
+                continue  # booting, or lost with its node: nothing runs on its cards
+            cards = machine.cards * (1 + len((machine.spec or {}).get("peers") or []))
+            gpu_model = (machine.spec or {}).get("gpu_model") or (machine.node.gpu_slug if machine.node else "")
+            samples[machine.key] = [
+                simulated_sample(key=machine.key, card=card, at=at, gpu_model=gpu_model) for card in range(cards)
+            ]
+        return samples
 
     # --- the contract ---------------------------------------------------------------------------------
 

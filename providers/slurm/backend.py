@@ -59,6 +59,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -69,6 +71,8 @@ from providers.base import (
     ClustersCapability,
     EntryPoints,
     EntryPointsCapability,
+    GpuMetricsCapability,
+    GpuSample,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -84,10 +88,19 @@ from providers.slurm.job import report_path, report_read
 
 STATE_VERSION = 1
 DEFAULT_SERVICES = ("lab", "code", "ssh")
+# A node's GPU samples older than this (the job samples every 15 s) are not the machine's present.
+GPU_SAMPLE_MAX_AGE_S = 60
+_SAMPLE_FIELDS = ("utilization_pct", "memory_used_mib", "memory_total_mib", "power_w", "temperature_c")
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
 # Jobs Slurm ended because their node died: the machine is lost, not stopped.
 NODE_LOST = {"NODE_FAIL", "BOOT_FAIL"}
 UNHEALTHY = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "ERROR", "INVAL", "UNKNOWN"}
+
+
+def _int(value) -> int | None:
+    return None if value is None else int(value)
+
+
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
 
 
@@ -332,7 +345,7 @@ def queue_position(job: dict, jobs: list[dict]) -> int:
 # --- The backend -------------------------------------------------------------------------------------------
 
 
-class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBackend):
+class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         o = self.options
@@ -436,6 +449,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBacken
             args.append(f"--jupyter-bin={o['JUPYTER_BIN']}")
         if o.get("CODE_SERVER_ENTRY"):
             args.append(f"--code-server-entry={o['CODE_SERVER_ENTRY']}")
+        if o.get("NVIDIA_SMI"):
+            args.append(f"--nvidia-smi={o['NVIDIA_SMI']}")
         # The public models and datasets, on the shared filesystem, read-only in every instance.
         args += [f"--public-mount={path}={source}" for path, source in sorted((o.get("PUBLIC_MOUNTS") or {}).items())]
         srun = os.path.join(o["BIN_DIR"], "srun") if o.get("BIN_DIR") else "srun"
@@ -618,6 +633,29 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, ProvisioningBacken
             if job.get("job_id") == job_id and job_key(job, self.prefix) == key:
                 return job
         return self._active_job(key, jobs)
+
+    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
+        """What the job's nodes last sampled (``nvidia-smi`` every 15 s, in the report each node signs),
+        head first, then the other nodes by rank. A machine any of whose nodes has not reported within
+        ``GPU_SAMPLE_MAX_AGE_S`` (no driver, a node hung) is left out: unknown, not idle."""
+        fresh = time.time() - GPU_SAMPLE_MAX_AGE_S
+        samples: dict[str, list[GpuSample]] = {}
+        for key, state in machines:
+            job_id = state.get("job_id")
+            if not job_id or state.get("stopped"):
+                continue
+            reports = self._reports(key, job_id=str(job_id))
+            cards: list[GpuSample] = []
+            for rank in sorted(reports):
+                report = reports[rank]
+                if not report.get("gpu_samples") or float(report.get("gpu_at") or 0) < fresh:
+                    cards = []
+                    break
+                for figures in report["gpu_samples"]:
+                    cards.append(GpuSample(card=len(cards), **{k: _int(figures.get(k)) for k in _SAMPLE_FIELDS}))
+            if cards:
+                samples[key] = cards
+        return samples
 
     def _reports(self, key: str, *, job_id: str) -> dict[int, dict]:
         """The verified reports of job ``job_id``, by rank (a previous job's or a forged one is skipped)."""

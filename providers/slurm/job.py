@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+from providers.local.runtime.gpus import GpuDiscoveryError, GpuReading, gpu_read
 from providers.local.runtime.ports import PortRegistry
 from providers.local.runtime.supervisor import LocalRuntime
 
@@ -81,6 +82,22 @@ def report_path(run_dir: Path, rank: int) -> Path:
 # --- On the node ------------------------------------------------------------------------------------
 
 
+def job_cards(readings: dict[int, GpuReading], gpus: list[str]) -> list[GpuReading]:
+    """The job's cards among what ``nvidia-smi`` lists on its node, in ``CUDA_VISIBLE_DEVICES`` order.
+
+    Without device cgroups nvidia-smi lists every card of the node and Slurm's indices name the job's;
+    with ``ConstrainDevices`` it lists only the job's, renumbered from 0, as many as the job has. Any
+    other answer is not the job's to report: nothing (a gap in the charts, not idleness)."""
+    indices = [int(g) for g in gpus if g.isdigit()]
+    if not indices or len(indices) != len(gpus):
+        return []
+    if set(indices) <= set(readings):
+        return [readings[i] for i in indices]
+    if len(readings) == len(indices):
+        return [readings[i] for i in sorted(readings)]
+    return []
+
+
 class Job:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -110,6 +127,10 @@ class Job:
         self.secret = (self.paths.run / "report.key").read_text().strip()
         self.stopping = False
         self.repairs_seen = self._repair_requests()
+        # GPU samples for the console's charts and idle stop, carried in the signed report.
+        self.gpu_samples: list[dict] = []
+        self.gpu_at: float | None = None
+        self._next_sample = 0.0
 
     # The advertised address: the bind address, or this node's name when it binds every interface.
     @property
@@ -145,8 +166,34 @@ class Job:
                 "ports": ports or {},
                 "login_user": meta.get("login_user", ""),
                 "at": time.time(),
+                "gpu_samples": self.gpu_samples,
+                "gpu_at": self.gpu_at,
             },
         )
+
+    def sample_gpus(self) -> bool:
+        """Every ``--gpu-sample-s`` seconds, read this node's cards of the job; True when it did (the
+        report is then written again). A node without the driver samples nothing."""
+        now = time.monotonic()
+        if self.args.gpu_sample_s <= 0 or now < self._next_sample:
+            return False
+        self._next_sample = now + self.args.gpu_sample_s
+        try:
+            readings = gpu_read(nvidia_smi=self.args.nvidia_smi)
+        except GpuDiscoveryError:
+            readings = {}
+        self.gpu_samples = [
+            {
+                "utilization_pct": r.utilization_pct,
+                "memory_used_mib": r.memory_used_mib,
+                "memory_total_mib": r.memory_total_mib,
+                "power_w": r.power_w,
+                "temperature_c": r.temperature_c,
+            }
+            for r in job_cards(readings, self.gpus)
+        ]
+        self.gpu_at = time.time() if self.gpu_samples else None
+        return True
 
     def start_servers(self) -> dict:
         """Start what is not running: the entry points and, when the instance has one, its app (and
@@ -181,6 +228,8 @@ class Job:
             # A worker node of a cluster: it reports its node and cards and holds the allocation.
             self.report("running")
             while not self.stopping:
+                if self.sample_gpus():
+                    self.report("running")
                 time.sleep(0.2)
             self.report("stopped")
             return 0
@@ -194,7 +243,7 @@ class Job:
                     self.repairs_seen = requests
                     ports = self.start_servers()
                 state, detail = self.observe()
-                if (state, detail, ports) != last:
+                if self.sample_gpus() or (state, detail, ports) != last:
                     self.report(state, ports=ports, detail=detail)
                     last = (state, detail, ports)
                 time.sleep(0.25)
@@ -223,6 +272,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ports-dir", default="/tmp/console-slurm-ports")  # noqa: S108 (node-local on purpose)
     parser.add_argument("--jupyter-bin", default="")
     parser.add_argument("--code-server-entry", default="")
+    parser.add_argument("--nvidia-smi", default="nvidia-smi", help="read every --gpu-sample-s seconds")
+    parser.add_argument("--gpu-sample-s", type=float, default=15.0, help="0: report no GPU samples")
     parser.add_argument(
         "--public-mount",
         action="append",

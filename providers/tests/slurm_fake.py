@@ -30,6 +30,9 @@ class FakeSlurm:
         self.down = False
         self.crashed: set[str] = set()  # keys whose head reports a dead server
         self.repairs_seen: dict[str, str] = {}
+        # What each node of a key's job samples of its cards (job.sample_gpus): key -> one list per rank.
+        self.gpu_samples: dict[str, list[list[dict]]] = {}
+        self.gpu_sampled_at: float | None = None  # None: now
         self._ids = itertools.count(1000)
 
     def _reachable(self) -> None:
@@ -111,8 +114,15 @@ class FakeSlurm:
                         "ports": {},
                         "login_user": "",
                         "at": time.time(),
+                        **self._gpu(key, rank),
                     },
                 )
+
+    def _gpu(self, key: str, rank: int) -> dict:
+        per_rank = self.gpu_samples.get(key) or []
+        if rank >= len(per_rank):
+            return {"gpu_samples": [], "gpu_at": None}
+        return {"gpu_samples": per_rank[rank], "gpu_at": self.gpu_sampled_at or time.time()}
 
     def crash(self, key: str) -> None:
         self.crashed.add(key)

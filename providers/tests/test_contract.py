@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest
 
@@ -28,6 +29,8 @@ from providers import (
     ClustersCapability,
     EntryPoints,
     EntryPointsCapability,
+    GpuMetricsCapability,
+    GpuSample,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -394,6 +397,27 @@ def test_each_capability_is_declared_by_its_mixin_and_implemented(world):
             assert getattr(cls, name) is not getattr(EntryPointsCapability, name), f"{cls.__name__}.{name} is missing"
     else:
         assert backend.entry_points(key=world.key(), state={}) == EntryPoints()
+    if isinstance(backend, GpuMetricsCapability):
+        assert backend.supports_gpu_samples
+        assert cls.gpu_samples is not GpuMetricsCapability.gpu_samples, f"{cls.__name__}.gpu_samples is missing"
+    else:
+        assert not backend.supports_gpu_samples
+        assert backend.gpu_samples(machines=[(world.key(), {})], at=datetime.now(UTC)) == {}
+
+
+def test_gpu_samples_leave_out_machines_never_created_and_number_cards_from_zero(world):
+    """GpuMetricsCapability: unknown keys are left out, never an error; a machine's cards are 0…n-1.
+    (A provider may have nothing to read for a running machine, a host without the driver: {}.)"""
+    backend = world.backend
+    if not backend.supports_gpu_samples:
+        pytest.skip(f"{type(backend).__name__} offers no GPU samples")
+    assert backend.gpu_samples(machines=[(world.key(), {})], at=datetime.now(UTC)) == {}
+    key, state, _spec = running(world)
+    samples = backend.gpu_samples(machines=[(key, state)], at=datetime.now(UTC))
+    assert set(samples) <= {key}
+    for cards in samples.values():
+        assert [s.card for s in cards] == list(range(len(cards)))
+        assert all(isinstance(s, GpuSample) for s in cards)
 
 
 def test_the_proxy_has_nowhere_to_go_for_a_machine_never_created(world):

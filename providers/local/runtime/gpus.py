@@ -17,6 +17,9 @@ from providers.local.runtime.ports import LockedJsonFile
 
 QUERY_FIELDS = ("index", "uuid", "name", "memory.total", "utilization.gpu", "memory.used")
 NVIDIA_SMI_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
+# What the console's charts sample every 15 s (``gpu_sample``): the same CSV form, more fields.
+SAMPLE_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total", "power.draw", "temperature.gpu")
+NVIDIA_SMI_SAMPLE_ARGS = ("--query-gpu=" + ",".join(SAMPLE_FIELDS), "--format=csv,noheader,nounits")
 
 # The console's GPU model slugs (instances.catalogue) for the names nvidia-smi prints.
 _MODEL_SLUGS = [
@@ -106,6 +109,54 @@ def parse_nvidia_smi_csv(text: str) -> list[Gpu]:
             )
         )
     return sorted(gpus, key=lambda g: g.index)
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One host card's figures at one moment (``nvidia-smi NVIDIA_SMI_SAMPLE_ARGS``); None where the
+    driver says [N/A] or [Not Supported] (power on some consumer boards, everything on a MIG slice)."""
+
+    index: int
+    utilization_pct: int | None
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    power_w: int | None
+    temperature_c: int | None
+
+
+def parse_nvidia_smi_samples(text: str) -> dict[int, GpuReading]:
+    """Parse the CSV that ``nvidia-smi NVIDIA_SMI_SAMPLE_ARGS`` prints, by card index."""
+    readings = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != len(SAMPLE_FIELDS):
+            raise GpuDiscoveryError(f"nvidia-smi line {lineno}: expected {len(SAMPLE_FIELDS)} fields: {line!r}")
+        try:
+            index = int(cells[0])
+            figures = [_int_or_none(cell) for cell in cells[1:]]
+        except ValueError as exc:
+            raise GpuDiscoveryError(f"nvidia-smi line {lineno}: {exc}") from exc
+        readings[index] = GpuReading(index, *figures)
+    return readings
+
+
+def gpu_read(*, nvidia_smi: str = "nvidia-smi", runner: Runner | None = None) -> dict[int, GpuReading]:
+    """Every host card's figures now; {} on a host without the driver or cards (its cards are simulated
+    and have nothing to report). A driver that answers with nonsense or hangs is a ``GpuDiscoveryError``."""
+    try:
+        result = (runner or _run)([nvidia_smi, *NVIDIA_SMI_SAMPLE_ARGS])
+    except FileNotFoundError:
+        return {}
+    except subprocess.TimeoutExpired:
+        raise GpuDiscoveryError(f"{nvidia_smi} did not answer within 20 s") from None
+    output = (result.stdout or "") + (result.stderr or "")
+    if "No devices were found" in output:
+        return {}
+    if result.returncode != 0:
+        raise GpuDiscoveryError(f"nvidia-smi exited with status {result.returncode}: {output.strip()[:300]}")
+    return parse_nvidia_smi_samples(result.stdout)
 
 
 def simulated_gpus(count: int, *, name: str = "NVIDIA H200", memory_total_mib: int = 143771) -> list[Gpu]:

@@ -1,0 +1,92 @@
+"""Logs that can be followed from a web request into the Celery tasks it enqueued.
+
+``RequestIdMiddleware`` gives every request an id (the caller's ``X-Request-ID`` when it is a sane
+token, else a new one), answers it in the same header, and keeps it in a context variable for the
+request's life. A task published while it is set carries it in its headers (``before_task_publish``);
+the worker sets it again, with the task's own id, while the task runs (``task_prerun``/``postrun``).
+``ContextFilter`` puts both on every log record, and ``JsonFormatter`` writes one JSON object a line
+(``LOG_FORMAT=json``) for a log pipeline; the plain format stays the default for people.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from contextvars import ContextVar
+from datetime import UTC, datetime
+
+from celery.signals import before_task_publish, task_postrun, task_prerun
+from django.http import HttpRequest, HttpResponse
+
+REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="")
+TASK_ID: ContextVar[str] = ContextVar("task_id", default="")
+HEADER = "X-Request-ID"
+_SANE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestIdMiddleware:
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        sent = request.headers.get(HEADER, "")
+        request_id = sent if _SANE.match(sent) else uuid.uuid4().hex
+        request.request_id = request_id
+        token = REQUEST_ID.set(request_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            REQUEST_ID.reset(token)
+        response[HEADER] = request_id
+        return response
+
+
+@before_task_publish.connect
+def _carry_request_id(headers=None, **kwargs) -> None:
+    request_id = REQUEST_ID.get()
+    if request_id and headers is not None:
+        headers.setdefault("request_id", request_id)
+
+
+@task_prerun.connect
+def _enter_task(task_id=None, task=None, **kwargs) -> None:
+    carried = getattr(getattr(task, "request", None), "request_id", None) if task is not None else None
+    if carried:  # in eager mode the request's own id is still set: keep it
+        REQUEST_ID.set(str(carried))
+    TASK_ID.set(task_id or "")
+
+
+@task_postrun.connect
+def _leave_task(**kwargs) -> None:
+    TASK_ID.set("")
+
+
+class ContextFilter(logging.Filter):
+    """Adds ``request_id`` and ``task_id`` (empty outside a request or a task) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = REQUEST_ID.get()
+        record.task_id = TASK_ID.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC, ISO 8601), level, logger, message, request and task ids,
+    and the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in ("request_id", "task_id"):
+            value = getattr(record, name, "")
+            if value:
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)

@@ -1,0 +1,70 @@
+"""Structured logs: every request has an id (answered in X-Request-ID), carried into the Celery tasks
+it enqueues, and LOG_FORMAT=json writes one JSON object a line with both ids."""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+
+from django.test import Client
+
+from console.logs import (
+    REQUEST_ID,
+    TASK_ID,
+    ContextFilter,
+    JsonFormatter,
+    _carry_request_id,
+    _enter_task,
+    _leave_task,
+)
+
+
+def _line(message: str) -> dict:
+    record = logging.LogRecord("console.test", logging.WARNING, __file__, 1, message, None, None)
+    ContextFilter().filter(record)
+    return json.loads(JsonFormatter().format(record))
+
+
+def test_every_response_names_its_request(db):
+    response = Client().get("/healthz")
+    assert len(response["X-Request-ID"]) == 32
+    assert Client().get("/healthz", HTTP_X_REQUEST_ID="lb-7f3a.01")["X-Request-ID"] == "lb-7f3a.01"
+    assert Client().get("/healthz", HTTP_X_REQUEST_ID="<script>")["X-Request-ID"] != "<script>"
+
+
+def test_a_json_line_carries_the_ids():
+    token = REQUEST_ID.set("req-1")
+    try:
+        line = _line("stopping %s")
+    finally:
+        REQUEST_ID.reset(token)
+    assert line["level"] == "WARNING" and line["logger"] == "console.test" and line["message"] == "stopping %s"
+    assert line["request_id"] == "req-1" and "task_id" not in line
+    assert line["time"].endswith("+00:00")
+
+
+def test_a_task_enqueued_in_a_request_logs_with_the_request_s_id():
+    headers: dict = {}
+    token = REQUEST_ID.set("req-42")
+    try:
+        _carry_request_id(headers=headers)  # the web process publishes the task
+    finally:
+        REQUEST_ID.reset(token)
+    assert headers == {"request_id": "req-42"}
+    # The worker: Celery puts a message's custom headers on task.request.
+    task = SimpleNamespace(request=SimpleNamespace(request_id=headers["request_id"]))
+    _enter_task(task_id="task-9", task=task)
+    try:
+        line = _line("polled")
+    finally:
+        _leave_task()
+        REQUEST_ID.set("")
+    assert (line["request_id"], line["task_id"]) == ("req-42", "task-9")
+    assert TASK_ID.get() == ""
+
+
+def test_outside_a_request_nothing_is_added_to_a_task():
+    headers: dict = {}
+    _carry_request_id(headers=headers)
+    assert headers == {}

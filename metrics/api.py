@@ -1,0 +1,63 @@
+"""The REST API for GPU metrics: one instance's chart series (the page's charts read the same)."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from instances.selectors import instance_get_for
+from metrics import selectors
+
+
+class CardSeriesSerializer(serializers.Serializer):
+    card = serializers.IntegerField(help_text="The card's position in the instance, from 0.")
+    memory_total_mib = serializers.IntegerField(allow_null=True)
+    utilization_pct = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+    memory_used_mib = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+    power_w = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+    temperature_c = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+
+
+class SeriesSerializer(serializers.Serializer):
+    range = serializers.ChoiceField(choices=selectors.RANGE_CHOICES)
+    step_s = serializers.IntegerField(help_text="Seconds per point.")
+    source = serializers.CharField(
+        help_text="What the points were computed from: raw (15 s samples) or rollup (5-minute rollups)."
+    )
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    t = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Each point's start, in UNIX seconds; every series aligns to it."
+    )
+    cards = CardSeriesSerializer(many=True)
+
+
+class InstanceMetricsView(APIView):
+    @extend_schema(
+        summary="GPU metrics of an instance",
+        description=(
+            "Per card: utilisation (%), memory used (MiB), power (W) and temperature (°C), averaged (memory and "
+            "temperature: the peak) over each step of the range. A point is null where nothing was sampled "
+            "(the instance was stopped, or its provider did not answer)."
+        ),
+        tags=["instances"],
+        parameters=[
+            OpenApiParameter(
+                "range", str, enum=list(selectors.RANGES), default=selectors.DEFAULT_RANGE, description="How far back."
+            )
+        ],
+        responses=SeriesSerializer,
+    )
+    def get(self, request, pk):
+        instance = instance_get_for(user=request.user, instance_id=pk)  # a stranger's: 404
+        range_key = request.query_params.get("range", selectors.DEFAULT_RANGE)
+        if range_key not in selectors.RANGES:
+            raise ValidationError(
+                {"range": [_("Choose one of: %(ranges)s.") % {"ranges": ", ".join(selectors.RANGES)}]}
+            )
+        series = selectors.instance_series(instance_id=instance.pk, range_key=range_key)
+        return Response(SeriesSerializer(series).data)

@@ -1,0 +1,122 @@
+"""Slurm: each node of the job samples its cards with nvidia-smi and carries them in the report it
+signs; the backend reads them from there, and the console's idle stop acts on them."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from providers.base import GpuSample, InstanceSpec
+from providers.local.runtime.gpus import parse_nvidia_smi_samples
+from providers.slurm.backend import SlurmBackend
+from providers.slurm.job import job_cards, report_path, report_read, report_write
+from providers.tests.slurm_fake import FakeSlurm
+
+RECORDING = (Path(__file__).parent / "recordings" / "nvidia-smi-sample-8xH200.csv").read_text()
+KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
+NOW = datetime(2026, 12, 1, 5, 0, tzinfo=UTC)
+BUSY = {
+    "utilization_pct": 97,
+    "memory_used_mib": 131072,
+    "memory_total_mib": 143771,
+    "power_w": 612,
+    "temperature_c": 71,
+}
+IDLE = {"utilization_pct": 0, "memory_used_mib": 4, "memory_total_mib": 143771, "power_w": 75, "temperature_c": 30}
+
+
+def test_the_job_takes_its_own_cards_of_the_node():
+    readings = parse_nvidia_smi_samples(RECORDING)
+    assert [r.index for r in job_cards(readings, ["3", "2"])] == [3, 2]  # CUDA_VISIBLE_DEVICES order
+
+
+def test_with_device_cgroups_the_node_shows_only_the_job_s_cards_renumbered():
+    readings = {i: r for i, r in parse_nvidia_smi_samples(RECORDING).items() if i < 2}
+    assert [r.index for r in job_cards(readings, ["5", "6"])] == [0, 1]
+
+
+def test_anything_else_is_not_the_job_s_to_report():
+    readings = parse_nvidia_smi_samples(RECORDING)
+    assert job_cards(readings, []) == []
+    assert job_cards({0: readings[0]}, ["4", "5"]) == []
+    assert job_cards(readings, ["GPU-6513270e"]) == []
+
+
+@pytest.fixture
+def slurm(tmp_path):
+    backend = SlurmBackend(
+        alias="slurm",
+        options={"ROOT": str(tmp_path / "slurm"), "SERVICES": [], "GPU_TYPES": {"h200": "h200"}, "END_WAIT_S": 1},
+    )
+    fake = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))
+    backend.api = fake
+    return backend, fake
+
+
+def _running(backend, fake, *, nodes: int = 1) -> dict:
+    spec = InstanceSpec(node="gpu01", gpu_model="h200", gpu_count=1, image="x", disk_gb=10, nodes=nodes)
+    state = backend.create(key=KEY, spec=spec)
+    fake.advance()
+    return backend.poll(key=KEY, state=state).backend_state or state
+
+
+def test_the_backend_reads_the_samples_of_every_node_head_first(slurm):
+    backend, fake = slurm
+    fake.gpu_samples[KEY] = [[BUSY], [IDLE]]
+    state = _running(backend, fake, nodes=2)
+    assert backend.gpu_samples(machines=[(KEY, state), ("unknown-key", {})], at=NOW) == {
+        KEY: [GpuSample(card=0, **BUSY), GpuSample(card=1, **IDLE)]
+    }
+
+
+def test_a_node_that_samples_nothing_leaves_the_machine_out(slurm):
+    backend, fake = slurm
+    fake.gpu_samples[KEY] = [[BUSY]]  # the second node has no driver
+    state = _running(backend, fake, nodes=2)
+    assert backend.gpu_samples(machines=[(KEY, state)], at=NOW) == {}
+
+
+def test_stale_samples_are_not_the_present(slurm):
+    backend, fake = slurm
+    fake.gpu_samples[KEY] = [[IDLE]]
+    fake.gpu_sampled_at = time.time() - 120  # the node stopped sampling two minutes ago
+    state = _running(backend, fake)
+    assert backend.gpu_samples(machines=[(KEY, state)], at=NOW) == {}
+
+
+def test_a_forged_report_is_ignored(slurm):
+    backend, fake = slurm
+    fake.gpu_samples[KEY] = [[BUSY]]
+    state = _running(backend, fake)
+    run = backend.root / KEY / "run"
+    report = report_read(report_path(run, 0), secret=backend.report_secret(KEY))
+    report_write(report_path(run, 0), secret="not-the-instance-secret", report={**report, "gpu_samples": [IDLE]})
+    assert backend.gpu_samples(machines=[(KEY, state)], at=NOW) == {}
+
+
+def test_the_job_samples_on_its_node_and_signs_the_samples_into_its_report(tmp_path, monkeypatch):
+    from providers.slurm.job import Job, parse_args
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat {Path(__file__).parent / 'recordings' / 'nvidia-smi-sample-8xH200.csv'}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setenv("SLURM_JOB_ID", "1042")
+    args = parse_args(
+        [f"--root={tmp_path / 'root'}", f"--key={KEY}", "--services=", f"--nvidia-smi={smi}", f"--ports-dir={tmp_path}"]
+    )
+    from providers.local.runtime.supervisor import LocalRuntime
+
+    run = LocalRuntime(root=args.root, services=[]).paths(KEY).run
+    run.mkdir(parents=True)
+    (run / "report.key").write_text("secret")
+    job = Job(args)
+    assert job.sample_gpus() is True
+    assert job.sample_gpus() is False  # not again before --gpu-sample-s
+    job.report("running")
+    report = report_read(report_path(run, 0), secret="secret")
+    assert [s["utilization_pct"] for s in report["gpu_samples"]] == [97, 100]
+    assert report["gpu_at"] == pytest.approx(time.time(), abs=30)
