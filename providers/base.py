@@ -367,6 +367,7 @@ class EntryPointsCapability:
         The caller has checked that the port is declared and who may use it."""
         return None
 
+
 class GpuMetricsCapability:
     """What the GPUs of running machines are doing: utilisation, memory, power, temperature per card.
 
