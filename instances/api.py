@@ -66,6 +66,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "disk_gb",
             "ssh_keys",
             "hourly_price_fen",
+            "tier",
             "auto_stop_at",
             "auto_stop_idle_minutes",
             "created_at",
@@ -95,6 +96,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             if "ssh_key_ids" in self.context
             else [k.pk for k in instance.ssh_keys.all()],
             "hourly_price_fen": instance.hourly_price_fen,
+            "tier": instance.tier,
             "auto_stop_at": when(instance.auto_stop_at) if instance.auto_stop_at else None,
             "auto_stop_idle_minutes": instance.auto_stop_idle_minutes,
             "created_at": when(instance.created_at),
@@ -132,6 +134,7 @@ LIST_FIELDS = (
     "node_count",
     "disk_gb",
     "hourly_price_fen",
+    "tier",
     "auto_stop_at",
     "auto_stop_idle_minutes",
     "created_at",
@@ -173,6 +176,17 @@ class LaunchSerializer(serializers.Serializer):
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
     volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")
+    tier = serializers.ChoiceField(
+        choices=Instance.Tier.values,
+        default=Instance.Tier.ON_DEMAND,
+        help_text="on-demand, or interruptible: cheaper (spot_price_per_card_hour_fen), preempted for on-demand work.",
+    )
+    checkpoint_command = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text="Run on the machine when it is preempted, within the grace period (interruptible only).",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -200,6 +214,9 @@ class EventSerializer(serializers.ModelSerializer):
 
 
 class GpuModelSerializer(serializers.ModelSerializer):
+    spot_price_per_card_hour_fen = serializers.IntegerField(
+        source="spot_price_fen", read_only=True, help_text="The interruptible tier's price per card-hour."
+    )
     free_cards = serializers.SerializerMethodField()
     free_cards_by_region = serializers.SerializerMethodField()
 
@@ -211,6 +228,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "vendor",
             "memory_gb",
             "price_per_card_hour_fen",
+            "spot_price_per_card_hour_fen",
             "cpu_cores_per_card",
             "ram_gb_per_card",
             "free_cards",

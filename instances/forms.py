@@ -52,6 +52,20 @@ class LaunchForm(forms.Form):
         label=_("SSH keys"), queryset=None, required=False, widget=forms.CheckboxSelectMultiple
     )
     name = forms.CharField(label=_("Name"), max_length=64, required=False, help_text=_("Optional; one is made up."))
+    tier = forms.ChoiceField(
+        label=_("Tier"),
+        choices=Instance.Tier.choices,
+        initial=Instance.Tier.ON_DEMAND,
+        required=False,  # a form (or a script) that does not ask launches on demand
+        widget=forms.RadioSelect,
+    )
+    checkpoint_command = forms.CharField(
+        label=_("Checkpoint command"),
+        max_length=500,
+        required=False,
+        help_text=_("Interruptible only: runs when the instance is preempted, before it powers off."),
+        widget=forms.TextInput(attrs={"placeholder": "python save.py /mnt/ckpt"}),
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -94,6 +108,7 @@ class LaunchForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
+        data["tier"] = data.get("tier") or Instance.Tier.ON_DEMAND
         volumes = []
         for row in self.volume_rows:
             prefix = f"volume_{row['volume'].pk.hex}"

@@ -28,21 +28,24 @@ def instance_shape(instance: Instance) -> str:
     return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
 
 
-def gpu_sku_code(gpu_model: GpuModel) -> str:
-    return f"gpu.{gpu_model.slug}"
+def gpu_sku_code(gpu_model: GpuModel, tier: str = Instance.Tier.ON_DEMAND) -> str:
+    """``gpu.h800`` on demand, ``gpu.h800.spot`` interruptible: one SKU per model and tier, each its price."""
+    return f"gpu.{gpu_model.slug}.spot" if tier == Instance.Tier.INTERRUPTIBLE else f"gpu.{gpu_model.slug}"
 
 
-def gpu_sku_upsert(*, gpu_model: GpuModel) -> Sku:
-    """The GPU model's SKU, priced from the catalogue. Read-only when it is already right: every
-    instance that starts running passes here, and an update would make them queue on the SKU's row."""
-    sku = Sku.objects.filter(code=gpu_sku_code(gpu_model)).first()
-    if sku is not None and sku.price_fen == gpu_model.price_per_card_hour_fen and sku.unit_seconds == 3600:
+def gpu_sku_upsert(*, gpu_model: GpuModel, tier: str = Instance.Tier.ON_DEMAND) -> Sku:
+    """The GPU model's SKU for ``tier``, priced from the catalogue. Read-only when it is already right:
+    every instance that starts running passes here, and an update would make them queue on the SKU's row."""
+    code, price = gpu_sku_code(gpu_model, tier), gpu_model.card_hour_price_fen(tier)
+    sku = Sku.objects.filter(code=code).first()
+    if sku is not None and sku.price_fen == price and sku.unit_seconds == 3600:
         return sku
+    spot = tier == Instance.Tier.INTERRUPTIBLE
     return sku_upsert(
-        code=gpu_sku_code(gpu_model),
-        name=f"{gpu_model.name} GPU",
+        code=code,
+        name=f"{gpu_model.name} GPU (interruptible)" if spot else f"{gpu_model.name} GPU",
         unit="card-hour",
-        price_fen=gpu_model.price_per_card_hour_fen,
+        price_fen=price,
         unit_seconds=3600,
     )
 
@@ -70,5 +73,6 @@ def disk_sku_upsert() -> Sku:
 def catalogue_skus_sync() -> None:
     """Price every GPU model and the disk in billing (run after the catalogue changes)."""
     for gpu_model in GpuModel.objects.all():
-        gpu_sku_upsert(gpu_model=gpu_model)
+        for tier in Instance.Tier.values:
+            gpu_sku_upsert(gpu_model=gpu_model, tier=tier)
     disk_sku_upsert()

@@ -136,6 +136,7 @@ def launch_options_for(*, user) -> dict:
                 "name": gpu.name,
                 "memory_gb": gpu.memory_gb,
                 "price_fen": gpu.price_per_card_hour_fen,
+                "spot_price_fen": gpu.spot_price_fen,
                 "quota": q["limit"],
                 "used": q["used"],
                 "regions": {
@@ -170,6 +171,7 @@ def launch_options_for(*, user) -> dict:
         "burn_fen_per_hour": runway.burn_fen_per_hour,
         "min_runway_s": settings.BILLING_MIN_RUNWAY_S,
         "disk_price_fen_per_gb_day": settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
+        "preemption_grace_s": getattr(settings, "INSTANCES_PREEMPTION_GRACE_S", 30),
     }
 
 

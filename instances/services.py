@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -32,6 +33,7 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
+from instances.capacity import beneficiary_drive, gpus_take_by_preempting
 from instances.entry_points import running_changes
 from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
 from instances.lifecycle import (
@@ -321,6 +323,23 @@ def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, node
         ) from None
 
 
+def _gpus_reserve_for(
+    *, region: Region, gpu_model: GpuModel, count: int, tier: str, instance_id: uuid.UUID
+) -> tuple[Node, bool]:
+    """``_gpus_reserve`` for an instance of ``tier``, and whether it preempted others to get the cards:
+    on-demand work that finds no free cards preempts interruptible instances (``instances.capacity``);
+    interruptible work only ever takes free cards."""
+    try:
+        return _gpus_reserve(region=region, gpu_model=gpu_model, count=count), False
+    except NoCapacity as exc:
+        if tier != Instance.Tier.ON_DEMAND:
+            raise
+        node = gpus_take_by_preempting(
+            region=region, gpu_model=gpu_model, count=count, for_instance_id=instance_id, no_capacity=exc
+        )
+        return node, True
+
+
 def _funds_check(*, user, hourly_fen: int) -> None:
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
@@ -331,9 +350,11 @@ def _funds_check(*, user, hourly_fen: int) -> None:
 # --- Launch ---------------------------------------------------------------------------------------------------
 
 
-def instance_hourly_price(*, gpu_model: GpuModel, gpu_count: int, node_count: int = 1) -> int:
-    """What it costs per hour running: every card of every node, at the model's card-hour price."""
-    return gpu_model.price_per_card_hour_fen * gpu_count * node_count
+def instance_hourly_price(
+    *, gpu_model: GpuModel, gpu_count: int, node_count: int = 1, tier: str = Instance.Tier.ON_DEMAND
+) -> int:
+    """What it costs per hour running: every card of every node, at the model's card-hour price for ``tier``."""
+    return gpu_model.card_hour_price_fen(tier) * gpu_count * node_count
 
 
 def node_count_choices() -> tuple[int, ...]:
@@ -354,6 +375,8 @@ def instance_launch(
     app: AppLaunch | None = None,
     volumes=(),
     node_count: int = 1,
+    tier: str = Instance.Tier.ON_DEMAND,
+    checkpoint_command: str = "",
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
 
@@ -367,7 +390,15 @@ def instance_launch(
 
     ``node_count`` > 1 makes a cluster: ``gpu_count`` cards on each of that many distinct nodes,
     priced, billed and counted against quota as ``node_count × gpu_count`` cards.
+
+    ``tier``: on-demand (the default) preempts interruptible instances when no free cards are left;
+    interruptible is cheaper and may be preempted, running ``checkpoint_command`` in the grace period.
     """
+    if tier not in Instance.Tier.values:
+        raise LaunchInvalid(_("Choose on-demand or interruptible."), field="tier")
+    checkpoint_command = (checkpoint_command or "").strip()
+    if len(checkpoint_command) > 500 or "\x00" in checkpoint_command:
+        raise LaunchInvalid(_("The checkpoint command is at most 500 characters."), field="checkpoint_command")
     if gpu_count not in Instance.GPU_COUNTS:
         raise LaunchInvalid(_("Choose 1, 2, 4 or 8 GPUs."), field="gpu_count")
     allowed_nodes = node_count_choices()
@@ -414,24 +445,29 @@ def instance_launch(
             raise LaunchInvalid(
                 _("This app cannot run in %(region)s: %(why)s.") % {"region": region.name, "why": why}, field="region"
             )
-    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count)
+    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, tier=tier)
     _nodes_ensure(region=region)
+    instance_id = uuid.uuid4()  # named before the row exists: the instances it preempts point at it
 
     with transaction.atomic():
         quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
         _funds_check(user=user, hourly_fen=hourly)
         # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
         if node_count == 1:
-            node, extra = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count), []
+            node, displaced = _gpus_reserve_for(
+                region=region, gpu_model=gpu_model, count=gpu_count, tier=tier, instance_id=instance_id
+            )
+            extra = []
         else:
             head, *others = _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=gpu_count, nodes=node_count)
-            node, extra = head, [n.name for n in others]
+            node, extra, displaced = head, [n.name for n in others], False
         now = timezone.now()
         # Nobody else can see the row before this transaction commits, so the walk through
         # requested → scheduling → provisioning is written at once (the path the table allows).
         path = [("", S.REQUESTED), (S.REQUESTED, S.SCHEDULING), (S.SCHEDULING, S.PROVISIONING)]
         assert all(dst in ALLOWED[src] for src, dst in path[1:])
         instance = Instance.objects.create(
+            id=instance_id,
             owner=user,
             name=name,
             region=region,
@@ -444,6 +480,9 @@ def instance_launch(
             backend_alias=region.backend_alias,
             app_launch=dataclasses.asdict(app) if app is not None else {},
             hourly_price_fen=hourly,
+            tier=tier,
+            checkpoint_command=checkpoint_command,
+            displaced_others=displaced,
             status=S.PROVISIONING,
             status_reason=stored(gettext_noop("Placed on %(node)s"), node=", ".join([node.name, *extra])),
             node_id=node.pk,
@@ -524,6 +563,10 @@ def instance_provision(*, instance_id) -> bool:
     instance = _get(instance_id)
     if instance is None or instance.status != S.PROVISIONING:
         return False
+    if instance.displaced_others and Instance.objects.filter(preempted_for=instance.pk, status=S.PREEMPTING).exists():
+        # Its cards are still with the machines it preempted, in their grace period: the last of them
+        # to go off enqueues this task again (``instances.preemption``); until then, poll.
+        return True
     backend = get_backend(instance.backend_alias)
     try:
         state = backend.create(key=instance.key, spec=_spec(instance))
@@ -658,7 +701,7 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         if redrive:
             _enqueue(_UNDER_WAY[status].task, instance.pk)
         return True
-    if status in (S.RUNNING, S.STOPPED) and seen == Observed.GONE:
+    if status in (S.RUNNING, S.STOPPED, S.PREEMPTED) and seen == Observed.GONE:
         instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
     elif (
         status == S.STOPPED
@@ -888,6 +931,12 @@ def instance_abandon(*, instance: Instance, reason: str) -> bool:
     if dst == S.RELEASED:
         _destroy_quietly(instance)
         return instance_transition(instance_id=instance.pk, src=status, dst=S.RELEASED, reason=reason)
+    if dst == S.PREEMPTED:
+        _stop_quietly(instance)
+        moved = instance_transition(instance_id=instance.pk, src=status, dst=S.PREEMPTED, reason=reason)
+        if moved and instance.preempted_for_id:
+            beneficiary_drive(instance.preempted_for_id)
+        return moved
     if dst == S.STOPPED:
         if status == S.RESTARTING:
             # It ran until now and was billed for it: the GPU meter closes here, as for any stop.
@@ -1055,11 +1104,14 @@ def _instance_place(instance: Instance) -> dict:
     quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
     _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen)
     if instance.node_count == 1:
-        return {"node": _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)}
+        node, displaced = _gpus_reserve_for(
+            region=region, gpu_model=gpu_model, count=instance.gpu_count, tier=instance.tier, instance_id=instance.pk
+        )
+        return {"node": node, "displaced_others": displaced}
     node, *others = _gpus_reserve_nodes(
         region=region, gpu_model=gpu_model, count=instance.gpu_count, nodes=instance.node_count
     )
-    return {"node": node, "extra_nodes": [n.name for n in others]}
+    return {"node": node, "extra_nodes": [n.name for n in others], "displaced_others": False}
 
 
 def instance_operation_execute(*, instance_id, operation: str) -> None:
@@ -1069,6 +1121,12 @@ def instance_operation_execute(*, instance_id, operation: str) -> None:
     instance = _get(instance_id)
     if instance is None or instance.status != op.busy:
         return
+    if (
+        op.places
+        and instance.displaced_others
+        and Instance.objects.filter(preempted_for=instance.pk, status=S.PREEMPTING).exists()
+    ):
+        return  # as ``instance_provision``: the machines it preempts are still in their grace period
     try:
         state = op.provider(get_backend(instance.backend_alias), instance)
     except PermanentBackendError as exc:

@@ -238,6 +238,15 @@ class ProvisioningBackend:
         destroying a leaked machine it found through ``machines``): the key alone must find it."""
         raise NotImplementedError
 
+    def checkpoint(self, *, key: str, state: dict, command: str, grace_s: int) -> bool:
+        """Machine ``key`` is about to be preempted: run ``command`` on it now (the owner's checkpoint,
+        e.g. ``python save.py /mnt/ckpt``), leaving it ``grace_s`` seconds before ``stop``. Returns
+        whether the command was started; False where the provider cannot run one (the machine is then
+        stopped after the grace period all the same). Repeats are harmless: a provider may run it again.
+        An engine that preempts by itself (Slurm's GraceTime, Kubernetes' termination grace) sends its
+        own signal and may ignore this."""
+        return False
+
     def app_check(self, app: AppLaunch) -> str | None:
         """Why this provider cannot run ``app`` (say, its program is not installed on a process
         backend), or None. Asked before a deployment launches, so the refusal comes at once."""

@@ -301,6 +301,20 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
             machine.save(update_fields=["ready_at", "last_active_at", "spec"])
         return self._state(machine)
 
+    def checkpoint(self, *, key: str, state: dict, command: str, grace_s: int) -> bool:
+        """Records the command on the machine's spec (``checkpoints``), as a host would have run it: the
+        disk that keeps its output is kept by ``stop``. Only a powered-on machine can run it."""
+        self._bug("checkpoint")
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update().filter(key=key).first()
+            if machine is None or machine.power != "on" or not command:
+                return False
+            runs = [*(machine.spec or {}).get("checkpoints", []), {"command": command, "grace_s": grace_s}]
+            machine.spec = {**machine.spec, "checkpoints": runs}
+            machine.save(update_fields=["spec"])
+        return True
+
     def destroy(self, *, key: str, state: dict) -> None:
         self._bug("destroy")
         self._reachable()
@@ -401,6 +415,11 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
     def node_drain(self, *, name: str, draining: bool = True) -> None:
         """A node is drained for maintenance: its machines run on, it takes no new ones."""
         SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_draining=draining)
+
+    def machine_checkpoints(self, *, key: str) -> list[str]:
+        """The checkpoint commands machine ``key`` ran, oldest first (what a test reads back)."""
+        spec = self._machines().filter(key=key).values_list("spec", flat=True).first() or {}
+        return [run["command"] for run in spec.get("checkpoints", [])]
 
     def machine_touch(self, *, key: str) -> None:
         """Someone used the machine's GPUs just now (resets its idle clock)."""

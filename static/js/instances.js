@@ -152,12 +152,17 @@
       if (gpu.used + cards > gpu.quota) {
         return { text: fmt(s.quota, { count: cards, used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
       }
-      var hourly = gpu.price_fen * cards;
+      var hourly = priceOf(gpu) * cards;
       var needed = owed(options.burn_fen_per_hour + hourly, options.min_runway_s);
       if (options.balance_fen < needed) {
         return { text: fmt(s.funds, { balance: cny(options.balance_fen), minutes: Math.round(options.min_runway_s / 60), needed: cny(needed) }), link: s.billingUrl, label: s.fundsLink };
       }
       return null;
+    }
+
+    // The card-hour price of the chosen tier: interruptible work pays the catalogue's spot price.
+    function priceOf(gpu) {
+      return value("tier") === "interruptible" ? gpu.spot_price_fen : gpu.price_fen;
     }
 
     function update() {
@@ -178,9 +183,9 @@
         if (String(gpu.id) === gpuId) { chosen = gpu; card.classList.add("selected"); } else { card.classList.remove("selected"); }
       });
       if (!chosen) return;
-      document.getElementById("price-hour").textContent = cny(chosen.price_fen * count * nodes) + "/h";
+      document.getElementById("price-hour").textContent = cny(priceOf(chosen) * count * nodes) + "/h";
       document.getElementById("price-detail").textContent = fmt(nodes > 1 ? s.detailNodes : s.detail, {
-        nodes: nodes, count: count, price: cny(chosen.price_fen), disk: cny(disk * options.disk_price_fen_per_gb_day)
+        nodes: nodes, count: count, price: cny(priceOf(chosen)), disk: cny(disk * options.disk_price_fen_per_gb_day)
       });
       var reason = reasonFor(chosen, region, count, nodes);
       button.disabled = !!reason;

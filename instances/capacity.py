@@ -1,0 +1,195 @@
+"""Capacity taken back: which interruptible instances an on-demand launch preempts, and taking their cards.
+
+When on-demand work cannot be placed on free cards, ``gpus_take_by_preempting`` finds the node where
+the fewest running interruptible instances free enough (then the fewest cards wasted, then the
+youngest victims: they lose the least work), and in one transaction moves them to PREEMPTING and
+hands their cards to the new instance. The grace period, the checkpoint and the requeue are
+``instances.preemption``'s, above the services.
+
+Cards are never oversubscribed: the victims' rows are locked (in primary-key order, the order every
+transition takes them: no deadlock between two launches choosing overlapping victims), each one's
+move is a compare-and-set on RUNNING, and the node's count changes in one conditional update under
+the ``free_cards`` check constraint. A launch that loses a race for a victim plans again.
+
+Only single-node interruptible instances are preempted here: a cluster's other nodes would keep its
+cards at the provider until the grace period ends, where the console would already count them free.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db import connection, transaction
+from django.db.models import F, Sum
+from django.utils.translation import gettext_noop
+
+from core.messages import reason as stored
+from core.tasks import enqueue_on_commit
+from instances.lifecycle import instance_transition
+from instances.models import GpuModel, Instance, Node, Region
+
+S = Instance.Status
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """The node an on-demand request goes to and the interruptible instances that make room there."""
+
+    node_id: int
+    node_name: str
+    victims: tuple[uuid.UUID, ...]
+    freed_cards: int
+
+
+@functools.lru_cache(maxsize=4096)
+def smallest_set(sizes: tuple[int, ...], deficit: int) -> tuple[int, ...] | None:
+    """Indexes into ``sizes`` (cards each victim holds) of the fewest victims that free ``deficit``
+    cards, wasting the fewest cards among those; None when all of them together are not enough.
+
+    Pure and cached by its arguments: a node holds at most eight instances, and a fleet full of spot
+    work repeats the same few shapes, so the decision over 1,024 nodes costs a dictionary look-up each.
+    """
+    if deficit <= 0:
+        return ()
+    if sum(sizes) < deficit:
+        return None
+    # The k largest free the most any k can: the first k whose largest reach the deficit is the fewest.
+    ordered = sorted(sizes, reverse=True)
+    k = next(n for n in range(1, len(sizes) + 1) if sum(ordered[:n]) >= deficit)
+    best = min(
+        (c for c in itertools.combinations(range(len(sizes)), k) if sum(sizes[i] for i in c) >= deficit),
+        key=lambda c: sum(sizes[i] for i in c),
+    )
+    return best
+
+
+def preemption_plan(*, region: Region, gpu_model: GpuModel, count: int) -> PreemptionPlan | None:
+    """The cheapest way to free ``count`` cards on one healthy node by preempting interruptible instances.
+
+    Two reads: per node, the sizes of the interruptible instances running there (aggregated in the
+    database, one row per node); then the chosen node's victims, youngest first among equal sizes.
+    """
+    preemptible = Instance.objects.filter(
+        region=region,
+        gpu_model=gpu_model,
+        tier=Instance.Tier.INTERRUPTIBLE,
+        status=S.RUNNING,
+        node_count=1,
+        node__isnull=False,
+    )
+    per_node = (
+        preemptible.filter(node__is_healthy=True, node__backend_alias=region.backend_alias)
+        .values("node_id", "node__name", "node__free_cards")
+        .annotate(sizes=ArrayAgg("gpu_count"), held=Sum("gpu_count"))
+        .filter(held__gte=count - F("node__free_cards"))
+    )
+    best: tuple[tuple[int, int, int], int, str] | None = None
+    for row in per_node:
+        deficit = count - row["node__free_cards"]
+        chosen = smallest_set(tuple(sorted(row["sizes"], reverse=True)), deficit)
+        if chosen is None:
+            continue
+        sizes = sorted(row["sizes"], reverse=True)
+        freed = sum(sizes[i] for i in chosen)
+        score = (len(chosen), freed - deficit, row["node__free_cards"])
+        if best is None or score < best[0]:
+            best = (score, row["node_id"], row["node__name"])
+            if score[:2] == (1, 0):
+                break  # one victim, no card wasted: nothing beats it
+    if best is None:
+        return None
+    (_victims, _waste, free), node_id, node_name = best
+    deficit = count - free
+    rows = list(preemptible.filter(node_id=node_id).order_by("-running_since", "pk").values_list("pk", "gpu_count"))
+    chosen = smallest_set(tuple(size for _pk, size in rows), deficit)
+    if chosen is None:  # it changed since the first read: the caller plans again
+        return None
+    victims = tuple(rows[i][0] for i in chosen)
+    return PreemptionPlan(
+        node_id=node_id, node_name=node_name, victims=victims, freed_cards=sum(rows[i][1] for i in chosen)
+    )
+
+
+def gpus_take_by_preempting(
+    *, region: Region, gpu_model: GpuModel, count: int, for_instance_id: uuid.UUID, no_capacity: Exception
+) -> Node:
+    """Take ``count`` cards for on-demand instance ``for_instance_id`` by preempting interruptible ones;
+    raises ``no_capacity`` when no set of them frees enough. Call inside the launch's transaction.
+
+    The victims move to PREEMPTING (GPU meters closed now) with ``preempted_for`` set; their cards
+    go to the new instance without passing through ``free_cards``, so no other launch can take them.
+    """
+    if connection.vendor != "postgresql":
+        raise no_capacity  # the plan aggregates with PostgreSQL's ARRAY_AGG; tests and production run it
+    for _attempt in range(_ATTEMPTS):
+        plan = preemption_plan(region=region, gpu_model=gpu_model, count=count)
+        if plan is None:
+            break
+        node = _take(plan=plan, count=count, for_instance_id=for_instance_id)
+        if node is not None:
+            node.region, node.gpu_model = region, gpu_model
+            return node
+    raise no_capacity
+
+
+def _take(*, plan: PreemptionPlan, count: int, for_instance_id: uuid.UUID) -> Node | None:
+    """Carry out ``plan`` all or nothing (a savepoint); None when a victim or the node moved meanwhile."""
+    with transaction.atomic():
+        locked = list(
+            Instance.objects.select_for_update()
+            .filter(
+                pk__in=plan.victims,
+                status=S.RUNNING,
+                node_id=plan.node_id,
+                tier=Instance.Tier.INTERRUPTIBLE,
+                node_count=1,
+            )
+            .order_by("pk")
+            .values_list("pk", "gpu_count")
+        )
+        if len(locked) != len(plan.victims):
+            return None
+        freed = sum(size for _pk, size in locked)
+        taken = Node.objects.filter(pk=plan.node_id, is_healthy=True, free_cards__gte=count - freed).update(
+            free_cards=F("free_cards") + freed - count
+        )
+        if not taken:
+            return None
+        moved = _victims_preempt(victims=[pk for pk, _size in locked], for_instance_id=for_instance_id)
+        if moved != len(locked):  # cannot happen under the row locks; never hand out a card twice
+            transaction.set_rollback(True)
+            return None
+    return Node(pk=plan.node_id, name=plan.node_name)
+
+
+def beneficiary_drive(instance_id) -> None:
+    """A machine it preempted is off: create (or start) on-demand instance ``instance_id`` now. Its
+    task checks that no other machine it displaces is still in its grace period (by name: tasks sit above)."""
+    status = Instance.objects.filter(pk=instance_id).values_list("status", flat=True).first()
+    task = {S.PROVISIONING: "instance_provision_task", S.STARTING: "instance_start_task"}.get(status)
+    if task:
+        enqueue_on_commit(f"instances.tasks.{task}", str(instance_id))
+
+
+def _victims_preempt(*, victims: Sequence[uuid.UUID], for_instance_id: uuid.UUID) -> int:
+    why = stored(
+        gettext_noop(
+            "Preempted: its cards were needed for on-demand work. It restarts by itself when capacity returns."
+        )
+    )
+    moved = 0
+    for pk in victims:
+        # node=None: its cards now belong to the on-demand instance (see the module's docstring).
+        if instance_transition(
+            instance_id=pk, src=S.RUNNING, dst=S.PREEMPTING, reason=why, node=None, preempted_for_id=for_instance_id
+        ):
+            moved += 1
+            # The warning and the checkpoint now; the machine goes off after the grace period.
+            enqueue_on_commit("instances.tasks.instance_preempt_task", str(pk))
+    return moved
