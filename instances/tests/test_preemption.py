@@ -233,3 +233,18 @@ def test_its_owner_can_stop_a_preempted_instance_to_take_it_out_of_the_queue(spo
     with committed():
         instance_release(instance=Instance.objects.get(pk=on_demand.pk))
     assert Instance.objects.get(pk=four.pk).status == S.STOPPED  # not requeued: its owner stopped it
+
+
+def test_the_launch_page_counts_preemptible_cards_for_on_demand_work(alice_client, spot_fleet):
+    from instances.selectors import capacity_by_region_model
+
+    h800 = GpuModel.objects.get(slug="h800")
+    region = Region.objects.get(slug="cn-north-1")
+    cap = capacity_by_region_model()[(region.pk, h800.pk)]
+    assert (cap["best"], cap["best_on_demand"]) == (0, 8)  # full, all of it interruptible
+
+
+def test_the_detail_page_shows_the_tier_and_checkpoint_command(alice_client, spot_fleet):
+    page = alice_client.get(reverse("instance_detail", args=[spot_fleet[0].pk]))
+    assert "Interruptible" in page.content.decode()
+    assert "python save.py 4" in page.content.decode()

@@ -141,7 +141,9 @@
       if (nodes > regionMaxNodes(region)) {
         return { text: fmt(s.nodesMax, { nodes: nodes, max: regionMaxNodes(region) }) };
       }
-      if (cap.best < count) {
+      // On demand, one node's cards may be taken back from interruptible work (preempted for it).
+      var best = nodes === 1 && value("tier") !== "interruptible" ? Math.max(cap.best, cap.best_on_demand || 0) : cap.best;
+      if (best < count) {
         return { text: fmt(s.capacity, { count: count, gpu: gpu.name, best: cap.best }) };
       }
       var fit = (cap.fits || {})[String(count)] || 0;
