@@ -518,6 +518,8 @@ PROVISIONING_BACKENDS = {
         "OPTIONS": {
             "FLEET": SIMULATED_FLEET,
             "BOOT_DELAY_S": float(os.environ.get("SIMULATED_BOOT_DELAY_S", "0" if TESTING else "15")),
+            # Instances survive a node failure: restarted elsewhere with their disks (instances.services).
+            "DISK_FOLLOWS": True,
         },
     },
 }

@@ -42,7 +42,9 @@ ALLOWED = transition_table(
         S.SCHEDULING: {S.PROVISIONING, S.FAILED, S.RELEASING},
         S.PROVISIONING: {S.RUNNING, S.FAILED, S.LOST, S.RELEASING},
         # FAILED from running or restarting: a machine that keeps crashing (see ``services._instance_repair``).
-        S.RUNNING: {S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED, S.PREEMPTING},
+        # STARTING and PREEMPTED from running: its node failed and its disk follows it (a provider with
+        # ``disk_follows_node_loss``): placed on a healthy node at once, or queued until one has room.
+        S.RUNNING: {S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED, S.PREEMPTING, S.STARTING, S.PREEMPTED},
         S.RESTARTING: {S.RUNNING, S.STOPPING, S.RELEASING, S.LOST, S.FAILED},
         S.STOPPING: {S.STOPPED, S.RELEASING, S.LOST},
         S.STOPPED: {S.STARTING, S.RELEASING, S.LOST},
@@ -59,10 +61,10 @@ ALLOWED = transition_table(
     }
 )
 # Where the GPUs go back to the node, and where metering changes (see ``_on_enter``).
-_FREES_GPUS = frozenset({S.STOPPED, S.RELEASED, S.FAILED, S.LOST})
+_FREES_GPUS = frozenset({S.STOPPED, S.RELEASED, S.FAILED, S.LOST, S.PREEMPTED})
 # PREEMPTING closes the GPU meter at the second of preemption; nothing is billed while preempted (the
 # cloud took the cards back, not the owner), and the meter opens again when it runs (RUNNING).
-_CLOSES_GPU_METER = frozenset({S.STOPPING, S.RELEASING, S.FAILED, S.LOST, S.PREEMPTING})
+_CLOSES_GPU_METER = frozenset({S.STOPPING, S.RELEASING, S.FAILED, S.LOST, S.PREEMPTING, S.PREEMPTED})
 _CLOSES_DISK_METER = frozenset({S.RUNNING, S.RELEASING, S.RELEASED, S.FAILED, S.LOST})
 
 
@@ -134,7 +136,8 @@ def instance_transition(
 
 def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     """What entering ``dst`` means for billing and capacity. Runs once per transition (it follows the CAS)."""
-    if dst in _CLOSES_GPU_METER:
+    # RUNNING -> STARTING: its node failed; the downtime until it runs elsewhere is not billed.
+    if dst in _CLOSES_GPU_METER or (dst == S.STARTING and src == S.RUNNING):
         meter_stop(ref=gpu_meter_ref(instance.pk), at=at)
     # A disk meter is open only from STOPPED on; a fresh boot has none to close (the hot path).
     if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
@@ -158,7 +161,7 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
             at=at,
         )
     if dst in _FREES_GPUS:
-        _gpus_free(instance=instance)
+        instance_gpus_free(instance=instance)
         _requeue_soon(instance=instance)
 
 
@@ -173,7 +176,8 @@ def _requeue_soon(*, instance: Instance) -> None:
         enqueue_on_commit("instances.tasks.instances_requeue_task")
 
 
-def _gpus_free(*, instance: Instance) -> None:
+def instance_gpus_free(*, instance: Instance) -> None:
+    """Give the instance's cards back to its nodes, once (also for a move to healthy nodes)."""
     # Clearing ``node`` (and a cluster's other nodes) first, conditionally, makes giving the cards back
     # happen exactly once.
     if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(

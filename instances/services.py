@@ -41,6 +41,7 @@ from instances.lifecycle import (
     SETTLES_AT,
     deadline_s,
     instance_events_write,
+    instance_gpus_free,
     instance_notify,
     instance_transition,
     overdue_reason,
@@ -701,6 +702,8 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         if redrive:
             _enqueue(_UNDER_WAY[status].task, instance.pk)
         return True
+    if status == S.RUNNING and seen == Observed.GONE and _instance_recover(instance=instance, backend=backend):
+        return True
     if status in (S.RUNNING, S.STOPPED, S.PREEMPTED) and seen == Observed.GONE:
         instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
     elif (
@@ -726,6 +729,82 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
             instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=stored(gettext_noop("Stopped; disk kept"))
         )
     return False
+
+
+def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bool:
+    """A running instance's machine went with a failed node: where its disk survives the node
+    (``backend.disk_follows_node_loss``), restart it on healthy nodes with the same identity; a cluster
+    moves as a whole, all or nothing. False (it is then marked lost, as before) where the disk cannot
+    follow, or where every node it held is healthy (the machine went for another reason).
+
+    The GPU meter closes at the failure's detection and opens when it runs again: the downtime is not
+    billed. Without room now, it waits as PREEMPTED and restarts by itself when capacity returns.
+    No quota or balance check: it is the same instance carrying on, not a new one.
+    """
+    names = instance.node_names
+    if not backend.disk_follows_node_loss or not names:
+        return False
+    lost = set(names) - set(
+        Node.objects.filter(backend_alias=instance.backend_alias, name__in=names, is_healthy=True).values_list(
+            "name", flat=True
+        )
+    )
+    if not lost:
+        return False
+    failed = ", ".join(sorted(lost))
+    with transaction.atomic():
+        locked = Instance.objects.select_for_update().filter(pk=instance.pk, status=S.RUNNING).first()
+        if locked is None:
+            return True  # another worker moved it first
+        instance_gpus_free(instance=instance)  # its old cards, healthy nodes' included: all or nothing
+        instance.node_id, instance.extra_nodes = None, []
+        try:
+            with transaction.atomic():
+                if instance.node_count == 1:
+                    node, displaced = _gpus_reserve_for(
+                        region=instance.region,
+                        gpu_model=instance.gpu_model,
+                        count=instance.gpu_count,
+                        tier=instance.tier,
+                        instance_id=instance.pk,
+                    )
+                    changes = {"node": node, "extra_nodes": [], "displaced_others": displaced}
+                else:
+                    head, *others = _gpus_reserve_nodes(
+                        region=instance.region,
+                        gpu_model=instance.gpu_model,
+                        count=instance.gpu_count,
+                        nodes=instance.node_count,
+                    )
+                    changes = {"node": head, "extra_nodes": [n.name for n in others], "displaced_others": False}
+        except NoCapacity:
+            instance_transition(
+                instance_id=instance.pk,
+                src=S.RUNNING,
+                dst=S.PREEMPTED,
+                reason=stored(
+                    gettext_noop(
+                        "Node %(node)s failed; its disk is kept. It restarts by itself when capacity returns."
+                    ),
+                    node=failed,
+                ),
+            )
+            return True
+        where = ", ".join([changes["node"].name, *changes["extra_nodes"]])
+        instance_transition(
+            instance_id=instance.pk,
+            src=S.RUNNING,
+            dst=S.STARTING,
+            reason=stored(
+                gettext_noop("Node %(node)s failed: restarting on %(new)s with the same disk and addresses"),
+                node=failed,
+                new=where,
+            ),
+            **changes,
+        )
+        _enqueue(OPERATIONS["start"].task, instance.pk)
+    logger.warning("instance %s: node %s failed; restarting on %s", instance.pk, failed, where)
+    return True
 
 
 def _instance_observe(*, instance: Instance, observation) -> None:

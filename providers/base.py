@@ -175,6 +175,10 @@ class ProvisioningBackend:
     max_nodes: int = 1  # ClustersCapability: the most nodes one machine spans
     supports_volumes: bool = False  # VolumesCapability
     supports_shared_write: bool = False  # VolumesCapability
+    # A machine's disk lives on storage that survives its node (a shared filesystem, a network volume):
+    # when the node fails, ``start`` on another node boots the same machine, disk and all, and the
+    # console moves the instance there instead of marking it lost.
+    disk_follows_node_loss: bool = False
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias

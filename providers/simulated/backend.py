@@ -15,6 +15,8 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
         "LOST_NODES": [],              # names of nodes that have failed (their machines are gone)
         "DRAINING_NODES": [],          # names of nodes being drained (machines run on; no new ones)
+        "DISK_FOLLOWS": False,         # a machine's disk survives its node (the instance directory lives
+                                       # on shared storage): ``start`` boots one lost with its node elsewhere
         "SEED": None,                  # seed the fault dice for repeatable runs
         "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
         "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
@@ -156,6 +158,16 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
             raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
         return node
 
+    @property
+    def disk_follows_node_loss(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("DISK_FOLLOWS", False))
+
+    def _machine_lost(self, machine) -> bool:
+        """Whether a node of the machine (its head, or a cluster's peer) has failed under it."""
+        if machine.node is not None and self._is_lost(machine.node):
+            return True
+        return any(self._is_lost(peer) for peer in self._peers(machine))
+
     def _is_lost(self, node) -> bool:
         return node.is_lost or node.name in (self.options.get("LOST_NODES") or ())
 
@@ -253,11 +265,16 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         self._bug("start")
         self._reachable()
         with transaction.atomic():
-            machine = self._machines().select_for_update().filter(key=key).first()
-            if machine is None:
+            machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
+            # Lost with its node: gone, unless its disk lives on storage that survives the node.
+            lost = machine is not None and machine.power == "on" and self._machine_lost(machine)
+            if machine is None or (lost and not self.disk_follows_node_loss):
                 raise PermanentBackendError("The machine no longer exists.")
-            if machine.power == "on":
+            if machine.power == "on" and not lost:
                 return self._state(machine)
+            if lost:  # its cards on the nodes that still run go back before it is placed again
+                machine.node, machine.spec = None, {**machine.spec, "peers": []}
+                machine.save(update_fields=["node", "spec"])
             nodes = int((machine.spec or {}).get("nodes") or 1)
             if nodes > 1 and spec is None:
                 raise PermanentBackendError("A cluster starts only with its spec (where its other nodes are).")
