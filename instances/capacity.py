@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection, transaction
+from django.db.models import Count as models_count
 from django.db.models import F, Sum
 from django.utils.translation import gettext_noop
 
@@ -193,3 +194,71 @@ def _victims_preempt(*, victims: Sequence[uuid.UUID], for_instance_id: uuid.UUID
             # The warning and the checkpoint now; the machine goes off after the grace period.
             enqueue_on_commit("instances.tasks.instance_preempt_task", str(pk))
     return moved
+
+
+# --- Gangs: a cluster's nodes in as few network blocks as they fit in ----------------------------------------
+
+
+class _Short(Exception):
+    """Fewer nodes were taken than the gang needs: the savepoint gives back what was taken."""
+
+
+def blocks_choose(fitting: dict[str, int], nodes: int) -> list[str] | None:
+    """The blocks a gang of ``nodes`` goes to, given how many nodes fit in each block; None: too few.
+
+    One block when one can hold it: the smallest that can (best fit keeps large blocks whole for large
+    gangs). Otherwise the fullest blocks first, so the gang spans the fewest blocks possible.
+    """
+    if sum(fitting.values()) < nodes:
+        return None
+    whole = [block for block, n in fitting.items() if n >= nodes]
+    if whole:
+        return [min(whole, key=lambda block: (fitting[block], block))]
+    chosen, total = [], 0
+    for block in sorted(fitting, key=lambda block: (-fitting[block], block)):
+        chosen.append(block)
+        total += fitting[block]
+        if total >= nodes:
+            return chosen
+    return None
+
+
+def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[tuple[int, str]] | None:
+    """Take ``count`` cards on each of ``nodes`` distinct healthy nodes, all or none, in the fewest
+    network blocks: ``(pk, name)`` per node, head first (blocks in the chosen order, then by name);
+    None when the fleet cannot give every node now. Call inside a transaction.
+
+    Two statements whatever the size: how many nodes fit per block, then one ``UPDATE … WHERE id IN
+    (SELECT … FOR UPDATE SKIP LOCKED LIMIT nodes) RETURNING``. Nodes another launch holds locked are
+    skipped; when that leaves the gang short, the savepoint gives its nodes back and it plans again,
+    the last time waiting for those locks instead of skipping them.
+    """
+    eligible = Node.objects.filter(
+        region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count
+    )
+    table = connection.ops.quote_name(Node._meta.db_table)
+    for attempt in range(_ATTEMPTS):
+        fitting = dict(eligible.order_by().values_list("block").annotate(n=models_count("id")))
+        blocks = blocks_choose(fitting, nodes)
+        if blocks is None:
+            return None
+        wait = attempt == _ATTEMPTS - 1
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {table} SET free_cards = free_cards - %s WHERE free_cards >= %s AND id IN ("  # noqa: S608
+                    f"SELECT id FROM {table} WHERE region_id = %s AND backend_alias = %s AND gpu_model_id = %s"
+                    " AND is_healthy AND free_cards >= %s AND block = ANY(%s::text[])"
+                    " ORDER BY array_position(%s::text[], block::text), free_cards, name LIMIT %s"
+                    f" FOR UPDATE{'' if wait else ' SKIP LOCKED'}) RETURNING id, name, block, free_cards",
+                    [count, count, region.pk, region.backend_alias, gpu_model.pk, count, blocks, blocks, nodes],
+                )
+                taken = cursor.fetchall()
+                if len(taken) < nodes:
+                    raise _Short
+        except _Short:
+            continue
+        order = {block: i for i, block in enumerate(blocks)}
+        taken.sort(key=lambda row: (order[row[2]], row[3], row[1]))  # blocks in order, then best fit
+        return [(pk, name) for pk, name, _block, _free in taken]
+    return None

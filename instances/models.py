@@ -115,6 +115,10 @@ class Node(models.Model):
     # provider stopped reporting it; empty while healthy.
     health_detail = models.CharField(_("health detail"), max_length=128, blank=True)
     health_changed_at = models.DateTimeField(_("health changed"), null=True, blank=True)
+    # The network block it sits in (a leaf switch, an InfiniBand island), as the provider reports it:
+    # a cluster is placed in as few blocks as it fits in (``instances.capacity.gang_reserve``). Empty:
+    # the provider does not say, and all its nodes count as one block.
+    block = models.CharField(_("network block"), max_length=64, blank=True)
     last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
 
     class Meta:
@@ -206,7 +210,7 @@ class Instance(StatusDisplayMixin, models.Model):
     )
     GPU_COUNTS = (1, 2, 4, 8)
     # Nodes of a multi-node cluster; settings.INSTANCES_MAX_NODES caps which of these are offered.
-    NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
+    NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # up to 1,024 nodes × 8 = 8,192 cards
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
@@ -272,7 +276,8 @@ class Instance(StatusDisplayMixin, models.Model):
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_count__in=(1, 2, 4, 8)), name="instances_gpu_count_valid"),
             models.CheckConstraint(
-                condition=models.Q(node_count__in=(1, 2, 4, 8, 16, 32, 64, 128)), name="instances_node_count_valid"
+                condition=models.Q(node_count__in=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)),
+                name="instances_node_count_valid",
             ),
         ]
 

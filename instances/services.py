@@ -33,7 +33,7 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
-from instances.capacity import beneficiary_drive, gpus_take_by_preempting
+from instances.capacity import beneficiary_drive, gang_reserve, gpus_take_by_preempting
 from instances.entry_points import running_changes
 from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
 from instances.lifecycle import (
@@ -116,9 +116,12 @@ def nodes_sync(*, alias: str) -> int:
                     "provider_free_cards": info.free_cards,
                     "health_detail": detail,
                     "health_changed_at": None if info.healthy else now,
+                    "block": info.block[:64],
                 },
             )
             continue
+        if node.block != info.block[:64]:
+            Node.objects.filter(pk=node.pk).update(block=info.block[:64])
         if node.total_cards != info.cards:
             with transaction.atomic():
                 node = Node.objects.select_for_update().get(pk=node.pk)
@@ -289,39 +292,29 @@ def _gpus_take_unlocked(*, region: Region, gpu_model: GpuModel, count: int) -> t
 def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[Node]:
     """Take ``count`` cards on each of ``nodes`` distinct nodes (a cluster), all or none; the first is its head.
 
-    One node at a time with the same conditional update as ``_gpus_reserve`` (best fit first), inside
-    a savepoint: when the fleet cannot give every node, the cards already taken go back with it.
+    In the fewest network blocks, in one statement (``instances.capacity.gang_reserve``): when the
+    fleet cannot give every node, none is taken.
     """
     if nodes == 1:
         return [_gpus_reserve(region=region, gpu_model=gpu_model, count=count)]
+    taken = gang_reserve(region=region, gpu_model=gpu_model, count=count, nodes=nodes)
+    if taken is not None:
+        return [Node(pk=pk, name=name, region=region, gpu_model=gpu_model) for pk, name in taken]
     eligible = Node.objects.filter(
         region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
     )
-    taken: list[Node] = []
-    try:
-        with transaction.atomic():
-            candidates = list(
-                eligible.filter(free_cards__gte=count).order_by("free_cards", "name").values_list("pk", "name")
-            )
-            for pk, name in candidates:
-                if eligible.filter(pk=pk, free_cards__gte=count).update(free_cards=F("free_cards") - count):
-                    taken.append(Node(pk=pk, name=name, region=region, gpu_model=gpu_model))
-                    if len(taken) == nodes:
-                        return taken
-            raise NoCapacity("")
-    except NoCapacity:
-        fitting = eligible.filter(free_cards__gte=count).count()
-        raise NoCapacity(
-            ngettext(
-                "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d node "
-                "in %(region)s has that many right now. Try fewer nodes, fewer cards or another region.",
-                "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d nodes "
-                "in %(region)s have that many right now. Try fewer nodes, fewer cards or another region.",
-                fitting,
-            )
-            % {"nodes": nodes, "count": count, "gpu": gpu_model.name, "fit": fitting, "region": region.name},
-            field="node_count",
-        ) from None
+    fitting = eligible.filter(free_cards__gte=count).count()
+    raise NoCapacity(
+        ngettext(
+            "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d node "
+            "in %(region)s has that many right now. Try fewer nodes, fewer cards or another region.",
+            "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d nodes "
+            "in %(region)s have that many right now. Try fewer nodes, fewer cards or another region.",
+            fitting,
+        )
+        % {"nodes": nodes, "count": count, "gpu": gpu_model.name, "fit": fitting, "region": region.name},
+        field="node_count",
+    )
 
 
 def _gpus_reserve_for(

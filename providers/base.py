@@ -150,6 +150,9 @@ class NodeInfo:
     # Why an unhealthy node is out of service, in the provider's words ("down", "drain", "NotReady"):
     # shown to staff and on the timelines of the node's instances. Empty when healthy.
     detail: str = ""
+    # The network block (leaf switch, InfiniBand island; Slurm's topology SwitchName, a Kubernetes
+    # node label) it belongs to: clusters are placed in as few blocks as they fit in. Empty: unknown.
+    block: str = ""
 
 
 @dataclass(frozen=True)

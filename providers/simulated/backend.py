@@ -18,6 +18,7 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "DISK_FOLLOWS": False,         # a machine's disk survives its node (the instance directory lives
                                        # on shared storage): ``start`` boots one lost with its node elsewhere
         "SEED": None,                  # seed the fault dice for repeatable runs
+        "BLOCK_NODES": 32,             # nodes per network block (leaf switch) in each FLEET group
         "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
         "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
         "FAIL_VOLUME_CREATE": 0.0,     # share of volume creates refused for good
@@ -72,7 +73,7 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
 class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBackend):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
 
-    max_nodes = 128
+    max_nodes = 1024  # 1,024 nodes × 8 cards: an 8,192-card cluster
     simulated = True  # its machines are rows in its own tables (providers.simulated.models)
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
@@ -104,6 +105,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
         fleet = self.options.get("FLEET") or []
         if not fleet or SimulatedNode.objects.filter(backend_alias=self.alias).exists():
             return
+        per_block = max(1, int(self.options.get("BLOCK_NODES", 32)))
         rows = [
             SimulatedNode(
                 backend_alias=self.alias,
@@ -111,6 +113,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
                 region_slug=group["region"],
                 gpu_slug=group["gpu"],
                 cards=int(group.get("cards", 8)),
+                block=f"{group['region']}-{group['gpu']}-b{(index - 1) // per_block + 1}",
             )
             for group in fleet
             for index in range(1, int(group.get("nodes", 1)) + 1)
@@ -211,6 +214,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, ProvisioningBacken
                 cards=n.cards,
                 healthy=self._health(n)[0],
                 detail=self._health(n)[1],
+                block=n.block,
             )
             for n in SimulatedNode.objects.filter(backend_alias=self.alias).order_by("name")
         ]
