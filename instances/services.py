@@ -657,6 +657,13 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
                 **running_changes(backend=backend, instance=instance),
             )
             return False
+        if seen == Observed.GONE and status == S.STARTING and backend.disk_follows_node_loss and not overdue:
+            # Moved off a failed node (``_instance_recover``): the machine reads as gone until its start
+            # boots it on the new one. Sent again, not marked lost; a machine truly gone is refused by
+            # the provider's start (then stopped, and lost at the next sync) or settled at the deadline.
+            if redrive:
+                _enqueue(_UNDER_WAY[status].task, instance.pk)
+            return True
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
             return False

@@ -104,3 +104,22 @@ def test_where_the_disk_cannot_follow_the_instance_is_lost_as_before(rich_alice)
     reconcile()
     instance.refresh_from_db()
     assert instance.status == S.LOST
+
+
+def test_a_move_whose_start_task_was_lost_is_sent_again_not_marked_lost(rich_alice, disks_follow, monkeypatch):
+    import instances.services as services
+
+    instance = running(rich_alice, count=1)
+    get_backend("default").node_lose(name=instance.node.name)
+    real = services._enqueue
+    monkeypatch.setattr(services, "_enqueue", lambda task, pk: None)  # the start task is lost
+    reconcile()
+    instance.refresh_from_db()
+    assert instance.status == S.STARTING
+    reconcile()  # the machine still reads as gone: sent again (lost here too), not marked lost
+    instance.refresh_from_db()
+    assert instance.status == S.STARTING
+    monkeypatch.setattr(services, "_enqueue", real)
+    reconcile()
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
