@@ -269,3 +269,94 @@ def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int)
         taken.sort(key=lambda row: (order[row[2]], row[3], row[1]))  # blocks in order, then best fit
         return [(pk, name) for pk, name, _block, _free in taken]
     return None
+
+
+# --- Gangs that preempt: an on-demand cluster taking cards back on several nodes ------------------------------
+
+
+def gang_preemption_plan(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[PreemptionPlan] | None:
+    """``nodes`` distinct healthy nodes that can each give ``count`` cards, nodes with free cards first,
+    then those whose smallest set of interruptible victims is smallest (fewest victims, then fewest
+    cards wasted); None when even preempting every interruptible instance leaves too few."""
+    healthy = {
+        pk: (free, name)
+        for pk, free, name in Node.objects.filter(
+            region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
+        ).values_list("pk", "free_cards", "name")
+    }
+    youngest_first = ("-running_since", "pk")
+    victims_by_node = {
+        node_id: (sizes, pks)
+        for node_id, sizes, pks in Instance.objects.filter(
+            region=region,
+            gpu_model=gpu_model,
+            tier=Instance.Tier.INTERRUPTIBLE,
+            status=S.RUNNING,
+            node_count=1,
+            node_id__in=list(healthy),
+        )
+        .order_by()
+        .values_list("node_id")
+        .annotate(sizes=ArrayAgg("gpu_count", order_by=youngest_first), pks=ArrayAgg("pk", order_by=youngest_first))
+    }
+    scored = []
+    for node_id, (free, name) in healthy.items():
+        deficit = count - free
+        sizes, pks = victims_by_node.get(node_id, ((), ()))
+        chosen = smallest_set(tuple(sizes), deficit)
+        if chosen is None:
+            continue
+        freed = sum(sizes[i] for i in chosen)
+        plan = PreemptionPlan(node_id=node_id, node_name=name, victims=tuple(pks[i] for i in chosen), freed_cards=freed)
+        scored.append(((len(chosen), max(0, freed - deficit), name), plan))
+    if len(scored) < nodes:
+        return None
+    scored.sort(key=lambda item: item[0])
+    return [plan for _score, plan in scored[:nodes]]
+
+
+def gang_take_by_preempting(
+    *,
+    region: Region,
+    gpu_model: GpuModel,
+    count: int,
+    nodes: int,
+    for_instance_id: uuid.UUID,
+    no_capacity: Exception,
+) -> list[Node]:
+    """``gpus_take_by_preempting`` for a cluster: ``count`` cards on each of ``nodes`` nodes, all or
+    nothing, preempting the fewest interruptible instances; the nodes head first. Raises ``no_capacity``."""
+    if connection.vendor != "postgresql":
+        raise no_capacity
+    for _attempt in range(_ATTEMPTS):
+        plans = gang_preemption_plan(region=region, gpu_model=gpu_model, count=count, nodes=nodes)
+        if plans is None:
+            break
+        try:
+            with transaction.atomic():
+                by_node = {plan.node_id: plan for plan in plans}
+                wanted = sorted(pk for plan in plans for pk in plan.victims)
+                locked = list(
+                    Instance.objects.select_for_update()
+                    .filter(pk__in=wanted, status=S.RUNNING, tier=Instance.Tier.INTERRUPTIBLE, node_count=1)
+                    .order_by("pk")
+                    .values_list("pk", "node_id", "gpu_count")
+                )
+                if len(locked) != len(wanted) or any(
+                    node not in by_node or pk not in by_node[node].victims for pk, node, _n in locked
+                ):
+                    raise _Short
+                freed = {plan.node_id: 0 for plan in plans}
+                for _pk, node_id, size in locked:
+                    freed[node_id] += size
+                for node_id in sorted(freed):  # nodes in id order: two gangs lock them the same way
+                    if not Node.objects.filter(
+                        pk=node_id, is_healthy=True, free_cards__gte=count - freed[node_id]
+                    ).update(free_cards=F("free_cards") + freed[node_id] - count):
+                        raise _Short
+                if _victims_preempt(victims=wanted, for_instance_id=for_instance_id) != len(wanted):
+                    raise _Short
+        except _Short:
+            continue
+        return [Node(pk=plan.node_id, name=plan.node_name, region=region, gpu_model=gpu_model) for plan in plans]
+    raise no_capacity

@@ -33,7 +33,7 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
-from instances.capacity import beneficiary_drive, gang_reserve, gpus_take_by_preempting
+from instances.capacity import beneficiary_drive, gang_reserve, gang_take_by_preempting, gpus_take_by_preempting
 from instances.entry_points import running_changes
 from instances.errors import BackendUnavailable, FundsTooLow, LaunchInvalid, NoCapacity, OperationNotAllowed
 from instances.lifecycle import (
@@ -334,6 +334,22 @@ def _gpus_reserve_for(
         return node, True
 
 
+def _gpus_reserve_nodes_for(
+    *, region: Region, gpu_model: GpuModel, count: int, nodes: int, tier: str, instance_id: uuid.UUID
+) -> tuple[list[Node], bool]:
+    """``_gpus_reserve_nodes`` for a cluster of ``tier``, and whether it preempted others (as
+    ``_gpus_reserve_for``: on-demand work takes cards back from interruptible instances)."""
+    try:
+        return _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=count, nodes=nodes), False
+    except NoCapacity as exc:
+        if tier != Instance.Tier.ON_DEMAND or nodes == 1:
+            raise
+        taken = gang_take_by_preempting(
+            region=region, gpu_model=gpu_model, count=count, nodes=nodes, for_instance_id=instance_id, no_capacity=exc
+        )
+        return taken, True
+
+
 def _funds_check(*, user, hourly_fen: int) -> None:
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
@@ -453,8 +469,15 @@ def instance_launch(
             )
             extra = []
         else:
-            head, *others = _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=gpu_count, nodes=node_count)
-            node, extra, displaced = head, [n.name for n in others], False
+            (head, *others), displaced = _gpus_reserve_nodes_for(
+                region=region,
+                gpu_model=gpu_model,
+                count=gpu_count,
+                nodes=node_count,
+                tier=tier,
+                instance_id=instance_id,
+            )
+            node, extra = head, [n.name for n in others]
         now = timezone.now()
         # Nobody else can see the row before this transaction commits, so the walk through
         # requested → scheduling → provisioning is written at once (the path the table allows).
@@ -770,13 +793,15 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
                     )
                     changes = {"node": node, "extra_nodes": [], "displaced_others": displaced}
                 else:
-                    head, *others = _gpus_reserve_nodes(
+                    (head, *others), displaced = _gpus_reserve_nodes_for(
                         region=instance.region,
                         gpu_model=instance.gpu_model,
                         count=instance.gpu_count,
                         nodes=instance.node_count,
+                        tier=instance.tier,
+                        instance_id=instance.pk,
                     )
-                    changes = {"node": head, "extra_nodes": [n.name for n in others], "displaced_others": False}
+                    changes = {"node": head, "extra_nodes": [n.name for n in others], "displaced_others": displaced}
         except NoCapacity:
             instance_transition(
                 instance_id=instance.pk,
@@ -1187,10 +1212,15 @@ def _instance_place(instance: Instance) -> dict:
             region=region, gpu_model=gpu_model, count=instance.gpu_count, tier=instance.tier, instance_id=instance.pk
         )
         return {"node": node, "displaced_others": displaced}
-    node, *others = _gpus_reserve_nodes(
-        region=region, gpu_model=gpu_model, count=instance.gpu_count, nodes=instance.node_count
+    (node, *others), displaced = _gpus_reserve_nodes_for(
+        region=region,
+        gpu_model=gpu_model,
+        count=instance.gpu_count,
+        nodes=instance.node_count,
+        tier=instance.tier,
+        instance_id=instance.pk,
     )
-    return {"node": node, "extra_nodes": [n.name for n in others], "displaced_others": False}
+    return {"node": node, "extra_nodes": [n.name for n in others], "displaced_others": displaced}
 
 
 def instance_operation_execute(*, instance_id, operation: str) -> None:

@@ -248,3 +248,69 @@ def test_the_detail_page_shows_the_tier_and_checkpoint_command(alice_client, spo
     page = alice_client.get(reverse("instance_detail", args=[spot_fleet[0].pk]))
     assert "Interruptible" in page.content.decode()
     assert "python save.py 4" in page.content.decode()
+
+
+# --- Clusters ------------------------------------------------------------------------------------------------
+
+
+def spot_a800(user, count):
+    with committed():
+        instance = instance_launch(
+            user=user,
+            region=Region.objects.get(slug="cn-north-1"),
+            gpu_model=GpuModel.objects.get(slug="a800-80g"),
+            gpu_count=count,
+            image=Image.objects.get(slug="pytorch-2.5-cu124"),
+            disk_gb=50,
+            tier=T.INTERRUPTIBLE,
+        )
+    instance.refresh_from_db()
+    return instance
+
+
+def on_demand_cluster(user, *, count, nodes):
+    with committed():
+        instance = instance_launch(
+            user=user,
+            region=Region.objects.get(slug="cn-north-1"),
+            gpu_model=GpuModel.objects.get(slug="a800-80g"),
+            gpu_count=count,
+            image=Image.objects.get(slug="pytorch-2.5-cu124"),
+            disk_gb=50,
+            node_count=nodes,
+        )
+    instance.refresh_from_db()
+    return instance
+
+
+def test_an_on_demand_cluster_preempts_the_fewest_on_each_of_its_nodes(rich_alice, bob_rich, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
+    four_a, four_b, eight = spot_a800(rich_alice, 4), spot_a800(rich_alice, 4), spot_a800(rich_alice, 8)
+    assert {four_a.node_id, four_b.node_id} != {eight.node_id}
+    cluster = on_demand_cluster(bob_rich, count=4, nodes=2)
+    statuses = dict(Instance.objects.filter(owner=rich_alice).values_list("pk", "status"))
+    assert statuses[eight.pk] == S.PREEMPTING
+    assert sorted([statuses[four_a.pk], statuses[four_b.pk]]) == [S.PREEMPTING, S.RUNNING]  # one of the two
+    assert cluster.status == S.PROVISIONING and cluster.displaced_others
+    assert (
+        sum(
+            Node.objects.filter(gpu_model__slug="a800-80g", region__slug="cn-north-1").values_list(
+                "free_cards", flat=True
+            )
+        )
+        == 4
+    )
+    for victim in Instance.objects.filter(status=S.PREEMPTING):
+        after_grace(victim)
+    cluster.refresh_from_db()
+    assert cluster.status == S.RUNNING
+    assert len(set(cluster.node_names)) == 2
+
+
+def test_an_on_demand_cluster_that_preemption_cannot_fit_preempts_nobody(rich_alice, bob_rich, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
+    settings.INSTANCES_MAX_NODES = 4
+    spot_a800(rich_alice, 8)
+    with pytest.raises(NoCapacity):
+        on_demand_cluster(bob_rich, count=8, nodes=4)  # cn-north-1 has two A800 nodes
+    assert not Instance.objects.filter(status=S.PREEMPTING).exists()
