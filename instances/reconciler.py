@@ -68,7 +68,7 @@ def instances_reconcile() -> dict:
                 and machine is not None
                 and (
                     (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
-                    or (status == S.STOPPED and machine.observed == Observed.STOPPED)
+                    or (status in (S.STOPPED, S.PREEMPTED) and machine.observed == Observed.STOPPED)
                 )
             )
             if not settled:
