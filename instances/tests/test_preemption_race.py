@@ -6,16 +6,20 @@ once (one PREEMPTING event, one GPU meter closed once), and no card is ever held
 """
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from billing.models import Meter
 from instances.errors import NoCapacity
 from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
+from instances.preemption import preemptions_finish_due
 from instances.services import instance_launch
 from instances.tests.conftest import committed, fund
+from providers import get_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Instance.Status
@@ -89,3 +93,13 @@ def test_a_hundred_on_demand_launches_against_a_full_spot_fleet_never_oversubscr
         assert InstanceEvent.objects.filter(instance=victim, new=S.PREEMPTING).count() == 1
         assert list(Meter.objects.filter(ref=gpu_meter_ref(victim.pk)).values_list("stopped_at", flat=True)) != [None]
         assert Meter.objects.filter(ref=gpu_meter_ref(victim.pk)).count() == 1
+
+    # After the grace period the winners' machines are created, and the provider agrees: eight cards
+    # of on-demand work on the node, the preempted machines off, nothing refused or failed.
+    with committed():
+        assert preemptions_finish_due(now=timezone.now() + timedelta(seconds=31)) == 8
+    assert set(Instance.objects.filter(pk__in=won).values_list("status", flat=True)) == {S.RUNNING}
+    assert set(victims.values_list("status", flat=True)) == {S.PREEMPTED}
+    on_node = {m.key: m for m in get_backend("default").machines() if m.node == node.name}
+    assert set(on_node) == {str(pk) for pk in won}
+    assert not Instance.objects.filter(status=S.FAILED).exists()
