@@ -314,3 +314,27 @@ def test_an_on_demand_cluster_that_preemption_cannot_fit_preempts_nobody(rich_al
     with pytest.raises(NoCapacity):
         on_demand_cluster(bob_rich, count=8, nodes=4)  # cn-north-1 has two A800 nodes
     assert not Instance.objects.filter(status=S.PREEMPTING).exists()
+
+
+def test_the_launch_form_launches_interruptible_with_a_checkpoint_command(rich_alice, alice_client):
+    form = {
+        "region": Region.objects.get(slug="cn-north-1").pk,
+        "gpu_model": GpuModel.objects.get(slug="h800").pk,
+        "gpu_count": 2,
+        "image": Image.objects.first().pk,
+        "disk_gb": 50,
+        "name": "spot-from-the-page",
+        "tier": "interruptible",
+        "checkpoint_command": "python save.py /mnt/ckpt",
+    }
+    response = alice_client.post(reverse("instance_launch"), form)
+    assert response.status_code == 302
+    instance = Instance.objects.get(name="spot-from-the-page")
+    assert (instance.tier, instance.checkpoint_command, instance.hourly_price_fen) == (
+        T.INTERRUPTIBLE,
+        "python save.py /mnt/ckpt",
+        2 * 595,
+    )
+    bad = alice_client.post(reverse("instance_launch"), {**form, "tier": "free", "name": "x"})
+    assert bad.status_code == 200 and not Instance.objects.filter(name="x").exists()
+    assert "Select a valid choice" in bad.content.decode()
