@@ -33,7 +33,7 @@ from instances.errors import InstanceError
 from instances.lifecycle import instance_transition
 from instances.models import Instance
 from instances.services import instance_start
-from providers import PermanentBackendError, get_backend
+from providers import PermanentBackendError, backend_aliases, get_backend
 
 logger = logging.getLogger(__name__)
 S = Instance.Status
@@ -95,7 +95,11 @@ def instance_preemption_finish(*, instance_id, now: datetime | None = None) -> b
     if instance is None or now < instance.status_changed_at + timedelta(seconds=grace_s()):
         return False
     try:
-        get_backend(instance.backend_alias).stop(key=instance.key, state=instance.backend_state)
+        backend = get_backend(instance.backend_alias)
+        if backend.requeues_preempted:  # queued at the provider, which boots it again itself
+            backend.requeue(key=instance.key, state=instance.backend_state)
+        else:
+            backend.stop(key=instance.key, state=instance.backend_state)
     except PermanentBackendError as exc:
         # The machine is gone (its node failed meanwhile): its disk went with it.
         moved = instance_transition(instance_id=instance.pk, src=S.PREEMPTING, dst=S.LOST, reason=str(exc))
@@ -138,7 +142,12 @@ def instances_requeue() -> int:
     """
     started = 0
     refused: dict[tuple[int, int], int] = {}  # (region, model) -> smallest card count that did not fit
-    waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner").filter(status=S.PREEMPTED)
+    waiting = (
+        Instance.objects.select_related("gpu_model", "image", "region", "owner")
+        .filter(status=S.PREEMPTED)
+        # An engine that requeued the machine itself boots it again itself: the sync follows it.
+        .exclude(backend_alias__in=[a for a in backend_aliases() if get_backend(a).requeues_preempted])
+    )
     for instance in waiting.order_by("status_changed_at", "pk"):
         shape = (instance.region_id, instance.gpu_model_id)
         if instance.gpu_count >= refused.get(shape, 10**6):

@@ -69,6 +69,8 @@ def instances_reconcile() -> dict:
                 and (
                     (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
                     or (status in (S.STOPPED, S.PREEMPTED) and machine.observed == Observed.STOPPED)
+                    # Requeued by the engine (Slurm), waiting in its queue: nothing to do until it runs.
+                    or (status == S.PREEMPTED and machine.observed == Observed.PREEMPTED)
                 )
             )
             if not settled:

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import F, Q
-from django.db.models.functions import Least
+from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
@@ -561,6 +561,8 @@ def _spec(instance: Instance) -> InstanceSpec:
         volumes=volume_hooks().mounts_for_boot(instance=instance),
         nodes=instance.node_count,
         peer_nodes=tuple(instance.extra_nodes or ()),
+        interruptible=instance.tier == Instance.Tier.INTERRUPTIBLE,
+        checkpoint_command=instance.checkpoint_command or "",
     )
 
 
@@ -727,6 +729,19 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
         return True
     if status == S.RUNNING and seen == Observed.GONE and _instance_recover(instance=instance, backend=backend):
         return True
+    if status == S.RUNNING and seen == Observed.PREEMPTED:
+        # The engine preempted it by itself (Slurm's partition preemption): billing stops now, its
+        # cards go back, and the engine runs it again when it can (below: PREEMPTED, seen RUNNING).
+        instance_transition(
+            instance_id=instance.pk,
+            src=status,
+            dst=S.PREEMPTED,
+            reason=observation.detail or stored(gettext_noop("Preempted by the provider; disk kept")),
+        )
+        return True
+    if status == S.PREEMPTED and seen == Observed.RUNNING:
+        _instance_resumed(instance=instance, backend=backend)
+        return False
     if status in (S.RUNNING, S.STOPPED, S.PREEMPTED) and seen == Observed.GONE:
         instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
     elif (
@@ -752,6 +767,43 @@ def instance_sync(*, instance_id, instance: Instance | None = None) -> bool:
             instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=stored(gettext_noop("Stopped; disk kept"))
         )
     return False
+
+
+def _instance_resumed(*, instance: Instance, backend: ProvisioningBackend) -> None:
+    """A preempted instance that the engine requeued runs again by itself (Slurm started the same
+    job): the same machine, ID, addresses and disk. It takes its cards on the node(s) the engine
+    chose (no capacity check: it already runs there), moves through STARTING, and its GPU meter
+    opens now. A compare-and-set on PREEMPTED, so a second sync does nothing."""
+    state = instance.backend_state or {}
+    names = [state.get("node", "")] + [
+        h.get("node", "") for h in state.get("hosts") or () if h.get("node") and h.get("node") != state.get("node")
+    ]
+    nodes = {n.name: n for n in Node.objects.filter(backend_alias=instance.backend_alias, name__in=names)}
+    head = nodes.get(names[0])
+    others = [name for name in names[1:] if name in nodes]
+    where = ", ".join(name for name in names if name) or "?"
+    with transaction.atomic():
+        if not instance_transition(
+            instance_id=instance.pk,
+            src=S.PREEMPTED,
+            dst=S.STARTING,
+            reason=stored(gettext_noop("Requeued by the provider: running again on %(node)s"), node=where),
+            node=head,
+            extra_nodes=others,
+        ):
+            return
+        taken = [n.pk for n in nodes.values()]
+        Node.objects.filter(pk__in=taken).update(free_cards=Greatest(F("free_cards") - instance.gpu_count, 0))
+        instance.node, instance.node_id, instance.extra_nodes = head, head.pk if head else None, others
+        instance.status = S.STARTING
+        instance_transition(
+            instance_id=instance.pk,
+            src=S.STARTING,
+            dst=S.RUNNING,
+            reason=stored(gettext_noop("Started")),
+            booted=instance,
+            **running_changes(backend=backend, instance=instance),
+        )
 
 
 def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bool:

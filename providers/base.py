@@ -58,6 +58,10 @@ class Observed(enum.StrEnum):
     # Powered on, but a part of it died (a user server crashed): ``start`` repairs it in place.
     DEGRADED = "degraded"
     UNKNOWN = "unknown"  # the provider cannot tell right now: never treat this as GONE
+    # An engine that preempts by itself (Slurm's partition preemption with requeue) took the machine's
+    # cards back for higher-priority work, or requeued it when its node failed: its disk is kept and
+    # it is queued at the provider, which boots it again by itself (``poll`` then says RUNNING).
+    PREEMPTED = "preempted"
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,12 @@ class InstanceSpec:
     # The cluster's other nodes as the console placed them (``node`` is its head): ``nodes - 1`` names.
     # Providers that place clusters themselves (Slurm, Kubernetes) may ignore them.
     peer_nodes: tuple[str, ...] = ()
+    # The interruptible ("spot") tier: an engine that preempts by itself (Slurm) may take it back for
+    # on-demand work and requeue it; on-demand machines are never preempted by the engine.
+    interruptible: bool = False
+    # The owner's checkpoint command, run in the machine before a preemption takes it (``checkpoint``,
+    # or the engine's own grace signal); empty: none.
+    checkpoint_command: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,6 +192,10 @@ class ProvisioningBackend:
     # when the node fails, ``start`` on another node boots the same machine, disk and all, and the
     # console moves the instance there instead of marking it lost.
     disk_follows_node_loss: bool = False
+    # The engine keeps a machine it preempted (or whose node failed) in its own queue and boots it
+    # again by itself when capacity returns (Slurm's PreemptMode=REQUEUE): the console does not start
+    # such a machine itself, it follows ``poll`` (PREEMPTED, then RUNNING).
+    requeues_preempted: bool = False
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
@@ -253,6 +267,12 @@ class ProvisioningBackend:
         An engine that preempts by itself (Slurm's GraceTime, Kubernetes' termination grace) sends its
         own signal and may ignore this."""
         return False
+
+    def requeue(self, *, key: str, state: dict) -> dict:
+        """The console preempts machine ``key`` (its grace period is over): take its cards back and,
+        where the provider ``requeues_preempted``, queue it there to boot again by itself when capacity
+        returns (its disk kept). Returns the state to persist. Without requeueing, it is ``stop``."""
+        return self.stop(key=key, state=state)
 
     def app_check(self, app: AppLaunch) -> str | None:
         """Why this provider cannot run ``app`` (say, its program is not installed on a process
