@@ -178,6 +178,19 @@ class Job:
                 return -1
         return done.returncode
 
+    def _superseded(self) -> bool:
+        """Whether a later run of this instance (a later job, or a later run of this requeued one) has
+        reported: Slurm's job ids only grow. A previous run's report (this run has not written one
+        yet) does not count."""
+        try:
+            envelope = json.loads(report_path(self.paths.run, self.rank).read_text())
+            current = json.loads(envelope["body"])
+            theirs = (int(current.get("job_id") or 0), int(current.get("restart") or 0))
+            mine = (int(self.job_id or 0), self.restart)
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return theirs > mine
+
     def _interruptible(self) -> bool:
         return bool(self._meta().get("interruptible"))
 
@@ -261,13 +274,14 @@ class Job:
             self.report("failed", detail=str(exc)[:500])
             raise
         finally:
-            if self.stopping and self._interruptible():
-                # SIGTERM to an interruptible job: Slurm's preemption (or a stop). The checkpoint
-                # first, while the servers and the user's processes still run; the kill ends it.
-                self.report("checkpointing", ports=ports, detail="Preempted: running the checkpoint command")
-                self.checkpoint(timeout=CHECKPOINT_TIMEOUT_S)
-            self.runtime.stop(self.key)
-            self.runtime.ports.release(self.key)
+            # A run that outlived its node (slurmd died; the processes did not) while the console or
+            # Slurm started the instance again elsewhere: the servers and reports are the new run's
+            # now. It leaves them alone.
+            superseded = self._superseded()
+            if not superseded:
+                self._wind_down(ports)
+        if superseded:
+            return 0
         self.report("stopped")
         if self._interruptible():
             # Exiting by itself would end the job COMPLETED and Slurm would not requeue it: wait for
@@ -277,6 +291,15 @@ class Job:
                 time.sleep(0.5)
             return 1
         return 0
+
+    def _wind_down(self, ports: dict) -> None:
+        if self.stopping and self._interruptible():
+            # SIGTERM to an interruptible job: Slurm's preemption (or a stop). The checkpoint first,
+            # while the servers and the user's processes still run; the kill ends it.
+            self.report("checkpointing", ports=ports, detail="Preempted: running the checkpoint command")
+            self.checkpoint(timeout=CHECKPOINT_TIMEOUT_S)
+        self.runtime.stop(self.key)
+        self.runtime.ports.release(self.key)
 
     def _on_term(self, signum, frame) -> None:
         self.stopping = True
