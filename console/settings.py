@@ -602,6 +602,8 @@ PROVISIONING_BACKENDS = {
         "OPTIONS": {
             "FLEET": SIMULATED_FLEET,
             "BOOT_DELAY_S": float(os.environ.get("SIMULATED_BOOT_DELAY_S", "0" if TESTING else "15")),
+            # Instances survive a node failure: restarted elsewhere with their disks (instances.services).
+            "DISK_FOLLOWS": True,
         },
     },
 }
@@ -618,6 +620,8 @@ INSTANCES_POLL_INTERVAL_S = 2  # how soon a worker looks again at a booting mach
 INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
 INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up
 INSTANCES_RECONCILE_INTERVAL_S = 30
+# Seconds an interruptible instance gets between its preemption and power-off: its checkpoint's time.
+INSTANCES_PREEMPTION_GRACE_S = int(os.environ.get("INSTANCES_PREEMPTION_GRACE_S", "30"))
 # How old a running instance's saved entry points (JupyterLab, VS Code, SSH) may grow before the
 # reconciler asks its provider again; pages never ask (instances.entry_points).
 INSTANCES_ENTRY_POINTS_REFRESH_S = 600

@@ -70,6 +70,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             "disk_gb",
             "ssh_keys",
             "hourly_price_fen",
+            "tier",
             "auto_stop_at",
             "auto_stop_idle_minutes",
             "created_at",
@@ -99,6 +100,7 @@ class InstanceSerializer(serializers.ModelSerializer):
             if "ssh_key_ids" in self.context
             else [k.pk for k in instance.ssh_keys.all()],
             "hourly_price_fen": instance.hourly_price_fen,
+            "tier": instance.tier,
             "auto_stop_at": when(instance.auto_stop_at) if instance.auto_stop_at else None,
             "auto_stop_idle_minutes": instance.auto_stop_idle_minutes,
             "created_at": when(instance.created_at),
@@ -137,6 +139,7 @@ LIST_FIELDS = (
     "node_count",
     "disk_gb",
     "hourly_price_fen",
+    "tier",
     "auto_stop_at",
     "auto_stop_idle_minutes",
     "created_at",
@@ -201,6 +204,17 @@ class LaunchSerializer(serializers.Serializer):
         max_length=16,
         help_text="HTTP ports the owner will serve, each at /i/<id>/p<port>/ (see the ports endpoints).",
     )
+    tier = serializers.ChoiceField(
+        choices=Instance.Tier.values,
+        default=Instance.Tier.ON_DEMAND,
+        help_text="on-demand, or interruptible: cheaper (spot_price_per_card_hour_fen), preempted for on-demand work.",
+    )
+    checkpoint_command = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text="Run on the machine when it is preempted, within the grace period (interruptible only).",
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -228,6 +242,9 @@ class EventSerializer(serializers.ModelSerializer):
 
 
 class GpuModelSerializer(serializers.ModelSerializer):
+    spot_price_per_card_hour_fen = serializers.IntegerField(
+        source="spot_price_fen", read_only=True, help_text="The interruptible tier's price per card-hour."
+    )
     free_cards = serializers.SerializerMethodField()
     free_cards_by_region = serializers.SerializerMethodField()
 
@@ -239,6 +256,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
             "vendor",
             "memory_gb",
             "price_per_card_hour_fen",
+            "spot_price_per_card_hour_fen",
             "cpu_cores_per_card",
             "ram_gb_per_card",
             "free_cards",

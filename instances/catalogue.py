@@ -25,6 +25,9 @@ GPU_MODELS = [
     ("rtx-3090", "RTX 3090 24GB", 24, 132, 12, 60),
 ]
 
+# The interruptible ("spot") tier's card-hour price in fen: about half, as spot markets list it.
+SPOT_PRICES = {"h200": 745, "h800": 595, "a800-80g": 95, "a100-40g": 180, "l40s": 130, "rtx-4090": 99, "rtx-3090": 66}
+
 IMAGES = [
     # slug, name, framework, version, CUDA, Python
     ("pytorch-2.5-cu124", "PyTorch 2.5.1 · CUDA 12.4", "PyTorch", "2.5.1", "12.4", "3.12"),
@@ -71,6 +74,7 @@ def catalogue_seed() -> None:
                 "name": name,
                 "memory_gb": memory,
                 "price_per_card_hour_fen": price,
+                "spot_price_per_card_hour_fen": SPOT_PRICES.get(slug),
                 "cpu_cores_per_card": cores,
                 "ram_gb_per_card": ram,
                 "sort_order": order,

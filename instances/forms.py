@@ -58,6 +58,20 @@ class LaunchForm(forms.Form):
         required=False,
         help_text=_("HTTP ports you will serve (TensorBoard 6006, Gradio 7860…), separated by commas; optional."),
     )
+    tier = forms.ChoiceField(
+        label=_("Tier"),
+        choices=Instance.Tier.choices,
+        initial=Instance.Tier.ON_DEMAND,
+        required=False,  # a form (or a script) that does not ask launches on demand
+        widget=forms.RadioSelect,
+    )
+    checkpoint_command = forms.CharField(
+        label=_("Checkpoint command"),
+        max_length=500,
+        required=False,
+        help_text=_("Interruptible only: runs when the instance is preempted, before it powers off."),
+        widget=forms.TextInput(attrs={"placeholder": "python save.py /mnt/ckpt"}),
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -110,6 +124,7 @@ class LaunchForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
+        data["tier"] = data.get("tier") or Instance.Tier.ON_DEMAND
         volumes = []
         for row in self.volume_rows:
             prefix = f"volume_{row['volume'].pk.hex}"

@@ -28,6 +28,7 @@ from billing.services import meter_open, meter_stop
 from core.live import notify_user
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
+from core.tasks import enqueue_on_commit
 from instances.metering import disk_meter_ref, disk_sku_upsert, gpu_meter_ref, gpu_sku_upsert, instance_shape
 from instances.models import Instance, InstanceEvent, Node
 
@@ -41,10 +42,16 @@ ALLOWED = transition_table(
         S.SCHEDULING: {S.PROVISIONING, S.FAILED, S.RELEASING},
         S.PROVISIONING: {S.RUNNING, S.FAILED, S.LOST, S.RELEASING},
         # FAILED from running or restarting: a machine that keeps crashing (see ``services._instance_repair``).
-        S.RUNNING: {S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED},
+        # STARTING and PREEMPTED from running: its node failed and its disk follows it (a provider with
+        # ``disk_follows_node_loss``): placed on a healthy node at once, or queued until one has room.
+        S.RUNNING: {S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED, S.PREEMPTING, S.STARTING, S.PREEMPTED},
         S.RESTARTING: {S.RUNNING, S.STOPPING, S.RELEASING, S.LOST, S.FAILED},
         S.STOPPING: {S.STOPPED, S.RELEASING, S.LOST},
         S.STOPPED: {S.STARTING, S.RELEASING, S.LOST},
+        # Interruptible: the grace period (checkpoint), then off with the disk kept; back to STARTING
+        # by itself when capacity returns (``instances.preemption``), or stopped/released by its owner.
+        S.PREEMPTING: {S.PREEMPTED, S.RELEASING, S.LOST},
+        S.PREEMPTED: {S.STARTING, S.STOPPING, S.RELEASING, S.LOST},
         # A start that cannot complete (the provider refused) goes back to stopped, disk intact.
         S.STARTING: {S.RUNNING, S.STOPPED, S.RELEASING, S.LOST},
         S.RELEASING: {S.RELEASED},
@@ -54,8 +61,10 @@ ALLOWED = transition_table(
     }
 )
 # Where the GPUs go back to the node, and where metering changes (see ``_on_enter``).
-_FREES_GPUS = frozenset({S.STOPPED, S.RELEASED, S.FAILED, S.LOST})
-_CLOSES_GPU_METER = frozenset({S.STOPPING, S.RELEASING, S.FAILED, S.LOST})
+_FREES_GPUS = frozenset({S.STOPPED, S.RELEASED, S.FAILED, S.LOST, S.PREEMPTED})
+# PREEMPTING closes the GPU meter at the second of preemption; nothing is billed while preempted (the
+# cloud took the cards back, not the owner), and the meter opens again when it runs (RUNNING).
+_CLOSES_GPU_METER = frozenset({S.STOPPING, S.RELEASING, S.FAILED, S.LOST, S.PREEMPTING, S.PREEMPTED})
 _CLOSES_DISK_METER = frozenset({S.RUNNING, S.RELEASING, S.RELEASED, S.FAILED, S.LOST})
 
 
@@ -127,7 +136,8 @@ def instance_transition(
 
 def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     """What entering ``dst`` means for billing and capacity. Runs once per transition (it follows the CAS)."""
-    if dst in _CLOSES_GPU_METER:
+    # RUNNING -> STARTING: its node failed; the downtime until it runs elsewhere is not billed.
+    if dst in _CLOSES_GPU_METER or (dst == S.STARTING and src == S.RUNNING):
         meter_stop(ref=gpu_meter_ref(instance.pk), at=at)
     # A disk meter is open only from STOPPED on; a fresh boot has none to close (the hot path).
     if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
@@ -135,7 +145,7 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     if dst == S.RUNNING:
         meter_open(
             user=instance.owner,
-            sku=gpu_sku_upsert(gpu_model=instance.gpu_model),
+            sku=gpu_sku_upsert(gpu_model=instance.gpu_model, tier=instance.tier),
             quantity=instance.total_gpus,
             ref=gpu_meter_ref(instance.pk),
             description=f"{instance.name}: {instance_shape(instance)}",
@@ -151,10 +161,23 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
             at=at,
         )
     if dst in _FREES_GPUS:
-        _gpus_free(instance=instance)
+        instance_gpus_free(instance=instance)
+        _requeue_soon(instance=instance)
 
 
-def _gpus_free(*, instance: Instance) -> None:
+def _requeue_soon(*, instance: Instance) -> None:
+    """Cards went back to a node: if preempted instances of that model wait in that region, have a
+    worker try to place them now rather than at the reconciler's next pass (by name: tasks sit above)."""
+    if instance.node_id is None and not instance.extra_nodes:
+        return  # it held none (a preempted one that was released, a launch that never placed)
+    if Instance.objects.filter(
+        status=S.PREEMPTED, region_id=instance.region_id, gpu_model_id=instance.gpu_model_id
+    ).exists():
+        enqueue_on_commit("instances.tasks.instances_requeue_task")
+
+
+def instance_gpus_free(*, instance: Instance) -> None:
+    """Give the instance's cards back to its nodes, once (also for a move to healthy nodes)."""
     # Clearing ``node`` (and a cluster's other nodes) first, conditionally, makes giving the cards back
     # happen exactly once.
     if instance.node_id and Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(
@@ -185,6 +208,8 @@ SETTLES_AT = {
     S.RESTARTING: S.STOPPED,
     S.STOPPING: S.STOPPED,
     S.RELEASING: S.RELEASED,
+    # The grace period's end was never acted on (``instances.preemption`` lost its task): off, disk kept.
+    S.PREEMPTING: S.PREEMPTED,
 }
 
 
@@ -192,6 +217,8 @@ def deadline_s(status: str) -> int:
     """How long an instance may stay in busy ``status`` before its operation is given up."""
     if status in (S.REQUESTED, S.SCHEDULING, S.PROVISIONING):
         return settings.INSTANCES_PROVISION_TIMEOUT_S
+    if status == S.PREEMPTING:
+        return getattr(settings, "INSTANCES_PREEMPTION_GRACE_S", 30) + settings.INSTANCES_OPERATION_TIMEOUT_S
     return settings.INSTANCES_OPERATION_TIMEOUT_S
 
 
@@ -210,6 +237,12 @@ def overdue_reason(status: str) -> str:
     if status == S.RESTARTING:
         return stored(
             gettext_noop("The machine did not restart within %(m)d minutes. It is stopped; its disk is kept."), m=m
+        )
+    if status == S.PREEMPTING:
+        return stored(
+            gettext_noop(
+                "The power-off after preemption was not confirmed in time. It is marked preempted; its disk is kept."
+            )
         )
     if status == S.STOPPING:
         return stored(

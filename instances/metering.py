@@ -29,8 +29,9 @@ def instance_shape(instance: Instance) -> str:
     return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
 
 
-def gpu_sku_code(gpu_model: GpuModel) -> str:
-    return f"gpu.{gpu_model.slug}"
+def gpu_sku_code(gpu_model: GpuModel, tier: str = Instance.Tier.ON_DEMAND) -> str:
+    """``gpu.h800`` on demand, ``gpu.h800.spot`` interruptible: one SKU per model and tier, each its price."""
+    return f"gpu.{gpu_model.slug}.spot" if tier == Instance.Tier.INTERRUPTIBLE else f"gpu.{gpu_model.slug}"
 
 
 # The GPU SKUs this process has read, by code. SKUs are never deleted, and whether one still prices
@@ -39,22 +40,23 @@ _gpu_skus: dict[str, Sku] = {}
 process_memo_register(_gpu_skus.clear)
 
 
-def gpu_sku_upsert(*, gpu_model: GpuModel) -> Sku:
-    """The GPU model's SKU, priced from the catalogue. Read-only when it is already right: every
-    instance that starts running passes here, and an update would make them queue on the SKU's row."""
-    code = gpu_sku_code(gpu_model)
+def gpu_sku_upsert(*, gpu_model: GpuModel, tier: str = Instance.Tier.ON_DEMAND) -> Sku:
+    """The GPU model's SKU for ``tier``, priced from the catalogue. Read-only when it is already right:
+    every instance that starts running passes here, and an update would make them queue on the SKU's row."""
+    code, price = gpu_sku_code(gpu_model, tier), gpu_model.card_hour_price_fen(tier)
     sku = _gpu_skus.get(code)
-    if sku is None or sku.price_fen != gpu_model.price_per_card_hour_fen:
+    if sku is None or sku.price_fen != price:
         sku = Sku.objects.filter(code=code).first()
-    if sku is not None and sku.price_fen == gpu_model.price_per_card_hour_fen and sku.unit_seconds == 3600:
+    if sku is not None and sku.price_fen == price and sku.unit_seconds == 3600:
         _gpu_skus[code] = sku
         return sku
     _gpu_skus.pop(code, None)
+    spot = tier == Instance.Tier.INTERRUPTIBLE
     return sku_upsert(
-        code=gpu_sku_code(gpu_model),
-        name=f"{gpu_model.name} GPU",
+        code=code,
+        name=f"{gpu_model.name} GPU (interruptible)" if spot else f"{gpu_model.name} GPU",
         unit="card-hour",
-        price_fen=gpu_model.price_per_card_hour_fen,
+        price_fen=price,
         unit_seconds=3600,
     )
 
@@ -82,5 +84,6 @@ def disk_sku_upsert() -> Sku:
 def catalogue_skus_sync() -> None:
     """Price every GPU model and the disk in billing (run after the catalogue changes)."""
     for gpu_model in GpuModel.objects.all():
-        gpu_sku_upsert(gpu_model=gpu_model)
+        for tier in Instance.Tier.values:
+            gpu_sku_upsert(gpu_model=gpu_model, tier=tier)
     disk_sku_upsert()

@@ -38,6 +38,11 @@ class GpuModel(models.Model):
     vendor = models.CharField(_("vendor"), max_length=32, default="NVIDIA")
     memory_gb = models.PositiveIntegerField(_("memory (GB)"))
     price_per_card_hour_fen = models.PositiveIntegerField(_("price per card-hour (fen)"))
+    # The interruptible ("spot") tier's price: cheaper because the card can be taken back for on-demand
+    # work. None: half the on-demand price (``spot_price_fen``), so a model added in the admin has one.
+    spot_price_per_card_hour_fen = models.PositiveIntegerField(
+        _("interruptible price per card-hour (fen)"), null=True, blank=True
+    )
     cpu_cores_per_card = models.PositiveIntegerField(_("CPU cores per card"), default=12)
     ram_gb_per_card = models.PositiveIntegerField(_("RAM (GB) per card"), default=90)
     sort_order = models.PositiveIntegerField(default=0)
@@ -50,6 +55,17 @@ class GpuModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def spot_price_fen(self) -> int:
+        """The interruptible tier's card-hour price: the catalogue's, or half the on-demand one (rounded up)."""
+        if self.spot_price_per_card_hour_fen is not None:
+            return self.spot_price_per_card_hour_fen
+        return (self.price_per_card_hour_fen + 1) // 2
+
+    def card_hour_price_fen(self, tier: str) -> int:
+        """The card-hour price of ``tier`` (an ``Instance.Tier``)."""
+        return self.spot_price_fen if tier == Instance.Tier.INTERRUPTIBLE else self.price_per_card_hour_fen
 
 
 class Image(models.Model):
@@ -99,6 +115,10 @@ class Node(models.Model):
     # provider stopped reporting it; empty while healthy.
     health_detail = models.CharField(_("health detail"), max_length=128, blank=True)
     health_changed_at = models.DateTimeField(_("health changed"), null=True, blank=True)
+    # The network block it sits in (a leaf switch, an InfiniBand island), as the provider reports it:
+    # a cluster is placed in as few blocks as it fits in (``instances.capacity.gang_reserve``). Empty:
+    # the provider does not say, and all its nodes count as one block.
+    block = models.CharField(_("network block"), max_length=64, blank=True)
     last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
 
     class Meta:
@@ -113,7 +133,9 @@ class Node(models.Model):
                 name="instances_node_free_cards_in_range",
             ),
         ]
-        indexes = [models.Index(fields=["region", "gpu_model", "free_cards"], name="instances_node_placement")]
+        # Best fit in index order (free cards, then name): the one-statement take reads one index entry
+        # instead of sorting every node of the model (5.8 ms → 0.1 ms on 1,024 nodes).
+        indexes = [models.Index(fields=["region", "gpu_model", "free_cards", "name"], name="instances_node_best_fit")]
 
     def __str__(self) -> str:
         return self.name
@@ -142,6 +164,14 @@ class Instance(StatusDisplayMixin, models.Model):
         RELEASED = "released", _("Released")  # gone for good; nothing is billed
         FAILED = "failed", _("Failed")  # could not be created; nothing was billed
         LOST = "lost", _("Lost")  # the backend no longer has it (a node failed); billing closed
+        # Interruptible only: its cards were taken for on-demand work. The grace period runs (its
+        # checkpoint command with it); billing stopped at the second of preemption.
+        PREEMPTING = "preempting", _("Preempting")
+        PREEMPTED = "preempted", _("Preempted")  # powered off, disk kept, queued to restart by itself
+
+    class Tier(models.TextChoices):
+        ON_DEMAND = "on-demand", _("On-demand")  # keeps its cards until its owner lets them go
+        INTERRUPTIBLE = "interruptible", _("Interruptible")  # cheaper; preempted for on-demand work
 
     BADGE_COLOURS = {
         Status.REQUESTED: "blue",
@@ -156,6 +186,8 @@ class Instance(StatusDisplayMixin, models.Model):
         Status.RELEASED: "",
         Status.FAILED: "red",
         Status.LOST: "red",
+        Status.PREEMPTING: "yellow",
+        Status.PREEMPTED: "yellow",
     }
     # States in which the instance holds cards on a node (they count against quota and capacity).
     HOLDING_GPUS = (
@@ -176,10 +208,11 @@ class Instance(StatusDisplayMixin, models.Model):
         Status.STOPPING,
         Status.STARTING,
         Status.RELEASING,
+        Status.PREEMPTING,
     )
     GPU_COUNTS = (1, 2, 4, 8)
     # Nodes of a multi-node cluster; settings.INSTANCES_MAX_NODES caps which of these are offered.
-    NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
+    NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # up to 1,024 nodes × 8 = 8,192 cards
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
@@ -206,6 +239,18 @@ class Instance(StatusDisplayMixin, models.Model):
     app_launch = models.JSONField(_("app"), default=dict, blank=True)
     # The price per hour when running, fixed at launch for display (billing keeps its own copy).
     hourly_price_fen = models.PositiveIntegerField(_("price per hour (fen)"))
+    tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices, default=Tier.ON_DEMAND)
+    # Run on the machine when it is about to be preempted (interruptible tier), within the grace
+    # period (``INSTANCES_PREEMPTION_GRACE_S``): e.g. ``python save.py /mnt/ckpt``. Empty: none.
+    checkpoint_command = models.CharField(_("checkpoint command"), max_length=500, blank=True)
+    # The on-demand instance this one's cards went to while it is PREEMPTING: that one waits to be
+    # created until every machine it displaces is off (the provider would refuse a full node).
+    preempted_for = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="displaced", editable=False
+    )
+    # Its cards were taken by preempting others at its last placement: its worker asks whether they
+    # are off yet before creating or starting it. False (the usual case) spares every boot that query.
+    displaced_others = models.BooleanField(default=False, editable=False)
     auto_stop_at = models.DateTimeField(_("stop at"), null=True, blank=True)
     auto_stop_idle_minutes = models.PositiveIntegerField(_("stop after idle minutes"), null=True, blank=True)
     # The owner was told an idle stop is near (once per idle stretch), and "Keep running" was pressed:
@@ -233,7 +278,8 @@ class Instance(StatusDisplayMixin, models.Model):
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_count__in=(1, 2, 4, 8)), name="instances_gpu_count_valid"),
             models.CheckConstraint(
-                condition=models.Q(node_count__in=(1, 2, 4, 8, 16, 32, 64, 128)), name="instances_node_count_valid"
+                condition=models.Q(node_count__in=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)),
+                name="instances_node_count_valid",
             ),
         ]
 
@@ -262,10 +308,12 @@ class Instance(StatusDisplayMixin, models.Model):
         return ([self.node.name] if self.node_id and self.node else []) + list(self.extra_nodes or [])
 
     def can_start(self) -> bool:
-        return self.status == self.Status.STOPPED
+        # A preempted one restarts by itself when capacity returns; its owner may also try now.
+        return self.status in (self.Status.STOPPED, self.Status.PREEMPTED)
 
     def can_stop(self) -> bool:
-        return self.status == self.Status.RUNNING
+        # Stopping a preempted one takes it out of the queue (its disk is then billed as storage).
+        return self.status in (self.Status.RUNNING, self.Status.PREEMPTED)
 
     def can_restart(self) -> bool:
         return self.status == self.Status.RUNNING

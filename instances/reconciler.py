@@ -14,6 +14,7 @@ from django.utils import timezone
 from instances.entry_points import instances_entry_points_refresh
 from instances.lifecycle import deadline_s, overdue_reason
 from instances.models import Instance, InstanceEvent, Node, Region, StrayMachine
+from instances.preemption import instances_requeue, preemptions_finish_due
 from instances.services import instance_abandon, instance_sync, nodes_sync
 from providers import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 
@@ -67,7 +68,9 @@ def instances_reconcile() -> dict:
                 and machine is not None
                 and (
                     (status == S.RUNNING and machine.observed in (Observed.RUNNING, Observed.PENDING))
-                    or (status == S.STOPPED and machine.observed == Observed.STOPPED)
+                    or (status in (S.STOPPED, S.PREEMPTED) and machine.observed == Observed.STOPPED)
+                    # Requeued by the engine (Slurm), waiting in its queue: nothing to do until it runs.
+                    or (status == S.PREEMPTED and machine.observed == Observed.PREEMPTED)
                 )
             )
             if not settled:
@@ -114,6 +117,9 @@ def instances_reconcile() -> dict:
         except Exception:
             logger.exception("refreshing the entry points of backend %s raised", alias)
     report["overdue"] = instances_overdue()
+    # Preemptions whose finish task was lost, then the preempted instances that fit again.
+    report["preempted"] = preemptions_finish_due()
+    report["requeued"] = instances_requeue()
     report["regions"] = _reconcile_regions_report(
         since=now, unreachable=set(report["unreachable"]), synced=synced_by_region
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Count, F, Max, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -53,18 +54,36 @@ def capacity_by_region_model() -> dict[tuple[int, int], dict]:
     """Free cards per (region, GPU model): the total and the most on one node (what one instance can get),
     and ``fits``: per card count, how many nodes have that many free (how large a cluster can get).
 
-    Only nodes of the region's own backend count: those are the ones placement uses.
+    Only nodes of the region's own backend count: those are the ones placement uses. ``best_on_demand``
+    adds the cards of interruptible instances an on-demand launch may preempt (``instances.capacity``).
     """
     fits = {f"fit{n}": Count("id", filter=Q(free_cards__gte=n)) for n in Instance.GPU_COUNTS}
+    preemptible = (
+        Instance.objects.filter(
+            node=OuterRef("pk"), tier=Instance.Tier.INTERRUPTIBLE, status=Instance.Status.RUNNING, node_count=1
+        )
+        .order_by()
+        .values("node")
+        .annotate(cards=Sum("gpu_count"))
+        .values("cards")
+    )
     rows = (
         Node.objects.filter(is_healthy=True, backend_alias=F("region__backend_alias"))
+        .annotate(reclaimable=F("free_cards") + Coalesce(Subquery(preemptible), 0))
         .values("region_id", "gpu_model_id")
-        .annotate(free=Sum("free_cards"), best=Max("free_cards"), total=Sum("total_cards"), **fits)
+        .annotate(
+            free=Sum("free_cards"),
+            best=Max("free_cards"),
+            best_on_demand=Max("reclaimable"),
+            total=Sum("total_cards"),
+            **fits,
+        )
     )
     return {
         (r["region_id"], r["gpu_model_id"]): {
             "free": r["free"],
             "best": r["best"],
+            "best_on_demand": r["best_on_demand"],
             "total": r["total"],
             "fits": {str(n): r[f"fit{n}"] for n in Instance.GPU_COUNTS},
         }
@@ -137,6 +156,7 @@ def launch_options_for(*, user) -> dict:
                 "name": gpu.name,
                 "memory_gb": gpu.memory_gb,
                 "price_fen": gpu.price_per_card_hour_fen,
+                "spot_price_fen": gpu.spot_price_fen,
                 "quota": q["limit"],
                 "used": q["used"],
                 "regions": {
@@ -171,6 +191,7 @@ def launch_options_for(*, user) -> dict:
         "burn_fen_per_hour": runway.burn_fen_per_hour,
         "min_runway_s": settings.BILLING_MIN_RUNWAY_S,
         "disk_price_fen_per_gb_day": settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
+        "preemption_grace_s": getattr(settings, "INSTANCES_PREEMPTION_GRACE_S", 30),
     }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -22,7 +23,7 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q
-from django.db.models.functions import Least
+from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
@@ -36,6 +37,7 @@ from core.memo import process_memo_register
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
+from instances.capacity import beneficiary_drive, gang_reserve, gang_take_by_preempting, gpus_take_by_preempting
 from instances.entry_points import running_changes
 from instances.errors import (
     BackendUnavailable,
@@ -51,6 +53,7 @@ from instances.lifecycle import (
     SETTLES_AT,
     deadline_s,
     instance_events_write,
+    instance_gpus_free,
     instance_notify,
     instance_transition,
     overdue_reason,
@@ -125,9 +128,12 @@ def nodes_sync(*, alias: str) -> int:
                     "provider_free_cards": info.free_cards,
                     "health_detail": detail,
                     "health_changed_at": None if info.healthy else now,
+                    "block": info.block[:64],
                 },
             )
             continue
+        if node.block != info.block[:64]:
+            Node.objects.filter(pk=node.pk).update(block=info.block[:64])
         if node.total_cards != info.cards:
             with transaction.atomic():
                 node = Node.objects.select_for_update().get(pk=node.pk)
@@ -307,39 +313,62 @@ def _gpus_take_unlocked(*, region: Region, gpu_model: GpuModel, count: int) -> t
 def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[Node]:
     """Take ``count`` cards on each of ``nodes`` distinct nodes (a cluster), all or none; the first is its head.
 
-    One node at a time with the same conditional update as ``_gpus_reserve`` (best fit first), inside
-    a savepoint: when the fleet cannot give every node, the cards already taken go back with it.
+    In the fewest network blocks, in one statement (``instances.capacity.gang_reserve``): when the
+    fleet cannot give every node, none is taken.
     """
     if nodes == 1:
         return [_gpus_reserve(region=region, gpu_model=gpu_model, count=count)]
+    taken = gang_reserve(region=region, gpu_model=gpu_model, count=count, nodes=nodes)
+    if taken is not None:
+        return [Node(pk=pk, name=name, region=region, gpu_model=gpu_model) for pk, name in taken]
     eligible = Node.objects.filter(
         region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
     )
-    taken: list[Node] = []
+    fitting = eligible.filter(free_cards__gte=count).count()
+    raise NoCapacity(
+        ngettext(
+            "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d node "
+            "in %(region)s has that many right now. Try fewer nodes, fewer cards or another region.",
+            "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d nodes "
+            "in %(region)s have that many right now. Try fewer nodes, fewer cards or another region.",
+            fitting,
+        )
+        % {"nodes": nodes, "count": count, "gpu": gpu_model.name, "fit": fitting, "region": region.name},
+        field="node_count",
+    )
+
+
+def _gpus_reserve_for(
+    *, region: Region, gpu_model: GpuModel, count: int, tier: str, instance_id: uuid.UUID
+) -> tuple[Node, bool]:
+    """``_gpus_reserve`` for an instance of ``tier``, and whether it preempted others to get the cards:
+    on-demand work that finds no free cards preempts interruptible instances (``instances.capacity``);
+    interruptible work only ever takes free cards."""
     try:
-        with transaction.atomic():
-            candidates = list(
-                eligible.filter(free_cards__gte=count).order_by("free_cards", "name").values_list("pk", "name")
-            )
-            for pk, name in candidates:
-                if eligible.filter(pk=pk, free_cards__gte=count).update(free_cards=F("free_cards") - count):
-                    taken.append(Node(pk=pk, name=name, region=region, gpu_model=gpu_model))
-                    if len(taken) == nodes:
-                        return taken
-            raise NoCapacity("")
-    except NoCapacity:
-        fitting = eligible.filter(free_cards__gte=count).count()
-        raise NoCapacity(
-            ngettext(
-                "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d node "
-                "in %(region)s has that many right now. Try fewer nodes, fewer cards or another region.",
-                "A cluster of %(nodes)d nodes needs %(count)d free %(gpu)s cards on each, and only %(fit)d nodes "
-                "in %(region)s have that many right now. Try fewer nodes, fewer cards or another region.",
-                fitting,
-            )
-            % {"nodes": nodes, "count": count, "gpu": gpu_model.name, "fit": fitting, "region": region.name},
-            field="node_count",
-        ) from None
+        return _gpus_reserve(region=region, gpu_model=gpu_model, count=count), False
+    except NoCapacity as exc:
+        if tier != Instance.Tier.ON_DEMAND:
+            raise
+        node = gpus_take_by_preempting(
+            region=region, gpu_model=gpu_model, count=count, for_instance_id=instance_id, no_capacity=exc
+        )
+        return node, True
+
+
+def _gpus_reserve_nodes_for(
+    *, region: Region, gpu_model: GpuModel, count: int, nodes: int, tier: str, instance_id: uuid.UUID
+) -> tuple[list[Node], bool]:
+    """``_gpus_reserve_nodes`` for a cluster of ``tier``, and whether it preempted others (as
+    ``_gpus_reserve_for``: on-demand work takes cards back from interruptible instances)."""
+    try:
+        return _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=count, nodes=nodes), False
+    except NoCapacity as exc:
+        if tier != Instance.Tier.ON_DEMAND or nodes == 1:
+            raise
+        taken = gang_take_by_preempting(
+            region=region, gpu_model=gpu_model, count=count, nodes=nodes, for_instance_id=instance_id, no_capacity=exc
+        )
+        return taken, True
 
 
 def _funds_check(*, user, hourly_fen: int, instance: Instance | None = None) -> None:
@@ -359,9 +388,11 @@ def _funds_check(*, user, hourly_fen: int, instance: Instance | None = None) -> 
 # --- Launch ---------------------------------------------------------------------------------------------------
 
 
-def instance_hourly_price(*, gpu_model: GpuModel, gpu_count: int, node_count: int = 1) -> int:
-    """What it costs per hour running: every card of every node, at the model's card-hour price."""
-    return gpu_model.price_per_card_hour_fen * gpu_count * node_count
+def instance_hourly_price(
+    *, gpu_model: GpuModel, gpu_count: int, node_count: int = 1, tier: str = Instance.Tier.ON_DEMAND
+) -> int:
+    """What it costs per hour running: every card of every node, at the model's card-hour price for ``tier``."""
+    return gpu_model.card_hour_price_fen(tier) * gpu_count * node_count
 
 
 def node_count_choices() -> tuple[int, ...]:
@@ -383,6 +414,8 @@ def instance_launch(
     volumes=(),
     node_count: int = 1,
     ports=(),
+    tier: str = Instance.Tier.ON_DEMAND,
+    checkpoint_command: str = "",
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
 
@@ -399,7 +432,15 @@ def instance_launch(
 
     ``node_count`` > 1 makes a cluster: ``gpu_count`` cards on each of that many distinct nodes,
     priced, billed and counted against quota as ``node_count × gpu_count`` cards.
+
+    ``tier``: on-demand (the default) preempts interruptible instances when no free cards are left;
+    interruptible is cheaper and may be preempted, running ``checkpoint_command`` in the grace period.
     """
+    if tier not in Instance.Tier.values:
+        raise LaunchInvalid(_("Choose on-demand or interruptible."), field="tier")
+    checkpoint_command = (checkpoint_command or "").strip()
+    if len(checkpoint_command) > 500 or "\x00" in checkpoint_command:
+        raise LaunchInvalid(_("The checkpoint command is at most 500 characters."), field="checkpoint_command")
     if gpu_count not in Instance.GPU_COUNTS:
         raise LaunchInvalid(_("Choose 1, 2, 4 or 8 GPUs."), field="gpu_count")
     allowed_nodes = node_count_choices()
@@ -454,17 +495,28 @@ def instance_launch(
             raise LaunchInvalid(
                 _("This app cannot run in %(region)s: %(why)s.") % {"region": region.name, "why": why}, field="region"
             )
-    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count)
+    hourly = instance_hourly_price(gpu_model=gpu_model, gpu_count=gpu_count, node_count=node_count, tier=tier)
     _nodes_ensure(region=region)
+    instance_id = uuid.uuid4()  # named before the row exists: the instances it preempts point at it
 
     with transaction.atomic():
         quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
         _funds_check(user=user, hourly_fen=hourly)
         # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
         if node_count == 1:
-            node, extra = _gpus_reserve(region=region, gpu_model=gpu_model, count=gpu_count), []
+            node, displaced = _gpus_reserve_for(
+                region=region, gpu_model=gpu_model, count=gpu_count, tier=tier, instance_id=instance_id
+            )
+            extra = []
         else:
-            head, *others = _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=gpu_count, nodes=node_count)
+            (head, *others), displaced = _gpus_reserve_nodes_for(
+                region=region,
+                gpu_model=gpu_model,
+                count=gpu_count,
+                nodes=node_count,
+                tier=tier,
+                instance_id=instance_id,
+            )
             node, extra = head, [n.name for n in others]
         now = timezone.now()
         # Nobody else can see the row before this transaction commits, so the walk through
@@ -472,6 +524,7 @@ def instance_launch(
         path = [("", S.REQUESTED), (S.REQUESTED, S.SCHEDULING), (S.SCHEDULING, S.PROVISIONING)]
         assert all(dst in ALLOWED[src] for src, dst in path[1:])
         instance = Instance.objects.create(
+            id=instance_id,
             owner=user,
             name=name,
             region=region,
@@ -484,6 +537,9 @@ def instance_launch(
             backend_alias=region.backend_alias,
             app_launch=dataclasses.asdict(app) if app is not None else {},
             hourly_price_fen=hourly,
+            tier=tier,
+            checkpoint_command=checkpoint_command,
+            displaced_others=displaced,
             status=S.PROVISIONING,
             status_reason=stored(gettext_noop("Placed on %(node)s"), node=", ".join([node.name, *extra])),
             node_id=node.pk,
@@ -555,6 +611,8 @@ def _spec(instance: Instance) -> InstanceSpec:
         volumes=volume_hooks().mounts_for_boot(instance=instance),
         nodes=instance.node_count,
         peer_nodes=tuple(instance.extra_nodes or ()),
+        interruptible=instance.tier == Instance.Tier.INTERRUPTIBLE,
+        checkpoint_command=instance.checkpoint_command or "",
     )
 
 
@@ -587,6 +645,10 @@ def instance_provision(*, instance_id) -> bool:
     instance = _get(instance_id)
     if instance is None or instance.status != S.PROVISIONING:
         return False
+    if instance.displaced_others and Instance.objects.filter(preempted_for=instance.pk, status=S.PREEMPTING).exists():
+        # Its cards are still with the machines it preempted, in their grace period: the last of them
+        # to go off enqueues this task again (``instances.preemption``); until then, poll.
+        return True
     backend = get_backend(instance.backend_alias)
     try:
         state = backend.create(key=instance.key, spec=_spec(instance))
@@ -692,6 +754,13 @@ def instance_sync(*, instance_id, instance: Instance | None = None, observation=
                 **running_changes(backend=backend, instance=instance),
             )
             return False
+        if seen == Observed.GONE and status == S.STARTING and backend.disk_follows_node_loss and not overdue:
+            # Moved off a failed node (``_instance_recover``): the machine reads as gone until its start
+            # boots it on the new one. Sent again, not marked lost; a machine truly gone is refused by
+            # the provider's start (then stopped, and lost at the next sync) or settled at the deadline.
+            if redrive:
+                _enqueue(_UNDER_WAY[status].task, instance.pk)
+            return True
         if seen == Observed.GONE:
             instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
             return False
@@ -730,7 +799,22 @@ def instance_sync(*, instance_id, instance: Instance | None = None, observation=
         if redrive:
             _enqueue(_UNDER_WAY[status].task, instance.pk)
         return True
-    if status in (S.RUNNING, S.STOPPED) and seen == Observed.GONE:
+    if status == S.RUNNING and seen == Observed.GONE and _instance_recover(instance=instance, backend=backend):
+        return True
+    if status == S.RUNNING and seen == Observed.PREEMPTED:
+        # The engine preempted it by itself (Slurm's partition preemption): billing stops now, its
+        # cards go back, and the engine runs it again when it can (below: PREEMPTED, seen RUNNING).
+        instance_transition(
+            instance_id=instance.pk,
+            src=status,
+            dst=S.PREEMPTED,
+            reason=observation.detail or stored(gettext_noop("Preempted by the provider; disk kept")),
+        )
+        return True
+    if status == S.PREEMPTED and seen == Observed.RUNNING:
+        _instance_resumed(instance=instance, backend=backend)
+        return False
+    if status in (S.RUNNING, S.STOPPED, S.PREEMPTED) and seen == Observed.GONE:
         instance_transition(instance_id=instance.pk, src=status, dst=S.LOST, reason=gone_reason)
     elif (
         status == S.STOPPED
@@ -755,6 +839,121 @@ def instance_sync(*, instance_id, instance: Instance | None = None, observation=
             instance_id=instance.pk, src=S.STOPPING, dst=S.STOPPED, reason=stored(gettext_noop("Stopped; disk kept"))
         )
     return False
+
+
+def _instance_resumed(*, instance: Instance, backend: ProvisioningBackend) -> None:
+    """A preempted instance that the engine requeued runs again by itself (Slurm started the same
+    job): the same machine, ID, addresses and disk. It takes its cards on the node(s) the engine
+    chose (no capacity check: it already runs there), moves through STARTING, and its GPU meter
+    opens now. A compare-and-set on PREEMPTED, so a second sync does nothing."""
+    state = instance.backend_state or {}
+    names = [state.get("node", "")] + [
+        h.get("node", "") for h in state.get("hosts") or () if h.get("node") and h.get("node") != state.get("node")
+    ]
+    nodes = {n.name: n for n in Node.objects.filter(backend_alias=instance.backend_alias, name__in=names)}
+    head = nodes.get(names[0])
+    others = [name for name in names[1:] if name in nodes]
+    where = ", ".join(name for name in names if name) or "?"
+    with transaction.atomic():
+        if not instance_transition(
+            instance_id=instance.pk,
+            src=S.PREEMPTED,
+            dst=S.STARTING,
+            reason=stored(gettext_noop("Requeued by the provider: running again on %(node)s"), node=where),
+            node=head,
+            extra_nodes=others,
+        ):
+            return
+        taken = [n.pk for n in nodes.values()]
+        Node.objects.filter(pk__in=taken).update(free_cards=Greatest(F("free_cards") - instance.gpu_count, 0))
+        instance.node, instance.node_id, instance.extra_nodes = head, head.pk if head else None, others
+        instance.status = S.STARTING
+        instance_transition(
+            instance_id=instance.pk,
+            src=S.STARTING,
+            dst=S.RUNNING,
+            reason=stored(gettext_noop("Started")),
+            booted=instance,
+            **running_changes(backend=backend, instance=instance),
+        )
+
+
+def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bool:
+    """A running instance's machine went with a failed node: where its disk survives the node
+    (``backend.disk_follows_node_loss``), restart it on healthy nodes with the same identity; a cluster
+    moves as a whole, all or nothing. False (it is then marked lost, as before) where the disk cannot
+    follow, or where every node it held is healthy (the machine went for another reason).
+
+    The GPU meter closes at the failure's detection and opens when it runs again: the downtime is not
+    billed. Without room now, it waits as PREEMPTED and restarts by itself when capacity returns.
+    No quota or balance check: it is the same instance carrying on, not a new one.
+    """
+    names = instance.node_names
+    if not backend.disk_follows_node_loss or not names:
+        return False
+    lost = set(names) - set(
+        Node.objects.filter(backend_alias=instance.backend_alias, name__in=names, is_healthy=True).values_list(
+            "name", flat=True
+        )
+    )
+    if not lost:
+        return False
+    failed = ", ".join(sorted(lost))
+    with transaction.atomic():
+        locked = Instance.objects.select_for_update().filter(pk=instance.pk, status=S.RUNNING).first()
+        if locked is None:
+            return True  # another worker moved it first
+        instance_gpus_free(instance=instance)  # its old cards, healthy nodes' included: all or nothing
+        instance.node_id, instance.extra_nodes = None, []
+        try:
+            with transaction.atomic():
+                if instance.node_count == 1:
+                    node, displaced = _gpus_reserve_for(
+                        region=instance.region,
+                        gpu_model=instance.gpu_model,
+                        count=instance.gpu_count,
+                        tier=instance.tier,
+                        instance_id=instance.pk,
+                    )
+                    changes = {"node": node, "extra_nodes": [], "displaced_others": displaced}
+                else:
+                    (head, *others), displaced = _gpus_reserve_nodes_for(
+                        region=instance.region,
+                        gpu_model=instance.gpu_model,
+                        count=instance.gpu_count,
+                        nodes=instance.node_count,
+                        tier=instance.tier,
+                        instance_id=instance.pk,
+                    )
+                    changes = {"node": head, "extra_nodes": [n.name for n in others], "displaced_others": displaced}
+        except NoCapacity:
+            instance_transition(
+                instance_id=instance.pk,
+                src=S.RUNNING,
+                dst=S.PREEMPTED,
+                reason=stored(
+                    gettext_noop(
+                        "Node %(node)s failed; its disk is kept. It restarts by itself when capacity returns."
+                    ),
+                    node=failed,
+                ),
+            )
+            return True
+        where = ", ".join([changes["node"].name, *changes["extra_nodes"]])
+        instance_transition(
+            instance_id=instance.pk,
+            src=S.RUNNING,
+            dst=S.STARTING,
+            reason=stored(
+                gettext_noop("Node %(node)s failed: restarting on %(new)s with the same disk and addresses"),
+                node=failed,
+                new=where,
+            ),
+            **changes,
+        )
+        _enqueue(OPERATIONS["start"].task, instance.pk)
+    logger.warning("instance %s: node %s failed; restarting on %s", instance.pk, failed, where)
+    return True
 
 
 def _instance_observe(*, instance: Instance, observation) -> None:
@@ -960,6 +1159,12 @@ def instance_abandon(*, instance: Instance, reason: str) -> bool:
     if dst == S.RELEASED:
         _destroy_quietly(instance)
         return instance_transition(instance_id=instance.pk, src=status, dst=S.RELEASED, reason=reason)
+    if dst == S.PREEMPTED:
+        _stop_quietly(instance)
+        moved = instance_transition(instance_id=instance.pk, src=status, dst=S.PREEMPTED, reason=reason)
+        if moved and instance.preempted_for_id:
+            beneficiary_drive(instance.preempted_for_id)
+        return moved
     if dst == S.STOPPED:
         if status == S.RESTARTING:
             # It ran until now and was billed for it: the GPU meter closes here, as for any stop.
@@ -1127,11 +1332,19 @@ def _instance_place(instance: Instance) -> dict:
     quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
     _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen, instance=instance)
     if instance.node_count == 1:
-        return {"node": _gpus_reserve(region=region, gpu_model=gpu_model, count=instance.gpu_count)}
-    node, *others = _gpus_reserve_nodes(
-        region=region, gpu_model=gpu_model, count=instance.gpu_count, nodes=instance.node_count
+        node, displaced = _gpus_reserve_for(
+            region=region, gpu_model=gpu_model, count=instance.gpu_count, tier=instance.tier, instance_id=instance.pk
+        )
+        return {"node": node, "displaced_others": displaced}
+    (node, *others), displaced = _gpus_reserve_nodes_for(
+        region=region,
+        gpu_model=gpu_model,
+        count=instance.gpu_count,
+        nodes=instance.node_count,
+        tier=instance.tier,
+        instance_id=instance.pk,
     )
-    return {"node": node, "extra_nodes": [n.name for n in others]}
+    return {"node": node, "extra_nodes": [n.name for n in others], "displaced_others": displaced}
 
 
 def instance_operation_execute(*, instance_id, operation: str) -> None:
@@ -1141,6 +1354,12 @@ def instance_operation_execute(*, instance_id, operation: str) -> None:
     instance = _get(instance_id)
     if instance is None or instance.status != op.busy:
         return
+    if (
+        op.places
+        and instance.displaced_others
+        and Instance.objects.filter(preempted_for=instance.pk, status=S.PREEMPTING).exists()
+    ):
+        return  # as ``instance_provision``: the machines it preempts are still in their grace period
     try:
         state = op.provider(get_backend(instance.backend_alias), instance)
     except PermanentBackendError as exc:

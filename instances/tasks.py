@@ -17,7 +17,7 @@ from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
-from instances import quota, reconciler, services
+from instances import preemption, quota, reconciler, services
 from instances.models import Instance, Node
 from providers import BackendError, TransientBackendError, backend_aliases
 
@@ -88,6 +88,28 @@ def instance_restart_task(instance_id: str) -> None:
 @shared_task(**_fails_during(S.RELEASING))
 def instance_release_task(instance_id: str) -> None:
     services.instance_operation_execute(instance_id=instance_id, operation="release")
+
+
+@shared_task(**RETRY)
+def instance_preempt_task(instance_id: str) -> None:
+    """Warn and checkpoint now; power off after the grace period (the reconciler is the net under it)."""
+    preemption.instance_preemption_begin(instance_id=instance_id)
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return  # eager mode would finish at once: tests and the reconciler finish it when it is due
+    try:
+        instance_preemption_finish_task.apply_async(args=[instance_id], countdown=preemption.grace_s())
+    except Exception:
+        logger.warning("could not schedule the end of %s's grace period", instance_id, exc_info=True)
+
+
+@shared_task(**RETRY)
+def instance_preemption_finish_task(instance_id: str) -> None:
+    preemption.instance_preemption_finish(instance_id=instance_id)
+
+
+@shared_task(acks_late=True)
+def instances_requeue_task() -> int:
+    return preemption.instances_requeue()
 
 
 @shared_task(acks_late=True)

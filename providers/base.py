@@ -60,6 +60,10 @@ class Observed(enum.StrEnum):
     # Powered on, but a part of it died (a user server crashed): ``start`` repairs it in place.
     DEGRADED = "degraded"
     UNKNOWN = "unknown"  # the provider cannot tell right now: never treat this as GONE
+    # An engine that preempts by itself (Slurm's partition preemption with requeue) took the machine's
+    # cards back for higher-priority work, or requeued it when its node failed: its disk is kept and
+    # it is queued at the provider, which boots it again by itself (``poll`` then says RUNNING).
+    PREEMPTED = "preempted"
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,12 @@ class InstanceSpec:
     # The cluster's other nodes as the console placed them (``node`` is its head): ``nodes - 1`` names.
     # Providers that place clusters themselves (Slurm, Kubernetes) may ignore them.
     peer_nodes: tuple[str, ...] = ()
+    # The interruptible ("spot") tier: an engine that preempts by itself (Slurm) may take it back for
+    # on-demand work and requeue it; on-demand machines are never preempted by the engine.
+    interruptible: bool = False
+    # The owner's checkpoint command, run in the machine before a preemption takes it (``checkpoint``,
+    # or the engine's own grace signal); empty: none.
+    checkpoint_command: str = ""
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,9 @@ class NodeInfo:
     # Why an unhealthy node is out of service, in the provider's words ("down", "drain", "NotReady"):
     # shown to staff and on the timelines of the node's instances. Empty when healthy.
     detail: str = ""
+    # The network block (leaf switch, InfiniBand island; Slurm's topology SwitchName, a Kubernetes
+    # node label) it belongs to: clusters are placed in as few blocks as they fit in. Empty: unknown.
+    block: str = ""
 
 
 @dataclass(frozen=True)
@@ -217,6 +230,14 @@ class ProvisioningBackend:
     supports_volumes: bool = False  # VolumesCapability
     supports_shared_write: bool = False  # VolumesCapability
     supports_gpu_samples: bool = False  # GpuMetricsCapability
+    # A machine's disk lives on storage that survives its node (a shared filesystem, a network volume):
+    # when the node fails, ``start`` on another node boots the same machine, disk and all, and the
+    # console moves the instance there instead of marking it lost.
+    disk_follows_node_loss: bool = False
+    # The engine keeps a machine it preempted (or whose node failed) in its own queue and boots it
+    # again by itself when capacity returns (Slurm's PreemptMode=REQUEUE): the console does not start
+    # such a machine itself, it follows ``poll`` (PREEMPTED, then RUNNING).
+    requeues_preempted: bool = False
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
@@ -279,6 +300,21 @@ class ProvisioningBackend:
         Already gone, or never created, counts as success. ``state`` may be ``{}`` (the reconciler
         destroying a leaked machine it found through ``machines``): the key alone must find it."""
         raise NotImplementedError
+
+    def checkpoint(self, *, key: str, state: dict, command: str, grace_s: int) -> bool:
+        """Machine ``key`` is about to be preempted: run ``command`` on it now (the owner's checkpoint,
+        e.g. ``python save.py /mnt/ckpt``), leaving it ``grace_s`` seconds before ``stop``. Returns
+        whether the command was started; False where the provider cannot run one (the machine is then
+        stopped after the grace period all the same). Repeats are harmless: a provider may run it again.
+        An engine that preempts by itself (Slurm's GraceTime, Kubernetes' termination grace) sends its
+        own signal and may ignore this."""
+        return False
+
+    def requeue(self, *, key: str, state: dict) -> dict:
+        """The console preempts machine ``key`` (its grace period is over): take its cards back and,
+        where the provider ``requeues_preempted``, queue it there to boot again by itself when capacity
+        returns (its disk kept). Returns the state to persist. Without requeueing, it is ``stop``."""
+        return self.stop(key=key, state=state)
 
     def app_check(self, app: AppLaunch) -> str | None:
         """Why this provider cannot run ``app`` (say, its program is not installed on a process

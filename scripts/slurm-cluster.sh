@@ -32,6 +32,9 @@ CTLD_PORT="${SLURM_LOCAL_CTLD_PORT:-16817}"
 NODE_PORT_LOW="${SLURM_LOCAL_NODE_PORT:-17001}"
 REST_PORT="${SLURM_LOCAL_REST_PORT:-6820}"
 CLUSTER="${SLURM_LOCAL_CLUSTER:-console-local}"
+# Seconds a preempted interruptible job gets between SIGTERM (its checkpoint) and the kill; short
+# here so the tests are fast (a production site gives the console's INSTANCES_PREEMPTION_GRACE_S).
+GRACE="${SLURM_LOCAL_GRACE_S:-5}"
 PACKAGES=(munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin)
 
 ETC="$BASE/etc"
@@ -114,7 +117,9 @@ SlurmctldPort=$CTLD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$MUNGE/munge.socket
+# cred_expire=5: a requeued job (preempted, or its node failed) may start again 6 s later instead
+# of the 121 s the default credential lifetime holds it back.
+AuthInfo=socket=$MUNGE/munge.socket,cred_expire=5
 CredType=cred/munge
 AuthAltTypes=auth/jwt
 AuthAltParameters=jwt_key=$ETC/jwt.key
@@ -138,16 +143,26 @@ MailProg=/bin/true
 ReturnToService=2
 # The nodes report the CPUs configured here, whatever this host has.
 SlurmdParameters=config_overrides
-# A node whose slurmd stops is NOT_RESPONDING within seconds and DOWN after SlurmdTimeout.
-SlurmdTimeout=6
-MessageTimeout=5
+# A node whose slurmd stops is NOT_RESPONDING within seconds and DOWN after SlurmdTimeout; its
+# requeueable jobs go back in the queue at once and run elsewhere (the README's Slurm section: the
+# trade-off of short timeouts). Detection follows MessageTimeout more than SlurmdTimeout.
+SlurmdTimeout=5
+MessageTimeout=3
 KillWait=5
+# Preemption with requeue, by partition: the on-demand partition (gpu, PriorityTier=2) takes cards
+# from jobs of the interruptible one (spot, PriorityTier=1) over the same nodes. A preempted job gets
+# SIGTERM (its job step runs the instance's checkpoint command), GraceTime seconds, then the kill,
+# and goes back in the queue with the same job id; it runs again when cards free up.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=0
 InactiveLimit=0
 MinJobAge=300
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 NodeName=gpu[01-$(printf %02d "$NODES")] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$NODE_PORT_LOW-$((NODE_PORT_LOW + NODES - 1))] CPUs=$CPUS RealMemory=64000 Gres=gpu:$GPU_TYPE:$GPUS State=UNKNOWN
-PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=2 PreemptMode=OFF
+PartitionName=spot Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE
 EOF
 )
   changed+=$(write_if_changed "$ETC/gres.conf" <<EOF

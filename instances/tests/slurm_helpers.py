@@ -84,6 +84,11 @@ class Cluster:
     def node_stop(self, node: str) -> None:
         subprocess.run([str(SCRIPT), "node-stop", node], check=True, capture_output=True, timeout=30)
 
+    def node_kill(self, node: str) -> None:
+        """The node dies: SIGKILL to its slurmd (no goodbye to the controller), as a crashed host."""
+        pidfile = SLURM_CONF.parent.parent / "run" / f"slurmd-{node}.run"
+        os.kill(int(pidfile.read_text().strip()), 9)
+
     def node_start(self, node: str) -> None:
         """Start the node's slurmd again and bring it back into service (a node Slurm marked DOWN
         while its slurmd was away returns only when asked, on a loaded machine)."""

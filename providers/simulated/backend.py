@@ -15,7 +15,10 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
         "LOST_NODES": [],              # names of nodes that have failed (their machines are gone)
         "DRAINING_NODES": [],          # names of nodes being drained (machines run on; no new ones)
+        "DISK_FOLLOWS": False,         # a machine's disk survives its node (the instance directory lives
+                                       # on shared storage): ``start`` boots one lost with its node elsewhere
         "SEED": None,                  # seed the fault dice for repeatable runs
+        "BLOCK_NODES": 32,             # nodes per network block (leaf switch) in each FLEET group
         "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
         "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
         "FAIL_VOLUME_CREATE": 0.0,     # share of volume creates refused for good
@@ -78,7 +81,7 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
 class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapability, ProvisioningBackend):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
 
-    max_nodes = 128
+    max_nodes = 1024  # 1,024 nodes × 8 cards: an 8,192-card cluster
     simulated = True  # its machines are rows in its own tables (providers.simulated.models)
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
@@ -110,6 +113,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
         fleet = self.options.get("FLEET") or []
         if not fleet or SimulatedNode.objects.filter(backend_alias=self.alias).exists():
             return
+        per_block = max(1, int(self.options.get("BLOCK_NODES", 32)))
         rows = [
             SimulatedNode(
                 backend_alias=self.alias,
@@ -117,6 +121,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
                 region_slug=group["region"],
                 gpu_slug=group["gpu"],
                 cards=int(group.get("cards", 8)),
+                block=f"{group['region']}-{group['gpu']}-b{(index - 1) // per_block + 1}",
             )
             for group in fleet
             for index in range(1, int(group.get("nodes", 1)) + 1)
@@ -165,6 +170,16 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
         if self._used_cards(node, key=key) + machine_cards > node.cards:
             raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
         return node
+
+    @property
+    def disk_follows_node_loss(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("DISK_FOLLOWS", False))
+
+    def _machine_lost(self, machine) -> bool:
+        """Whether a node of the machine (its head, or a cluster's peer) has failed under it."""
+        if machine.node is not None and self._is_lost(machine.node):
+            return True
+        return any(self._is_lost(peer) for peer in self._peers(machine))
 
     def _is_lost(self, node) -> bool:
         return node.is_lost or node.name in (self.options.get("LOST_NODES") or ())
@@ -228,6 +243,7 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
                 cards=n.cards,
                 healthy=self._health(n)[0],
                 detail=self._health(n)[1],
+                block=n.block,
             )
             for n in SimulatedNode.objects.filter(backend_alias=self.alias).order_by("name")
         ]
@@ -280,11 +296,16 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
         self._bug("start")
         self._reachable()
         with transaction.atomic():
-            machine = self._machines().select_for_update().filter(key=key).first()
-            if machine is None:
+            machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
+            # Lost with its node: gone, unless its disk lives on storage that survives the node.
+            lost = machine is not None and machine.power == "on" and self._machine_lost(machine)
+            if machine is None or (lost and not self.disk_follows_node_loss):
                 raise PermanentBackendError("The machine no longer exists.")
-            if machine.power == "on":
+            if machine.power == "on" and not lost:
                 return self._state(machine)
+            if lost:  # its cards on the nodes that still run go back before it is placed again
+                machine.node, machine.spec = None, {**machine.spec, "peers": []}
+                machine.save(update_fields=["node", "spec"])
             nodes = int((machine.spec or {}).get("nodes") or 1)
             if nodes > 1 and spec is None:
                 raise PermanentBackendError("A cluster starts only with its spec (where its other nodes are).")
@@ -327,6 +348,20 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
                 machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}
             machine.save(update_fields=["ready_at", "last_active_at", "spec"])
         return self._state(machine)
+
+    def checkpoint(self, *, key: str, state: dict, command: str, grace_s: int) -> bool:
+        """Records the command on the machine's spec (``checkpoints``), as a host would have run it: the
+        disk that keeps its output is kept by ``stop``. Only a powered-on machine can run it."""
+        self._bug("checkpoint")
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update().filter(key=key).first()
+            if machine is None or machine.power != "on" or not command:
+                return False
+            runs = [*(machine.spec or {}).get("checkpoints", []), {"command": command, "grace_s": grace_s}]
+            machine.spec = {**machine.spec, "checkpoints": runs}
+            machine.save(update_fields=["spec"])
+        return True
 
     def destroy(self, *, key: str, state: dict) -> None:
         self._bug("destroy")
@@ -435,6 +470,11 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
     def node_drain(self, *, name: str, draining: bool = True) -> None:
         """A node is drained for maintenance: its machines run on, it takes no new ones."""
         SimulatedNode.objects.filter(backend_alias=self.alias, name=name).update(is_draining=draining)
+
+    def machine_checkpoints(self, *, key: str) -> list[str]:
+        """The checkpoint commands machine ``key`` ran, oldest first (what a test reads back)."""
+        spec = self._machines().filter(key=key).values_list("spec", flat=True).first() or {}
+        return [run["command"] for run in spec.get("checkpoints", [])]
 
     def machine_touch(self, *, key: str) -> None:
         """Someone used the machine's GPUs just now (resets its idle clock)."""

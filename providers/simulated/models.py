@@ -22,6 +22,7 @@ class SimulatedNode(models.Model):
     cards = models.PositiveSmallIntegerField()
     is_lost = models.BooleanField(default=False)
     is_draining = models.BooleanField(default=False)  # its machines run on; it takes no new ones
+    block = models.CharField(max_length=64, blank=True, default="")  # its leaf switch (BLOCK_NODES per block)
 
     class Meta:
         db_table = "instances_simulatednode"

@@ -16,7 +16,13 @@ The console's proxy reads that report to reach the servers.
 - Two ways to talk to Slurm, the same operations: slurmrestd with JWT (``REST_URL``), or the
   command-line tools (``sbatch``, ``squeue --json``, ``scancel``, ``sinfo --json``) otherwise.
 - Node inventory and health come from Slurm: a node that is DOWN, DRAINED, FAILED or not
-  responding is unhealthy; a job that Slurm killed with its node (NODE_FAIL) makes the instance GONE.
+  responding is unhealthy; a job that Slurm killed with its node (NODE_FAIL) makes the instance GONE,
+  and since its disk is on the shared filesystem (``disk_follows_node_loss``) the console starts it
+  again on a healthy node.
+- Tiers: on-demand instances are ``--no-requeue`` jobs in ``PARTITION``; interruptible ones are
+  ``--requeue`` jobs in ``SPOT_PARTITION``, which Slurm preempts for on-demand work. ``poll`` says
+  PREEMPTED from the grace period on (the job's ``preempt_time``) and while the requeued job waits
+  (its ``restart_cnt`` above the run the console saw), then RUNNING once the new run reports.
 
     PROVISIONING_BACKENDS["slurm"] = {
         "BACKEND": "providers.slurm.backend.SlurmBackend",
@@ -26,6 +32,9 @@ The console's proxy reads that report to reach the servers.
             "ROOT": "/shared/console/instances", # the instances' directories, on the shared filesystem
             "GPU_TYPES": {"h200": "h200"},       # Slurm GRES type -> console GPU model slug (default: same)
             "PARTITION": "gpu",                  # default: the cluster's default partition
+            # Interruptible ("spot") instances: requeueable jobs in a partition of a lower PriorityTier
+            # over the same nodes (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, GraceTime).
+            "SPOT_PARTITION": "spot",
             "SBATCH_ARGS": ["--account=ml", "--qos=normal"],  # anything else the site requires
             # The REST path (slurmrestd with JWT); leave REST_URL empty to use the command-line tools.
             "REST_URL": "http://slurm-head:6820",
@@ -147,7 +156,9 @@ class SlurmCli:
     def submit(self, *, script: str, job: dict) -> int:
         args = ["--parsable", f"--job-name={job['name']}", f"--nodes={job['nodes']}", "--ntasks-per-node=1"]
         args += [f"--gres={job['gres']}", f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
-        args += [f"--output={job['output']}", "--no-requeue", "--export=NONE"]
+        args += [f"--output={job['output']}", "--export=NONE"]
+        # A requeued run appends to the log instead of truncating the previous run's.
+        args += ["--requeue", "--open-mode=append"] if job.get("requeue") else ["--no-requeue"]
         if job.get("partition"):
             args.append(f"--partition={job['partition']}")
         if job.get("comment"):
@@ -257,10 +268,12 @@ class SlurmRest:
             "gres": job["gres"],
             "current_working_directory": job["cwd"],
             "standard_output": job["output"],
-            "requeue": False,
+            "requeue": bool(job.get("requeue")),
             # The job's environment is the script's own (as ``--export=NONE`` on the CLI).
             "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
         }
+        if job.get("requeue"):
+            desc["open_mode"] = "append"
         if job.get("partition"):
             desc["partition"] = job["partition"]
         if job.get("comment"):
@@ -346,6 +359,12 @@ def queue_position(job: dict, jobs: list[dict]) -> int:
 
 
 class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
+    # The instance's directory (its disk) is on the filesystem every node shares: a job lost with its
+    # node is submitted again elsewhere on the same directory.
+    disk_follows_node_loss = True
+    # Interruptible jobs are ``--requeue``: Slurm queues a preempted one again and runs it itself.
+    requeues_preempted = True
+
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         super().__init__(alias=alias, options=options)
         o = self.options
@@ -417,6 +436,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 ],
                 # The runtime on the node runs it (and its WebUI) as it does on the local backend.
                 app=dataclasses.asdict(app) if app is not None else None,
+                # What the job runs on SIGTERM when Slurm preempts it (``providers.slurm.job``).
+                interruptible=spec.interruptible,
+                checkpoint_command=spec.checkpoint_command,
             )
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=1))
@@ -474,7 +496,10 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "cpus_per_task": max(1, int(self.options.get("CPUS_PER_GPU", 1)) * spec.gpu_count),
             "cwd": str(self._dir(key) / "home"),
             "output": str(self._dir(key) / "run" / "slurm-%j.log"),
-            "partition": self.options.get("PARTITION", ""),
+            "partition": self.options.get("SPOT_PARTITION", "spot")
+            if spec.interruptible
+            else self.options.get("PARTITION", ""),
+            "requeue": spec.interruptible,
             "comment": spec.owner_ref,
             "extra": list(self.options.get("SBATCH_ARGS") or ()),
             "rest_extra": dict(self.options.get("REST_JOB") or {}),
@@ -491,6 +516,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "gres_type": gpu_type,
             "dir": str(self._dir(key)),
             "stopped": False,
+            "interruptible": spec.interruptible,
+            "restarts": 0,
         }
 
     def _gres_type(self, gpu_model: str) -> str:
@@ -517,6 +544,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 "gres_type": self._gres_type(spec.gpu_model),
                 "dir": str(self._dir(key)),
                 "stopped": False,
+                "interruptible": spec.interruptible,
+                "restarts": int(existing.get("restart_cnt") or 0),
             }
         return self._submit(key, spec, nodes=spec.nodes)
 
@@ -543,6 +572,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             image="",
             disk_gb=0,
             nodes=int(state.get("nodes") or 1),
+            interruptible=bool(state.get("interruptible")),
         )
 
     def _repair_request(self, key: str) -> None:
@@ -552,6 +582,49 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         except (OSError, ValueError):
             count = 0
         path.write_text(str(count + 1))
+
+    def checkpoint(self, *, key: str, state: dict, command: str, grace_s: int) -> bool:
+        """The console preempts the machine: the job's first node runs ``command`` at once (a request
+        counter in ``run``, as for repairs). Slurm's own preemption needs none of this: the job runs the
+        command on the SIGTERM of the partition's GraceTime. False when no job of it runs now."""
+        job = self._active_job(key, self.api.jobs())
+        if job is None or job_state(job) != "RUNNING":
+            return False
+        run = self._dir(key) / "run"
+        meta_path = run / "meta.json"
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            return False
+        if meta.get("checkpoint_command") != command:
+            meta["checkpoint_command"] = command
+            tmp = meta_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(meta, indent=1))
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, meta_path)
+        path = run / "slurm-checkpoint"
+        try:
+            count = int(path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            count = 0
+        path.write_text(str(count + 1))
+        return True
+
+    def requeue(self, *, key: str, state: dict) -> dict:
+        """``scontrol requeue``: the job ends (SIGTERM: its checkpoint), keeps its id and waits in the queue
+        to run again, as after Slurm's own preemption (slurmrestd 0.0.38 has no requeue: the CLI always).
+        An on-demand job (``--no-requeue``) is stopped instead."""
+        if not state.get("interruptible"):
+            return self.stop(key=key, state=state)
+        job = self._active_job(key, self.api.jobs())
+        if job is not None and job_state(job) in ("RUNNING", "CONFIGURING"):
+            cli = (
+                self.api
+                if isinstance(self.api, SlurmCli)
+                else SlurmCli(bin_dir=self.options.get("BIN_DIR", ""), slurm_conf=self.options.get("SLURM_CONF", ""))
+            )
+            cli._run("scontrol", "requeue", str(job["job_id"]))
+        return self._placement(state, None)
 
     def stop(self, *, key: str, state: dict) -> dict:
         """Cancel the job (its servers stop, its cards go back to Slurm); the directory stays."""
@@ -600,6 +673,22 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             )
         if state.get("stopped"):
             return Observation(Observed.PENDING, detail="Stopping")  # cancelled, still winding down
+        restarts = int(job.get("restart_cnt") or 0)
+        if status in ("RUNNING", "COMPLETING") and int(job.get("preempt_time") or 0):
+            # Slurm preempted it for higher-priority work: the grace period (its checkpoint) runs.
+            return Observation(
+                Observed.PREEMPTED,
+                detail="Preempted by Slurm for on-demand work: checkpointing, then requeued",
+                backend_state=self._placement(state, None),
+            )
+        if status == "PENDING" and restarts > int(state.get("restarts") or 0):
+            # Requeued (preempted, or its node failed): the same job waits to run again.
+            reason = str(job.get("state_reason") or "None")
+            return Observation(
+                Observed.PREEMPTED,
+                detail=f"Requeued by Slurm: position {queue_position(job, jobs)}, reason {reason}",
+                backend_state=self._placement(state, None),
+            )
         if status == "PENDING":
             # "None": the scheduler has not looked at it yet.
             reason = str(job.get("state_reason") or "None")
@@ -607,7 +696,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             return Observation(Observed.PENDING, detail=detail if reason == "None" else f"{detail}, reason {reason}")
         if status == "COMPLETING":
             return Observation(Observed.PENDING, detail="Slurm is ending the job")
-        reports = self._reports(key, job_id=str(job["job_id"]))
+        reports = self._reports(key, job_id=str(job["job_id"]), restart=restarts)
         head = reports.get(0)
         where = job.get("nodes") or "?"
         if head is None or head.get("state") == "starting":
@@ -625,7 +714,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             return Observation(
                 Observed.PENDING, detail=f"Starting: {len(reports)} of {expected} nodes ready", backend_state=new_state
             )
-        return Observation(Observed.RUNNING, backend_state=new_state)
+        return Observation(Observed.RUNNING, backend_state={**new_state, "restarts": restarts})
 
     def _job(self, key: str, state: dict, jobs: list[dict]) -> dict | None:
         job_id = state.get("job_id")
@@ -644,7 +733,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             job_id = state.get("job_id")
             if not job_id or state.get("stopped"):
                 continue
-            reports = self._reports(key, job_id=str(job_id))
+            reports = self._reports(key, job_id=str(job_id), restart=None)
             cards: list[GpuSample] = []
             for rank in sorted(reports):
                 report = reports[rank]
@@ -657,16 +746,19 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 samples[key] = cards
         return samples
 
-    def _reports(self, key: str, *, job_id: str) -> dict[int, dict]:
-        """The verified reports of job ``job_id``, by rank (a previous job's or a forged one is skipped)."""
+    def _reports(self, key: str, *, job_id: str, restart: int | None = 0) -> dict[int, dict]:
+        """The verified reports of run ``restart`` of job ``job_id``, by rank (a previous job's or run's,
+        or a forged one, is skipped: a requeued job keeps its id); ``None``: of its latest run."""
         run = self._dir(key) / "run"
         secret = self.report_secret(key)
         found = {}
         for path in run.glob("slurm-report-*.json"):
             report = report_read(path, secret=secret)
             if report and report.get("key") == key and str(report.get("job_id")) == job_id:
-                found[int(report.get("rank", 0))] = report
-        return found
+                found.setdefault(int(report.get("restart") or 0), {})[int(report.get("rank", 0))] = report
+        if restart is None:
+            return found[max(found)] if found else {}
+        return found.get(restart, {})
 
     @staticmethod
     def _placement(state: dict, reports: dict[int, dict] | None) -> dict:
@@ -694,6 +786,10 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             if key is None or job_state(job) not in ACTIVE:
                 continue
             observed = Observed.RUNNING if job_state(job) == "RUNNING" else Observed.PENDING
+            if int(job.get("preempt_time") or 0) and job_state(job) in ("RUNNING", "COMPLETING"):
+                observed = Observed.PREEMPTED  # in its grace period
+            elif job_state(job) == "PENDING" and int(job.get("restart_cnt") or 0):
+                observed = Observed.PREEMPTED  # requeued, waiting to run again
             _type, per_node = gres_gpus(str(job.get("tres_per_node") or "").removeprefix("gres:"))
             machines[key] = MachineInfo(
                 key=key,

@@ -22,6 +22,15 @@ report (another instance's, or a previous job's after a stop and start) does not
 
 This module must not import Django: it runs on compute nodes with only the console's code and its
 Python environment on the shared filesystem.
+
+Interruptible instances run as requeueable jobs in the cluster's low-priority partition. When Slurm
+preempts one (``PreemptMode=REQUEUE``), the job step gets SIGTERM at the start of the partition's
+``GraceTime``: rank 0 runs the owner's checkpoint command (from the instance's metadata) in the
+instance's environment, stops the servers, and then *waits* for the kill at the grace period's end,
+because a job that exits 0 by itself ends COMPLETED and is not requeued. Slurm requeues it with the
+same job id and ``SLURM_RESTART_COUNT`` one higher; every report names that count, so the console
+tells the run that booted again from the one that was preempted. The console may also ask for a
+checkpoint (``slurm-checkpoint`` in ``run``, a counter like ``slurm-repair``).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +53,11 @@ from providers.local.runtime.ports import PortRegistry
 from providers.local.runtime.supervisor import LocalRuntime
 
 REPORT_VERSION = 1
+# How long a checkpoint command may run when the console asks for one (Slurm's own preemption
+# bounds it by the partition's GraceTime: the kill comes then).
+CHECKPOINT_TIMEOUT_S = 600
+# How long a preempted step waits for Slurm's kill before giving up and exiting non-zero.
+PREEMPT_WAIT_S = 900
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -104,6 +119,7 @@ class Job:
         self.key = args.key
         self.rank = int(os.environ.get("SLURM_PROCID", "0"))
         self.job_id = os.environ.get("SLURM_JOB_ID", "")
+        self.restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         self.node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         self.gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
         self.runtime = LocalRuntime(
@@ -131,6 +147,7 @@ class Job:
         self.gpu_samples: list[dict] = []
         self.gpu_at: float | None = None
         self._next_sample = 0.0
+        self.checkpoints_seen = self._counter("slurm-checkpoint")
 
     # The advertised address: the bind address, or this node's name when it binds every interface.
     @property
@@ -143,10 +160,60 @@ class Job:
         return self.runtime.meta(self.key) or {}
 
     def _repair_requests(self) -> int:
+        return self._counter("slurm-repair")
+
+    def _counter(self, name: str) -> int:
         try:
-            return int((self.paths.run / "slurm-repair").read_text().strip() or 0)
+            return int((self.paths.run / name).read_text().strip() or 0)
         except (OSError, ValueError):
             return 0
+
+    def checkpoint(self, *, timeout: float) -> int | None:
+        """Run the owner's checkpoint command in the instance's environment (its home, cards and
+        mounts, none of the console's variables); its exit status, or None when there is none to run."""
+        meta = self._meta()
+        command = str(meta.get("checkpoint_command") or "").strip()
+        if not command:
+            return None
+        try:
+            env = self.runtime._environment(self.key, self.paths, meta)
+        except (KeyError, TypeError):  # the servers never started: a plainer environment
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.paths.home), "LANG": "C.UTF-8"}
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
+        log = self.paths.run / "checkpoint.log"
+        with open(log, "a") as out:
+            out.write(f"--- checkpoint at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: {command}\n")
+            out.flush()
+            try:
+                done = subprocess.run(  # noqa: S603 (the owner's own command, in the owner's instance)
+                    ["/bin/bash", "-c", command],
+                    cwd=self.paths.home,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                out.write(f"--- checkpoint still running after {timeout:.0f} s: stopped\n")
+                return -1
+        return done.returncode
+
+    def _superseded(self) -> bool:
+        """Whether a later run of this instance (a later job, or a later run of this requeued one) has
+        reported: Slurm's job ids only grow. A previous run's report (this run has not written one
+        yet) does not count."""
+        try:
+            envelope = json.loads(report_path(self.paths.run, self.rank).read_text())
+            current = json.loads(envelope["body"])
+            theirs = (int(current.get("job_id") or 0), int(current.get("restart") or 0))
+            mine = (int(self.job_id or 0), self.restart)
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return theirs > mine
+
+    def _interruptible(self) -> bool:
+        return bool(self._meta().get("interruptible"))
 
     def report(self, state: str, *, ports: dict | None = None, detail: str = "") -> None:
         meta = self._meta()
@@ -158,6 +225,7 @@ class Job:
                 "key": self.key,
                 "job_id": self.job_id,
                 "rank": self.rank,
+                "restart": self.restart,
                 "node": self.node,
                 "host": self.host,
                 "gpus": self.gpus,
@@ -242,6 +310,10 @@ class Job:
                 if requests != self.repairs_seen:  # the console asked for crashed servers to be restarted
                     self.repairs_seen = requests
                     ports = self.start_servers()
+                checkpoints = self._counter("slurm-checkpoint")
+                if checkpoints != self.checkpoints_seen:  # the console is about to preempt it
+                    self.checkpoints_seen = checkpoints
+                    self.checkpoint(timeout=CHECKPOINT_TIMEOUT_S)
                 state, detail = self.observe()
                 if self.sample_gpus() or (state, detail, ports) != last:
                     self.report(state, ports=ports, detail=detail)
@@ -251,10 +323,32 @@ class Job:
             self.report("failed", detail=str(exc)[:500])
             raise
         finally:
-            self.runtime.stop(self.key)
-            self.runtime.ports.release(self.key)
+            # A run that outlived its node (slurmd died; the processes did not) while the console or
+            # Slurm started the instance again elsewhere: the servers and reports are the new run's
+            # now. It leaves them alone.
+            superseded = self._superseded()
+            if not superseded:
+                self._wind_down(ports)
+        if superseded:
+            return 0
         self.report("stopped")
+        if self._interruptible():
+            # Exiting by itself would end the job COMPLETED and Slurm would not requeue it: wait for
+            # the kill at the end of the grace period (or of KillWait, after a scancel).
+            deadline = time.monotonic() + PREEMPT_WAIT_S
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+            return 1
         return 0
+
+    def _wind_down(self, ports: dict) -> None:
+        if self.stopping and self._interruptible():
+            # SIGTERM to an interruptible job: Slurm's preemption (or a stop). The checkpoint first,
+            # while the servers and the user's processes still run; the kill ends it.
+            self.report("checkpointing", ports=ports, detail="Preempted: running the checkpoint command")
+            self.checkpoint(timeout=CHECKPOINT_TIMEOUT_S)
+        self.runtime.stop(self.key)
+        self.runtime.ports.release(self.key)
 
     def _on_term(self, signum, frame) -> None:
         self.stopping = True

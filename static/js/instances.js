@@ -141,7 +141,9 @@
       if (nodes > regionMaxNodes(region)) {
         return { text: fmt(s.nodesMax, { nodes: nodes, max: regionMaxNodes(region) }) };
       }
-      if (cap.best < count) {
+      // On demand, one node's cards may be taken back from interruptible work (preempted for it).
+      var best = nodes === 1 && value("tier") !== "interruptible" ? Math.max(cap.best, cap.best_on_demand || 0) : cap.best;
+      if (best < count) {
         return { text: fmt(s.capacity, { count: count, gpu: gpu.name, best: cap.best }) };
       }
       var fit = (cap.fits || {})[String(count)] || 0;
@@ -152,12 +154,17 @@
       if (gpu.used + cards > gpu.quota) {
         return { text: fmt(s.quota, { count: cards, used: gpu.used, quota: gpu.quota, gpu: gpu.name }), link: s.quotaUrl + "?gpu=" + gpu.id + "#request", label: s.quotaLink };
       }
-      var hourly = gpu.price_fen * cards;
+      var hourly = priceOf(gpu) * cards;
       var needed = owed(options.burn_fen_per_hour + hourly, options.min_runway_s);
       if (options.balance_fen < needed) {
         return { text: fmt(s.funds, { balance: cny(options.balance_fen), minutes: Math.round(options.min_runway_s / 60), needed: cny(needed) }), link: s.billingUrl, label: s.fundsLink };
       }
       return null;
+    }
+
+    // The card-hour price of the chosen tier: interruptible work pays the catalogue's spot price.
+    function priceOf(gpu) {
+      return value("tier") === "interruptible" ? gpu.spot_price_fen : gpu.price_fen;
     }
 
     function update() {
@@ -178,9 +185,9 @@
         if (String(gpu.id) === gpuId) { chosen = gpu; card.classList.add("selected"); } else { card.classList.remove("selected"); }
       });
       if (!chosen) return;
-      document.getElementById("price-hour").textContent = cny(chosen.price_fen * count * nodes) + "/h";
+      document.getElementById("price-hour").textContent = cny(priceOf(chosen) * count * nodes) + "/h";
       document.getElementById("price-detail").textContent = fmt(nodes > 1 ? s.detailNodes : s.detail, {
-        nodes: nodes, count: count, price: cny(chosen.price_fen), disk: cny(disk * options.disk_price_fen_per_gb_day)
+        nodes: nodes, count: count, price: cny(priceOf(chosen)), disk: cny(disk * options.disk_price_fen_per_gb_day)
       });
       var reason = reasonFor(chosen, region, count, nodes);
       button.disabled = !!reason;

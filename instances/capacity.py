@@ -1,0 +1,362 @@
+"""Capacity taken back: which interruptible instances an on-demand launch preempts, and taking their cards.
+
+When on-demand work cannot be placed on free cards, ``gpus_take_by_preempting`` finds the node where
+the fewest running interruptible instances free enough (then the fewest cards wasted, then the
+youngest victims: they lose the least work), and in one transaction moves them to PREEMPTING and
+hands their cards to the new instance. The grace period, the checkpoint and the requeue are
+``instances.preemption``'s, above the services.
+
+Cards are never oversubscribed: the victims' rows are locked (in primary-key order, the order every
+transition takes them: no deadlock between two launches choosing overlapping victims), each one's
+move is a compare-and-set on RUNNING, and the node's count changes in one conditional update under
+the ``free_cards`` check constraint. A launch that loses a race for a victim plans again.
+
+Only single-node interruptible instances are preempted here: a cluster's other nodes would keep its
+cards at the provider until the grace period ends, where the console would already count them free.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.db import connection, transaction
+from django.db.models import Count as models_count
+from django.db.models import F
+from django.utils.translation import gettext_noop
+
+from core.messages import reason as stored
+from core.tasks import enqueue_on_commit
+from instances.lifecycle import instance_transition
+from instances.models import GpuModel, Instance, Node, Region
+
+S = Instance.Status
+_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """The node an on-demand request goes to and the interruptible instances that make room there."""
+
+    node_id: int
+    node_name: str
+    victims: tuple[uuid.UUID, ...]
+    freed_cards: int
+
+
+@functools.lru_cache(maxsize=4096)
+def smallest_set(sizes: tuple[int, ...], deficit: int) -> tuple[int, ...] | None:
+    """Indexes into ``sizes`` (cards each victim holds) of the fewest victims that free ``deficit``
+    cards, wasting the fewest cards among those; None when all of them together are not enough.
+
+    Pure and cached by its arguments: a node holds at most eight instances, and a fleet full of spot
+    work repeats the same few shapes, so the decision over 1,024 nodes costs a dictionary look-up each.
+    """
+    if deficit <= 0:
+        return ()
+    if sum(sizes) < deficit:
+        return None
+    # The k largest free the most any k can: the first k whose largest reach the deficit is the fewest.
+    ordered = sorted(sizes, reverse=True)
+    k = next(n for n in range(1, len(sizes) + 1) if sum(ordered[:n]) >= deficit)
+    best = min(
+        (c for c in itertools.combinations(range(len(sizes)), k) if sum(sizes[i] for i in c) >= deficit),
+        key=lambda c: sum(sizes[i] for i in c),
+    )
+    return best
+
+
+def preemption_plan(*, region: Region, gpu_model: GpuModel, count: int) -> PreemptionPlan | None:
+    """The cheapest way to free ``count`` cards on one healthy node by preempting interruptible instances.
+
+    Three reads: per node, the sizes of the interruptible instances running there (aggregated in the
+    database, one row per node), the healthy nodes' free cards; then the chosen node's victims,
+    youngest first among equal sizes.
+    """
+    preemptible = Instance.objects.filter(
+        region=region,
+        gpu_model=gpu_model,
+        tier=Instance.Tier.INTERRUPTIBLE,
+        status=S.RUNNING,
+        node_count=1,
+        node__isnull=False,
+    )
+    # Grouped by the node id alone (a hash aggregate, no sort); the nodes' own columns come from a
+    # second, small read rather than widening the grouping.
+    per_node = preemptible.order_by().values_list("node_id").annotate(sizes=ArrayAgg("gpu_count"))
+    healthy = {
+        pk: (free, name)
+        for pk, free, name in Node.objects.filter(
+            region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
+        ).values_list("pk", "free_cards", "name")
+    }
+    best: tuple[tuple[int, int, int], int, str] | None = None
+    for node_id, sizes in per_node:
+        if node_id not in healthy:
+            continue
+        free, name = healthy[node_id]
+        deficit = count - free
+        ordered = tuple(sorted(sizes, reverse=True))
+        chosen = smallest_set(ordered, deficit)
+        if chosen is None or not chosen:
+            continue
+        freed = sum(ordered[i] for i in chosen)
+        score = (len(chosen), freed - deficit, free)
+        if best is None or score < best[0]:
+            best = (score, node_id, name)
+            if score[:2] == (1, 0):
+                break  # one victim, no card wasted: nothing beats it
+    if best is None:
+        return None
+    (_victims, _waste, free), node_id, node_name = best
+    deficit = count - free
+    rows = list(preemptible.filter(node_id=node_id).order_by("-running_since", "pk").values_list("pk", "gpu_count"))
+    chosen = smallest_set(tuple(size for _pk, size in rows), deficit)
+    if chosen is None:  # it changed since the first read: the caller plans again
+        return None
+    victims = tuple(rows[i][0] for i in chosen)
+    return PreemptionPlan(
+        node_id=node_id, node_name=node_name, victims=victims, freed_cards=sum(rows[i][1] for i in chosen)
+    )
+
+
+def gpus_take_by_preempting(
+    *, region: Region, gpu_model: GpuModel, count: int, for_instance_id: uuid.UUID, no_capacity: Exception
+) -> Node:
+    """Take ``count`` cards for on-demand instance ``for_instance_id`` by preempting interruptible ones;
+    raises ``no_capacity`` when no set of them frees enough. Call inside the launch's transaction.
+
+    The victims move to PREEMPTING (GPU meters closed now) with ``preempted_for`` set; their cards
+    go to the new instance without passing through ``free_cards``, so no other launch can take them.
+    """
+    if connection.vendor != "postgresql":
+        raise no_capacity  # the plan aggregates with PostgreSQL's ARRAY_AGG; tests and production run it
+    for _attempt in range(_ATTEMPTS):
+        plan = preemption_plan(region=region, gpu_model=gpu_model, count=count)
+        if plan is None:
+            break
+        node = _take(plan=plan, count=count, for_instance_id=for_instance_id)
+        if node is not None:
+            node.region, node.gpu_model = region, gpu_model
+            return node
+    raise no_capacity
+
+
+def _take(*, plan: PreemptionPlan, count: int, for_instance_id: uuid.UUID) -> Node | None:
+    """Carry out ``plan`` all or nothing (a savepoint); None when a victim or the node moved meanwhile."""
+    with transaction.atomic():
+        locked = list(
+            Instance.objects.select_for_update()
+            .filter(
+                pk__in=plan.victims,
+                status=S.RUNNING,
+                node_id=plan.node_id,
+                tier=Instance.Tier.INTERRUPTIBLE,
+                node_count=1,
+            )
+            .order_by("pk")
+            .values_list("pk", "gpu_count")
+        )
+        if len(locked) != len(plan.victims):
+            return None
+        freed = sum(size for _pk, size in locked)
+        taken = Node.objects.filter(pk=plan.node_id, is_healthy=True, free_cards__gte=count - freed).update(
+            free_cards=F("free_cards") + freed - count
+        )
+        if not taken:
+            return None
+        moved = _victims_preempt(victims=[pk for pk, _size in locked], for_instance_id=for_instance_id)
+        if moved != len(locked):  # cannot happen under the row locks; never hand out a card twice
+            transaction.set_rollback(True)
+            return None
+    return Node(pk=plan.node_id, name=plan.node_name)
+
+
+def beneficiary_drive(instance_id) -> None:
+    """A machine it preempted is off: create (or start) on-demand instance ``instance_id`` now. Its
+    task checks that no other machine it displaces is still in its grace period (by name: tasks sit above)."""
+    status = Instance.objects.filter(pk=instance_id).values_list("status", flat=True).first()
+    task = {S.PROVISIONING: "instance_provision_task", S.STARTING: "instance_start_task"}.get(status)
+    if task:
+        enqueue_on_commit(f"instances.tasks.{task}", str(instance_id))
+
+
+def _victims_preempt(*, victims: Sequence[uuid.UUID], for_instance_id: uuid.UUID) -> int:
+    why = stored(
+        gettext_noop(
+            "Preempted: its cards were needed for on-demand work. It restarts by itself when capacity returns."
+        )
+    )
+    moved = 0
+    for pk in victims:
+        # node=None: its cards now belong to the on-demand instance (see the module's docstring).
+        if instance_transition(
+            instance_id=pk, src=S.RUNNING, dst=S.PREEMPTING, reason=why, node=None, preempted_for_id=for_instance_id
+        ):
+            moved += 1
+            # The warning and the checkpoint now; the machine goes off after the grace period.
+            enqueue_on_commit("instances.tasks.instance_preempt_task", str(pk))
+    return moved
+
+
+# --- Gangs: a cluster's nodes in as few network blocks as they fit in ----------------------------------------
+
+
+class _Short(Exception):
+    """Fewer nodes were taken than the gang needs: the savepoint gives back what was taken."""
+
+
+def blocks_choose(fitting: dict[str, int], nodes: int) -> list[str] | None:
+    """The blocks a gang of ``nodes`` goes to, given how many nodes fit in each block; None: too few.
+
+    One block when one can hold it: the smallest that can (best fit keeps large blocks whole for large
+    gangs). Otherwise the fullest blocks first, so the gang spans the fewest blocks possible.
+    """
+    if sum(fitting.values()) < nodes:
+        return None
+    whole = [block for block, n in fitting.items() if n >= nodes]
+    if whole:
+        return [min(whole, key=lambda block: (fitting[block], block))]
+    chosen, total = [], 0
+    for block in sorted(fitting, key=lambda block: (-fitting[block], block)):
+        chosen.append(block)
+        total += fitting[block]
+        if total >= nodes:
+            return chosen
+    return None
+
+
+def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[tuple[int, str]] | None:
+    """Take ``count`` cards on each of ``nodes`` distinct healthy nodes, all or none, in the fewest
+    network blocks: ``(pk, name)`` per node, head first (blocks in the chosen order, then by name);
+    None when the fleet cannot give every node now. Call inside a transaction.
+
+    Two statements whatever the size: how many nodes fit per block, then one ``UPDATE … WHERE id IN
+    (SELECT … FOR UPDATE SKIP LOCKED LIMIT nodes) RETURNING``. Nodes another launch holds locked are
+    skipped; when that leaves the gang short, the savepoint gives its nodes back and it plans again,
+    the last time waiting for those locks instead of skipping them.
+    """
+    eligible = Node.objects.filter(
+        region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count
+    )
+    table = connection.ops.quote_name(Node._meta.db_table)
+    for attempt in range(_ATTEMPTS):
+        fitting = dict(eligible.order_by().values_list("block").annotate(n=models_count("id")))
+        blocks = blocks_choose(fitting, nodes)
+        if blocks is None:
+            return None
+        wait = attempt == _ATTEMPTS - 1
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {table} SET free_cards = free_cards - %s WHERE free_cards >= %s AND id IN ("  # noqa: S608
+                    f"SELECT id FROM {table} WHERE region_id = %s AND backend_alias = %s AND gpu_model_id = %s"
+                    " AND is_healthy AND free_cards >= %s AND block = ANY(%s::text[])"
+                    " ORDER BY array_position(%s::text[], block::text), free_cards, name LIMIT %s"
+                    f" FOR UPDATE{'' if wait else ' SKIP LOCKED'}) RETURNING id, name, block, free_cards",
+                    [count, count, region.pk, region.backend_alias, gpu_model.pk, count, blocks, blocks, nodes],
+                )
+                taken = cursor.fetchall()
+                if len(taken) < nodes:
+                    raise _Short
+        except _Short:
+            continue
+        order = {block: i for i, block in enumerate(blocks)}
+        taken.sort(key=lambda row: (order[row[2]], row[3], row[1]))  # blocks in order, then best fit
+        return [(pk, name) for pk, name, _block, _free in taken]
+    return None
+
+
+# --- Gangs that preempt: an on-demand cluster taking cards back on several nodes ------------------------------
+
+
+def gang_preemption_plan(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[PreemptionPlan] | None:
+    """``nodes`` distinct healthy nodes that can each give ``count`` cards, nodes with free cards first,
+    then those whose smallest set of interruptible victims is smallest (fewest victims, then fewest
+    cards wasted); None when even preempting every interruptible instance leaves too few."""
+    healthy = {
+        pk: (free, name)
+        for pk, free, name in Node.objects.filter(
+            region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
+        ).values_list("pk", "free_cards", "name")
+    }
+    youngest_first = ("-running_since", "pk")
+    victims_by_node = {
+        node_id: (sizes, pks)
+        for node_id, sizes, pks in Instance.objects.filter(
+            region=region,
+            gpu_model=gpu_model,
+            tier=Instance.Tier.INTERRUPTIBLE,
+            status=S.RUNNING,
+            node_count=1,
+            node_id__in=list(healthy),
+        )
+        .order_by()
+        .values_list("node_id")
+        .annotate(sizes=ArrayAgg("gpu_count", order_by=youngest_first), pks=ArrayAgg("pk", order_by=youngest_first))
+    }
+    scored = []
+    for node_id, (free, name) in healthy.items():
+        deficit = count - free
+        sizes, pks = victims_by_node.get(node_id, ((), ()))
+        chosen = smallest_set(tuple(sizes), deficit)
+        if chosen is None:
+            continue
+        freed = sum(sizes[i] for i in chosen)
+        plan = PreemptionPlan(node_id=node_id, node_name=name, victims=tuple(pks[i] for i in chosen), freed_cards=freed)
+        scored.append(((len(chosen), max(0, freed - deficit), name), plan))
+    if len(scored) < nodes:
+        return None
+    scored.sort(key=lambda item: item[0])
+    return [plan for _score, plan in scored[:nodes]]
+
+
+def gang_take_by_preempting(
+    *,
+    region: Region,
+    gpu_model: GpuModel,
+    count: int,
+    nodes: int,
+    for_instance_id: uuid.UUID,
+    no_capacity: Exception,
+) -> list[Node]:
+    """``gpus_take_by_preempting`` for a cluster: ``count`` cards on each of ``nodes`` nodes, all or
+    nothing, preempting the fewest interruptible instances; the nodes head first. Raises ``no_capacity``."""
+    if connection.vendor != "postgresql":
+        raise no_capacity
+    for _attempt in range(_ATTEMPTS):
+        plans = gang_preemption_plan(region=region, gpu_model=gpu_model, count=count, nodes=nodes)
+        if plans is None:
+            break
+        try:
+            with transaction.atomic():
+                by_node = {plan.node_id: plan for plan in plans}
+                wanted = sorted(pk for plan in plans for pk in plan.victims)
+                locked = list(
+                    Instance.objects.select_for_update()
+                    .filter(pk__in=wanted, status=S.RUNNING, tier=Instance.Tier.INTERRUPTIBLE, node_count=1)
+                    .order_by("pk")
+                    .values_list("pk", "node_id", "gpu_count")
+                )
+                if len(locked) != len(wanted) or any(
+                    node not in by_node or pk not in by_node[node].victims for pk, node, _n in locked
+                ):
+                    raise _Short
+                freed = {plan.node_id: 0 for plan in plans}
+                for _pk, node_id, size in locked:
+                    freed[node_id] += size
+                for node_id in sorted(freed):  # nodes in id order: two gangs lock them the same way
+                    if not Node.objects.filter(
+                        pk=node_id, is_healthy=True, free_cards__gte=count - freed[node_id]
+                    ).update(free_cards=F("free_cards") + freed[node_id] - count):
+                        raise _Short
+                if _victims_preempt(victims=wanted, for_instance_id=for_instance_id) != len(wanted):
+                    raise _Short
+        except _Short:
+            continue
+        return [Node(pk=plan.node_id, name=plan.node_name, region=region, gpu_model=gpu_model) for plan in plans]
+    raise no_capacity
