@@ -55,7 +55,7 @@ def test_a_launch_whose_provision_raises_fails_with_the_error_and_costs_nothing(
 
 
 def test_the_database_error_a_user_hit_fails_the_launch_instead_of_leaving_it_provisioning(rich_alice, monkeypatch):
-    def unsupported(self, node):
+    def unsupported(self, node, **kwargs):
         raise NotSupportedError("contains lookup is not supported on this database backend.")
 
     monkeypatch.setattr(SimulatedBackend, "_used_cards", unsupported)
