@@ -33,7 +33,7 @@ from instances.errors import InstanceError
 from instances.lifecycle import instance_transition
 from instances.models import Instance
 from instances.services import instance_start
-from providers import PermanentBackendError, backend_aliases, get_backend
+from providers import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 
 logger = logging.getLogger(__name__)
 S = Instance.Status
@@ -133,6 +133,27 @@ def preemptions_finish_due(*, now: datetime | None = None) -> int:
     return finished
 
 
+def _held_by_engines() -> dict[str, set[str] | None]:
+    """Per alias whose provider ``requeues_preempted``: the keys of the machines it still holds (queued
+    or running); None when it cannot be asked now (its preempted instances then wait for the next pass).
+    A preempted instance the provider does not hold (its job was lost with its node, or cancelled) is
+    the console's to start again."""
+    held: dict[str, set[str] | None] = {}
+    for alias in backend_aliases():
+        backend = get_backend(alias)
+        if not backend.requeues_preempted:
+            continue
+        try:
+            held[alias] = {
+                m.key
+                for m in backend.machines()
+                if m.observed in (Observed.PREEMPTED, Observed.PENDING, Observed.RUNNING, Observed.DEGRADED)
+            }
+        except (TransientBackendError, PermanentBackendError):
+            held[alias] = None
+    return held
+
+
 def instances_requeue() -> int:
     """Start preempted instances again, oldest preemption first, where free cards allow; returns how many.
 
@@ -142,13 +163,13 @@ def instances_requeue() -> int:
     """
     started = 0
     refused: dict[tuple[int, int], int] = {}  # (region, model) -> smallest card count that did not fit
-    waiting = (
-        Instance.objects.select_related("gpu_model", "image", "region", "owner")
-        .filter(status=S.PREEMPTED)
-        # An engine that requeued the machine itself boots it again itself: the sync follows it.
-        .exclude(backend_alias__in=[a for a in backend_aliases() if get_backend(a).requeues_preempted])
-    )
+    waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner").filter(status=S.PREEMPTED)
+    held = _held_by_engines() if waiting.exists() else {}
     for instance in waiting.order_by("status_changed_at", "pk"):
+        if instance.backend_alias in held and (
+            held[instance.backend_alias] is None or instance.key in held[instance.backend_alias]
+        ):
+            continue  # the engine requeued it and boots it again itself: the sync follows it
         shape = (instance.region_id, instance.gpu_model_id)
         if instance.gpu_count >= refused.get(shape, 10**6):
             continue

@@ -613,6 +613,7 @@ def _spec(instance: Instance) -> InstanceSpec:
         peer_nodes=tuple(instance.extra_nodes or ()),
         interruptible=instance.tier == Instance.Tier.INTERRUPTIBLE,
         checkpoint_command=instance.checkpoint_command or "",
+        pin=bool(instance.displaced_others),
     )
 
 

@@ -126,6 +126,9 @@ class InstanceSpec:
     # The owner's checkpoint command, run in the machine before a preemption takes it (``checkpoint``,
     # or the engine's own grace signal); empty: none.
     checkpoint_command: str = ""
+    # The console took the cards on ``node`` (and ``peer_nodes``) from machines it preempted: run there,
+    # not where the provider would choose (an engine that preempts by itself would take others' too).
+    pin: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ class Cluster:
         return int(out.strip().split(";")[0])
 
     def node_state(self, node: str) -> str:
-        return self.run("sinfo", "-h", "-N", "-n", node, "-o", "%t").strip()
+        # One line per partition the node is in (gpu and spot): the state is the node's, the same on each.
+        return (self.run("sinfo", "-h", "-N", "-n", node, "-o", "%t").split() or [""])[0]
 
     def cancel_test_jobs(self) -> None:
         """Cancel every job of the tests and wait (boundedly) until Slurm has ended them, so the next
@@ -96,7 +97,7 @@ class Cluster:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             state = self.node_state(node)
-            if state == "idle":
+            if state in ("idle", "mix", "alloc"):  # in service (a job may already have landed on it)
                 return
             if state.startswith(("down", "drain", "fail")):
                 self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)

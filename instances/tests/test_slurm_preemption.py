@@ -14,6 +14,7 @@ from django.utils import timezone
 from billing.models import Meter
 from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, Region
+from instances.reconciler import instances_reconcile
 from instances.services import instance_launch, instance_release, instance_sync
 from instances.tests.conftest import committed
 from instances.tests.local_helpers import wait_running, wait_until
@@ -147,3 +148,64 @@ def test_the_console_shows_slurms_preemption_and_bills_only_the_running_time(on_
         instance_release(instance=instance)
     wait_until(lambda: status_is(S.RELEASED), timeout=30, interval=0.25, what="the release")
     assert slurm_cluster.active(f"{PREFIX}{instance.key}") == []
+
+
+def test_the_console_fills_the_cluster_with_spot_instances_and_an_on_demand_launch_takes_one_node(
+    on_slurm, slurm_cluster, rich_alice, settings
+):
+    """The issue's test through the console: three interruptible instances fill the cluster; an
+    on-demand launch preempts one (the console's choice): its checkpoint runs on the node, Slurm
+    requeues its job after the grace period, the on-demand instance runs; when it is released the spot
+    instance runs again, same job. Each step billed: the victim's meter stops at the preemption and a
+    new one starts when it runs again; the on-demand instance's from when it runs."""
+    settings.INSTANCES_PREEMPTION_GRACE_S = 2
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 32  # four 8-card instances
+    on_slurm(services=())
+
+    def launch_tier(name: str, tier: str, command: str = "") -> Instance:
+        with committed():
+            return instance_launch(
+                user=rich_alice,
+                region=Region.objects.get(slug="slurm-local"),
+                gpu_model=GpuModel.objects.get(slug="h200"),
+                gpu_count=8,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=20,
+                name=name,
+                tier=tier,
+                checkpoint_command=command,
+            )
+
+    spots = [launch_tier(f"spot-{n}", Instance.Tier.INTERRUPTIBLE, CHECKPOINT) for n in range(3)]
+    for spot in spots:
+        wait_running(spot, timeout=60)
+
+    on_demand = launch_tier("urgent", Instance.Tier.ON_DEMAND)
+    victims = [s for s in spots if Instance.objects.get(pk=s.pk).status == S.PREEMPTING]
+    assert len(victims) == 1
+    victim = Instance.objects.get(pk=victims[0].pk)
+    job_id = victim.backend_state["job_id"]
+    first = Meter.objects.get(ref=gpu_meter_ref(victim.pk))
+    assert first.stopped_at == victim.status_changed_at  # billing stopped at the second of preemption
+    home = get_backend(victim.backend_alias).root / victim.key / "home"
+    wait_until(lambda: (home / "checkpoint.txt").exists(), timeout=20, what="the checkpoint on the node")
+
+    def reconciled(instance: Instance, wanted: str) -> bool:
+        with committed():
+            instances_reconcile()
+        instance.refresh_from_db()
+        return instance.status == wanted
+
+    wait_until(lambda: reconciled(victim, S.PREEMPTED), timeout=30, interval=0.5, what="the power-off")
+    wait_until(lambda: slurm_cluster.job(job_id)["restart_cnt"] == 1, timeout=30, what="Slurm's requeue")
+    wait_until(lambda: reconciled(on_demand, S.RUNNING), timeout=60, interval=0.5, what="the on-demand instance")
+    assert Instance.objects.get(pk=victim.pk).status == S.PREEMPTED  # held in Slurm's queue meanwhile
+    assert sum(Instance.objects.get(pk=s.pk).status == S.RUNNING for s in spots) == 2
+
+    with committed():
+        instance_release(instance=on_demand)
+    wait_until(lambda: reconciled(victim, S.RUNNING), timeout=60, interval=0.5, what="the spot instance again")
+    assert victim.backend_state["job_id"] == job_id  # the same job, requeued, its second run
+    meters = list(Meter.objects.filter(ref=gpu_meter_ref(victim.pk)).order_by("started_at"))
+    assert len(meters) == 2 and meters[0].stopped_at < meters[1].started_at and meters[1].stopped_at is None
+    assert meters[1].started_at == victim.running_since

@@ -504,9 +504,12 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "extra": list(self.options.get("SBATCH_ARGS") or ()),
             "rest_extra": dict(self.options.get("REST_JOB") or {}),
         }
-        if self.options.get("PIN_NODE") and spec.node:
-            job["extra"].append(f"--nodelist={spec.node}")
-            job["rest_extra"]["required_nodes"] = [spec.node]
+        if (self.options.get("PIN_NODE") or spec.pin) and spec.node:
+            # Where the console placed it; always for work that took preempted machines' cards, so
+            # that Slurm does not preempt a second machine elsewhere while the first winds down.
+            names = [spec.node, *spec.peer_nodes] if spec.pin else [spec.node]
+            job["extra"].append(f"--nodelist={','.join(names)}")
+            job["rest_extra"]["required_nodes"] = names
         job_id = self.api.submit(script=self._script(key), job=job)
         return {
             "v": STATE_VERSION,
