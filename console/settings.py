@@ -512,6 +512,8 @@ BILLING_TOPUP_MAX_FEN = int(os.environ.get("BILLING_TOPUP_MAX_FEN", "5000000")) 
 BILLING_TOPUP_PRESETS_FEN = [1000, 5000, 10000, 50000]  # ¥10, ¥50, ¥100, ¥500
 BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a late payment still credits)
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
+# The staff menu's badge: quota requests waiting for a decision (one COUNT, only for staff, only when shown).
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("instances.context_processors.quota_waiting")
 
 # --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
@@ -626,6 +628,9 @@ INSTANCES_PREEMPTION_GRACE_S = int(os.environ.get("INSTANCES_PREEMPTION_GRACE_S"
 # reconciler asks its provider again; pages never ask (instances.entry_points).
 INSTANCES_ENTRY_POINTS_REFRESH_S = 600
 INSTANCES_QUOTA_MAX_DAYS = 365
+# The promise to users: a quota request is decided within this many minutes. Staff are e-mailed at once,
+# the staff menu counts what waits, and the review page sorts by this deadline (overdue first).
+INSTANCES_QUOTA_REVIEW_SLA_MIN = int(os.environ.get("INSTANCES_QUOTA_REVIEW_SLA_MIN", "30"))
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
 # With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK

@@ -11,9 +11,11 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.contrib.auth import get_user_model
+from django.core.mail import EmailMessage, get_connection, send_mail
 from django.db import connection, transaction
 from django.db.models import F, Max, Sum
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -145,7 +147,52 @@ def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days
             user=user, gpu_model=gpu_model, cards=cards, duration_days=duration_days, reason=reason.strip()
         )
         _quota_audit(request=request, actor=user, action="requested", cards=cards, duration_days=duration_days)
+        # After the commit: staff must never be told of a request that rolled back.
+        transaction.on_commit(lambda: quota_request_staff_alert(request=request))
     return request
+
+
+def quota_request_staff_alert(*, request: QuotaRequest) -> int:
+    """E-mail every active staff member that a request waits, with its deadline: the seed promises a
+    decision within ``INSTANCES_QUOTA_REVIEW_SLA_MIN`` minutes, so nobody should have to poll the queue.
+
+    One message per staff member (not one with everyone in To:), so no address is shown to the others.
+    Mail failing must not fail the user's request: it is logged, and the staff menu's badge still counts it.
+    Returns the number of messages sent.
+    """
+    User = get_user_model()
+    recipients = list(
+        User.objects.filter(is_staff=True, is_active=True).exclude(email="").values_list("email", flat=True)
+    )
+    if not recipients:
+        return 0
+    sla = settings.INSTANCES_QUOTA_REVIEW_SLA_MIN
+    due = timezone.localtime(request.created_at + timedelta(minutes=sla))
+    subject = _("Quota request: %(user)s asks for %(n)d %(gpu)s cards") % {
+        "user": request.user.email,
+        "n": request.cards,
+        "gpu": request.gpu_model.name,
+    }
+    body = _(
+        "%(user)s asks for %(n)d %(gpu)s cards for %(days)d days.\n\nReason: %(reason)s\n\n"
+        "Please decide by %(due)s (within %(sla)d minutes) on the console's review page, %(url)s."
+    ) % {
+        "user": request.user.email,
+        "n": request.cards,
+        "gpu": request.gpu_model.name,
+        "days": request.duration_days,
+        "reason": request.reason,
+        "due": due.strftime("%Y-%m-%d %H:%M"),
+        "sla": sla,
+        "url": reverse("quota_review"),
+    }
+    messages = [EmailMessage(subject, body, None, [address]) for address in recipients]
+    try:
+        with get_connection() as mail:
+            return mail.send_messages(messages) or 0
+    except Exception:
+        logger.warning("staff alert for quota request %s could not be sent", request.pk, exc_info=True)
+        return 0
 
 
 def _quota_decided_notify(request: QuotaRequest) -> None:
