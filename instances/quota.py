@@ -18,6 +18,7 @@ from django.db.models import F, Max, Sum
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import override
 
 from core.live import notify_user
 from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
@@ -161,22 +162,12 @@ def quota_request_staff_alert(*, request: QuotaRequest) -> int:
     Returns the number of messages sent.
     """
     User = get_user_model()
-    recipients = list(
-        User.objects.filter(is_staff=True, is_active=True).exclude(email="").values_list("email", flat=True)
-    )
+    recipients = list(User.objects.filter(is_staff=True, is_active=True).exclude(email=""))
     if not recipients:
         return 0
     sla = settings.INSTANCES_QUOTA_REVIEW_SLA_MIN
     due = timezone.localtime(request.created_at + timedelta(minutes=sla))
-    subject = _("Quota request: %(user)s asks for %(n)d %(gpu)s cards") % {
-        "user": request.user.email,
-        "n": request.cards,
-        "gpu": request.gpu_model.name,
-    }
-    body = _(
-        "%(user)s asks for %(n)d %(gpu)s cards for %(days)d days.\n\nReason: %(reason)s\n\n"
-        "Please decide by %(due)s (within %(sla)d minutes) on the console's review page, %(url)s."
-    ) % {
+    values = {
         "user": request.user.email,
         "n": request.cards,
         "gpu": request.gpu_model.name,
@@ -186,7 +177,19 @@ def quota_request_staff_alert(*, request: QuotaRequest) -> int:
         "sla": sla,
         "url": reverse("quota_review"),
     }
-    messages = [EmailMessage(subject, body, None, [address]) for address in recipients]
+    messages = []
+    for staff in recipients:
+        # In the staff member's language (or the console's), not the requester's, which is active here.
+        with override(getattr(staff, "language", None) or settings.LANGUAGE_CODE):
+            subject = _("Quota request: %(user)s asks for %(n)d %(gpu)s cards") % values
+            body = (
+                _(
+                    "%(user)s asks for %(n)d %(gpu)s cards for %(days)d days.\n\nReason: %(reason)s\n\n"
+                    "Please decide by %(due)s (within %(sla)d minutes) on the console's review page, %(url)s."
+                )
+                % values
+            )
+        messages.append(EmailMessage(subject, body, None, [staff.email]))
     try:
         with get_connection() as mail:
             return mail.send_messages(messages) or 0

@@ -172,3 +172,12 @@ def test_the_capacity_table_costs_a_fixed_number_of_queries(rich_alice, staff):
     with CaptureQueriesContext(connection) as queries:
         selectors.quota_capacity_overview()
     assert len(queries) == 5
+
+
+def test_staff_read_the_alert_in_the_consoles_language_not_the_requesters(rich_alice, staff):
+    from django.utils import translation
+
+    mail.outbox.clear()
+    with translation.override("zh-hans"), committed():
+        _ask(rich_alice, cards=20)
+    assert [m.subject for m in mail.outbox] == ["Quota request: alice@example.com asks for 20 A800 80GB cards"]
