@@ -303,9 +303,10 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
     per GPU model the cards granted beyond the base quota, asked for by waiting requests, and a forecast.
 
     Quotas and grants are per model, not per region (a grant may be used in any region offering the
-    model), so granted and asked cards are per model; the forecast compares the cards held now plus
-    every waiting request's cards with the healthy total: the demand if every request were approved and
-    used at once. Five queries, whatever the fleet's size.
+    model), so granted and asked cards are per model. The forecast is the demand if every waiting request
+    were approved and used at once: the cards held now plus what each request adds beyond the cards its
+    user already holds of the model (a request asks for a total, not for more on top), against the
+    healthy total. Six queries, whatever the fleet's size.
     """
     now = now or timezone.now()
     cards = (
@@ -317,27 +318,33 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
         )
         .order_by()
     )
-    held = {
-        (row["region_id"], row["gpu_model_id"]): row["n"]
-        for row in Instance.objects.filter(status__in=Instance.HOLDING_GPUS)
-        .values("region_id", "gpu_model_id")
+    held: dict[tuple[int, int], int] = {}  # (region, model) -> cards
+    held_by_user: dict[tuple[int, int], int] = {}  # (model, owner) -> cards
+    for row in (
+        Instance.objects.filter(status__in=Instance.HOLDING_GPUS)
+        .values("region_id", "gpu_model_id", "owner_id")
         .annotate(n=Sum(F("gpu_count") * F("node_count")))
         .order_by()
-    }
-    requests = {
-        row["gpu_model_id"]: row
-        for row in QuotaRequest.objects.filter(
-            Q(status=QuotaRequest.Status.PENDING) | Q(status=QuotaRequest.Status.APPROVED, expires_at__gt=now)
-        )
+    ):
+        held[row["region_id"], row["gpu_model_id"]] = held.get((row["region_id"], row["gpu_model_id"]), 0) + row["n"]
+        owner = (row["gpu_model_id"], row["owner_id"])
+        held_by_user[owner] = held_by_user.get(owner, 0) + row["n"]
+    requests: dict[int, dict] = {
+        row["gpu_model_id"]: {**row, "asked": 0, "extra": 0, "waiting": 0}
+        for row in QuotaRequest.objects.filter(status=QuotaRequest.Status.APPROVED, expires_at__gt=now)
         .values("gpu_model_id")
-        .annotate(
-            granted=Coalesce(Sum("granted_cards", filter=Q(status=QuotaRequest.Status.APPROVED)), 0),
-            grants=Count("id", filter=Q(status=QuotaRequest.Status.APPROVED)),
-            asked=Coalesce(Sum("cards", filter=Q(status=QuotaRequest.Status.PENDING)), 0),
-            waiting=Count("id", filter=Q(status=QuotaRequest.Status.PENDING)),
-        )
+        .annotate(granted=Sum("granted_cards"), grants=Count("id"))
         .order_by()
     }
+    for user_id, gpu_id, asked in QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING).values_list(
+        "user_id", "gpu_model_id", "cards"
+    ):
+        row = requests.setdefault(
+            gpu_id, {"gpu_model_id": gpu_id, "granted": 0, "grants": 0, "asked": 0, "extra": 0, "waiting": 0}
+        )
+        row["asked"] += asked
+        row["extra"] += max(asked - held_by_user.get((gpu_id, user_id), 0), 0)
+        row["waiting"] += 1
     regions = {r.pk: r for r in Region.objects.all()}
     models = {g.pk: g for g in GpuModel.objects.all()}
     by_region: dict[int, list[dict]] = {}
@@ -360,12 +367,13 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
     for gpu_id, model in by_model.items():
         asked = requests.get(gpu_id, {})
         model.update(
-            granted=asked.get("granted", 0),
+            granted=asked.get("granted") or 0,
             grants=asked.get("grants", 0),
             asked=asked.get("asked", 0),
+            extra=asked.get("extra", 0),
             waiting=asked.get("waiting", 0),
         )
-        model["forecast"] = model["held"] + model["asked"]
+        model["forecast"] = model["held"] + model["extra"]
         model["forecast_pct"] = model["forecast"] * 100 // model["total"] if model["total"] else None
         model["fits"] = model["forecast"] <= model["total"]
     order = lambda gpu: (gpu.sort_order, gpu.name)  # noqa: E731

@@ -171,7 +171,7 @@ def test_the_capacity_table_costs_a_fixed_number_of_queries(rich_alice, staff):
     launch(rich_alice, count=2)
     with CaptureQueriesContext(connection) as queries:
         selectors.quota_capacity_overview()
-    assert len(queries) == 5
+    assert len(queries) == 6
 
 
 def test_staff_read_the_alert_in_the_consoles_language_not_the_requesters(rich_alice, staff):
@@ -181,3 +181,11 @@ def test_staff_read_the_alert_in_the_consoles_language_not_the_requesters(rich_a
     with translation.override("zh-hans"), committed():
         _ask(rich_alice, cards=20)
     assert [m.subject for m in mail.outbox] == ["Quota request: alice@example.com asks for 20 A800 80GB cards"]
+
+
+def test_the_forecast_counts_only_what_a_request_adds_to_the_cards_its_user_holds(rich_alice, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 8
+    launch(rich_alice, count=4)
+    _ask(rich_alice, cards=16)  # a total of 16: 12 more than the 4 held
+    a800 = next(m for m in selectors.quota_capacity_overview()["gpu_models"] if m["gpu_model"].slug == "a800-80g")
+    assert (a800["held"], a800["asked"], a800["extra"], a800["forecast"]) == (4, 16, 12, 16)
