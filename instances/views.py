@@ -196,7 +196,11 @@ def quota(request: HttpRequest) -> HttpResponse:
         except errors.InstanceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
-            messages.success(request, _("Request sent. Staff usually decide within a working day."))
+            messages.success(
+                request,
+                _("Request sent. Staff have been alerted and decide within %(n)d minutes; you will be told by e-mail.")
+                % {"n": settings.INSTANCES_QUOTA_REVIEW_SLA_MIN},
+            )
             return redirect("quota")
     return render(
         request,

@@ -189,3 +189,12 @@ def test_the_forecast_counts_only_what_a_request_adds_to_the_cards_its_user_hold
     _ask(rich_alice, cards=16)  # a total of 16: 12 more than the 4 held
     a800 = next(m for m in selectors.quota_capacity_overview()["gpu_models"] if m["gpu_model"].slug == "a800-80g")
     assert (a800["held"], a800["asked"], a800["extra"], a800["forecast"]) == (4, 16, 12, 16)
+
+
+def test_the_requester_is_told_the_promised_time(rich_alice, alice_client, settings):
+    settings.INSTANCES_QUOTA_REVIEW_SLA_MIN = 20
+    gpu = GpuModel.objects.get(slug="h800")
+    response = alice_client.post(
+        reverse("quota"), {"gpu_model": gpu.pk, "cards": 16, "duration_days": 14, "reason": "Run"}, follow=True
+    )
+    assert "decide within 20 minutes" in response.content.decode()
