@@ -153,7 +153,7 @@ def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days
     return request
 
 
-def quota_request_staff_alert(*, request: QuotaRequest) -> int:
+def quota_request_staff_alert(*, request: QuotaRequest, overdue: bool = False) -> int:
     """E-mail every active staff member that a request waits, with its deadline: the seed promises a
     decision within ``INSTANCES_QUOTA_REVIEW_SLA_MIN`` minutes, so nobody should have to poll the queue.
 
@@ -181,7 +181,11 @@ def quota_request_staff_alert(*, request: QuotaRequest) -> int:
     for staff in recipients:
         # In the staff member's language (or the console's), not the requester's, which is active here.
         with override(getattr(staff, "language", None) or settings.LANGUAGE_CODE):
-            subject = _("Quota request: %(user)s asks for %(n)d %(gpu)s cards") % values
+            if overdue:
+                subject = _("Overdue quota request: %(user)s has waited over %(sla)d minutes for %(n)d %(gpu)s cards")
+            else:
+                subject = _("Quota request: %(user)s asks for %(n)d %(gpu)s cards")
+            subject %= values
             body = (
                 _(
                     "%(user)s asks for %(n)d %(gpu)s cards for %(days)d days.\n\nReason: %(reason)s\n\n"
@@ -196,6 +200,37 @@ def quota_request_staff_alert(*, request: QuotaRequest) -> int:
     except Exception:
         logger.warning("staff alert for quota request %s could not be sent", request.pk, exc_info=True)
         return 0
+
+
+def quota_requests_overdue_escalate(*, now: datetime | None = None) -> int:
+    """Periodic: e-mail staff once more about each request still waiting past the SLA.
+
+    Once per request: the escalation is recorded as an ``overdue`` audit row, written under the
+    request's row lock with the check that none exists, so repeated or concurrent runs send one mail.
+    Returns the number of requests escalated.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+    late = (
+        QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING, created_at__lte=cutoff)
+        .exclude(audit__action="overdue")
+        .values_list("pk", flat=True)
+    )
+    escalated = 0
+    for request_id in list(late):
+        with transaction.atomic():
+            request = (
+                QuotaRequest.objects.select_for_update()
+                .select_related("user", "gpu_model")
+                .filter(pk=request_id, status=QuotaRequest.Status.PENDING)
+                .first()
+            )
+            if request is None or request.audit.filter(action="overdue").exists():
+                continue  # decided meanwhile, or another run escalated it first
+            _quota_audit(request=request, actor=None, action="overdue", sla_min=settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+            transaction.on_commit(lambda request=request: quota_request_staff_alert(request=request, overdue=True))
+            escalated += 1
+    return escalated
 
 
 def _quota_decided_notify(request: QuotaRequest) -> None:

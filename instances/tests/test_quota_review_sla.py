@@ -13,7 +13,8 @@ from django.utils import timezone
 from accounts.tests.factories import UserFactory
 from instances import selectors, services
 from instances.models import GpuModel, QuotaRequest, Region
-from instances.quota import quota_request_approve, quota_request_create
+from instances.quota import quota_request_approve, quota_request_create, quota_requests_overdue_escalate
+from instances.tasks import quota_requests_overdue_task
 from instances.tests.conftest import committed, launch
 
 
@@ -198,3 +199,30 @@ def test_the_requester_is_told_the_promised_time(rich_alice, alice_client, setti
         reverse("quota"), {"gpu_model": gpu.pk, "cards": 16, "duration_days": 14, "reason": "Run"}, follow=True
     )
     assert "decide within 20 minutes" in response.content.decode()
+
+
+def test_a_request_past_the_sla_is_escalated_to_staff_once(rich_alice, bob, staff, settings):
+    settings.INSTANCES_QUOTA_REVIEW_SLA_MIN = 30
+    late = _ask(rich_alice, minutes_ago=31)
+    _ask(bob, minutes_ago=29)  # not yet due
+    mail.outbox.clear()
+    with committed():
+        assert quota_requests_overdue_escalate() == 1
+    with committed():
+        assert quota_requests_overdue_task() == 0  # the beat's task: already escalated, no second mail
+    assert [m.subject for m in mail.outbox] == [
+        "Overdue quota request: alice@example.com has waited over 30 minutes for 16 A800 80GB cards"
+    ]
+    assert list(late.audit.values_list("action", flat=True)) == ["requested", "overdue"]
+
+
+def test_a_decided_request_is_not_escalated(rich_alice, staff, settings):
+    settings.INSTANCES_QUOTA_REVIEW_SLA_MIN = 30
+    request = _ask(rich_alice, minutes_ago=45)
+    quota_request_approve(request_id=request.pk, staff=staff)
+    assert quota_requests_overdue_escalate() == 0
+
+
+def test_the_escalation_runs_on_the_beat(settings):
+    entry = settings.CELERY_BEAT_SCHEDULE["instances-quota-overdue"]
+    assert entry["task"] == "instances.tasks.quota_requests_overdue_task"
