@@ -514,6 +514,8 @@ BILLING_TOPUP_MAX_FEN = int(os.environ.get("BILLING_TOPUP_MAX_FEN", "5000000")) 
 BILLING_TOPUP_PRESETS_FEN = [1000, 5000, 10000, 50000]  # ¥10, ¥50, ¥100, ¥500
 BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a late payment still credits)
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
+# The staff menu's badge: quota requests waiting for a decision (one COUNT, only for staff, only when shown).
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("instances.context_processors.quota_waiting")
 
 # --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
@@ -628,6 +630,9 @@ INSTANCES_PREEMPTION_GRACE_S = int(os.environ.get("INSTANCES_PREEMPTION_GRACE_S"
 # reconciler asks its provider again; pages never ask (instances.entry_points).
 INSTANCES_ENTRY_POINTS_REFRESH_S = 600
 INSTANCES_QUOTA_MAX_DAYS = 365
+# The promise to users: a quota request is decided within this many minutes. Staff are e-mailed at once,
+# the staff menu counts what waits, and the review page sorts by this deadline (overdue first).
+INSTANCES_QUOTA_REVIEW_SLA_MIN = int(os.environ.get("INSTANCES_QUOTA_REVIEW_SLA_MIN", "30"))
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
 # With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK
@@ -649,6 +654,8 @@ CELERY_BEAT_SCHEDULE.update(
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
         "instances-auto-stop": {"task": "instances.tasks.instances_auto_stop_task", "schedule": 30.0},
         "instances-quota-expire": {"task": "instances.tasks.quota_grants_expire_task", "schedule": 300.0},
+        # A request past INSTANCES_QUOTA_REVIEW_SLA_MIN: staff are e-mailed once more (once per request).
+        "instances-quota-overdue": {"task": "instances.tasks.quota_requests_overdue_task", "schedule": 60.0},
     }
 )
 INSTANCES_REDRIVE_AFTER_S = 60  # a busy instance whose task vanished is re-driven after this long

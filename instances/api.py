@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import Prefetch
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -23,6 +24,7 @@ from drf_spectacular.utils import (
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -539,3 +541,170 @@ class _BearerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer"}
+
+
+# --- Staff: the quota review queue ---------------------------------------------------------------------------
+
+
+class StaffQuotaRequestSerializer(serializers.ModelSerializer):
+    """A request as staff review it: who asked, and its age against the review SLA while it waits."""
+
+    user = serializers.EmailField(source="user.email", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    decided_by = serializers.EmailField(source="decided_by.email", read_only=True, allow_null=True, default=None)
+    age_min = serializers.SerializerMethodField(help_text="Minutes since it was sent (while pending; else null).")
+    sla_min = serializers.SerializerMethodField(help_text="INSTANCES_QUOTA_REVIEW_SLA_MIN: minutes promised.")
+    overdue = serializers.SerializerMethodField(help_text="Pending for longer than the SLA.")
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "user",
+            "gpu_model",
+            "cards",
+            "duration_days",
+            "reason",
+            "status",
+            "granted_cards",
+            "message",
+            "decided_by",
+            "decided_at",
+            "expires_at",
+            "created_at",
+            "age_min",
+            "sla_min",
+            "overdue",
+        ]
+        read_only_fields = fields
+
+    def _age(self, obj: QuotaRequest) -> int | None:
+        if obj.status != QuotaRequest.Status.PENDING:
+            return None
+        return max(int((timezone.now() - obj.created_at).total_seconds() // 60), 0)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_age_min(self, obj: QuotaRequest) -> int | None:
+        return self._age(obj)
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_sla_min(self, obj: QuotaRequest) -> int:
+        return int(settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_overdue(self, obj: QuotaRequest) -> bool:
+        age = self._age(obj)
+        return age is not None and age >= settings.INSTANCES_QUOTA_REVIEW_SLA_MIN
+
+
+class StaffQuotaListQuery(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["all", *QuotaRequest.Status.values],
+        default=QuotaRequest.Status.PENDING,
+        help_text="pending (the default: the queue, most urgent first), all, or one status (newest first).",
+    )
+
+
+class StaffQuotaApproveSerializer(serializers.Serializer):
+    cards = serializers.IntegerField(
+        min_value=1, required=False, help_text="Cards to grant, at most those asked (default: all of them)."
+    )
+    days = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.INSTANCES_QUOTA_MAX_DAYS,
+        required=False,
+        help_text="How long the grant lasts from now (default: the days asked).",
+    )
+    message = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class StaffQuotaDenySerializer(serializers.Serializer):
+    message = serializers.CharField(max_length=2000, help_text="Why: the user reads it.")
+
+    def validate_message(self, value: str) -> str:
+        if not value.strip():
+            raise ValidationError(_("Tell the user why."))
+        return value
+
+
+_staff_decision_responses = {
+    200: StaffQuotaRequestSerializer,
+    409: OpenApiResponse(description=_("invalid_state: the request was already decided")),
+}
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="Quota requests (staff): the waiting queue, most urgent first, or all",
+        tags=["staff"],
+        parameters=[StaffQuotaListQuery],
+    ),
+    retrieve=extend_schema(summary="One quota request (staff)", tags=["staff"]),
+)
+class StaffQuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Staff decide quota requests here as on the review page: the same services, the same checks, the
+    same e-mails and audit rows. Anyone else is refused (403) before any row is read."""
+
+    serializer_class = StaffQuotaRequestSerializer
+    permission_classes = [IsAdminUser]
+
+    def get_queryset(self):
+        queryset = QuotaRequest.objects.select_related("user", "gpu_model", "decided_by")
+        if self.action != "list":
+            return queryset
+        query = StaffQuotaListQuery(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        wanted = query.validated_data["status"]
+        if wanted == QuotaRequest.Status.PENDING:
+            # One SLA for all: the oldest request has the earliest deadline.
+            return queryset.filter(status=wanted).order_by("created_at", "id")
+        if wanted != "all":
+            queryset = queryset.filter(status=wanted)
+        return queryset.order_by("-created_at", "-id")
+
+    def _decided(self, request: QuotaRequest) -> Response:
+        fresh = QuotaRequest.objects.select_related("user", "gpu_model", "decided_by").get(pk=request.pk)
+        return Response(StaffQuotaRequestSerializer(fresh).data)
+
+    @extend_schema(
+        summary="Approve a quota request (staff)",
+        tags=["staff"],
+        request=StaffQuotaApproveSerializer,
+        responses=_staff_decision_responses,
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        target = self.get_object()
+        body = StaffQuotaApproveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            decided = quota.quota_request_approve(
+                request_id=target.pk,
+                staff=request.user,
+                cards=data.get("cards"),
+                days=data.get("days"),
+                message=data["message"],
+            )
+        except errors.InstanceError as exc:
+            _raise(exc)
+        return self._decided(decided)
+
+    @extend_schema(
+        summary="Decline a quota request with a reason (staff)",
+        tags=["staff"],
+        request=StaffQuotaDenySerializer,
+        responses=_staff_decision_responses,
+    )
+    @action(detail=True, methods=["post"])
+    def deny(self, request, pk=None):
+        target = self.get_object()
+        body = StaffQuotaDenySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            decided = quota.quota_request_deny(
+                request_id=target.pk, staff=request.user, message=body.validated_data["message"]
+            )
+        except errors.InstanceError as exc:
+            _raise(exc)
+        return self._decided(decided)

@@ -6,6 +6,7 @@ from instances import api
 router = SimpleRouter()
 router.register("instances", api.InstanceViewSet, basename="api-instance")
 router.register("quota/requests", api.QuotaRequestViewSet, basename="api-quota-request")
+router.register("staff/quota/requests", api.StaffQuotaRequestViewSet, basename="api-staff-quota-request")
 
 urlpatterns = [
     path("catalogue/", api.CatalogueView.as_view(), name="api-catalogue"),

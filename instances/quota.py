@@ -11,11 +11,14 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.contrib.auth import get_user_model
+from django.core.mail import EmailMessage, get_connection, send_mail
 from django.db import connection, transaction
 from django.db.models import F, Max, Sum
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import override
 
 from core.live import notify_user
 from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
@@ -145,7 +148,89 @@ def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days
             user=user, gpu_model=gpu_model, cards=cards, duration_days=duration_days, reason=reason.strip()
         )
         _quota_audit(request=request, actor=user, action="requested", cards=cards, duration_days=duration_days)
+        # After the commit: staff must never be told of a request that rolled back.
+        transaction.on_commit(lambda: quota_request_staff_alert(request=request))
     return request
+
+
+def quota_request_staff_alert(*, request: QuotaRequest, overdue: bool = False) -> int:
+    """E-mail every active staff member that a request waits, with its deadline: the seed promises a
+    decision within ``INSTANCES_QUOTA_REVIEW_SLA_MIN`` minutes, so nobody should have to poll the queue.
+
+    One message per staff member (not one with everyone in To:), so no address is shown to the others.
+    Mail failing must not fail the user's request: it is logged, and the staff menu's badge still counts it.
+    Returns the number of messages sent.
+    """
+    User = get_user_model()
+    recipients = list(User.objects.filter(is_staff=True, is_active=True).exclude(email=""))
+    if not recipients:
+        return 0
+    sla = settings.INSTANCES_QUOTA_REVIEW_SLA_MIN
+    due = timezone.localtime(request.created_at + timedelta(minutes=sla))
+    values = {
+        "user": request.user.email,
+        "n": request.cards,
+        "gpu": request.gpu_model.name,
+        "days": request.duration_days,
+        "reason": request.reason,
+        "due": due.strftime("%Y-%m-%d %H:%M"),
+        "sla": sla,
+        "url": reverse("quota_review"),
+    }
+    messages = []
+    for staff in recipients:
+        # In the staff member's language (or the console's), not the requester's, which is active here.
+        with override(getattr(staff, "language", None) or settings.LANGUAGE_CODE):
+            if overdue:
+                subject = _("Overdue quota request: %(user)s has waited over %(sla)d minutes for %(n)d %(gpu)s cards")
+            else:
+                subject = _("Quota request: %(user)s asks for %(n)d %(gpu)s cards")
+            subject %= values
+            body = (
+                _(
+                    "%(user)s asks for %(n)d %(gpu)s cards for %(days)d days.\n\nReason: %(reason)s\n\n"
+                    "Please decide by %(due)s (within %(sla)d minutes) on the console's review page, %(url)s."
+                )
+                % values
+            )
+        messages.append(EmailMessage(subject, body, None, [staff.email]))
+    try:
+        with get_connection() as mail:
+            return mail.send_messages(messages) or 0
+    except Exception:
+        logger.warning("staff alert for quota request %s could not be sent", request.pk, exc_info=True)
+        return 0
+
+
+def quota_requests_overdue_escalate(*, now: datetime | None = None) -> int:
+    """Periodic: e-mail staff once more about each request still waiting past the SLA.
+
+    Once per request: the escalation is recorded as an ``overdue`` audit row, written under the
+    request's row lock with the check that none exists, so repeated or concurrent runs send one mail.
+    Returns the number of requests escalated.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+    late = (
+        QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING, created_at__lte=cutoff)
+        .exclude(audit__action="overdue")
+        .values_list("pk", flat=True)
+    )
+    escalated = 0
+    for request_id in list(late):
+        with transaction.atomic():
+            request = (
+                QuotaRequest.objects.select_for_update()
+                .select_related("user", "gpu_model")
+                .filter(pk=request_id, status=QuotaRequest.Status.PENDING)
+                .first()
+            )
+            if request is None or request.audit.filter(action="overdue").exists():
+                continue  # decided meanwhile, or another run escalated it first
+            _quota_audit(request=request, actor=None, action="overdue", sla_min=settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+            transaction.on_commit(lambda request=request: quota_request_staff_alert(request=request, overdue=True))
+            escalated += 1
+    return escalated
 
 
 def _quota_decided_notify(request: QuotaRequest) -> None:

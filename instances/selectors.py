@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
@@ -238,6 +241,149 @@ def quota_requests_for(*, user) -> QuerySet[QuotaRequest]:
 
 def quota_requests_pending() -> QuerySet[QuotaRequest]:
     return QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING).select_related("user", "gpu_model")
+
+
+def quota_requests_waiting_count() -> int:
+    """How many requests wait for staff: the staff menu's badge, on every page, so one COUNT."""
+    return QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING).count()
+
+
+@dataclass(frozen=True)
+class QuotaReviewItem:
+    """A waiting request measured against the review SLA (``INSTANCES_QUOTA_REVIEW_SLA_MIN``)."""
+
+    request: QuotaRequest
+    age_min: int  # minutes since it was sent
+    sla_min: int
+    due_at: datetime
+
+    @property
+    def overdue(self) -> bool:
+        return self.age_min >= self.sla_min
+
+    @property
+    def minutes_left(self) -> int:
+        return max(self.sla_min - self.age_min, 0)
+
+    @property
+    def minutes_over(self) -> int:
+        return max(self.age_min - self.sla_min, 0)
+
+    @property
+    def sla_pct(self) -> int:
+        """How much of the SLA is used, capped at 100 for the bar."""
+        return min(100, self.age_min * 100 // max(self.sla_min, 1))
+
+    @property
+    def urgency(self) -> str:
+        """The badge colour: red when overdue, yellow in the last third of the SLA, green before."""
+        if self.overdue:
+            return "red"
+        return "yellow" if self.sla_pct >= 66 else "green"
+
+
+def quota_review_queue(*, now: datetime | None = None) -> list[QuotaReviewItem]:
+    """Waiting requests, most urgent first. One SLA for all, so the earliest deadline is the oldest
+    request: overdue ones come first, the most overdue at the top; ties go to the lower id."""
+    now = now or timezone.now()
+    sla = int(settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+    items = []
+    for request in quota_requests_pending().order_by("created_at", "id"):
+        age_min = max(int((now - request.created_at).total_seconds() // 60), 0)
+        items.append(
+            QuotaReviewItem(
+                request=request, age_min=age_min, sla_min=sla, due_at=request.created_at + timedelta(minutes=sla)
+            )
+        )
+    return items
+
+
+def quota_capacity_overview(*, now: datetime | None = None) -> dict:
+    """What staff weigh against the queue: per region and GPU model the cards in service, free and held;
+    per GPU model the cards granted beyond the base quota, asked for by waiting requests, and a forecast.
+
+    Quotas and grants are per model, not per region (a grant may be used in any region offering the
+    model), so granted and asked cards are per model. The forecast is the demand if every waiting request
+    were approved and used at once: the cards held now plus what each request adds beyond the cards its
+    user already holds of the model (a request asks for a total, not for more on top), against the
+    healthy total. Six queries, whatever the fleet's size.
+    """
+    now = now or timezone.now()
+    cards = (
+        Node.objects.values("region_id", "gpu_model_id")
+        .annotate(
+            total=Sum("total_cards", filter=Q(is_healthy=True)),
+            free=Sum("free_cards", filter=Q(is_healthy=True)),
+            out_of_service=Sum("total_cards", filter=Q(is_healthy=False)),
+        )
+        .order_by()
+    )
+    held: dict[tuple[int, int], int] = {}  # (region, model) -> cards
+    held_by_user: dict[tuple[int, int], int] = {}  # (model, owner) -> cards
+    for row in (
+        Instance.objects.filter(status__in=Instance.HOLDING_GPUS)
+        .values("region_id", "gpu_model_id", "owner_id")
+        .annotate(n=Sum(F("gpu_count") * F("node_count")))
+        .order_by()
+    ):
+        held[row["region_id"], row["gpu_model_id"]] = held.get((row["region_id"], row["gpu_model_id"]), 0) + row["n"]
+        owner = (row["gpu_model_id"], row["owner_id"])
+        held_by_user[owner] = held_by_user.get(owner, 0) + row["n"]
+    requests: dict[int, dict] = {
+        row["gpu_model_id"]: {**row, "asked": 0, "extra": 0, "waiting": 0}
+        for row in QuotaRequest.objects.filter(status=QuotaRequest.Status.APPROVED, expires_at__gt=now)
+        .values("gpu_model_id")
+        .annotate(granted=Sum("granted_cards"), grants=Count("id"))
+        .order_by()
+    }
+    for user_id, gpu_id, asked in QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING).values_list(
+        "user_id", "gpu_model_id", "cards"
+    ):
+        row = requests.setdefault(
+            gpu_id, {"gpu_model_id": gpu_id, "granted": 0, "grants": 0, "asked": 0, "extra": 0, "waiting": 0}
+        )
+        row["asked"] += asked
+        row["extra"] += max(asked - held_by_user.get((gpu_id, user_id), 0), 0)
+        row["waiting"] += 1
+    regions = {r.pk: r for r in Region.objects.all()}
+    models = {g.pk: g for g in GpuModel.objects.all()}
+    by_region: dict[int, list[dict]] = {}
+    by_model: dict[int, dict] = {}
+    for row in cards:
+        region, gpu = regions[row["region_id"]], models[row["gpu_model_id"]]
+        line = {
+            "gpu_model": gpu,
+            "total": row["total"] or 0,
+            "free": row["free"] or 0,
+            "out_of_service": row["out_of_service"] or 0,
+            "held": held.get((region.pk, gpu.pk), 0),
+        }
+        by_region.setdefault(region.pk, []).append(line)
+        model = by_model.setdefault(gpu.pk, {"gpu_model": gpu, "total": 0, "free": 0, "held": 0})
+        for key in ("total", "free", "held"):
+            model[key] += line[key]
+    for gpu_id in requests:  # a model asked for but with no node yet still shows
+        by_model.setdefault(gpu_id, {"gpu_model": models[gpu_id], "total": 0, "free": 0, "held": 0})
+    for gpu_id, model in by_model.items():
+        asked = requests.get(gpu_id, {})
+        model.update(
+            granted=asked.get("granted") or 0,
+            grants=asked.get("grants", 0),
+            asked=asked.get("asked", 0),
+            extra=asked.get("extra", 0),
+            waiting=asked.get("waiting", 0),
+        )
+        model["forecast"] = model["held"] + model["extra"]
+        model["forecast_pct"] = model["forecast"] * 100 // model["total"] if model["total"] else None
+        model["fits"] = model["forecast"] <= model["total"]
+    order = lambda gpu: (gpu.sort_order, gpu.name)  # noqa: E731
+    return {
+        "regions": [
+            {"region": regions[pk], "rows": sorted(rows, key=lambda r: order(r["gpu_model"]))}
+            for pk, rows in sorted(by_region.items(), key=lambda item: regions[item[0]].name)
+        ],
+        "gpu_models": sorted(by_model.values(), key=lambda r: order(r["gpu_model"])),
+    }
 
 
 def quota_request_context(*, request: QuotaRequest) -> dict:

@@ -150,5 +150,10 @@ def quota_grants_expire_task() -> int:
     return quota.quota_grants_expire()
 
 
+@shared_task(acks_late=True)
+def quota_requests_overdue_task() -> int:
+    return quota.quota_requests_overdue_escalate()
+
+
 def _busy(instance_id: str) -> bool:
     return Instance.objects.filter(pk=instance_id, status__in=Instance.BUSY).exists()

@@ -196,7 +196,11 @@ def quota(request: HttpRequest) -> HttpResponse:
         except errors.InstanceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
-            messages.success(request, _("Request sent. Staff usually decide within a working day."))
+            messages.success(
+                request,
+                _("Request sent. Staff have been alerted and decide within %(n)d minutes; you will be told by e-mail.")
+                % {"n": settings.INSTANCES_QUOTA_REVIEW_SLA_MIN},
+            )
             return redirect("quota")
     return render(
         request,
@@ -211,18 +215,31 @@ def quota(request: HttpRequest) -> HttpResponse:
 
 @staff_member_required
 def quota_review(request: HttpRequest) -> HttpResponse:
+    """The queue, most urgent first (each request's age against ``INSTANCES_QUOTA_REVIEW_SLA_MIN``), and
+    the capacity it draws on: per region the cards free and held, per model those granted and a forecast."""
     pending = [
         {
-            "request": r,
-            "context": selectors.quota_request_context(request=r),
-            "form": QuotaDecisionForm(initial={"cards": r.cards, "days": r.duration_days}),
+            "request": item.request,
+            "sla": item,
+            "context": selectors.quota_request_context(request=item.request),
+            "form": QuotaDecisionForm(initial={"cards": item.request.cards, "days": item.request.duration_days}),
         }
-        for r in selectors.quota_requests_pending()
+        for item in selectors.quota_review_queue()
     ]
     recent = QuotaRequest.objects.exclude(status=QuotaRequest.Status.PENDING).select_related(
         "user", "gpu_model", "decided_by"
     )[:20]
-    return render(request, "instances/quota_review.html", {"pending": pending, "recent": recent})
+    return render(
+        request,
+        "instances/quota_review.html",
+        {
+            "pending": pending,
+            "recent": recent,
+            "capacity": selectors.quota_capacity_overview(),
+            "sla_min": settings.INSTANCES_QUOTA_REVIEW_SLA_MIN,
+            "overdue": sum(1 for item in pending if item["sla"].overdue),
+        },
+    )
 
 
 @staff_member_required
