@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
 from gateway import files
+from gateway.api import MAX_DOWNLOAD
 from instances.models import Instance
 from instances.selectors import instance_get_for
 
@@ -30,6 +31,11 @@ class Row:
     entry: files.Entry
     path: str
     modified_at: datetime | None
+
+    @property
+    def downloadable(self) -> bool:
+        """The API reads a download whole, so it refuses very large files: those get no link."""
+        return self.entry.type == "file" and self.entry.size <= MAX_DOWNLOAD
 
 
 def _unavailable(instance: Instance) -> str:

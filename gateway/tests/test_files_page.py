@@ -94,3 +94,13 @@ def test_the_instance_page_links_to_its_files(world, client_for):
     instance = world["instance"]
     body = client_for(world["alice"].user).get(f"/instances/{instance.pk}/").content.decode()
     assert 'id="files-panel"' in body and f'href="{_page(instance)}"' in body
+
+
+def test_a_file_too_large_for_the_browser_gets_no_download_link(world, instance_sshd, client_for, monkeypatch):  # noqa: F811
+    monkeypatch.setattr("gateway.views.MAX_DOWNLOAD", 1000)
+    (instance_sshd / "big.bin").write_bytes(b"b" * 1001)
+    (instance_sshd / "small.txt").write_bytes(b"s" * 10)
+    html = client_for(world["alice"].user).get(_page(world["instance"]), {"partial": "listing", "path": "/"})
+    html = html.content.decode()
+    assert "files/content/?path=/small.txt" in html and "files/content/?path=/big.bin" not in html
+    assert "use scp or sftp through the SSH gateway" in html
