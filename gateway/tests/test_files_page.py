@@ -104,3 +104,15 @@ def test_a_file_too_large_for_the_browser_gets_no_download_link(world, instance_
     html = html.content.decode()
     assert "files/content/?path=/small.txt" in html and "files/content/?path=/big.bin" not in html
     assert "use scp or sftp through the SSH gateway" in html
+
+
+def test_the_page_itself_asks_no_provider(world, client_for, monkeypatch):
+    """Only the listing partial logs in to the machine; the page renders from the database alone."""
+    from providers.simulated.backend import SimulatedBackend
+
+    def refuse(self, **kwargs):
+        raise AssertionError("the files page asked the provider")
+
+    monkeypatch.setattr(SimulatedBackend, "ssh_target", refuse)
+    page = client_for(world["alice"].user).get(_page(world["instance"]))
+    assert page.status_code == 200 and 'hx-trigger="load"' in page.content.decode()
