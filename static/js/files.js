@@ -126,9 +126,7 @@
     show(say(strings.uploaded, { name: file.name }), "success");
   }
 
-  document.getElementById("files-pick").addEventListener("change", async (event) => {
-    const picked = Array.from(event.target.files);
-    event.target.value = "";
+  async function uploadAll(picked) {
     for (const file of picked) {
       try {
         await upload(file);
@@ -139,6 +137,25 @@
         refresh();
       }
     }
+  }
+
+  document.getElementById("files-pick").addEventListener("change", (event) => {
+    const picked = Array.from(event.target.files);
+    event.target.value = "";
+    uploadAll(picked);
+  });
+  // Files dropped anywhere on the card upload into the folder shown, as picked ones do.
+  root.addEventListener("dragover", (event) => {
+    if (!event.dataTransfer || !Array.from(event.dataTransfer.types).includes("Files")) return;
+    event.preventDefault();
+    root.classList.add("files-drop");
+  });
+  root.addEventListener("dragleave", () => root.classList.remove("files-drop"));
+  root.addEventListener("drop", (event) => {
+    if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+    event.preventDefault();
+    root.classList.remove("files-drop");
+    uploadAll(Array.from(event.dataTransfer.files).filter((file) => file.size || file.type));
   });
 
   document.getElementById("files-new-folder").addEventListener("click", async () => {

@@ -2,7 +2,8 @@
 alice makes a folder, uploads a file in chunks while the connection drops twice (once an answer is lost
 and the page resumes by itself from the size stat reports; once the page is reloaded mid-upload and the
 same file, picked again, resumes where it stopped), then sees it listed, downloads it whole and deletes
-it. The page fits a 1366 px laptop and a 390 px phone without scrolling sideways."""
+it; a file dropped on the page uploads too. The page fits a 1366 px laptop and a 390 px phone without
+scrolling sideways."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_an_upload_survives_dropped_connections_then_lists_downloads_and_deletes
 
     # First drop: a lost answer. The page asks stat how much arrived and goes on from there.
     page.locator("#files-pick").set_input_files(str(source))
-    for _ in range(200):
+    for _ in range(600):  # up to 30 s on a busy machine
         if held:
             break
         page.wait_for_timeout(50)
@@ -119,3 +120,14 @@ def test_an_upload_survives_dropped_connections_then_lists_downloads_and_deletes
     expect(page.locator("#files-listing")).to_contain_text("This folder is empty")
     assert messages == ["Delete weights.bin? This cannot be undone."]
     assert not (instance_sshd / "runs" / "weights.bin").exists()
+
+    # A file dropped on the card uploads into the folder shown, as a picked one does.
+    page.evaluate(
+        """() => {
+            const data = new DataTransfer();
+            data.items.add(new File(["dropped on the card"], "notes.txt", { type: "text/plain" }));
+            document.getElementById("files").dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true }));
+        }"""
+    )
+    expect(page.locator("#files-listing tr[data-name='notes.txt']")).to_be_visible()
+    assert (instance_sshd / "runs" / "notes.txt").read_text() == "dropped on the card"
