@@ -73,6 +73,7 @@ def _strings() -> dict[str, str]:
     """What files.js says, translated here (the page loads no JavaScript catalogue)."""
     return {
         "confirm_delete": _("Delete %(name)s? This cannot be undone."),
+        "confirm_replace": _("%(name)s is already here. Replace it?"),
         "folder_name": _("Name of the new folder"),
         "uploading": _("Uploading %(name)s: %(done)s of %(total)s"),
         "resuming": _("The connection dropped; resuming %(name)s at %(done)s…"),

@@ -103,6 +103,10 @@
     if (remembered(path, file)) {
       offset = Math.min(await remoteSize(path), file.size);
       show(say(strings.resumed, { name: file.name, done: human(offset) }), "info");
+    } else if (Array.from(document.querySelectorAll("#files-listing tr[data-name]")).some((row) => row.dataset.name === file.name)
+               && !window.confirm(say(strings.confirm_replace, { name: file.name }))) {
+      progress.hidden = true;
+      return;
     }
     localStorage.setItem(key(path), JSON.stringify({ size: file.size, modified: file.lastModified }));
     draw();

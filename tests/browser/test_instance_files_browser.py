@@ -131,3 +131,18 @@ def test_an_upload_survives_dropped_connections_then_lists_downloads_and_deletes
     )
     expect(page.locator("#files-listing tr[data-name='notes.txt']")).to_be_visible()
     assert (instance_sshd / "runs" / "notes.txt").read_text() == "dropped on the card"
+
+    # Picking a file whose name is taken asks first; declining leaves the file on the instance as it was.
+    asked: list[str] = []
+
+    def decline(dialog):
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", decline)
+    other = tmp_path / "notes.txt"
+    other.write_text("a different file")
+    page.locator("#files-pick").set_input_files(str(other))
+    expect(page.locator("#files-progress")).to_be_hidden()
+    assert asked == ["notes.txt is already here. Replace it?"]
+    assert (instance_sshd / "runs" / "notes.txt").read_text() == "dropped on the card"
