@@ -883,7 +883,10 @@ CELERY_BEAT_SCHEDULE.update(
 
 # --- Budgets (budgets/): a monthly limit per user, alerts at 50/80/100 %, an optional hard cap -------
 INSTANCES_SPEND_GUARD = "budgets.services.spend_guard"  # a reached hard cap refuses launches and starts
-INSTANCES_DETAIL_PANELS = ("budgets/_instance_cap.html",)  # "stop this one after ¥X"
+INSTANCES_DETAIL_PANELS = (
+    "budgets/_instance_cap.html",  # "stop this one after ¥X"
+    "gateway/_files_panel.html",  # the file browser: its page is gateway.views.instance_files
+)
 CELERY_BEAT_SCHEDULE.update(
     {
         "budgets-check": {

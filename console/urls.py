@@ -49,6 +49,7 @@ urlpatterns = [
     path("billing/budget/", include("budgets.urls")),
     path("billing/", include("billing.urls")),
     path("apps/", include("apps_marketplace.urls")),
+    path("instances/", include("gateway.urls")),  # <id>/files/: before the instances app's <id>/<action>/
     path("instances/", include("ports.urls")),  # <id>/ports/…: before the instances app's <id>/<action>/
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),

@@ -45,6 +45,12 @@ class Entry:
 
 
 def _target(instance: Instance):
+    if not settings.GATEWAY_ENABLED:
+        # The console logs in with the instance's gateway key, which machines accept only while the
+        # gateway is on (``keys.instance_authorized_keys``): say so rather than fail at the login.
+        raise FilesRefused(
+            _("File transfers go through the SSH gateway, which is turned off on this console."), code="unavailable"
+        )
     if instance.status != Instance.Status.RUNNING:
         raise FilesRefused(_("The instance's files can be reached while it runs."), code="invalid_state")
     try:
@@ -107,20 +113,34 @@ def _kind(mode: int | None) -> str:
     return "other"
 
 
+def _entries(names) -> list[Entry]:
+    """A folder's entries, folders first, then by name."""
+    entries = [
+        Entry(
+            name=n.filename, type=_kind(n.attrs.permissions), size=n.attrs.size or 0, modified=int(n.attrs.mtime or 0)
+        )
+        for n in names
+        if n.filename not in (".", "..")
+    ]
+    return sorted(entries, key=lambda e: (e.type != "dir", e.name))
+
+
 def files_list(*, instance: Instance, path: str) -> list[Entry]:
     async def work(sftp):
         names = await sftp.readdir(path or ".")
-        entries = [
-            Entry(
-                name=n.filename,
-                type=_kind(n.attrs.permissions),
-                size=n.attrs.size or 0,
-                modified=int(n.attrs.mtime or 0),
-            )
-            for n in names
-            if n.filename not in (".", "..")
-        ]
-        return sorted(entries, key=lambda e: (e.type != "dir", e.name))
+        return _entries(names)
+
+    return _run(instance, work)
+
+
+def folder_open(*, instance: Instance, path: str) -> tuple[str, list[Entry]]:
+    """A folder's absolute path and its entries, in one SFTP session: the file browser opens the login's
+    home folder (an empty ``path``) without knowing where it is, and shows the resolved path."""
+
+    async def work(sftp):
+        where = await sftp.realpath(path or ".")
+        names = await sftp.readdir(where)
+        return where, _entries(names)
 
     return _run(instance, work)
 

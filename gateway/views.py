@@ -1,0 +1,130 @@
+"""The "Files" page of an instance: a browser for its disk. The page is a shell (breadcrumb, upload,
+new folder); the folder's listing is a partial it loads with htmx, so the page itself asks no provider
+and never waits on an SSH login. Changes (upload, delete, new folder) go through the files API
+(``gateway.api``) from ``static/js/files.js`` with the session and its CSRF token, and the listing is
+reloaded after each."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
+
+from gateway import files
+from gateway.api import MAX_DOWNLOAD
+from instances.models import Instance
+from instances.selectors import instance_get_for
+
+CHUNK = 8 * 1024 * 1024  # one upload request: small enough to resume cheaply, large enough to be quick
+
+
+@dataclass(frozen=True)
+class Row:
+    entry: files.Entry
+    path: str
+    modified_at: datetime | None
+
+    @property
+    def downloadable(self) -> bool:
+        """The API reads a download whole, so it refuses very large files: those get no link."""
+        return self.entry.type == "file" and self.entry.size <= MAX_DOWNLOAD
+
+
+def _unavailable(instance: Instance) -> str:
+    """Why the page cannot show files, before any SSH login is tried; empty when it can try."""
+    if not settings.GATEWAY_ENABLED:
+        return _(
+            "Files move through the SSH gateway, which is turned off on this console. "
+            "Ask its operator to turn it on (GATEWAY_ENABLED)."
+        )
+    if instance.status != Instance.Status.RUNNING:
+        return _("Files can be browsed while the instance runs; it is %(status)s now. Start it to reach its disk.") % {
+            "status": instance.get_status_display().lower()
+        }
+    return ""
+
+
+def _clean(path: str) -> str:
+    """An absolute, normalised path, or "" for the login's home folder."""
+    path = (path or "").strip()
+    if not path or "\x00" in path:
+        return ""
+    return posixpath.normpath(posixpath.join("/", path))
+
+
+def _crumbs(path: str) -> list[tuple[str, str]]:
+    """(name, path) of each folder from the root down to ``path``."""
+    crumbs, here = [("/", "/")], "/"
+    for part in [p for p in path.split("/") if p]:
+        here = posixpath.join(here, part)
+        crumbs.append((part, here))
+    return crumbs
+
+
+def _strings() -> dict[str, str]:
+    """What files.js says, translated here (the page loads no JavaScript catalogue)."""
+    return {
+        "confirm_delete": _("Delete %(name)s? This cannot be undone."),
+        "confirm_replace": _("%(name)s is already here. Replace it?"),
+        "folder_name": _("Name of the new folder"),
+        "uploading": _("Uploading %(name)s: %(done)s of %(total)s"),
+        "resuming": _("The connection dropped; resuming %(name)s at %(done)s…"),
+        "resumed": _("Resuming %(name)s where the last upload stopped (%(done)s)."),
+        "uploaded": _("Uploaded %(name)s."),
+        "failed": _("The upload of %(name)s stopped: %(error)s"),
+        "network": _("the connection to the console was lost"),
+        "error": _("Something went wrong (%(status)s)."),
+    }
+
+
+@login_required
+@require_GET
+def instance_files(request: HttpRequest, pk) -> HttpResponse:
+    instance = instance_get_for(user=request.user, instance_id=pk)
+    unavailable = _unavailable(instance)
+    path = _clean(request.GET.get("path", ""))
+    if request.GET.get("partial") == "listing":
+        return _listing(request, instance, path=path, unavailable=unavailable)
+    api = reverse("api-instance-files", args=[instance.pk])
+    context = {
+        "instance": instance,
+        "unavailable": unavailable,
+        "path": path,
+        "chunk": CHUNK,
+        "strings": _strings(),
+        "api": {
+            "files": api,
+            "stat": reverse("api-instance-file-stat", args=[instance.pk]),
+            "folder": reverse("api-instance-folder", args=[instance.pk]),
+            "content": reverse("api-instance-file-content", args=[instance.pk]),
+        },
+    }
+    return render(request, "gateway/files.html", context)
+
+
+def _listing(request: HttpRequest, instance: Instance, *, path: str, unavailable: str) -> HttpResponse:
+    context = {"instance": instance, "error": unavailable, "path": path, "rows": [], "crumbs": _crumbs(path or "/")}
+    if not unavailable:
+        try:
+            where, entries = files.folder_open(instance=instance, path=path)
+        except files.FilesRefused as exc:
+            context["error"] = exc.message
+        else:
+            context["path"], context["crumbs"] = where, _crumbs(where)
+            context["rows"] = [
+                Row(
+                    entry=e,
+                    path=posixpath.join(where, e.name),
+                    modified_at=datetime.fromtimestamp(e.modified, tz=UTC) if e.modified else None,
+                )
+                for e in entries
+            ]
+    return render(request, "gateway/_listing.html", context)
