@@ -92,3 +92,6 @@ def test_the_statement_shows_the_idle_spend_per_instance_at_its_hourly_price(ins
     assert statement_get(user=charlie, month=date(2026, 11, 1)).idle_lines == []
     html = alice_client.get(reverse("billing_statement", args=["2026-11"])).content.decode()
     assert 'id="idle-waste"' in html and "below 5 % utilisation for 15 minutes" in html
+    # Once, in the page's body: not in its <title> nor its header as well.
+    assert html.count('id="idle-waste"') == 1
+    assert "idle" not in html.split("<title>", 1)[1].split("</title>", 1)[0]
