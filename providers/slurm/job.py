@@ -58,6 +58,8 @@ REPORT_VERSION = 1
 CHECKPOINT_TIMEOUT_S = 600
 # How long a preempted step waits for Slurm's kill before giving up and exiting non-zero.
 PREEMPT_WAIT_S = 900
+# A SIGTERM this long after the first is Slurm's next one, not the first one forwarded again by srun.
+TERM_REPEAT_S = 1.0
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -142,6 +144,7 @@ class Job:
         self.paths = self.runtime.paths(self.key)
         self.secret = (self.paths.run / "report.key").read_text().strip()
         self.stopping = False
+        self.terms: list[float] = []  # when each SIGTERM came (monotonic)
         self.repairs_seen = self._repair_requests()
         # GPU samples for the console's charts and idle stop, carried in the signed report.
         self.gpu_samples: list[dict] = []
@@ -334,10 +337,14 @@ class Job:
         self.report("stopped")
         if self._interruptible():
             # Exiting by itself would end the job COMPLETED and Slurm would not requeue it: wait for
-            # the kill at the end of the grace period (or of KillWait, after a scancel).
+            # the end of the grace period. There Slurm requeues the job and sends SIGTERM again (then,
+            # KillWait later, SIGKILL): that second SIGTERM ends the wait at once. Waiting for the
+            # SIGKILL instead would keep the node busy KillWait longer, and Slurm stops holding back
+            # further preemption KillWait + MessageTimeout after its last one: a cluster a little slow
+            # to reap the job then takes a second victim for the same on-demand job.
             deadline = time.monotonic() + PREEMPT_WAIT_S
-            while time.monotonic() < deadline:
-                time.sleep(0.5)
+            while time.monotonic() < deadline and not self._killed():
+                time.sleep(0.1)
             return 1
         return 0
 
@@ -352,6 +359,13 @@ class Job:
 
     def _on_term(self, signum, frame) -> None:
         self.stopping = True
+        self.terms.append(time.monotonic())
+
+    def _killed(self) -> bool:
+        """Whether a SIGTERM came after the one that began the grace period: Slurm's requeue (or a
+        scancel) at its end. ``srun`` forwards the signal it gets to the step as well, so one signal
+        from Slurm may arrive twice within moments; a second one counts only a second or more later."""
+        return len(self.terms) >= 2 and self.terms[-1] - self.terms[0] >= TERM_REPEAT_S
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

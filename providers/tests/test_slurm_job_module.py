@@ -38,3 +38,24 @@ def test_the_backend_submits_the_new_name(tmp_path):
     backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": []})
     script = backend._script("6f1c2a9b-03de-4f00-9000-000000000001")
     assert " -m providers.slurm.job " in script
+
+
+def test_a_preempted_step_ends_at_slurms_second_sigterm_not_at_sruns_echo_of_the_first(monkeypatch):
+    """After its checkpoint a preempted step waits for the end of the grace period (exiting earlier
+    would end the job COMPLETED, not requeued). Slurm's requeue then sends SIGTERM again: the step
+    goes at once, so the node is free long before Slurm would consider preempting a second job. The
+    copy of the first SIGTERM that ``srun`` forwards moments later must not end the wait."""
+    from providers.slurm import job as job_module
+
+    clock = {"now": 100.0}
+    monkeypatch.setattr(job_module.time, "monotonic", lambda: clock["now"])
+    step = object.__new__(job_module.Job)
+    step.stopping, step.terms = False, []
+
+    step._on_term(15, None)  # the grace period begins
+    clock["now"] += 0.02
+    step._on_term(15, None)  # srun forwards it
+    assert step.stopping and not step._killed()
+    clock["now"] += 5.0
+    step._on_term(15, None)  # the grace period is over: Slurm requeues the job
+    assert step._killed()
