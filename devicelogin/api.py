@@ -15,6 +15,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.client import request_client
 from core.api import ServiceError
 from devicelogin import services
 
@@ -84,7 +85,9 @@ class DeviceTokenView(APIView):
         body = TokenRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            token = services.device_login_redeem(device_code=body.validated_data["device_code"])
+            token = services.device_login_redeem(
+                device_code=body.validated_data["device_code"], **request_client(request)
+            )
         except services.DeviceLoginRefused as refused:
             if refused.code == "not_found":
                 raise NotFound(refused.message) from refused

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.services import api_token_create
+from accounts.models import SecurityEvent
+from accounts.services import api_token_create, security_event_record
 from devicelogin.models import DeviceAuthorization
 
 LIFETIME = timedelta(minutes=10)
@@ -59,17 +60,30 @@ def device_login_pending(*, user_code: str) -> DeviceAuthorization | None:
     ).first()
 
 
-def device_login_decide(*, authorization: DeviceAuthorization, user, approve: bool) -> bool:
-    """Confirm (or refuse) for ``user``; False when it was no longer pending (decided, or expired)."""
+def device_login_decide(
+    *, authorization: DeviceAuthorization, user, approve: bool, ip: str | None = None, user_agent: str = ""
+) -> bool:
+    """Confirm (or refuse) for ``user``; False when it was no longer pending (decided, or expired).
+
+    An approval goes into the user's security log (with the browser's address), in the same transaction.
+    """
     status = DeviceAuthorization.Status.APPROVED if approve else DeviceAuthorization.Status.DENIED
-    return bool(
-        DeviceAuthorization.objects.filter(
+    with transaction.atomic():
+        decided = DeviceAuthorization.objects.filter(
             pk=authorization.pk, status=DeviceAuthorization.Status.PENDING, expires_at__gt=timezone.now()
         ).update(status=status, user=user)
-    )
+        if decided and approve:
+            security_event_record(
+                user=user,
+                action=SecurityEvent.Action.DEVICE_LOGIN_APPROVED,
+                ip=ip,
+                user_agent=user_agent,
+                details={"client": authorization.client_name},
+            )
+    return bool(decided)
 
 
-def device_login_redeem(*, device_code: str) -> str:
+def device_login_redeem(*, device_code: str, ip: str | None = None, user_agent: str = "") -> str:
     """The new API token once the user confirmed; otherwise ``DeviceLoginRefused`` saying why.
 
     The approved → redeemed move and the token are one transaction, so two polls racing get one
@@ -89,5 +103,12 @@ def device_login_redeem(*, device_code: str) -> str:
             raise DeviceLoginRefused("authorization_pending", _("Waiting for confirmation in the browser."))
         authorization.status = DeviceAuthorization.Status.REDEEMED
         authorization.save(update_fields=["status"])
-        _token, raw = api_token_create(user=authorization.user, name=authorization.client_name, expires_at=None)
+        _token, raw = api_token_create(
+            user=authorization.user,
+            name=authorization.client_name,
+            expires_at=None,
+            ip=ip,
+            user_agent=user_agent,
+            via="device_login",
+        )
         return raw
