@@ -71,8 +71,12 @@ class APITokenForm(forms.Form):
         label=_("Access"),
         choices=APIToken.Scope.choices,
         initial=APIToken.Scope.FULL,
+        required=False,  # a post without it (an older page, a script) makes a full-access token, as before
         help_text=_("A read-only token can list and read, but cannot launch, stop or spend."),
     )
+
+    def clean_scope(self) -> str:
+        return self.cleaned_data["scope"] or APIToken.Scope.FULL
 
     def expires_at(self):
         value = self.cleaned_data["expires"]
