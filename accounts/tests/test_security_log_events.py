@@ -100,7 +100,11 @@ def test_adding_and_removing_an_ssh_key_is_logged(alice, through):
     if through == "page":
         client.post("/account/ssh-keys/", {"name": "laptop", "public_key": ed25519_public()})
     else:
-        client.post("/api/v1/account/ssh-keys/", {"name": "laptop", "public_key": ed25519_public()}, content_type="application/json")
+        client.post(
+            "/api/v1/account/ssh-keys/",
+            {"name": "laptop", "public_key": ed25519_public()},
+            content_type="application/json",
+        )
     key = alice.ssh_keys.get()
     added = last(alice)
     assert added.action == Action.SSH_KEY_ADDED
