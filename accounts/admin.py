@@ -1,4 +1,4 @@
-"""Staff find people and their credentials in the admin: users, SSH keys, API tokens.
+"""Staff find people and their credentials in the admin: users, SSH keys, API tokens, security logs.
 
 Keys and tokens are read-only here: they are made by ``accounts.services`` (which parses and
 fingerprints keys, and shows a token's secret once), so the admin can look them up, delete a key and
@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from accounts.models import APIToken, SSHKey, User
+from accounts.models import APIToken, SecurityEvent, SSHKey, User
 from accounts.services import api_token_revoke
 
 
@@ -103,10 +103,30 @@ class APITokenStatusFilter(admin.SimpleListFilter):
 @admin.register(APIToken)
 class APITokenAdmin(ReadOnlyCredentialAdmin):
     # ``digest`` is left out everywhere: it is not the secret, but nothing staff do needs it.
-    fields = ("name", "user", "prefix", "status_now", "created_at", "expires_at", "last_used_at", "revoked_at")
+    fields = (
+        "name",
+        "user",
+        "prefix",
+        "scope",
+        "status_now",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
     readonly_fields = fields
-    list_display = ("name", "user", "prefix", "status_now", "created_at", "expires_at", "last_used_at", "revoked_at")
-    list_filter = (APITokenStatusFilter,)
+    list_display = (
+        "name",
+        "user",
+        "prefix",
+        "scope",
+        "status_now",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_filter = (APITokenStatusFilter, "scope")
     search_fields = ("name", "prefix", "user__email")
     actions = ("revoke",)
 
@@ -129,3 +149,29 @@ class APITokenAdmin(ReadOnlyCredentialAdmin):
             ngettext("%(n)d token revoked.", "%(n)d tokens revoked.", revoked) % {"n": revoked},
             messages.SUCCESS,
         )
+
+
+@admin.register(SecurityEvent)
+class SecurityEventAdmin(admin.ModelAdmin):
+    """Users' security logs, for staff answering "was that me?": read-only, as the table is append-only."""
+
+    list_display = ("created_at", "user", "action", "ip", "device")
+    list_filter = ("action",)
+    list_select_related = ("user",)
+    search_fields = ("user__email", "=ip")
+    date_hierarchy = "created_at"
+    fields = ("created_at", "user", "action", "ip", "user_agent", "details")
+    readonly_fields = fields
+
+    @admin.display(description=_("device"))
+    def device(self, event: SecurityEvent) -> str:
+        return event.device
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.models import SecurityEvent
+from accounts.models import APIToken, SecurityEvent
 from accounts.services import api_token_create, security_event_record
 from devicelogin.models import DeviceAuthorization
 
@@ -38,8 +38,13 @@ def user_code_normalise(raw: str) -> str:
     return f"{letters[:4]}-{letters[4:8]}" if len(letters) == 8 else letters
 
 
-def device_login_start(*, client_name: str) -> tuple[DeviceAuthorization, str]:
-    """A new pending log-in and its device code (returned once, stored as a digest)."""
+def device_login_start(*, client_name: str, scope: str = APIToken.Scope.FULL) -> tuple[DeviceAuthorization, str]:
+    """A new pending log-in and its device code (returned once, stored as a digest).
+
+    ``scope`` is the access of the token it will make: a read-only one for ``gpuctl login --read-only``.
+    """
+    if scope not in APIToken.Scope.values:  # the API's serializer refuses it first, with a 400
+        raise ValueError(f"Unknown token scope {scope!r}.")
     device_code = secrets.token_urlsafe(32)
     user_code = "".join(secrets.choice(_ALPHABET) for _ in range(8))
     authorization = DeviceAuthorization.objects.create(
@@ -47,6 +52,7 @@ def device_login_start(*, client_name: str) -> tuple[DeviceAuthorization, str]:
         user_code=f"{user_code[:4]}-{user_code[4:]}",
         client_name=" ".join(client_name.split())[:64] or "gpuctl",
         expires_at=timezone.now() + LIFETIME,
+        scope=scope,
     )
     return authorization, device_code
 
@@ -78,7 +84,7 @@ def device_login_decide(
                 action=SecurityEvent.Action.DEVICE_LOGIN_APPROVED,
                 ip=ip,
                 user_agent=user_agent,
-                details={"client": authorization.client_name},
+                details={"client": authorization.client_name, "scope": authorization.scope},
             )
     return bool(decided)
 
@@ -107,6 +113,7 @@ def device_login_redeem(*, device_code: str, ip: str | None = None, user_agent: 
             user=authorization.user,
             name=authorization.client_name,
             expires_at=None,
+            scope=authorization.scope,
             ip=ip,
             user_agent=user_agent,
             via="device_login",

@@ -112,3 +112,19 @@ def test_a_malformed_address_is_dropped_and_a_long_user_agent_cut(alice):
     event.refresh_from_db()
     assert event.ip is None
     assert len(event.user_agent) == SecurityEvent.USER_AGENT_MAX
+
+
+def test_deleting_the_user_takes_their_log_with_them(alice, charlie):
+    security_event_record(user=alice, action=Action.LOGIN)
+    security_event_record(user=charlie, action=Action.LOGIN)
+    alice.delete()
+    assert list(SecurityEvent.objects.values_list("user", flat=True)) == [charlie.pk]
+
+
+def test_staff_read_the_log_in_the_admin_but_cannot_change_it(staff, alice, client_for):
+    security_event_record(user=alice, action=Action.LOGIN, ip="198.51.100.1")
+    client = client_for(staff)
+    listing = client.get("/admin/accounts/securityevent/")
+    assert listing.status_code == 200 and "198.51.100.1" in listing.content.decode()
+    event = SecurityEvent.objects.filter(user=alice).first()
+    assert client.post(f"/admin/accounts/securityevent/{event.pk}/delete/", {"post": "yes"}).status_code == 403

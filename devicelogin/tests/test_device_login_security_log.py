@@ -19,7 +19,7 @@ def test_an_approved_device_log_in_is_logged_then_its_token(alice):
 
     approved, created = SecurityEvent.objects.filter(user=alice).exclude(action="login").order_by("id")
     assert approved.action == SecurityEvent.Action.DEVICE_LOGIN_APPROVED
-    assert approved.details == {"client": "gpuctl on laptop"}
+    assert approved.details == {"client": "gpuctl on laptop", "scope": "full"}
     assert approved.device == "Firefox on Windows"
     assert created.action == SecurityEvent.Action.TOKEN_CREATED
     assert created.details["via"] == "device_login" and created.details["scope"] == "full"
@@ -32,3 +32,26 @@ def test_a_refused_device_log_in_logs_no_approval(alice):
     started = Client().post(START, {}, content_type="application/json").json()
     browser.post(PAGE, {"code": started["user_code"], "decision": "deny"})
     assert not SecurityEvent.objects.filter(user=alice).exclude(action="login").exists()
+
+
+def test_a_command_line_may_ask_for_a_read_only_token_and_the_page_says_so(alice):
+    browser = Client()
+    browser.force_login(alice)
+    terminal = Client()
+    started = terminal.post(START, {"client_name": "grafana", "scope": "read"}, content_type="application/json").json()
+    page = browser.get(PAGE, {"code": started["user_code"]}).content.decode()
+    assert "read-only" in page
+    browser.post(PAGE, {"code": started["user_code"], "decision": "approve"})
+    raw = terminal.post(TOKEN, {"device_code": started["device_code"]}, content_type="application/json").json()["token"]
+    assert alice.api_tokens.get().scope == "read"
+    refused = terminal.post(
+        "/api/v1/instances/", {}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}"
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "read_only_token"
+    approved = SecurityEvent.objects.get(user=alice, action=SecurityEvent.Action.DEVICE_LOGIN_APPROVED)
+    assert approved.details == {"client": "grafana", "scope": "read"}
+
+
+def test_an_unknown_scope_is_a_400(db):
+    response = Client().post(START, {"scope": "admin"}, content_type="application/json")
+    assert response.status_code == 400 and "scope" in response.json()["error"]["fields"]
