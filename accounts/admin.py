@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
-from accounts.services import api_token_revoke
+from accounts.services import api_token_revoke, ssh_key_delete
 
 
 class UserCreationForm(AdminUserCreationForm):
@@ -79,6 +79,14 @@ class SSHKeyAdmin(ReadOnlyCredentialAdmin):
     list_display = ("name", "user", "key_type", "bits", "fingerprint", "created_at")
     list_filter = ("key_type",)
     search_fields = ("name", "fingerprint", "user__email")
+
+    # Through the service, so that the user's security log shows the removal (marked as staff's).
+    def delete_model(self, request, obj: SSHKey) -> None:
+        ssh_key_delete(user=obj.user, key_id=obj.pk, by_staff=True)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for key in queryset.select_related("user"):
+            ssh_key_delete(user=key.user, key_id=key.pk, by_staff=True)
 
 
 class APITokenStatusFilter(admin.SimpleListFilter):
@@ -143,7 +151,7 @@ class APITokenAdmin(ReadOnlyCredentialAdmin):
 
     @admin.action(description=_("Revoke the selected tokens"), permissions=["revoke"])
     def revoke(self, request, queryset) -> None:
-        revoked = sum(api_token_revoke(token=token) for token in queryset)
+        revoked = sum(api_token_revoke(token=token, by_staff=True) for token in queryset)
         self.message_user(
             request,
             ngettext("%(n)d token revoked.", "%(n)d tokens revoked.", revoked) % {"n": revoked},

@@ -277,10 +277,13 @@ def ssh_key_rename(*, key: SSHKey, name: str) -> SSHKey:
     return key
 
 
-def ssh_key_delete(*, user: User, key_id: int, ip: str | None = None, user_agent: str = "") -> bool:
+def ssh_key_delete(
+    *, user: User, key_id: int, ip: str | None = None, user_agent: str = "", by_staff: bool = False
+) -> bool:
     """Delete one of ``user``'s keys. False when there is none such (already gone, or not theirs).
 
     Only the request that deleted the row logs it: a repeat finds nothing and writes nothing.
+    ``by_staff``: deleted in the admin; the user's log says so (without staff's address).
     """
     with transaction.atomic():
         key = SSHKey.objects.select_for_update().filter(user=user, pk=key_id).first()
@@ -292,7 +295,7 @@ def ssh_key_delete(*, user: User, key_id: int, ip: str | None = None, user_agent
             action=SecurityEvent.Action.SSH_KEY_REMOVED,
             ip=ip,
             user_agent=user_agent,
-            details={"name": key.name, "fingerprint": key.fingerprint},
+            details={"name": key.name, "fingerprint": key.fingerprint, **({"by": "staff"} if by_staff else {})},
         )
     return True
 
@@ -348,9 +351,9 @@ def api_token_create(
     return token, raw
 
 
-def api_token_revoke(*, token: APIToken, ip: str | None = None, user_agent: str = "") -> bool:
+def api_token_revoke(*, token: APIToken, ip: str | None = None, user_agent: str = "", by_staff: bool = False) -> bool:
     """Revoke ``token``. Revoking a revoked token is a no-op (False, nothing logged); the first
-    revocation time stays."""
+    revocation time stays. ``by_staff``: revoked in the admin; the user's log says so."""
     now = timezone.now()
     with transaction.atomic():
         revoked = APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
@@ -360,7 +363,7 @@ def api_token_revoke(*, token: APIToken, ip: str | None = None, user_agent: str 
                 action=SecurityEvent.Action.TOKEN_REVOKED,
                 ip=ip,
                 user_agent=user_agent,
-                details={"name": token.name, "prefix": token.prefix},
+                details={"name": token.name, "prefix": token.prefix, **({"by": "staff"} if by_staff else {})},
             )
     token.refresh_from_db(fields=["revoked_at"])
     return bool(revoked)

@@ -11,7 +11,8 @@ from django.utils import timezone
 from factory.django import mute_signals
 
 from accounts.models import SecurityEvent
-from accounts.services import api_token_create, security_event_record
+from accounts.services import api_token_create, security_event_record, ssh_key_add
+from accounts.tests.keys import ed25519_public
 from core.appendonly import AppendOnlyError
 
 Action = SecurityEvent.Action
@@ -128,3 +129,15 @@ def test_staff_read_the_log_in_the_admin_but_cannot_change_it(staff, alice, clie
     assert listing.status_code == 200 and "198.51.100.1" in listing.content.decode()
     event = SecurityEvent.objects.filter(user=alice).first()
     assert client.post(f"/admin/accounts/securityevent/{event.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+def test_staff_removing_a_key_or_revoking_a_token_shows_in_the_users_log(staff, alice, client_for):
+    key = ssh_key_add(user=alice, name="laptop", public_key=ed25519_public())
+    token, _raw = api_token_create(user=alice, name="CI", expires_at=None)
+    client = client_for(staff)
+    client.post("/admin/accounts/sshkey/", {"action": "delete_selected", "_selected_action": [key.pk], "post": "yes"})
+    client.post("/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    removed = SecurityEvent.objects.get(user=alice, action=Action.SSH_KEY_REMOVED)
+    revoked = SecurityEvent.objects.get(user=alice, action=Action.TOKEN_REVOKED)
+    assert removed.details["by"] == "staff" and revoked.details["by"] == "staff"
+    assert removed.ip is None  # staff's own address is not shown to the user
