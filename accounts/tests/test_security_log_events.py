@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from accounts.models import APIToken, SecurityEvent
-from accounts.services import api_token_create, ssh_key_add
+from accounts.services import api_token_create, ssh_key_add, ssh_key_delete
 from accounts.tests.factories import DEFAULT_PASSWORD
 from accounts.tests.keys import ed25519_public
 
@@ -159,3 +159,17 @@ def test_using_a_token_logs_nothing(alice):
     for _ in range(3):
         assert Client().get("/api/v1/account/profile/", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
     assert SecurityEvent.objects.count() == before
+
+
+def test_deleting_a_key_twice_logs_it_once(alice):
+    key = ssh_key_add(user=alice, name="laptop", public_key=ed25519_public())
+    assert ssh_key_delete(user=alice, key_id=key.pk) is True
+    assert ssh_key_delete(user=alice, key_id=key.pk) is False
+    assert actions(alice).count(Action.SSH_KEY_REMOVED) == 1
+
+
+def test_another_users_key_is_not_deleted_nor_logged(alice, charlie):
+    key = ssh_key_add(user=alice, name="laptop", public_key=ed25519_public())
+    assert ssh_key_delete(user=charlie, key_id=key.pk) is False
+    assert not SecurityEvent.objects.filter(user=charlie).exists()
+    assert actions(alice) == [Action.SSH_KEY_ADDED]
