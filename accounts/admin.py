@@ -1,4 +1,4 @@
-"""Staff find people and their credentials in the admin: users, SSH keys, API tokens.
+"""Staff find people and their credentials in the admin: users, SSH keys, API tokens, security logs.
 
 Keys and tokens are read-only here: they are made by ``accounts.services`` (which parses and
 fingerprints keys, and shows a token's secret once), so the admin can look them up, delete a key and
@@ -15,8 +15,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from accounts.models import APIToken, SSHKey, User
-from accounts.services import api_token_revoke
+from accounts.models import APIToken, SecurityEvent, SSHKey, User
+from accounts.services import api_token_revoke, ssh_key_delete
 
 
 class UserCreationForm(AdminUserCreationForm):
@@ -80,6 +80,14 @@ class SSHKeyAdmin(ReadOnlyCredentialAdmin):
     list_filter = ("key_type",)
     search_fields = ("name", "fingerprint", "user__email")
 
+    # Through the service, so that the user's security log shows the removal (marked as staff's).
+    def delete_model(self, request, obj: SSHKey) -> None:
+        ssh_key_delete(user=obj.user, key_id=obj.pk, by_staff=True)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for key in queryset.select_related("user"):
+            ssh_key_delete(user=key.user, key_id=key.pk, by_staff=True)
+
 
 class APITokenStatusFilter(admin.SimpleListFilter):
     title = _("status")
@@ -103,10 +111,30 @@ class APITokenStatusFilter(admin.SimpleListFilter):
 @admin.register(APIToken)
 class APITokenAdmin(ReadOnlyCredentialAdmin):
     # ``digest`` is left out everywhere: it is not the secret, but nothing staff do needs it.
-    fields = ("name", "user", "prefix", "status_now", "created_at", "expires_at", "last_used_at", "revoked_at")
+    fields = (
+        "name",
+        "user",
+        "prefix",
+        "scope",
+        "status_now",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
     readonly_fields = fields
-    list_display = ("name", "user", "prefix", "status_now", "created_at", "expires_at", "last_used_at", "revoked_at")
-    list_filter = (APITokenStatusFilter,)
+    list_display = (
+        "name",
+        "user",
+        "prefix",
+        "scope",
+        "status_now",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_filter = (APITokenStatusFilter, "scope")
     search_fields = ("name", "prefix", "user__email")
     actions = ("revoke",)
 
@@ -123,9 +151,35 @@ class APITokenAdmin(ReadOnlyCredentialAdmin):
 
     @admin.action(description=_("Revoke the selected tokens"), permissions=["revoke"])
     def revoke(self, request, queryset) -> None:
-        revoked = sum(api_token_revoke(token=token) for token in queryset)
+        revoked = sum(api_token_revoke(token=token, by_staff=True) for token in queryset)
         self.message_user(
             request,
             ngettext("%(n)d token revoked.", "%(n)d tokens revoked.", revoked) % {"n": revoked},
             messages.SUCCESS,
         )
+
+
+@admin.register(SecurityEvent)
+class SecurityEventAdmin(admin.ModelAdmin):
+    """Users' security logs, for staff answering "was that me?": read-only, as the table is append-only."""
+
+    list_display = ("created_at", "user", "action", "ip", "device")
+    list_filter = ("action",)
+    list_select_related = ("user",)
+    search_fields = ("user__email", "=ip")
+    date_hierarchy = "created_at"
+    fields = ("created_at", "user", "action", "ip", "user_agent", "details")
+    readonly_fields = fields
+
+    @admin.display(description=_("device"))
+    def device(self, event: SecurityEvent) -> str:
+        return event.device
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

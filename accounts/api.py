@@ -1,4 +1,5 @@
-"""REST endpoints for the account: profile, SSH keys, API tokens. They call the same services as the pages."""
+"""REST endpoints for the account: profile, SSH keys, API tokens, the security log. They call the same
+services as the pages."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from rest_framework import generics, mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from accounts import selectors, services
-from accounts.models import APIToken, SSHKey, User
+from accounts.client import request_client
+from accounts.models import APIToken, SecurityEvent, SSHKey, User
 
 
 def raise_as_api_error(error: DjangoValidationError):
@@ -65,7 +67,7 @@ class APITokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = APIToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at", "status"]
+        fields = ["id", "name", "prefix", "scope", "created_at", "expires_at", "last_used_at", "revoked_at", "status"]
         read_only_fields = fields
 
     def get_status(self, token: APIToken) -> str:
@@ -81,6 +83,11 @@ class APITokenCreateSerializer(serializers.Serializer):
         max_value=365,
         help_text=_("Days until the token stops working; omit or null for a token that never expires."),
     )
+    scope = serializers.ChoiceField(
+        choices=APIToken.Scope.choices,
+        default=APIToken.Scope.FULL,
+        help_text=_("full: everything you can do; read: GET, HEAD and OPTIONS only (it cannot launch, stop or spend)."),
+    )
 
 
 class APITokenCreatedSerializer(APITokenSerializer):
@@ -88,6 +95,20 @@ class APITokenCreatedSerializer(APITokenSerializer):
 
     class Meta(APITokenSerializer.Meta):
         fields = [*APITokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+class SecurityEventSerializer(serializers.ModelSerializer):
+    action_label = serializers.CharField(
+        source="get_action_display", read_only=True, help_text=_("The action, in your language.")
+    )
+    device = serializers.CharField(
+        read_only=True, help_text=_("The browser or program and its system, e.g. Firefox on Linux.")
+    )
+
+    class Meta:
+        model = SecurityEvent
+        fields = ["id", "action", "action_label", "created_at", "ip", "user_agent", "device", "details"]
         read_only_fields = fields
 
 
@@ -149,6 +170,7 @@ class SSHKeyViewSet(
                 user=request.user,
                 name=data.validated_data.get("name", ""),
                 public_key=data.validated_data["public_key"],
+                **request_client(request),
             )
         except DjangoValidationError as error:
             raise_as_api_error(error)
@@ -166,7 +188,7 @@ class SSHKeyViewSet(
 
     def destroy(self, request, *args, **kwargs) -> Response:
         key = self.get_object()
-        services.ssh_key_delete(user=request.user, key_id=key.pk)
+        services.ssh_key_delete(user=request.user, key_id=key.pk, **request_client(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -200,7 +222,11 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         expires_at = timezone.now() + timedelta(days=days) if days else None
         try:
             token, raw = services.api_token_create(
-                user=request.user, name=data.validated_data["name"], expires_at=expires_at
+                user=request.user,
+                name=data.validated_data["name"],
+                expires_at=expires_at,
+                scope=data.validated_data["scope"],
+                **request_client(request),
             )
         except DjangoValidationError as error:
             raise_as_api_error(error)
@@ -210,5 +236,19 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return response
 
     def destroy(self, request, *args, **kwargs) -> Response:
-        services.api_token_revoke(token=self.get_object())
+        services.api_token_revoke(token=self.get_object(), **request_client(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(list=extend_schema(summary="List your security log (newest first)"))
+@extend_schema(tags=["account"])
+class SecurityEventViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Your own security log: log-ins, refused log-ins, password, e-mail, SSH key and token changes."""
+
+    serializer_class = SecurityEventSerializer
+    http_method_names = ["get", "head", "options"]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
+            return SecurityEvent.objects.none()
+        return selectors.security_event_list_for(user=self.request.user)

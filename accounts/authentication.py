@@ -1,4 +1,11 @@
-"""REST API authentication with the console's API tokens (``Authorization: Bearer gpuc_…``)."""
+"""REST API authentication with the console's API tokens (``Authorization: Bearer gpuc_…``).
+
+A read-only token (``APIToken.Scope.READ``) is refused here, for any method but GET, HEAD and
+OPTIONS, before a view or its permissions run. Doing it in the authentication class rather than in a
+permission keeps it central: a view that sets its own ``permission_classes`` replaces the default
+permissions, but every API view that accepts a token authenticates through this class. (Tokens work
+nowhere else: pages, the instance proxy and device log-in's confirmation take only the session.)
+"""
 
 from __future__ import annotations
 
@@ -8,11 +15,18 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 
 from accounts.models import APIToken
 
 TOKEN_PREFIX = "gpuc_"  # noqa: S105 (a public marker, not a secret)
+
+
+class ReadOnlyToken(exceptions.PermissionDenied):
+    """403 ``read_only_token``: a read-only token asked to change something."""
+
+    default_detail = _("This API token is read-only: it may only read (GET, HEAD, OPTIONS). Use a full-access token.")
+    default_code = "read_only_token"
 
 
 def token_digest(raw: str) -> str:
@@ -33,6 +47,8 @@ class APITokenAuthentication(authentication.BaseAuthentication):
         now = timezone.now()
         if token is None or not token.is_active(now):
             raise exceptions.AuthenticationFailed(_("The API token is invalid, expired or revoked."))
+        if token.read_only and request.method not in permissions.SAFE_METHODS:
+            raise ReadOnlyToken()
         # One write per resolution interval, not per request: a busy client must not hammer the row.
         stale_before = now - settings.API_TOKEN_LAST_USED_RESOLUTION
         if token.last_used_at is None or token.last_used_at < stale_before:
@@ -53,5 +69,7 @@ class APITokenAuthenticationScheme(OpenApiAuthenticationExtension):
         return {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API token created under Account → API tokens, e.g. `Bearer gpuc_…`.",
+            "description": "An API token created under Account → API tokens, e.g. `Bearer gpuc_…`. "
+            "A read-only token may only use GET, HEAD and OPTIONS; anything else is refused with 403 "
+            "`read_only_token`.",
         }

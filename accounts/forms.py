@@ -67,6 +67,16 @@ class APITokenForm(forms.Form):
         help_text=_("Say where the token is used, so you know which one to revoke."),
     )
     expires = forms.ChoiceField(label=_("Expires"), choices=EXPIRY_CHOICES, initial="30")
+    scope = forms.ChoiceField(
+        label=_("Access"),
+        choices=APIToken.Scope.choices,
+        initial=APIToken.Scope.FULL,
+        required=False,  # a post without it (an older page, a script) makes a full-access token, as before
+        help_text=_("A read-only token can list and read, but cannot launch, stop or spend."),
+    )
+
+    def clean_scope(self) -> str:
+        return self.cleaned_data["scope"] or APIToken.Scope.FULL
 
     def expires_at(self):
         value = self.cleaned_data["expires"]

@@ -1,4 +1,4 @@
-"""People and their credentials: the user, SSH public keys, API tokens."""
+"""People and their credentials: the user, SSH public keys, API tokens, and the security log of each."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+
+from accounts.useragent import user_agent_describe
+from core.appendonly import AppendOnlyModel
 
 
 class UserManager(BaseUserManager):
@@ -104,10 +107,18 @@ class APIToken(models.Model):
 
     STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: "red"}
 
+    class Scope(models.TextChoices):
+        FULL = "full", _("Full access")  # everything its owner may do through the API
+        READ = "read", _("Read-only")  # GET, HEAD and OPTIONS only: it cannot launch, stop or spend
+
+    SCOPE_BADGE = {Scope.FULL: "indigo", Scope.READ: "blue"}
+
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(_("name"), max_length=64)
     prefix = models.CharField(_("prefix"), max_length=16, db_index=True)
     digest = models.CharField(max_length=64, unique=True)
+    # Chosen at creation, never changed: a token that needs more is replaced, not widened.
+    scope = models.CharField(_("access"), max_length=8, choices=Scope.choices, default=Scope.FULL)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
@@ -137,6 +148,68 @@ class APIToken(models.Model):
     def status_badge(self) -> str:
         return self.STATUS_BADGE[self.status()]
 
+    @property
+    def scope_badge(self) -> str:
+        return self.SCOPE_BADGE.get(self.scope, "")
+
+    @property
+    def read_only(self) -> bool:
+        return self.scope == self.Scope.READ
+
     def is_active(self, now=None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class SecurityEvent(AppendOnlyModel):
+    """One entry of a user's personal security log: a log-in, a refused log-in, a credential changed.
+
+    Append-only (``core.appendonly``): the log is the user's evidence of what happened to their
+    account, so nothing edits or deletes a row; deleting the user takes their log with them.
+    ``ip`` and ``user_agent`` are the request's that caused it (empty when no request did, e.g. a
+    change made from a shell); ``details`` holds what tells one event from another (the key's name
+    and fingerprint, the token's name and access, the old and new address), never a secret.
+    """
+
+    class Action(models.TextChoices):
+        LOGIN = "login", _("Logged in")
+        LOGIN_FAILED = "login_failed", _("Log-in failed")  # a wrong password for this account's address
+        LOGOUT = "logout", _("Logged out")
+        PASSWORD_CHANGED = "password_changed", _("Password changed")  # changed, or set for the first time
+        PASSWORD_RESET = "password_reset", _("Password reset")  # through the e-mailed link
+        EMAIL_CHANGED = "email_changed", _("E-mail address changed")  # the primary (log-in) address
+        SSH_KEY_ADDED = "ssh_key_added", _("SSH key added")
+        SSH_KEY_REMOVED = "ssh_key_removed", _("SSH key removed")
+        TOKEN_CREATED = "token_created", _("API token created")  # on the page, the API or by a device log-in
+        TOKEN_REVOKED = "token_revoked", _("API token revoked")
+        DEVICE_LOGIN_APPROVED = "device_login_approved", _("Device log-in approved")  # a command line's
+
+    # The badge colour of each action: red where someone may be trying the account.
+    ACTION_BADGE = {Action.LOGIN_FAILED: "red", Action.PASSWORD_RESET: "yellow", Action.EMAIL_CHANGED: "yellow"}
+
+    USER_AGENT_MAX = 256  # enough to tell browsers apart; longer strings are cut, not refused
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="security_events")
+    action = models.CharField(_("action"), max_length=32, choices=Action.choices)
+    ip = models.GenericIPAddressField(_("IP address"), null=True, blank=True)
+    user_agent = models.CharField(_("user agent"), max_length=USER_AGENT_MAX, blank=True)
+    details = models.JSONField(_("details"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("time"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = _("security event")
+        verbose_name_plural = _("security events")
+        indexes = [models.Index(fields=["user", "-created_at"], name="accounts_secevent_user_time")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.action} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def badge(self) -> str:
+        return self.ACTION_BADGE.get(self.action, "")
+
+    @property
+    def device(self) -> str:
+        """The browser or program and its system, in a few words ("Firefox on Linux")."""
+        return user_agent_describe(self.user_agent)

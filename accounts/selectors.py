@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from accounts.models import APIToken, SSHKey, User
+from accounts.models import APIToken, SecurityEvent, SSHKey, User
 
 
 def ssh_key_list_for(*, user: User) -> QuerySet[SSHKey]:
@@ -13,3 +13,8 @@ def ssh_key_list_for(*, user: User) -> QuerySet[SSHKey]:
 
 def api_token_list_for(*, user: User) -> QuerySet[APIToken]:
     return APIToken.objects.filter(user=user)
+
+
+def security_event_list_for(*, user: User) -> QuerySet[SecurityEvent]:
+    """``user``'s own security log, newest first (served by the (user, -created_at) index)."""
+    return SecurityEvent.objects.filter(user=user).order_by("-created_at", "-id")

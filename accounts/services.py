@@ -1,8 +1,12 @@
-"""Writes for accounts: the profile, SSH public keys and API tokens.
+"""Writes for accounts: the profile, SSH public keys, API tokens and the security log.
 
 Views, forms and the REST API call these; none of them holds a rule of its own. Refusals are Django
 ``ValidationError``s keyed by the input field they are about, so a form shows them beside the field and
 the API answers 400 with the same messages.
+
+A service that changes a credential writes its ``SecurityEvent`` in the same transaction, so the log
+never shows a change that did not happen nor misses one that did. ``ip`` and ``user_agent`` are the
+request's (``accounts.client.request_client``); callers without a request leave them out.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import ipaddress
 import re
 import secrets
 from dataclasses import dataclass
@@ -24,7 +29,45 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from accounts.authentication import TOKEN_PREFIX, token_digest
-from accounts.models import APIToken, SSHKey, User
+from accounts.models import APIToken, SecurityEvent, SSHKey, User
+
+# --- The security log ----------------------------------------------------------------------------
+
+
+def security_event_record(
+    *,
+    user: User,
+    action: SecurityEvent.Action,
+    ip: str | None = None,
+    user_agent: str = "",
+    details: dict | None = None,
+) -> SecurityEvent:
+    """Append one event to ``user``'s security log. A malformed IP is dropped, a long user agent cut."""
+    if ip:
+        try:
+            ip = str(ipaddress.ip_address(ip))
+        except ValueError:
+            ip = None
+    return SecurityEvent.objects.create(
+        user=user,
+        action=action,
+        ip=ip or None,
+        user_agent=(user_agent or "")[: SecurityEvent.USER_AGENT_MAX],
+        details=details or {},
+    )
+
+
+def security_login_failed_record(*, email: str, ip: str | None = None, user_agent: str = "") -> SecurityEvent | None:
+    """A refused log-in for ``email``: logged for the account with that address, if there is one.
+
+    An address that matches nobody writes nothing and says nothing: the log must not become a way
+    to learn which addresses have accounts. (Inactive accounts are logged too: their owner may come back.)
+    """
+    user = User.objects.filter(email__iexact=(email or "").strip()).first() if email else None
+    if user is None:
+        return None
+    return security_event_record(user=user, action=SecurityEvent.Action.LOGIN_FAILED, ip=ip, user_agent=user_agent)
+
 
 # --- Profile --------------------------------------------------------------------------------------
 
@@ -184,7 +227,7 @@ def _ssh_key_name_check_free(*, user: User, name: str, exclude_id: int | None = 
         )
 
 
-def ssh_key_add(*, user: User, name: str, public_key: str) -> SSHKey:
+def ssh_key_add(*, user: User, name: str, public_key: str, ip: str | None = None, user_agent: str = "") -> SSHKey:
     """Validate and store a public key. Without a name, the key's comment (``you@laptop``) becomes it."""
     parsed = ssh_key_parse(public_key)
     name = _ssh_key_name_clean(name) or parsed.comment[: SSHKey._meta.get_field("name").max_length].strip()
@@ -199,7 +242,7 @@ def ssh_key_add(*, user: User, name: str, public_key: str) -> SSHKey:
     _ssh_key_name_check_free(user=user, name=name)
     try:
         with transaction.atomic():
-            return SSHKey.objects.create(
+            key = SSHKey.objects.create(
                 user=user,
                 name=name,
                 public_key=parsed.public_key,
@@ -207,6 +250,14 @@ def ssh_key_add(*, user: User, name: str, public_key: str) -> SSHKey:
                 bits=parsed.bits,
                 fingerprint=parsed.fingerprint,
             )
+            security_event_record(
+                user=user,
+                action=SecurityEvent.Action.SSH_KEY_ADDED,
+                ip=ip,
+                user_agent=user_agent,
+                details={"name": key.name, "fingerprint": key.fingerprint},
+            )
+            return key
     except IntegrityError:
         # A concurrent request added the same key or name between our check and the insert.
         raise _refuse(_("You already added this key or a key with this name."), "duplicate") from None
@@ -226,10 +277,27 @@ def ssh_key_rename(*, key: SSHKey, name: str) -> SSHKey:
     return key
 
 
-def ssh_key_delete(*, user: User, key_id: int) -> bool:
-    """Delete one of ``user``'s keys. False when there is none such (already gone, or not theirs)."""
-    deleted, _per_model = SSHKey.objects.filter(user=user, pk=key_id).delete()
-    return bool(deleted)
+def ssh_key_delete(
+    *, user: User, key_id: int, ip: str | None = None, user_agent: str = "", by_staff: bool = False
+) -> bool:
+    """Delete one of ``user``'s keys. False when there is none such (already gone, or not theirs).
+
+    Only the request that deleted the row logs it: a repeat finds nothing and writes nothing.
+    ``by_staff``: deleted in the admin; the user's log says so (without staff's address).
+    """
+    with transaction.atomic():
+        key = SSHKey.objects.select_for_update().filter(user=user, pk=key_id).first()
+        if key is None:
+            return False
+        key.delete()
+        security_event_record(
+            user=user,
+            action=SecurityEvent.Action.SSH_KEY_REMOVED,
+            ip=ip,
+            user_agent=user_agent,
+            details={"name": key.name, "fingerprint": key.fingerprint, **({"by": "staff"} if by_staff else {})},
+        )
+    return True
 
 
 # --- API tokens -----------------------------------------------------------------------------------
@@ -237,8 +305,21 @@ def ssh_key_delete(*, user: User, key_id: int) -> bool:
 TOKEN_PREFIX_LENGTH = 12  # "gpuc_" + 7 random characters, shown in the list to tell tokens apart
 
 
-def api_token_create(*, user: User, name: str, expires_at: datetime | None) -> tuple[APIToken, str]:
-    """Create a token and return it with its raw value, which exists only in this return value."""
+def api_token_create(
+    *,
+    user: User,
+    name: str,
+    expires_at: datetime | None,
+    scope: str = APIToken.Scope.FULL,
+    ip: str | None = None,
+    user_agent: str = "",
+    via: str = "",
+) -> tuple[APIToken, str]:
+    """Create a token and return it with its raw value, which exists only in this return value.
+
+    ``scope`` is ``full`` or ``read`` (GET, HEAD and OPTIONS only; ``accounts.authentication``
+    enforces it). ``via`` names what made it, when not the user's own form or API call (``device_login``).
+    """
     name = " ".join((name or "").split())
     if not name:
         raise _refuse(_("Give the token a name that says where it is used."), "required", "name")
@@ -247,20 +328,42 @@ def api_token_create(*, user: User, name: str, expires_at: datetime | None) -> t
         raise _refuse(_("A name has at most %(n)d characters.") % {"n": max_length}, "max_length", "name")
     if expires_at is not None and expires_at <= timezone.now():
         raise _refuse(_("The expiry must be in the future."), "invalid", "expires_at")
+    if scope not in APIToken.Scope.values:
+        raise _refuse(
+            _("Choose one of: %(choices)s.") % {"choices": ", ".join(APIToken.Scope.values)}, "invalid_choice", "scope"
+        )
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = APIToken.objects.create(
-        user=user,
-        name=name,
-        prefix=raw[:TOKEN_PREFIX_LENGTH],
-        digest=token_digest(raw),
-        expires_at=expires_at,
-    )
+    with transaction.atomic():
+        token = APIToken.objects.create(
+            user=user,
+            name=name,
+            prefix=raw[:TOKEN_PREFIX_LENGTH],
+            digest=token_digest(raw),
+            expires_at=expires_at,
+            scope=scope,
+        )
+        details = {"name": token.name, "prefix": token.prefix, "scope": token.scope}
+        if via:
+            details["via"] = via
+        security_event_record(
+            user=user, action=SecurityEvent.Action.TOKEN_CREATED, ip=ip, user_agent=user_agent, details=details
+        )
     return token, raw
 
 
-def api_token_revoke(*, token: APIToken) -> bool:
-    """Revoke ``token``. Revoking a revoked token is a no-op (False); the first revocation time stays."""
+def api_token_revoke(*, token: APIToken, ip: str | None = None, user_agent: str = "", by_staff: bool = False) -> bool:
+    """Revoke ``token``. Revoking a revoked token is a no-op (False, nothing logged); the first
+    revocation time stays. ``by_staff``: revoked in the admin; the user's log says so."""
     now = timezone.now()
-    revoked = APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+    with transaction.atomic():
+        revoked = APIToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+        if revoked:
+            security_event_record(
+                user=token.user,
+                action=SecurityEvent.Action.TOKEN_REVOKED,
+                ip=ip,
+                user_agent=user_agent,
+                details={"name": token.name, "prefix": token.prefix, **({"by": "staff"} if by_staff else {})},
+            )
     token.refresh_from_db(fields=["revoked_at"])
     return bool(revoked)

@@ -8,4 +8,5 @@ urlpatterns = [
     path("ssh-keys/<int:key_id>/delete/", views.ssh_key_delete, name="account_ssh_key_delete"),
     path("api-tokens/", views.api_tokens, name="account_api_tokens"),
     path("api-tokens/<int:token_id>/revoke/", views.api_token_revoke, name="account_api_token_revoke"),
+    path("security/", views.security_log, name="account_security_log"),
 ]

@@ -1,4 +1,4 @@
-"""Account pages: profile, SSH keys, API tokens, and the log-in view's lockout answer."""
+"""Account pages: profile, SSH keys, API tokens, the security log, and the log-in view's lockout answer."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from allauth.core.ratelimit import respond_429
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.forms.forms import NON_FIELD_ERRORS
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,6 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from accounts import selectors, services
+from accounts.client import request_client
 from accounts.forms import APITokenForm, ProfileForm, SSHKeyForm, form_add_service_error
 
 
@@ -65,7 +67,10 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             key = services.ssh_key_add(
-                user=request.user, name=form.cleaned_data["name"], public_key=form.cleaned_data["public_key"]
+                user=request.user,
+                name=form.cleaned_data["name"],
+                public_key=form.cleaned_data["public_key"],
+                **request_client(request),
             )
         except ValidationError as error:
             form_add_service_error(form, error)
@@ -86,7 +91,7 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
 def ssh_key_delete(request: HttpRequest, key_id: int) -> HttpResponse:
     key = get_object_or_404(selectors.ssh_key_list_for(user=request.user), pk=key_id)
     if request.method == "POST":
-        services.ssh_key_delete(user=request.user, key_id=key.pk)
+        services.ssh_key_delete(user=request.user, key_id=key.pk, **request_client(request))
         messages.success(request, _("SSH key “%(name)s” deleted.") % {"name": key.name})
         return redirect("account_ssh_keys")
     return render(request, "accounts/ssh_key_delete.html", {"key": key})
@@ -103,7 +108,11 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             try:
                 created, raw_token = services.api_token_create(
-                    user=request.user, name=form.cleaned_data["name"], expires_at=form.expires_at()
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    expires_at=form.expires_at(),
+                    scope=form.cleaned_data["scope"],
+                    **request_client(request),
                 )
             except ValidationError as error:
                 form_add_service_error(form, error)
@@ -123,9 +132,22 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
 def api_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     token = get_object_or_404(selectors.api_token_list_for(user=request.user), pk=token_id)
     if request.method == "POST":
-        if services.api_token_revoke(token=token):
+        if services.api_token_revoke(token=token, **request_client(request)):
             messages.success(request, _("Token “%(name)s” revoked: it no longer works.") % {"name": token.name})
         else:
             messages.info(request, _("Token “%(name)s” was already revoked.") % {"name": token.name})
         return redirect("account_api_tokens")
     return render(request, "accounts/api_token_revoke.html", {"token": token})
+
+
+SECURITY_LOG_PAGE_SIZE = 50
+
+
+@login_required
+@require_http_methods(["GET"])
+def security_log(request: HttpRequest) -> HttpResponse:
+    """The user's own security log, newest first: what to look at after an unexpected e-mail."""
+    page = Paginator(selectors.security_event_list_for(user=request.user), SECURITY_LOG_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "accounts/security_log.html", {"page": page})

@@ -13,37 +13,11 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+# Ledger rows are history: corrections are new transactions, never edits. The guard lives in core,
+# shared with accounts' security log; the error is re-exported for the callers that catch it here.
+from core.appendonly import AppendOnlyError as AppendOnlyError
+from core.appendonly import AppendOnlyModel
 from core.statemachine import transition_table
-
-
-class AppendOnlyError(Exception):
-    """Ledger rows are history: corrections are new transactions, never edits."""
-
-
-class AppendOnlyQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise AppendOnlyError(f"{self.model.__name__} rows cannot be updated.")
-
-    def delete(self):
-        raise AppendOnlyError(f"{self.model.__name__} rows cannot be deleted.")
-
-    def _raw_delete(self, using):
-        raise AppendOnlyError(f"{self.model.__name__} rows cannot be deleted.")
-
-
-class AppendOnlyModel(models.Model):
-    objects = AppendOnlyQuerySet.as_manager()
-
-    class Meta:
-        abstract = True
-
-    def save(self, *args, **kwargs):
-        if not self._state.adding:
-            raise AppendOnlyError(f"{type(self).__name__} rows cannot be updated.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyError(f"{type(self).__name__} rows cannot be deleted.")
 
 
 class LedgerAccount(models.Model):

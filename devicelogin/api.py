@@ -15,12 +15,19 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.client import request_client
+from accounts.models import APIToken
 from core.api import ServiceError
 from devicelogin import services
 
 
 class StartSerializer(serializers.Serializer):
     client_name = serializers.CharField(max_length=64, required=False, default="gpuctl", help_text="Names the token.")
+    scope = serializers.ChoiceField(
+        choices=APIToken.Scope.choices,
+        default=APIToken.Scope.FULL,
+        help_text="The token's access: full, or read (GET, HEAD and OPTIONS only).",
+    )
 
 
 class StartedSerializer(serializers.Serializer):
@@ -53,7 +60,9 @@ class DeviceStartView(APIView):
     def post(self, request):
         body = StartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        authorization, device_code = services.device_login_start(client_name=body.validated_data["client_name"])
+        authorization, device_code = services.device_login_start(
+            client_name=body.validated_data["client_name"], scope=body.validated_data["scope"]
+        )
         page = request.build_absolute_uri(reverse("device_login"))
         data = {
             "device_code": device_code,
@@ -84,7 +93,9 @@ class DeviceTokenView(APIView):
         body = TokenRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            token = services.device_login_redeem(device_code=body.validated_data["device_code"])
+            token = services.device_login_redeem(
+                device_code=body.validated_data["device_code"], **request_client(request)
+            )
         except services.DeviceLoginRefused as refused:
             if refused.code == "not_found":
                 raise NotFound(refused.message) from refused

@@ -5,6 +5,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from accounts.models import APIToken
+
 
 class DeviceAuthorization(models.Model):
     """One log-in of a command line through the browser.
@@ -25,6 +27,8 @@ class DeviceAuthorization(models.Model):
     user_code = models.CharField(max_length=9, db_index=True)
     client_name = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # The access the command line asked for (``gpuctl login --read-only``); the page shows it before approval.
+    scope = models.CharField(max_length=8, choices=APIToken.Scope.choices, default=APIToken.Scope.FULL)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from accounts.services import api_token_create
+from accounts.models import APIToken, SecurityEvent
+from accounts.services import api_token_create, security_event_record
 from devicelogin.models import DeviceAuthorization
 
 LIFETIME = timedelta(minutes=10)
@@ -37,8 +38,13 @@ def user_code_normalise(raw: str) -> str:
     return f"{letters[:4]}-{letters[4:8]}" if len(letters) == 8 else letters
 
 
-def device_login_start(*, client_name: str) -> tuple[DeviceAuthorization, str]:
-    """A new pending log-in and its device code (returned once, stored as a digest)."""
+def device_login_start(*, client_name: str, scope: str = APIToken.Scope.FULL) -> tuple[DeviceAuthorization, str]:
+    """A new pending log-in and its device code (returned once, stored as a digest).
+
+    ``scope`` is the access of the token it will make: a read-only one for ``gpuctl login --read-only``.
+    """
+    if scope not in APIToken.Scope.values:  # the API's serializer refuses it first, with a 400
+        raise ValueError(f"Unknown token scope {scope!r}.")
     device_code = secrets.token_urlsafe(32)
     user_code = "".join(secrets.choice(_ALPHABET) for _ in range(8))
     authorization = DeviceAuthorization.objects.create(
@@ -46,6 +52,7 @@ def device_login_start(*, client_name: str) -> tuple[DeviceAuthorization, str]:
         user_code=f"{user_code[:4]}-{user_code[4:]}",
         client_name=" ".join(client_name.split())[:64] or "gpuctl",
         expires_at=timezone.now() + LIFETIME,
+        scope=scope,
     )
     return authorization, device_code
 
@@ -59,17 +66,30 @@ def device_login_pending(*, user_code: str) -> DeviceAuthorization | None:
     ).first()
 
 
-def device_login_decide(*, authorization: DeviceAuthorization, user, approve: bool) -> bool:
-    """Confirm (or refuse) for ``user``; False when it was no longer pending (decided, or expired)."""
+def device_login_decide(
+    *, authorization: DeviceAuthorization, user, approve: bool, ip: str | None = None, user_agent: str = ""
+) -> bool:
+    """Confirm (or refuse) for ``user``; False when it was no longer pending (decided, or expired).
+
+    An approval goes into the user's security log (with the browser's address), in the same transaction.
+    """
     status = DeviceAuthorization.Status.APPROVED if approve else DeviceAuthorization.Status.DENIED
-    return bool(
-        DeviceAuthorization.objects.filter(
+    with transaction.atomic():
+        decided = DeviceAuthorization.objects.filter(
             pk=authorization.pk, status=DeviceAuthorization.Status.PENDING, expires_at__gt=timezone.now()
         ).update(status=status, user=user)
-    )
+        if decided and approve:
+            security_event_record(
+                user=user,
+                action=SecurityEvent.Action.DEVICE_LOGIN_APPROVED,
+                ip=ip,
+                user_agent=user_agent,
+                details={"client": authorization.client_name, "scope": authorization.scope},
+            )
+    return bool(decided)
 
 
-def device_login_redeem(*, device_code: str) -> str:
+def device_login_redeem(*, device_code: str, ip: str | None = None, user_agent: str = "") -> str:
     """The new API token once the user confirmed; otherwise ``DeviceLoginRefused`` saying why.
 
     The approved → redeemed move and the token are one transaction, so two polls racing get one
@@ -89,5 +109,13 @@ def device_login_redeem(*, device_code: str) -> str:
             raise DeviceLoginRefused("authorization_pending", _("Waiting for confirmation in the browser."))
         authorization.status = DeviceAuthorization.Status.REDEEMED
         authorization.save(update_fields=["status"])
-        _token, raw = api_token_create(user=authorization.user, name=authorization.client_name, expires_at=None)
+        _token, raw = api_token_create(
+            user=authorization.user,
+            name=authorization.client_name,
+            expires_at=None,
+            scope=authorization.scope,
+            ip=ip,
+            user_agent=user_agent,
+            via="device_login",
+        )
         return raw

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
+from accounts.client import request_client
 from devicelogin import services
 from devicelogin.forms import UserCodeForm
 
@@ -27,7 +28,10 @@ def device_login(request: HttpRequest) -> HttpResponse:
             )
         elif request.method == "POST" and request.POST.get("decision") in {"approve", "deny"}:
             approve = request.POST["decision"] == "approve"
-            if services.device_login_decide(authorization=authorization, user=request.user, approve=approve):
+            decided = services.device_login_decide(
+                authorization=authorization, user=request.user, approve=approve, **request_client(request)
+            )
+            if decided:
                 if approve:
                     messages.success(
                         request,

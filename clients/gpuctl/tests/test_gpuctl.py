@@ -176,3 +176,37 @@ def test_login_through_the_browser_with_a_device_code(console, gpuctl, alice):
 def test_version_and_help_need_no_console(gpuctl):
     assert gpuctl("--version").stdout.strip() == "gpuctl, version 0.1.0"
     assert "launch" in gpuctl("--help").stdout
+
+
+def test_login_read_only_gets_a_token_that_reads_but_cannot_launch(console, gpuctl, alice):
+    import threading
+    import time
+
+    from django.db import connection
+
+    from accounts.models import APIToken
+    from devicelogin.models import DeviceAuthorization
+    from devicelogin.services import device_login_decide
+
+    def confirm_in_the_browser():
+        try:
+            for _ in range(200):
+                pending = DeviceAuthorization.objects.filter(status="pending").first()
+                if pending:
+                    assert pending.scope == "read"  # the page shows it before the user approves
+                    device_login_decide(authorization=pending, user=alice, approve=True)
+                    return
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    user = threading.Thread(target=confirm_in_the_browser)
+    user.start()
+    run = gpuctl("login", "--url", console["url"], "--no-browser", "--read-only")
+    user.join()
+    assert run.code == 0, run.stdout + run.stderr
+    assert APIToken.objects.filter(user=alice, scope="read").count() == 1
+    assert gpuctl("--json", "balance").json()["total_fen"] == 1_000_000  # reading works
+    refused = gpuctl("--json", "launch", "--gpu", "a800-80g", "--region", "cn-north-1", "--image", "pytorch-2.5-cu124")
+    assert refused.code != 0
+    assert "read_only_token" in refused.stdout + refused.stderr

@@ -209,11 +209,17 @@ def _show(instance: dict) -> None:
     "--token", default=None, help="An API token (Account → API tokens); without one, log in through the browser."
 )
 @click.option("--browser/--no-browser", default=True, help="Open the confirmation page in a browser.")
+@click.option(
+    "--read-only",
+    is_flag=True,
+    default=False,
+    help="Through the browser: ask for a read-only token (it lists and reads; it cannot launch, stop or spend).",
+)
 @pass_ctx
-def login(ctx: Context, url: str, token: str | None, browser: bool) -> None:
+def login(ctx: Context, url: str, token: str | None, browser: bool, read_only: bool) -> None:
     """Log in (through the browser, or with a token) and keep the token in ~/.config/gpuctl/config.json."""
     if token is None:
-        token = _device_login(ctx, url, browser)
+        token = _device_login(ctx, url, browser, scope="read" if read_only else "full")
     profile = Client(url, token).profile()
     path = _config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,8 +252,8 @@ def launch(ctx: Context, wait: bool, timeout: int, idempotency_key: str | None, 
     ctx.emit(instance, lambda: _show(instance))
 
 
-def _device_login(ctx: Context, url: str, browser: bool) -> str:
-    started = device_login_start(url, f"gpuctl on {platform.node() or 'a terminal'}")
+def _device_login(ctx: Context, url: str, browser: bool, scope: str = "full") -> str:
+    started = device_login_start(url, f"gpuctl on {platform.node() or 'a terminal'}", scope=scope)
     err.print(
         t("Open {uri} and check the code {code}.", uri=started["verification_uri_complete"], code=started["user_code"]),
         highlight=False,

@@ -31,9 +31,12 @@ class ApiError(Exception):
             return cls(response.status_code, "http_error", f"HTTP {response.status_code}")
 
 
-def device_login_start(url: str, client_name: str, *, timeout: float = 30.0) -> dict:
-    """Start a browser log-in: ``{device_code, user_code, verification_uri_complete, interval, …}``."""
-    return _anonymous(url, "/account/device/", {"client_name": client_name}, timeout)
+def device_login_start(url: str, client_name: str, *, scope: str = "full", timeout: float = 30.0) -> dict:
+    """Start a browser log-in: ``{device_code, user_code, verification_uri_complete, interval, …}``.
+
+    ``scope="read"`` asks for a read-only token (GET only: it cannot launch, stop or spend).
+    """
+    return _anonymous(url, "/account/device/", {"client_name": client_name, "scope": scope}, timeout)
 
 
 def device_login_poll(url: str, device_code: str, *, timeout: float = 30.0) -> str:
