@@ -91,6 +91,8 @@ def test_an_address_without_an_account_signs_up_then_accepts(team, alice, client
     path = confirm_url.split("testserver", 1)[-1]
     response = client.post(path)
     assert response.status_code == 302
+    assert response["Location"] == f"/teams/invitations/{token}/"  # allauth kept ?next= through the verification
+    assert 'value="accept"' in client.get(response["Location"]).content.decode()
     assert EmailAddress.objects.get(email="newcomer@example.com").verified
     # Back on the invitation, logged in: accept.
     response = client.post(f"/teams/invitations/{token}/", {"action": "accept"})
