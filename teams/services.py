@@ -180,7 +180,8 @@ def team_delete(*, actor, team: Team) -> None:
             status=Invitation.Status.REVOKED, decided_at=now
         )
         team.deleted_at = now
-        team.slug = f"deleted-{team.pk}-{team.slug}"[:64]
+        # "~" never comes out of slugify, so the freed slug cannot collide with a live team's.
+        team.slug = f"~{team.pk}~{team.slug}"[:64]
         team.save(update_fields=["deleted_at", "slug"])
         get_user_model().objects.filter(pk=team.account_id).update(is_active=False)
 
