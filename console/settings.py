@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "ports",
     "metrics",
     "budgets",
+    "teams",
 ]
 
 MIDDLEWARE = [
@@ -106,6 +107,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "teams.middleware.ActingContextMiddleware",  # request.principal: the account acted on (teams/context.py)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -901,3 +903,17 @@ CELERY_BEAT_SCHEDULE.update(
 # With a token, a scrape sends "Authorization: Bearer <token>"; without one, only these networks may scrape.
 CONSOLE_METRICS_TOKEN = os.environ.get("CONSOLE_METRICS_TOKEN", "")
 CONSOLE_METRICS_ALLOWED_IPS = env_list("CONSOLE_METRICS_ALLOWED_IPS", "127.0.0.1/32,::1/128")
+
+# --- Teams (teams/): a team is an account that its members act on, with roles and an audit log --------
+# Hours an invitation link works; the periodic task marks the older ones expired.
+TEAMS_INVITATION_TTL_H = int(os.environ.get("TEAMS_INVITATION_TTL_H", "168"))
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("teams.context_processors.acting_context")
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "teams-invitations-expire": {
+            "task": "teams.tasks.invitations_expire_task",
+            "schedule": 600.0,
+            "options": {"expires": 600},
+        },
+    }
+)

@@ -1,0 +1,278 @@
+"""The REST API for teams: the same services and rules as the pages.
+
+A team the caller is not in is a 404 (``selectors.membership_get``); a role that may not do
+something is a 403 with ``code: permission_denied``; a business rule's refusal is a 409 whose
+``code`` says which (``last_owner``, ``team_not_empty``, ``invitation_unusable``); bad input is a 400.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from core.api import ServiceError
+from teams import selectors, services
+from teams.errors import TeamError
+from teams.models import Invitation, Membership, Role, Team, TeamEvent
+from teams.roles import Permission, membership_can
+
+SPEND_LIMIT_MAX_FEN = 10**12  # ¥10 billion: a bound the schema can state, far above any real limit
+
+
+def _raise(error: TeamError):
+    if error.status == 400:
+        raise exceptions.ValidationError({error.field or "non_field_errors": [error.message]}) from error
+    if error.status == 403:
+        raise exceptions.PermissionDenied(detail=error.message, code=error.code) from error
+    raise ServiceError(detail=error.message, code=error.code) from error
+
+
+# --- Serializers ----------------------------------------------------------------------------------
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField(help_text="Your role in the team.")
+
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "created_at", "role"]
+        read_only_fields = fields
+
+    def get_role(self, team: Team) -> str:
+        return self.context["roles"].get(team.pk, "")
+
+
+class TeamCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=Team._meta.get_field("name").max_length)
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    email = serializers.EmailField(source="user.email", read_only=True)
+    display_name = serializers.CharField(source="user.short_name", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "email", "display_name", "role", "spend_limit_fen", "gpu_limit", "created_at"]
+        read_only_fields = fields
+
+
+class MemberUpdateSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices, required=False)
+    spend_limit_fen = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=SPEND_LIMIT_MAX_FEN,
+        help_text=_("Monthly spend limit in fen; null lifts it."),
+    )
+    gpu_limit = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=10_000,
+        help_text=_("GPU cards the member may hold at once; null lifts it."),
+    )
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    invited_by = serializers.EmailField(source="invited_by.email", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "email", "role", "status", "invited_by", "created_at", "expires_at", "decided_at"]
+        read_only_fields = fields
+
+
+class InvitationCreateSerializer(serializers.Serializer):
+    email = serializers.EmailField()
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.MEMBER)
+
+
+class TeamEventSerializer(serializers.ModelSerializer):
+    actor = serializers.EmailField(source="actor.email", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = TeamEvent
+        fields = ["id", "created_at", "actor", "action", "target", "details"]
+        read_only_fields = fields
+
+
+# --- Views ----------------------------------------------------------------------------------------
+
+
+class _InTeam:
+    """The caller's membership of the team in the URL: a 404 when they are not in it."""
+
+    def membership(self) -> Membership:
+        if not hasattr(self, "_membership"):
+            found = selectors.membership_get(user=self.request.user, slug=self.kwargs["slug"])
+            if found is None:
+                raise Http404
+            self._membership = found
+        return self._membership
+
+    def require(self, perm: str) -> Membership:
+        membership = self.membership()
+        if not membership_can(membership, perm):
+            raise exceptions.PermissionDenied(_("Your role in this team does not allow this."))
+        return membership
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your teams"),
+    retrieve=extend_schema(summary="Get a team"),
+    create=extend_schema(summary="Create a team", request=TeamCreateSerializer, responses={201: TeamSerializer}),
+)
+@extend_schema(tags=["teams"])
+class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = TeamSerializer
+    lookup_field = "slug"
+    lookup_value_regex = "[-a-zA-Z0-9_]+"
+
+    def _memberships(self):
+        return selectors.memberships_for(user=self.request.user)
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Team.objects.none()
+        return Team.objects.filter(pk__in=self._memberships().values("team_id")).order_by("name", "id")
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False):
+            context["roles"] = dict(self._memberships().values_list("team_id", "role"))
+        return context
+
+    def create(self, request, *args, **kwargs) -> Response:
+        body = TeamCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            team = services.team_create(user=request.user, name=body.validated_data["name"])
+        except TeamError as error:
+            _raise(error)
+        return Response(TeamSerializer(team, context={"roles": {team.pk: Role.OWNER}}).data, status=201)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List a team's members"),
+    partial_update=extend_schema(
+        summary="Change a member's role or limits",
+        description="Admins and owners. Only an owner makes or unmakes an owner; the last owner keeps the role.",
+        request=MemberUpdateSerializer,
+        responses={200: MemberSerializer, 403: OpenApiResponse(description="Your role does not allow this.")},
+    ),
+    destroy=extend_schema(
+        summary="Remove a member (or leave, for yourself)",
+        responses={204: None, 403: OpenApiResponse(description="Your role does not allow this.")},
+    ),
+)
+@extend_schema(tags=["teams"])
+class MemberViewSet(_InTeam, mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = MemberSerializer
+    http_method_names = ["get", "patch", "delete", "head", "options"]
+    lookup_value_converter = "int"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Membership.objects.none()
+        return selectors.team_members(team=self.membership().team)
+
+    def partial_update(self, request, *args, **kwargs) -> Response:
+        self.membership()
+        member = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        body = MemberUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            member = services.membership_update(
+                actor=request.user,
+                membership=member,
+                role=data.get("role"),
+                limits={k: data[k] for k in ("spend_limit_fen", "gpu_limit") if k in data},
+            )
+        except TeamError as error:
+            _raise(error)
+        return Response(MemberSerializer(member).data)
+
+    def destroy(self, request, *args, **kwargs) -> Response:
+        member = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        try:
+            services.membership_remove(actor=request.user, membership=member)
+        except TeamError as error:
+            _raise(error)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List a team's invitations",
+        responses={200: InvitationSerializer(many=True), 403: OpenApiResponse(description="Admins and owners.")},
+    ),
+    create=extend_schema(
+        summary="Invite someone by e-mail",
+        description="Re-inviting a pending address replaces its invitation; inviting a member is refused.",
+        request=InvitationCreateSerializer,
+        responses={201: InvitationSerializer, 403: OpenApiResponse(description="Admins and owners.")},
+    ),
+)
+@extend_schema(tags=["teams"])
+class InvitationViewSet(_InTeam, mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = InvitationSerializer
+    lookup_value_converter = "int"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Invitation.objects.none()
+        return selectors.team_invitations(team=self.require(Permission.TEAM_MANAGE_MEMBERS).team)
+
+    def create(self, request, *args, **kwargs) -> Response:
+        membership = self.require(Permission.TEAM_MANAGE_MEMBERS)
+        body = InvitationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            invitation, _token = services.invitation_create(
+                actor=request.user,
+                team=membership.team,
+                email=body.validated_data["email"],
+                role=body.validated_data["role"],
+                site_url=request.build_absolute_uri("/"),
+            )
+        except TeamError as error:
+            _raise(error)
+        return Response(InvitationSerializer(invitation).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Revoke a pending invitation",
+        request=None,
+        responses={200: InvitationSerializer, 403: OpenApiResponse(description="Admins and owners.")},
+    )
+    @action(detail=True, methods=["post"])
+    def revoke(self, request, *args, **kwargs) -> Response:
+        invitation = get_object_or_404(self.get_queryset(), pk=kwargs["pk"])
+        try:
+            services.invitation_revoke(actor=request.user, invitation=invitation)
+        except TeamError as error:
+            _raise(error)
+        invitation.refresh_from_db()
+        return Response(InvitationSerializer(invitation).data)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="A team's audit log, newest first",
+        responses={200: TeamEventSerializer(many=True), 403: OpenApiResponse(description="Admins and owners.")},
+    ),
+)
+@extend_schema(tags=["teams"])
+class TeamEventViewSet(_InTeam, mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = TeamEventSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return TeamEvent.objects.none()
+        return selectors.team_events(team=self.require(Permission.AUDIT_VIEW).team)

@@ -1,0 +1,50 @@
+"""The refusals team services raise. ``code`` is machine-readable (the API's error code); the message is
+for people and already translated; ``field`` names the form field it is about, when there is one."""
+
+from __future__ import annotations
+
+
+class TeamError(Exception):
+    code = "invalid"
+    status = 409  # the API's answer: a business rule refused it
+    field: str | None = None
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if field is not None:
+            self.field = field
+
+
+class TeamInvalid(TeamError):
+    """Bad input: a form error, or the API's 400 naming the field."""
+
+    code = "invalid"
+    status = 400
+
+
+class TeamForbidden(TeamError):
+    """A member whose role does not allow this (a non-member never gets this far: they get a 404)."""
+
+    code = "permission_denied"
+    status = 403
+
+
+class LastOwner(TeamError):
+    code = "last_owner"
+
+
+class AlreadyMember(TeamError):
+    code = "already_member"
+    status = 400
+    field = "email"
+
+
+class InvitationUnusable(TeamError):
+    """Expired, revoked, declined, already used, or addressed to someone else."""
+
+    code = "invitation_unusable"
+
+
+class TeamNotEmpty(TeamError):
+    code = "team_not_empty"
