@@ -62,6 +62,8 @@ def apply(path: str) -> None:
     applied = 0
     for entry in po:
         text = translations.get(_key(entry))
+        if isinstance(text, list):  # a plural given as its forms: Chinese has one
+            text = text[0] if text else ""
         if text:
             _set(entry, text)
             applied += 1
