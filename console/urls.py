@@ -17,6 +17,7 @@ api_v1 = [
     path("", include("metrics.api_urls")),  # instances/<id>/metrics/
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
+    path("", include("notifications.api_urls")),  # notifications/, notifications/preferences/, …/webhooks/
 ]
 
 
@@ -54,6 +55,7 @@ urlpatterns = [
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
     path("storage/", include("storage.urls")),
+    path("notifications/", include("notifications.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/v1/", include(api_v1)),
