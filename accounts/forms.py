@@ -32,6 +32,7 @@ class ProfileForm(forms.Form):
     language = forms.ChoiceField(
         label=_("Language"),
         choices=settings.LANGUAGES,
+        required=False,  # a form without it keeps the language the user has
         help_text=_(
             "The console's language after you log in, and the language of the e-mails and notifications we send you."
         ),

@@ -844,6 +844,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
     {
         "VolumeStatusEnum": "storage.models.Volume.Status",
         "VolumeAttachmentModeEnum": "storage.models.VolumeAttachment.Mode",
+        "NotificationKindEnum": "notifications.models.Kind",
+        "WebhookDeliveryStatusEnum": "notifications.models.WebhookDelivery.Status",
     }
 )
 

@@ -63,6 +63,7 @@ MARKED = inline_serializer("NotificationsMarked", {"marked": serializers.Integer
 )
 class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = NotificationSerializer
+    queryset = Notification.objects.none()  # the schema's types; get_queryset scopes to the caller
     lookup_value_regex = r"\d+"
 
     def get_queryset(self):
@@ -82,13 +83,14 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         return Response(NotificationSerializer(row).data)
 
     @extend_schema(
+        operation_id="notifications_read_many",
         summary="Mark several (ids) or all of your notifications read",
         tags=TAG,
         request=MarkReadSerializer,
         responses=MARKED,
     )
     @action(detail=False, methods=["post"], url_path="read")
-    def read_many(self, request):
+    def read_all(self, request):
         body = MarkReadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         ids = None if body.validated_data["all"] else body.validated_data["ids"]
@@ -190,6 +192,7 @@ class WebhookEndpointViewSet(
     viewsets.GenericViewSet,
 ):
     serializer_class = WebhookEndpointSerializer
+    queryset = WebhookEndpoint.objects.none()  # the schema's types; get_queryset scopes to the caller
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self):
