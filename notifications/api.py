@@ -7,6 +7,7 @@ Another user's notification or endpoint is a 404 (every query is scoped to the c
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -46,7 +47,7 @@ class MarkReadSerializer(serializers.Serializer):
 
     def validate(self, attrs):
         if not attrs.get("all") and not attrs.get("ids"):
-            raise ValidationError({"ids": ["Give ids, or all: true."]})
+            raise ValidationError({"ids": [_("Give ids, or all: true.")]})
         return attrs
 
 
