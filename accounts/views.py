@@ -45,7 +45,9 @@ def profile(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             services.user_profile_update(
-                user=user, display_name=form.cleaned_data["display_name"], language=form.cleaned_data["language"] or None
+                user=user,
+                display_name=form.cleaned_data["display_name"],
+                language=form.cleaned_data["language"] or None,
             )
         except ValidationError as error:
             form_add_service_error(form, error)
