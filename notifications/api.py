@@ -9,13 +9,20 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api import ServiceError
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
 
@@ -107,7 +114,7 @@ class PreferenceSerializer(serializers.Serializer):
 
 
 class PreferencesSerializer(serializers.Serializer):
-    preferences = PreferenceSerializer(many=True, max_length=len(Kind.choices))
+    preferences = PreferenceSerializer(many=True)
 
 
 class PreferencesView(APIView):
@@ -179,7 +186,10 @@ class WebhookEndpointCreatedSerializer(WebhookEndpointSerializer):
     create=extend_schema(
         summary="Add a webhook endpoint (its secret is in this answer only)",
         tags=TAG,
-        responses={201: WebhookEndpointCreatedSerializer},
+        responses={
+            201: WebhookEndpointCreatedSerializer,
+            409: OpenApiResponse(description="limit_reached: you have the most endpoints allowed"),
+        },
     ),
     partial_update=extend_schema(summary="Change an endpoint's URL or turn it on or off", tags=TAG),
     destroy=extend_schema(summary="Remove a webhook endpoint", tags=TAG),
@@ -203,9 +213,13 @@ class WebhookEndpointViewSet(
         body = WebhookEndpointSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            endpoint = services.webhook_endpoint_create(user=request.user, url=body.validated_data["url"])
+            endpoint = services.webhook_endpoint_create(
+                user=request.user, url=body.validated_data["url"], active=body.validated_data.get("active", True)
+            )
         except DjangoValidationError as error:
             _field_error("url", error)
+        except services.EndpointLimitReached as error:
+            raise ServiceError(detail=str(error), code="limit_reached") from error
         return Response(WebhookEndpointCreatedSerializer(endpoint).data, status=status.HTTP_201_CREATED)
 
     def update(self, request, *args, **kwargs):

@@ -213,15 +213,18 @@ def preferences_set(*, user, choices: dict[str, dict[str, bool]]) -> None:
 # --- Webhook endpoints -------------------------------------------------------------------------------
 
 
-def webhook_endpoint_create(*, user, url: str) -> WebhookEndpoint:
+class EndpointLimitReached(Exception):
+    """The user has ``NOTIFICATIONS_WEBHOOKS_PER_USER`` endpoints already (the API answers 409)."""
+
+
+def webhook_endpoint_create(*, user, url: str, active: bool = True) -> WebhookEndpoint:
     """A new endpoint with a fresh secret (the caller shows ``endpoint.secret`` once)."""
     url = webhooks.url_check(url)
     if WebhookEndpoint.objects.filter(user=user).count() >= settings.NOTIFICATIONS_WEBHOOKS_PER_USER:
-        raise ValidationError(
-            _("You can have at most %(n)d webhook endpoints.") % {"n": settings.NOTIFICATIONS_WEBHOOKS_PER_USER},
-            code="limit",
+        raise EndpointLimitReached(
+            _("You can have at most %(n)d webhook endpoints.") % {"n": settings.NOTIFICATIONS_WEBHOOKS_PER_USER}
         )
-    return WebhookEndpoint.objects.create(user=user, url=url)
+    return WebhookEndpoint.objects.create(user=user, url=url, active=active)
 
 
 def webhook_endpoint_update(*, endpoint: WebhookEndpoint, url: str | None = None, active: bool | None = None):

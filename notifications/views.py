@@ -93,6 +93,8 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
             endpoint = services.webhook_endpoint_create(user=request.user, url=form.cleaned_data["url"])
         except ValidationError as error:
             form.add_error("url", error)
+        except services.EndpointLimitReached as error:
+            form.add_error("url", str(error))
         else:
             return _preferences_page(request, new_endpoint=endpoint)
     return _preferences_page(request, form=form, status=400)
