@@ -40,7 +40,6 @@ from core.live import notify_user
 from core.tasks import enqueue_on_commit
 from notifications import webhooks
 from notifications.models import (
-    Kind,
     Notification,
     NotificationPreference,
     WebhookAttempt,
@@ -321,6 +320,3 @@ def webhook_deliver(*, delivery_id: int, now: float | None = None) -> str:
     if outcome != DELIVERED:
         logger.warning("webhook delivery %s attempt %d: %s", delivery.pk, number, error)
     return outcome
-
-
-__all__ = ["Kind", "Message", "notify"]
