@@ -534,6 +534,12 @@ NOTIFICATIONS_WEBHOOK_READ_TIMEOUT_S = 5.0
 NOTIFICATIONS_WEBHOOK_MAX_ATTEMPTS = 8  # then the delivery is marked failed
 NOTIFICATIONS_WEBHOOK_BACKOFF_S = 30  # 30 s, 1 min, 2 min… between attempts, at most an hour
 NOTIFICATIONS_WEBHOOKS_PER_USER = 5
+NOTIFICATIONS_KEEP_DAYS = 180  # inbox lines older than this are pruned (read or not), once a day
+NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS = 30  # finished deliveries and their attempts
+CELERY_BEAT_SCHEDULE["notifications-prune"] = {
+    "task": "notifications.tasks.notifications_prune_task",
+    "schedule": 86400.0,
+}
 
 # --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.

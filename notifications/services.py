@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -185,6 +185,24 @@ def _push_count(user_id: int) -> None:
         notify_user(user_id=user_id, payload={"type": "notifications", "unread": _unread(user_id)})
     except Exception:
         logger.warning("live count failed for user %s", user_id, exc_info=True)
+
+
+def notifications_prune(*, now: datetime | None = None) -> dict[str, int]:
+    """Daily: drop inbox lines older than ``NOTIFICATIONS_KEEP_DAYS`` and finished webhook deliveries
+    (with their attempts) older than ``NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS``, so neither table
+    grows without bound. Pending deliveries stay until their last attempt."""
+    now = now or timezone.now()
+    old_deliveries = WebhookDelivery.objects.filter(
+        created_at__lt=now - timedelta(days=settings.NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS)
+    ).exclude(status=WebhookDelivery.Status.PENDING)
+    _total, deliveries = old_deliveries.delete()
+    _total, notifications = Notification.objects.filter(
+        created_at__lt=now - timedelta(days=settings.NOTIFICATIONS_KEEP_DAYS)
+    ).delete()
+    return {
+        "notifications": notifications.get("notifications.Notification", 0),
+        "deliveries": deliveries.get("notifications.WebhookDelivery", 0),
+    }
 
 
 # --- Preferences -------------------------------------------------------------------------------------

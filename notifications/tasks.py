@@ -1,4 +1,4 @@
-"""The webhook delivery task: takes a delivery's id, one attempt per run, retried with backoff."""
+"""The webhook delivery task (a delivery's id, one attempt per run, retried with backoff), and the daily prune."""
 
 from __future__ import annotations
 
@@ -18,3 +18,8 @@ def webhook_deliver_task(self, delivery_id: int) -> str:
     if outcome == services.RETRY:
         raise self.retry(countdown=services.webhook_backoff_s(self.request.retries + 1))
     return outcome
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def notifications_prune_task() -> dict[str, int]:
+    return services.notifications_prune()

@@ -85,3 +85,24 @@ def test_the_recipients_hook_expands_an_account(alice, bob, settings, django_cap
         "bob@example.com": "您已花费月度预算的 50%",
     }
     assert sorted(m.to[0] for m in mail.outbox) == ["alice@example.com", "bob@example.com"]
+
+
+def test_old_lines_and_finished_deliveries_are_pruned(alice, receiver, django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications.models import WebhookAttempt
+    from notifications.tasks import notifications_prune_task
+
+    webhook_endpoint_create(user=alice, url=receiver.url)
+    with django_capture_on_commit_callbacks(execute=True):
+        notify(user=alice, kind=Kind.LOW_BALANCE, render=_budget_message)
+    Notification.objects.update(created_at=timezone.now() - timedelta(days=181))
+    WebhookDelivery.objects.update(created_at=timezone.now() - timedelta(days=31))
+    fresh = notify(user=alice, kind=Kind.IDLE_WARNING, render=_budget_message)[0]  # its delivery still pending
+    WebhookDelivery.objects.filter(notification=fresh).update(created_at=timezone.now() - timedelta(days=31))
+    assert notifications_prune_task.apply().get() == {"notifications": 1, "deliveries": 1}
+    assert list(Notification.objects.values_list("pk", flat=True)) == [fresh.pk]
+    assert WebhookDelivery.objects.get().notification_id == fresh.pk  # pending: kept until its last attempt
+    assert not WebhookAttempt.objects.exists()
