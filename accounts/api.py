@@ -38,7 +38,7 @@ def raise_as_api_error(error: DjangoValidationError):
 class ProfileSerializer(serializers.ModelSerializer):
     class Meta:
         model = User
-        fields = ["email", "display_name", "date_joined"]
+        fields = ["email", "display_name", "language", "date_joined"]
         read_only_fields = ["email", "date_joined"]
 
 
@@ -128,7 +128,9 @@ class ProfileView(generics.RetrieveUpdateAPIView):
     def perform_update(self, serializer: ProfileSerializer) -> None:
         display_name = serializer.validated_data.get("display_name", self.request.user.display_name)
         try:
-            services.user_profile_update(user=self.request.user, display_name=display_name)
+            services.user_profile_update(
+                user=self.request.user, display_name=display_name, language=serializer.validated_data.get("language")
+            )
         except DjangoValidationError as error:
             raise_as_api_error(error)
 

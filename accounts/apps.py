@@ -7,5 +7,6 @@ class AccountsConfig(AppConfig):
     verbose_name = _("Accounts")
 
     def ready(self) -> None:
-        # Connects the security log's receivers (log-ins, allauth's password and e-mail changes).
-        from accounts import signals  # noqa: F401
+        # Connects the receivers of the security log (log-ins, allauth's password and e-mail changes) and
+        # of the user's language (log-in and sign-up): importing the modules is what connects them.
+        from accounts import language, signals  # noqa: F401

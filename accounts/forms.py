@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -27,6 +28,14 @@ class ProfileForm(forms.Form):
         max_length=User._meta.get_field("display_name").max_length,
         required=False,
         help_text=_("How the console greets you. Leave empty to use the first part of your e-mail address."),
+    )
+    language = forms.ChoiceField(
+        label=_("Language"),
+        choices=settings.LANGUAGES,
+        required=False,  # a form without it keeps the language the user has
+        help_text=_(
+            "The console's language after you log in, and the language of the e-mails and notifications we send you."
+        ),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser, BaseUserManager
 from django.db import models
 from django.db.models.functions import Lower
@@ -40,6 +41,11 @@ class User(AbstractUser):
     username = None
     email = models.EmailField(_("e-mail address"), unique=True)
     display_name = models.CharField(_("display name"), max_length=80, blank=True)
+    # The language of the console's pages after log-in and of everything sent to the user (e-mail,
+    # notifications), also by workers, which have no request to take it from.
+    language = models.CharField(
+        _("language"), max_length=16, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
+    )
 
     USERNAME_FIELD = "email"
     REQUIRED_FIELDS: list[str] = []

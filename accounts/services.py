@@ -23,6 +23,7 @@ from datetime import datetime
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -72,7 +73,10 @@ def security_login_failed_record(*, email: str, ip: str | None = None, user_agen
 # --- Profile --------------------------------------------------------------------------------------
 
 
-def user_profile_update(*, user: User, display_name: str) -> User:
+def user_profile_update(*, user: User, display_name: str, language: str | None = None) -> User:
+    """Save the display name and, when given, the language (pages after log-in, e-mail, notifications)."""
+    if language is not None and language not in dict(settings.LANGUAGES):
+        raise ValidationError({"language": ValidationError(_("Choose one of the listed languages."), code="invalid")})
     display_name = " ".join(display_name.split())
     max_length = User._meta.get_field("display_name").max_length
     if len(display_name) > max_length:
@@ -80,7 +84,11 @@ def user_profile_update(*, user: User, display_name: str) -> User:
             {"display_name": ValidationError(_("At most %(n)d characters.") % {"n": max_length}, code="max_length")}
         )
     user.display_name = display_name
-    user.save(update_fields=["display_name"])
+    fields = ["display_name"]
+    if language is not None:
+        user.language = language
+        fields.append("language")
+    user.save(update_fields=fields)
     return user
 
 

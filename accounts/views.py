@@ -11,7 +11,7 @@ from django.core.paginator import Paginator
 from django.forms.forms import NON_FIELD_ERRORS
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 from accounts import selectors, services
 from accounts.client import request_client
 from accounts.forms import APITokenForm, ProfileForm, SSHKeyForm, form_add_service_error
+from accounts.language import language_apply
 
 
 class ConsoleLoginView(LoginView):
@@ -42,14 +43,20 @@ login = ConsoleLoginView.as_view()
 @require_http_methods(["GET", "POST"])
 def profile(request: HttpRequest) -> HttpResponse:
     user = request.user
-    form = ProfileForm(request.POST or None, initial={"display_name": user.display_name})
+    form = ProfileForm(request.POST or None, initial={"display_name": user.display_name, "language": user.language})
     if request.method == "POST" and form.is_valid():
         try:
-            services.user_profile_update(user=user, display_name=form.cleaned_data["display_name"])
+            services.user_profile_update(
+                user=user,
+                display_name=form.cleaned_data["display_name"],
+                language=form.cleaned_data["language"] or None,
+            )
         except ValidationError as error:
             form_add_service_error(form, error)
         else:
-            messages.success(request, _("Your profile is saved."))
+            language_apply(request, user.language)
+            with translation.override(user.language):
+                messages.success(request, _("Your profile is saved."))
             return redirect("account_profile")
     context = {
         "form": form,

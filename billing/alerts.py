@@ -4,12 +4,13 @@
 with something running or owing it computes the runway (``billing.selectors.runways_all``, two
 queries for everyone) and keeps one ``BalanceAlert`` episode per kind:
 
-- LOW: the runway fell below ``BILLING_LOW_BALANCE_WARNING_S``. One e-mail per episode; the episode
+- LOW: the runway fell below ``BILLING_LOW_BALANCE_WARNING_S``. One notification (inbox, e-mail in
+  the user's language, webhook: ``notifications.notify``) per episode; the episode
   ends when the runway is back above the threshold (a top-up) or nothing runs any more, so the next
   shortage warns again. The console's banner reads ``billing.selectors.low_balance_warning_active``.
 - EXHAUSTED: the runway is zero, or the meters owe more than the balance. After
   ``BILLING_OUT_OF_FUNDS_GRACE_S`` the hook named by ``BILLING_OUT_OF_FUNDS_HOOK`` is called once
-  with ``user_id=…``. The instances app points the setting at its own function (stop the user's
+  with ``user_id=…``, and the user is notified. The instances app points the setting at its own function (stop the user's
   instances, keep their disks); the default, ``billing.alerts.meters_stop_unpaid``, stops the
   user's open meters that are not storage.
 
@@ -25,7 +26,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -35,6 +35,8 @@ from billing.models import BalanceAlert, Meter
 from billing.selectors import Runway, runways_all
 from billing.services import meter_stop
 from core.formatting import cny, duration
+from notifications.models import Kind
+from notifications.services import Message, notify
 
 logger = logging.getLogger(__name__)
 
@@ -117,26 +119,42 @@ def _warn(*, alert: BalanceAlert, runway: Runway, now: datetime) -> int:
     if not _claim(alert=alert, now=now):
         return 0
     user = get_user_model().objects.get(pk=alert.user_id)
-    site = settings.CONSOLE_SITE_NAME
-    context = {
-        "site": site,
-        "balance": cny(max(runway.balance_fen, 0)),
-        "runway": duration(runway.seconds or 0),
-        "burn": cny(runway.burn_fen_per_hour),
-    }
-    subject = _("[%(site)s] Your balance runs out in %(runway)s") % context
-    body = (
-        _(
-            "Hello,\n\nAt the current rate of %(burn)s per hour, your balance of %(balance)s lasts about "
-            "%(runway)s. When it runs out, your running instances are stopped (their disks are kept).\n\n"
-            "Top up on the Billing page of %(site)s to keep them running.\n"
+
+    def render() -> Message:
+        context = {
+            "site": settings.CONSOLE_SITE_NAME,
+            "balance": cny(max(runway.balance_fen, 0)),
+            "runway": duration(runway.seconds or 0),  # words of the recipient's language
+            "burn": cny(runway.burn_fen_per_hour),
+        }
+        body = (
+            _(
+                "Hello,\n\nAt the current rate of %(burn)s per hour, your balance of %(balance)s lasts about "
+                "%(runway)s. When it runs out, your running instances are stopped (their disks are kept).\n\n"
+                "Top up on the Billing page of %(site)s to keep them running.\n"
+            )
+            % context
         )
-        % context
-    )
+        return Message(
+            title=_("Your balance runs out in %(runway)s") % context,
+            body=body,
+            mail_subject=_("[%(site)s] Your balance runs out in %(runway)s") % context,
+        )
+
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [user.email])
+        notify(
+            user=user,
+            kind=Kind.LOW_BALANCE,
+            render=render,
+            link="/billing/",
+            data={
+                "balance_fen": runway.balance_fen,
+                "burn_fen_per_hour": runway.burn_fen_per_hour,
+                "runway_s": runway.seconds,
+            },
+        )
     except Exception:
-        logger.exception("low-balance e-mail to user %s failed; retried at the next run", user.pk)
+        logger.exception("low-balance notification to user %s failed; retried at the next run", user.pk)
         _release(alert=alert)
         return 0
     logger.info("low-balance warning sent to user %s (runway %s s)", user.pk, runway.seconds)
@@ -154,6 +172,21 @@ def _out_of_funds(*, alert: BalanceAlert, now: datetime) -> int:
         _release(alert=alert)
         return 0
     logger.warning("user %s out of funds since %s: %s called", alert.user_id, alert.started_at, hook.__name__)
+    user = get_user_model().objects.filter(pk=alert.user_id).first()
+    if user is not None:
+        notify(
+            user=user,
+            kind=Kind.OUT_OF_FUNDS,
+            render=lambda: Message(
+                title=_("Your balance ran out: your instances were stopped"),
+                body=_(
+                    "Your balance is used up, so your running instances were stopped. Their disks are kept "
+                    "(storage is still billed). Top up on the Billing page to start them again."
+                ),
+            ),
+            link="/billing/",
+            data={"started_at": alert.started_at.isoformat()},
+        )
     return 1
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -19,10 +18,11 @@ from django.utils.translation import gettext_noop
 from budgets.models import THRESHOLDS, Budget, BudgetAlert, InstanceCap
 from budgets.selectors import instance_spent, month_of, spent_this_month
 from core.formatting import cny
-from core.live import notify_user
 from core.messages import reason as stored
 from instances.models import Instance
 from instances.services import instance_stop
+from notifications.models import Kind
+from notifications.services import Message, notify
 
 logger = logging.getLogger(__name__)
 
@@ -115,12 +115,20 @@ def _instance_caps_check() -> int:
         )
         stopped += 1
         if InstanceCap.objects.filter(pk=cap.pk, reached_at__isnull=True).update(reached_at=timezone.now()):
-            subject = _("%(name)s was stopped: it spent its limit of %(limit)s") % {
-                "name": instance.name,
-                "limit": cny(cap.limit_fen),
-            }
-            send_mail(subject, subject, None, [instance.owner.email], fail_silently=True)
+            values = {"name": instance.name, "limit": cny(cap.limit_fen)}
+            notify(
+                user=instance.owner,
+                kind=Kind.INSTANCE_LIMIT_REACHED,
+                render=lambda values=values: _limit_message(values),
+                link=f"/instances/{instance.pk}/",
+                data={"instance_id": str(instance.pk), "instance_name": instance.name, "limit_fen": cap.limit_fen},
+            )
     return stopped
+
+
+def _limit_message(values: dict) -> Message:
+    title = _("%(name)s was stopped: it spent its limit of %(limit)s") % values
+    return Message(title=title, body=title)
 
 
 def _alert(budget: Budget, month, threshold: int, used: int) -> bool:
@@ -133,25 +141,36 @@ def _alert(budget: Budget, month, threshold: int, used: int) -> bool:
     except IntegrityError:
         return False  # sent already (this run's twin, or an earlier one)
     values = {"pct": threshold, "spent": cny(used), "limit": cny(budget.monthly_limit_fen)}
-    if threshold >= 100:
-        subject = _("You have reached your monthly budget of %(limit)s") % values
-        body = (
-            _(
-                "This month you have spent %(spent)s, your whole budget of %(limit)s. Your running instances were stopped (their disks are kept)."
-            )
-            if budget.hard_cap
-            else _(
-                "This month you have spent %(spent)s, your whole budget of %(limit)s. Nothing was stopped: the budget has no hard cap."
-            )
-        ) % values
-    else:
-        subject = _("You have spent %(pct)d%% of your monthly budget") % values
-        body = _("This month you have spent %(spent)s of your %(limit)s budget (%(pct)d%%).") % values
-    send_mail(subject, body, None, [budget.user.email], fail_silently=True)
-    try:
-        notify_user(user_id=budget.user_id, payload={"type": "notice", "message": subject})
-    except Exception:
-        logger.warning("live notify failed for user %s", budget.user_id, exc_info=True)
+
+    def render() -> Message:
+        if threshold >= 100:
+            subject = _("You have reached your monthly budget of %(limit)s") % values
+            body = (
+                _(
+                    "This month you have spent %(spent)s, your whole budget of %(limit)s. Your running instances were stopped (their disks are kept)."
+                )
+                if budget.hard_cap
+                else _(
+                    "This month you have spent %(spent)s, your whole budget of %(limit)s. Nothing was stopped: the budget has no hard cap."
+                )
+            ) % values
+        else:
+            subject = _("You have spent %(pct)d%% of your monthly budget") % values
+            body = _("This month you have spent %(spent)s of your %(limit)s budget (%(pct)d%%).") % values
+        return Message(title=subject, body=body)
+
+    notify(
+        user=budget.user,
+        kind=Kind.BUDGET_REACHED if threshold >= 100 else Kind.BUDGET_THRESHOLD,
+        render=render,
+        link="/billing/budget/",
+        data={
+            "threshold_percent": threshold,
+            "spent_fen": used,
+            "limit_fen": budget.monthly_limit_fen,
+            "hard_cap": budget.hard_cap,
+        },
+    )
     return True
 
 

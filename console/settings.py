@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "metrics",
     "budgets",
     "teams",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -108,6 +109,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "teams.middleware.ActingContextMiddleware",  # request.principal: the account acted on (teams/context.py)
+    "accounts.language.LanguageCookieMiddleware",  # the user's language into the cookie at log-in
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -518,6 +520,28 @@ BILLING_TOPUP_ORDER_TTL_S = 24 * 3600  # a pending order expires after a day (a 
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("billing.context_processors.low_balance")
 # The staff menu's badge: quota requests waiting for a decision (one COUNT, only for staff, only when shown).
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("instances.context_processors.quota_waiting")
+# The header's bell: the unread notifications (one COUNT, only when a full page's header shows it).
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("notifications.context_processors.unread")
+
+# --- Notifications (notifications/): the inbox, e-mail in the user's language, signed webhooks ------
+# A dotted path ``f(*, user, kind) -> iterable of users``: who hears about ``user``'s account (a team's
+# owners and admins, say). None: the user itself.
+NOTIFICATIONS_RECIPIENTS_HOOK: str | None = None
+# Webhooks to private, loopback, link-local or reserved addresses (SSRF): refused unless this is on.
+NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE = env_bool("NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
+# http:// (not https) accepted for localhost endpoints outside production: development and tests.
+NOTIFICATIONS_WEBHOOK_ALLOW_HTTP_LOCALHOST = not PRODUCTION
+NOTIFICATIONS_WEBHOOK_CONNECT_TIMEOUT_S = 3.0
+NOTIFICATIONS_WEBHOOK_READ_TIMEOUT_S = 5.0
+NOTIFICATIONS_WEBHOOK_MAX_ATTEMPTS = 8  # then the delivery is marked failed
+NOTIFICATIONS_WEBHOOK_BACKOFF_S = 30  # 30 s, 1 min, 2 min… between attempts, at most an hour
+NOTIFICATIONS_WEBHOOKS_PER_USER = 5
+NOTIFICATIONS_KEEP_DAYS = 180  # inbox lines older than this are pruned (read or not), once a day
+NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS = 30  # finished deliveries and their attempts
+CELERY_BEAT_SCHEDULE["notifications-prune"] = {
+    "task": "notifications.tasks.notifications_prune_task",
+    "schedule": 86400.0,
+}
 
 # --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
@@ -777,6 +801,8 @@ CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketpl
 CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy.port_proxy_target"
 # Ports asked for at launch are declared by the ports app, in the launch's transaction.
 INSTANCES_PORTS_HOOK = "ports.services.ports_declare_at_launch"
+# Called in each instance transition's transaction: the marketplace tells a deployment's owner "ready"/"failed".
+INSTANCES_TRANSITION_HOOKS = ["apps_marketplace.hooks.deployment_transition_notify"]
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------
@@ -826,6 +852,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update(
     {
         "VolumeStatusEnum": "storage.models.Volume.Status",
         "VolumeAttachmentModeEnum": "storage.models.VolumeAttachment.Mode",
+        "NotificationKindEnum": "notifications.models.Kind",
+        "WebhookDeliveryStatusEnum": "notifications.models.WebhookDelivery.Status",
     }
 )
 

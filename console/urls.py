@@ -18,6 +18,7 @@ api_v1 = [
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
     path("teams/", include("teams.api_urls")),
+    path("", include("notifications.api_urls")),  # notifications/, notifications/preferences/, …/webhooks/
 ]
 
 
@@ -56,6 +57,7 @@ urlpatterns = [
     path("quota/", include("instances.quota_urls")),
     path("storage/", include("storage.urls")),
     path("teams/", include("teams.urls")),
+    path("notifications/", include("notifications.urls")),
     path("i18n/", include("django.conf.urls.i18n")),
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/v1/", include(api_v1)),

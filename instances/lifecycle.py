@@ -14,7 +14,7 @@ instance past its deadline.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from django.conf import settings
@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop
 
 from billing.services import meter_open, meter_stop
@@ -129,9 +130,24 @@ def instance_transition(
         else:
             instance = Instance.objects.select_related("gpu_model", "owner").get(pk=instance_id)
         _on_enter(instance=instance, src=src, dst=dst, at=now)
+        for hook in transition_hooks():
+            hook(instance=instance, src=src, dst=dst)
         transaction.on_commit(lambda: instance_notify(instance))
 
     return transition(model=Instance, pk=instance_id, table=ALLOWED, src=src, dst=dst, changes=fields, record=record)
+
+
+_hooks: dict[tuple[str, ...], list[Callable]] = {}
+
+
+def transition_hooks() -> list[Callable]:
+    """``INSTANCES_TRANSITION_HOOKS``: functions of higher apps called as ``hook(instance=, src=, dst=)``
+    inside each transition's transaction, after its event row (the marketplace tells a deployment's
+    owner it is ready or failed). Imported once per list of paths."""
+    paths = tuple(getattr(settings, "INSTANCES_TRANSITION_HOOKS", ()))
+    if paths not in _hooks:
+        _hooks[paths] = [import_string(path) for path in paths]
+    return _hooks[paths]
 
 
 def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:

@@ -21,18 +21,18 @@ import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_noop, override
+from django.utils.translation import gettext_noop
 
-from core.live import notify_user
 from core.messages import reason as stored
 from instances.capacity import beneficiary_drive
 from instances.errors import InstanceError
 from instances.lifecycle import instance_transition
 from instances.models import Instance
 from instances.services import instance_start
+from notifications.models import Kind
+from notifications.services import Message, notify
 from providers import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 
 logger = logging.getLogger(__name__)
@@ -44,13 +44,16 @@ def grace_s() -> int:
     return int(getattr(settings, "INSTANCES_PREEMPTION_GRACE_S", 30))
 
 
-def _tell(instance: Instance, *, subject: str, body: str) -> None:
-    """The inbox (e-mail) and a notice on the owner's open pages. Best effort: the timeline has it too."""
-    send_mail(subject, body, None, [instance.owner.email], fail_silently=True)
-    try:
-        notify_user(user_id=instance.owner_id, payload={"type": "notice", "id": str(instance.pk), "message": subject})
-    except Exception:
-        logger.warning("live notice failed for instance %s", instance.pk, exc_info=True)
+def _tell(instance: Instance, *, kind: str, render) -> None:
+    """The owner's inbox, e-mail and webhook (``notifications.notify``, in the owner's language) and a
+    notice on their open pages."""
+    notify(
+        user=instance.owner,
+        kind=kind,
+        render=render,
+        link=f"/instances/{instance.pk}/",
+        data={"instance_id": str(instance.pk), "instance_name": instance.name},
+    )
 
 
 def instance_preemption_begin(*, instance_id) -> bool:
@@ -72,8 +75,8 @@ def instance_preemption_begin(*, instance_id) -> bool:
             )
         except PermanentBackendError:
             logger.warning("checkpoint of %s refused", instance.pk, exc_info=True)
-    with override(getattr(instance.owner, "language", None) or settings.LANGUAGE_CODE):
-        subject = _("%(name)s is being preempted") % {"name": instance.name}
+
+    def render() -> Message:
         body = _(
             "Your interruptible instance %(name)s is being preempted: its GPUs are needed for on-demand work. "
             "Billing stopped now. It powers off in %(s)d seconds, keeping its disk, and restarts by itself "
@@ -81,7 +84,9 @@ def instance_preemption_begin(*, instance_id) -> bool:
         ) % {"name": instance.name, "s": grace_s()}
         if started:
             body += " " + _("Its checkpoint command is running: %(cmd)s") % {"cmd": instance.checkpoint_command}
-    _tell(instance, subject=subject, body=body)
+        return Message(title=_("%(name)s is being preempted") % {"name": instance.name}, body=body)
+
+    _tell(instance, kind=Kind.PREEMPTED, render=render)
     return started
 
 
@@ -182,11 +187,16 @@ def instances_requeue() -> int:
             continue
         if after.status == S.STARTING:
             started += 1
-            with override(getattr(instance.owner, "language", None) or settings.LANGUAGE_CODE):
-                subject = _("%(name)s is restarting after preemption") % {"name": instance.name}
-                body = _(
-                    "Capacity returned: your instance %(name)s is starting again with its disk, ID, addresses "
-                    "and SSH command. Billing restarts when it runs."
-                ) % {"name": instance.name}
-            _tell(instance, subject=subject, body=body)
+            _tell(
+                instance,
+                kind=Kind.RECOVERED,
+                render=lambda instance=instance: Message(
+                    title=_("%(name)s is restarting after preemption") % {"name": instance.name},
+                    body=_(
+                        "Capacity returned: your instance %(name)s is starting again with its disk, ID, addresses "
+                        "and SSH command. Billing restarts when it runs."
+                    )
+                    % {"name": instance.name},
+                ),
+            )
     return started

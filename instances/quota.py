@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import EmailMessage, get_connection, send_mail
+from django.core.mail import EmailMessage, get_connection
 from django.db import connection, transaction
 from django.db.models import F, Max, Sum
 from django.urls import reverse
@@ -20,9 +20,10 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import override
 
-from core.live import notify_user
 from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
 from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest
+from notifications.models import Kind
+from notifications.services import Message, notify
 
 logger = logging.getLogger(__name__)
 
@@ -234,29 +235,34 @@ def quota_requests_overdue_escalate(*, now: datetime | None = None) -> int:
 
 
 def _quota_decided_notify(request: QuotaRequest) -> None:
-    if request.status == QuotaRequest.Status.APPROVED:
-        subject = _("Your %(gpu)s quota request was approved") % {"gpu": request.gpu_model.name}
-        body = _("You may now hold up to %(n)d %(gpu)s cards until %(until)s.") % {
-            "n": request.granted_cards,
-            "gpu": request.gpu_model.name,
-            "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
-        }
-    elif request.status == QuotaRequest.Status.DENIED:
-        subject = _("Your %(gpu)s quota request was declined") % {"gpu": request.gpu_model.name}
-        body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}
-    else:
-        subject = _("Your extra %(gpu)s quota has expired") % {"gpu": request.gpu_model.name}
-        body = _("Your quota for %(gpu)s is back to the standard amount.") % {"gpu": request.gpu_model.name}
-    if request.message:
-        body += "\n\n" + request.message
-    send_mail(subject, body, None, [request.user.email], fail_silently=True)
-    try:
-        notify_user(
-            user_id=request.user_id,
-            payload={"type": "quota", "id": request.pk, "status": request.status, "message": subject},
-        )
-    except Exception:
-        logger.warning("live notify failed for quota request %s", request.pk, exc_info=True)
+    """Tell the requester (in their language, whoever decided): approved, declined or expired."""
+
+    def render() -> Message:
+        gpu = request.gpu_model.name
+        if request.status == QuotaRequest.Status.APPROVED:
+            subject = _("Your %(gpu)s quota request was approved") % {"gpu": gpu}
+            body = _("You may now hold up to %(n)d %(gpu)s cards until %(until)s.") % {
+                "n": request.granted_cards,
+                "gpu": gpu,
+                "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
+            }
+        elif request.status == QuotaRequest.Status.DENIED:
+            subject = _("Your %(gpu)s quota request was declined") % {"gpu": gpu}
+            body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}
+        else:
+            subject = _("Your extra %(gpu)s quota has expired") % {"gpu": gpu}
+            body = _("Your quota for %(gpu)s is back to the standard amount.") % {"gpu": gpu}
+        if request.message:
+            body += "\n\n" + request.message
+        return Message(title=subject, body=body)
+
+    notify(
+        user=request.user,
+        kind=Kind.QUOTA_DECIDED,
+        render=render,
+        link="/quota/",
+        data={"quota_request_id": request.pk, "status": request.status, "gpu_model": request.gpu_model.name},
+    )
 
 
 def quota_request_approve(

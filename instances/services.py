@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
-from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q
 from django.db.models.functions import Greatest, Least
@@ -32,7 +31,6 @@ from django.utils.translation import gettext_noop, ngettext
 from accounts.models import SSHKey
 from billing.alerts import meters_stop_unpaid
 from billing.services import InsufficientFunds, launch_check
-from core.live import notify_user
 from core.memo import process_memo_register
 from core.messages import reason as stored
 from core.messages import shown
@@ -61,6 +59,8 @@ from instances.lifecycle import (
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.quota import quota_check
 from instances.volumes import volume_hooks
+from notifications.models import Kind
+from notifications.services import Message, notify
 from providers import (
     AppLaunch,
     InstanceSpec,
@@ -1466,6 +1466,7 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
                 reason=stored(gettext_noop("Auto-stop: idle for %(m)d minutes"), m=instance.auto_stop_idle_minutes),
             )
             Instance.objects.filter(pk=instance.pk).update(auto_stop_warned_at=None, auto_stop_snoozed_at=None)
+            _idle_stopped_notify(instance=instance)
             stopped += 1
         elif idle >= limit - _auto_stop_warning_s(limit):
             if instance.auto_stop_warned_at is None:
@@ -1474,6 +1475,23 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
             # Used again since the warning: the next idle stretch gets a warning of its own.
             Instance.objects.filter(pk=instance.pk).update(auto_stop_warned_at=None)
     return stopped
+
+
+def _idle_stopped_notify(*, instance: Instance) -> None:
+    values = {"name": instance.name, "m": instance.auto_stop_idle_minutes}
+    notify(
+        user=instance.owner,
+        kind=Kind.IDLE_STOPPED,
+        render=lambda: Message(
+            title=_("%(name)s was stopped: idle for %(m)d minutes") % values,
+            body=_(
+                "Auto-stop stopped your instance %(name)s after %(m)d idle minutes. Its disk is kept; start it again from its page."
+            )
+            % values,
+        ),
+        link=f"/instances/{instance.pk}/",
+        data={"instance_id": str(instance.pk), "instance_name": instance.name, "idle_minutes": values["m"]},
+    )
 
 
 def _auto_stop_warning_s(limit_s: int) -> int:
@@ -1489,19 +1507,21 @@ def _auto_stop_warn(*, instance: Instance, seconds_left: int, now: datetime) -> 
     if not Instance.objects.filter(pk=instance.pk, auto_stop_warned_at__isnull=True).update(auto_stop_warned_at=now):
         return  # another worker warned first
     minutes = max(1, round(seconds_left / 60))
-    subject = _("%(name)s will stop in %(m)d minutes: nobody is using it") % {"name": instance.name, "m": minutes}
-    body = _(
-        "Your instance %(name)s has been idle, so auto-stop will stop it in about %(m)d minutes "
-        "(its disk is kept). To keep it running, press “Keep running” on its page or use it."
-    ) % {"name": instance.name, "m": minutes}
-    send_mail(subject, body, None, [instance.owner.email], fail_silently=True)
-    try:
-        notify_user(
-            user_id=instance.owner_id,
-            payload={"type": "notice", "id": str(instance.pk), "message": subject},
-        )
-    except Exception:
-        logger.warning("live notify failed for instance %s", instance.pk, exc_info=True)
+    values = {"name": instance.name, "m": minutes}
+    notify(
+        user=instance.owner,
+        kind=Kind.IDLE_WARNING,
+        render=lambda: Message(
+            title=_("%(name)s will stop in %(m)d minutes: nobody is using it") % values,
+            body=_(
+                "Your instance %(name)s has been idle, so auto-stop will stop it in about %(m)d minutes "
+                "(its disk is kept). To keep it running, press “Keep running” on its page or use it."
+            )
+            % values,
+        ),
+        link=f"/instances/{instance.pk}/",
+        data={"instance_id": str(instance.pk), "instance_name": instance.name, "minutes_left": minutes},
+    )
     transaction.on_commit(lambda: instance_notify(instance))
 
 

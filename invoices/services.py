@@ -19,7 +19,7 @@ from datetime import date
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from billing.models import LedgerAccount, TopUpOrder
@@ -28,6 +28,8 @@ from core import statemachine
 from core.formatting import cny
 from invoices.models import InvoiceRequest
 from invoices.selectors import invoice_headroom_fen, invoiceable_month_fen, invoiceable_order_fen
+from notifications.models import Kind
+from notifications.services import Message, language_of, notify
 
 logger = logging.getLogger(__name__)
 
@@ -168,29 +170,45 @@ def invoice_decline(*, invoice: InvoiceRequest, staff, reason: str) -> bool:
 
 
 def _notify(invoice: InvoiceRequest) -> None:
-    """E-mail the decision to the address on the request and the account's (a failed send is logged)."""
-    context = {"site": settings.CONSOLE_SITE_NAME, "n": invoice.pk, "amount": cny(invoice.amount_fen)}
-    if invoice.status == Status.ISSUED:
-        subject = _("[%(site)s] Your invoice #%(n)s was issued") % context
-        body = (
-            _(
-                "Hello,\n\nYour invoice of %(amount)s (request #%(n)s) was issued. Download it from the Billing "
-                "page of %(site)s, under Invoices.\n"
+    """Tell the requester the decision (inbox, e-mail, webhook) in their language, not the deciding
+    staff member's; the address written on the request gets the same e-mail when it is another one."""
+
+    def render() -> Message:
+        context = {"site": settings.CONSOLE_SITE_NAME, "n": invoice.pk, "amount": cny(invoice.amount_fen)}
+        if invoice.status == Status.ISSUED:
+            title = _("Your invoice #%(n)s was issued") % context
+            subject = _("[%(site)s] Your invoice #%(n)s was issued") % context
+            body = (
+                _(
+                    "Hello,\n\nYour invoice of %(amount)s (request #%(n)s) was issued. Download it from the Billing "
+                    "page of %(site)s, under Invoices.\n"
+                )
+                % context
             )
-            % context
-        )
-    else:
-        context["reason"] = invoice.decline_reason
-        subject = _("[%(site)s] Your invoice request #%(n)s was declined") % context
-        body = (
-            _(
-                "Hello,\n\nYour invoice request #%(n)s for %(amount)s was declined: %(reason)s\n\nYou can ask "
-                "again for the same amount on the Billing page of %(site)s.\n"
+        else:
+            context["reason"] = invoice.decline_reason
+            title = _("Your invoice request #%(n)s was declined") % context
+            subject = _("[%(site)s] Your invoice request #%(n)s was declined") % context
+            body = (
+                _(
+                    "Hello,\n\nYour invoice request #%(n)s for %(amount)s was declined: %(reason)s\n\nYou can ask "
+                    "again for the same amount on the Billing page of %(site)s.\n"
+                )
+                % context
             )
-            % context
-        )
-    recipients = sorted({invoice.email, invoice.user.email} - {""})
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
-    except Exception:
-        logger.exception("the invoice e-mail for request %s failed", invoice.pk)
+        return Message(title=title, body=body, mail_subject=subject)
+
+    notify(
+        user=invoice.user,
+        kind=Kind.INVOICE_DECIDED,
+        render=render,
+        link="/billing/invoices/",
+        data={"invoice_request_id": invoice.pk, "status": invoice.status, "amount_fen": invoice.amount_fen},
+    )
+    if invoice.email and invoice.email.lower() != invoice.user.email.lower():
+        with translation.override(language_of(invoice.user)):
+            message = render()
+        try:
+            send_mail(message.mail_subject, message.body, settings.DEFAULT_FROM_EMAIL, [invoice.email])
+        except Exception:
+            logger.exception("the invoice e-mail for request %s failed", invoice.pk)

@@ -18,15 +18,17 @@ def _watch(at):
     return balance_alerts_update(now=at)
 
 
-def test_a_short_runway_warns_once_per_episode_and_a_top_up_resets_it(alice):
+def test_a_short_runway_warns_once_per_episode_and_a_top_up_resets_it(alice, django_capture_on_commit_callbacks):
     trial_claim(user=alice)  # ¥10
     meter_start(user=alice, sku=gpu_sku(price_fen=1200), quantity=1, ref="i:1", at=NOW)  # 50 min of runway
-    assert _watch(NOW).warned == 1
+    with django_capture_on_commit_callbacks(execute=True):  # the e-mail goes on commit
+        assert _watch(NOW).warned == 1
     assert low_balance_warning_active(user=alice)
     assert len(mail.outbox) == 1 and mail.outbox[0].to == ["alice@example.com"]
     assert "runs out" in mail.outbox[0].subject
     for minute in range(1, 5):
-        assert _watch(NOW + timedelta(minutes=minute)).warned == 0  # not every minute
+        with django_capture_on_commit_callbacks(execute=True):
+            assert _watch(NOW + timedelta(minutes=minute)).warned == 0  # not every minute
     assert len(mail.outbox) == 1
     topup(alice, 100_000)
     assert _watch(NOW + timedelta(minutes=6)).resolved == 1

@@ -34,7 +34,8 @@ def test_it_shows_balances_runway_chart_and_history(alice, alice_client):
     assert "¥7.00" in page  # trial credit left after ¥3 of usage
     assert "¥107.00" in page  # total
     assert "(¥3.00/h) your balance lasts 1 d 11 h" in page  # ¥107 at ¥3/h: 35 h 40 min
-    svg = page[page.index("<svg") : page.index("</svg>")]
+    main = page[page.index('id="content"') :]  # the chart, not the header's bell icon
+    svg = main[main.index("<svg") : main.index("</svg>")]
     assert len(re.findall(r"<rect ", svg)) == 30
     assert "¥3</title>" in svg or "¥3.00</title>" in svg
     assert "Done box" in page and "+¥100.00" in page and "-¥3.00" in page

@@ -45,6 +45,12 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "POST /api/v1/account/ssh-keys/": ({"public_key"}, "the key must parse as an OpenSSH public key"),
     "POST /api/v1/billing/orders/": ({"amount", "amount_fen"}, "exactly one of amount and amount_fen, in range"),
     "POST /api/v1/staff/quota/requests/{id}/approve/": ({"cards"}, "at most the cards the request asked for"),
+    "POST /api/v1/notifications/read/": ({"ids"}, "ids, or all: true"),
+    "POST /api/v1/notifications/webhooks/": (
+        {"url"},
+        "https (http only to localhost outside production), no credentials",
+    ),
+    "PATCH /api/v1/notifications/webhooks/{id}/": ({"url"}, "https (http only to localhost outside production)"),
 }
 
 # Staff operations are fuzzed as staff (a user gets their 403 before any input is read, which would

@@ -7,6 +7,7 @@ from instances.errors import LaunchInvalid
 from instances.models import Instance
 from instances.services import instance_auto_stop_set, instances_auto_stop
 from instances.tests.conftest import committed, running
+from notifications.models import Kind, Notification
 from providers import get_backend
 from providers.simulated.models import SimulatedMachine
 
@@ -38,6 +39,8 @@ def test_it_stops_after_the_gpus_idle_for_the_chosen_minutes(rich_alice):
     instance.refresh_from_db()
     assert instance.status == S.STOPPED
     assert "idle for 30 minutes" in instance.events.get(new=S.STOPPING).reason_text
+    told = Notification.objects.get(user=rich_alice, kind=Kind.IDLE_STOPPED)  # inbox and webhook, no e-mail
+    assert told.title == f"{instance.name} was stopped: idle for 30 minutes"
 
 
 def test_activity_resets_the_idle_clock(rich_alice):

@@ -20,6 +20,7 @@ from instances.models import GpuModel, Image, Instance, Node, Region
 from instances.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
 from instances.services import instance_launch, instance_release, instance_stop
 from instances.tests.conftest import committed, fund
+from notifications.models import Kind, Notification
 from providers import get_backend
 
 S = Instance.Status
@@ -155,6 +156,8 @@ def test_on_demand_preempts_the_smallest_set_and_waits_for_its_grace_period(spot
     # The checkpoint ran and the owner was warned; the on-demand machine waits for the cards.
     assert get_backend("default").machine_checkpoints(key=four.key) == ["python save.py 4"]
     assert any("is being preempted" in m.subject for m in mail.outbox)
+    told = Notification.objects.get(user_id=four.owner_id, kind=Kind.PREEMPTED)  # the inbox has it too
+    assert told.link == f"/instances/{four.pk}/" and "is being preempted" in told.title
     assert on_demand.status == S.PROVISIONING
     assert str(on_demand.pk) not in {m.key for m in get_backend("default").machines()}
     # No card counted twice: the victim holds none, the on-demand instance its four.
@@ -188,6 +191,7 @@ def test_a_preempted_instance_restarts_by_itself_with_the_same_identity_when_cap
     assert again.node.name == "cn-north-1-h800-01"
     assert [m.key for m in get_backend("default").machines()].count(four.key) == 1
     assert any("restarting after preemption" in m.subject for m in mail.outbox)
+    assert Notification.objects.filter(user_id=four.owner_id, kind=Kind.RECOVERED).count() == 1
     # Billed while running, not while preempted: two meters, the gap between them unbilled.
     first, second = Meter.objects.filter(ref=gpu_meter_ref(four.pk)).order_by("started_at")
     preempted_at = four.events.get(new=S.PREEMPTING).created_at

@@ -66,6 +66,14 @@
     if (content) content.insertBefore(box, content.firstChild);
   }
 
+  // The header bell's count, pushed by notifications.services with each notification and read mark.
+  function bell(unread) {
+    var badge = document.querySelector("[data-notification-count]");
+    if (!badge) return;
+    badge.textContent = unread > 99 ? "99+" : String(unread);
+    badge.hidden = unread <= 0;
+  }
+
   var openedBefore = false;
 
   function connect(delay) {
@@ -83,6 +91,7 @@
       try { event = JSON.parse(message.data); } catch (e) { return; }
       if (event.type === "instance") refresh(event.id);
       if ((event.type === "quota" || event.type === "notice") && event.message) toast(event.message);
+      if (typeof event.unread === "number") bell(event.unread);
     };
     socket.onclose = function (event) {
       document.documentElement.setAttribute("data-live", "off");

@@ -1,0 +1,142 @@
+"""Signing and sending one webhook POST, with the guards a URL typed by a user needs.
+
+The signature follows Stripe's and Standard Webhooks' shape: the header
+
+    Console-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the endpoint's secret>
+
+so a receiver checks the body it got, and the timestamp bounds replays (README, "Notifications").
+
+A user's URL is a way into our network (SSRF): the host is resolved once, every address must be a
+public one (unless ``NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE``), and the connection goes to that address
+itself (TLS still checks the name), so a DNS answer cannot change between the check and the POST.
+Redirects are never followed and the timeouts are short: a slow receiver costs one worker seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import urllib3
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+SIGNATURE_HEADER = "Console-Signature"
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+class WebhookRefused(Exception):
+    """Permanent: the URL may not be called (scheme, address). Never retried."""
+
+
+class WebhookTransient(Exception):
+    """The receiver did not answer 2xx this time (timeout, refused connection, 5xx…): retried."""
+
+
+def signature(*, secret: str, timestamp: int, body: bytes) -> str:
+    """The ``Console-Signature`` header's value for ``body`` sent at ``timestamp``."""
+    mac = hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def signature_verify(*, secret: str, header: str, body: bytes, tolerance_s: int = 300, now: int | None = None) -> bool:
+    """What a receiver does (the README shows the same in a few lines): the HMAC matches and the
+    timestamp is recent."""
+    try:
+        parts = dict(item.split("=", 1) for item in header.split(","))
+        timestamp = int(parts["t"])
+    except (ValueError, KeyError):
+        return False
+    now = int(time.time()) if now is None else now
+    if abs(now - timestamp) > tolerance_s:
+        return False
+    expected = signature(secret=secret, timestamp=timestamp, body=body).split("v1=", 1)[1]
+    return hmac.compare_digest(expected, parts.get("v1", ""))
+
+
+def url_check(url: str) -> str:
+    """``url`` if an endpoint may have it: https, or http to this host where
+    ``NOTIFICATIONS_WEBHOOK_ALLOW_HTTP_LOCALHOST`` (development and tests); no credentials in it."""
+    parts = urlsplit((url or "").strip())
+    host = (parts.hostname or "").lower()
+    if not host or parts.scheme not in ("http", "https"):
+        raise ValidationError(_("Enter a full URL starting with https://."), code="invalid")
+    if parts.username or parts.password:
+        raise ValidationError(_("Leave user names and passwords out of the URL."), code="credentials")
+    if parts.scheme == "http" and not (host in LOCAL_HOSTS and settings.NOTIFICATIONS_WEBHOOK_ALLOW_HTTP_LOCALHOST):
+        raise ValidationError(_("Webhook URLs must use https://."), code="https")
+    return parts.geturl()
+
+
+def _allowed(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def resolve(host: str, port: int) -> str:
+    """The address to connect to: refused if the name resolves to any address that is not public
+    (loopback, private, link-local such as the cloud's metadata service…), unless allowed."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise WebhookTransient(_("The host name %(host)s does not resolve.") % {"host": host}) from exc
+    addresses = [info[4][0] for info in infos]
+    if not settings.NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE and not all(_allowed(a) for a in addresses):
+        raise WebhookRefused(_("%(host)s resolves to a private or reserved address.") % {"host": host})
+    return addresses[0]
+
+
+@dataclass(frozen=True)
+class Answer:
+    status_code: int
+    duration_ms: int
+
+
+def post(*, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    """One POST of ``body`` to ``url``; returns the answer's status (any: redirects are not followed).
+    Raises ``WebhookRefused`` (never to be sent) or ``WebhookTransient`` (no answer)."""
+    try:
+        url_check(url)
+    except ValidationError as exc:
+        raise WebhookRefused(" ".join(exc.messages)) from exc
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    address = resolve(host, port)
+    timeout = urllib3.Timeout(
+        connect=settings.NOTIFICATIONS_WEBHOOK_CONNECT_TIMEOUT_S, read=settings.NOTIFICATIONS_WEBHOOK_READ_TIMEOUT_S
+    )
+    if parts.scheme == "https":
+        pool = urllib3.HTTPSConnectionPool(
+            address, port, timeout=timeout, retries=False, server_hostname=host, assert_hostname=host
+        )
+    else:
+        pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host_header = host if parts.port is None else f"{host}:{parts.port}"
+    started = time.monotonic()
+    try:
+        response = pool.urlopen(
+            "POST",
+            path,
+            body=body,
+            headers={**headers, "Host": host_header},
+            redirect=False,
+            retries=False,
+            preload_content=False,
+        )
+        response.read(4096, decode_content=False)  # a little of the answer; never a huge one
+        response.release_conn()
+    except urllib3.exceptions.HTTPError as exc:
+        raise WebhookTransient(f"{type(exc).__name__}: {exc}"[:500]) from exc
+    finally:
+        pool.close()
+    return Answer(status_code=response.status, duration_ms=int((time.monotonic() - started) * 1000))
