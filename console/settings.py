@@ -907,6 +907,9 @@ CONSOLE_METRICS_ALLOWED_IPS = env_list("CONSOLE_METRICS_ALLOWED_IPS", "127.0.0.1
 # --- Teams (teams/): a team is an account that its members act on, with roles and an audit log --------
 # Hours an invitation link works; the periodic task marks the older ones expired.
 TEAMS_INVITATION_TTL_H = int(os.environ.get("TEAMS_INVITATION_TTL_H", "168"))
+# Each member's spend this month and cards held, against their limits, on the team page (for admins):
+# computed by instances (above teams, which cannot read instances or the ledger), named here.
+TEAMS_MEMBER_USAGE_HOOK = "instances.members.member_usage"
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("teams.context_processors.acting_context")
 CELERY_BEAT_SCHEDULE.update(
     {
