@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import SSHKey
+from accounts.tests.factories import UserFactory
 from gateway.selectors import gateway_verdict
 from instances import services
 from instances.errors import MemberLimitReached, NotPermitted
@@ -17,7 +18,6 @@ from providers import get_backend
 from teams.context import SESSION_KEY
 from teams.models import Membership, Role, TeamEvent
 from teams.services import membership_remove, team_create
-from accounts.tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -243,8 +243,6 @@ def test_a_member_over_their_card_limit_is_refused_with_the_reason(lab):
 
 
 def test_a_member_at_their_spend_limit_is_refused(lab):
-    from billing.services import meter_open  # noqa: F401  (the meters billing opens when it runs)
-
     mia = lab.people["mia"]
     instance = team_running(lab, mia)
     from billing.models import Meter
