@@ -23,7 +23,8 @@ from django.utils.translation import override
 from core.live import notify_user
 from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
 from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest
-from teams.models import TeamEvent
+from teams.models import Membership, TeamEvent
+from teams.roles import Permission, membership_can
 from teams.services import team_event_record
 
 logger = logging.getLogger(__name__)
@@ -256,6 +257,15 @@ def quota_requests_overdue_escalate(*, now: datetime | None = None) -> int:
     return escalated
 
 
+def _quota_recipients(account) -> list[str]:
+    """Who hears of a decision: the person, or for a team's account (whose address is no one's) the
+    members who may request its quota (its owners and admins)."""
+    if getattr(account, "team", None) is None:
+        return [account.email]
+    members = Membership.objects.filter(team__account=account, user__is_active=True).select_related("user")
+    return [m.user.email for m in members if membership_can(m, Permission.QUOTA_REQUEST)]
+
+
 def _quota_decided_notify(request: QuotaRequest) -> None:
     if request.status == QuotaRequest.Status.APPROVED:
         subject = _("Your %(gpu)s quota request was approved") % {"gpu": request.gpu_model.name}
@@ -272,7 +282,7 @@ def _quota_decided_notify(request: QuotaRequest) -> None:
         body = _("Your quota for %(gpu)s is back to the standard amount.") % {"gpu": request.gpu_model.name}
     if request.message:
         body += "\n\n" + request.message
-    send_mail(subject, body, None, [request.user.email], fail_silently=True)
+    send_mail(subject, body, None, _quota_recipients(request.user), fail_silently=True)
     try:
         notify_user(
             user_id=request.user_id,

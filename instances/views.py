@@ -29,7 +29,7 @@ from instances.acting import (
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
 from instances.gpu_metrics import gpu_metrics_hooks
 from instances.models import Instance, QuotaRequest
-from instances.quota import quota_request_approve, quota_request_create, quota_request_deny
+from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
 from instances.volumes import volume_hooks
 from teams.roles import Permission
 
@@ -333,10 +333,14 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
                 days=data["days"],
                 message=data["message"],
             )
-            messages.success(request, _("Approved; %(user)s has been told.") % {"user": quota_request.user.email})
+            messages.success(
+                request, _("Approved; %(user)s has been told.") % {"user": account_label(quota_request.user)}
+            )
         elif decision == "deny":
             quota_request_deny(request_id=quota_request.pk, staff=request.user, message=data["message"])
-            messages.success(request, _("Declined; %(user)s has been told.") % {"user": quota_request.user.email})
+            messages.success(
+                request, _("Declined; %(user)s has been told.") % {"user": account_label(quota_request.user)}
+            )
         else:
             raise Http404
     except errors.InstanceError as exc:

@@ -103,6 +103,9 @@ def test_a_member_sees_another_members_instance_but_cannot_operate_it(client, la
     api = max_client.post(f"/api/v1/instances/{instance.pk}/stop/")
     assert api.status_code == 403 and api.json()["error"]["code"] == "forbidden"
     assert max_client.get(f"/api/v1/instances/{instance.pk}/").status_code == 200
+    assert max_client.get(f"/instances/{instance.pk}/files/").status_code == 403
+    files = max_client.get(f"/api/v1/instances/{instance.pk}/files/?path=/root")
+    assert files.status_code == 403 and files.json()["error"]["code"] == "forbidden"
     instance.refresh_from_db()
     assert instance.status == Instance.Status.RUNNING
 
@@ -292,3 +295,14 @@ def test_the_quota_request_is_the_teams(client, lab, settings):
     staff_client.force_login(staff)
     review = staff_client.get("/quota/review/")
     assert b"team Lab" in review.content
+
+    from django.core import mail
+
+    mail.outbox.clear()
+    with committed():
+        decided = staff_client.post(f"/quota/review/{request.pk}/approve/", {"cards": 16, "days": 7, "message": ""})
+    assert decided.status_code == 302
+    request.refresh_from_db()
+    assert request.status == QuotaRequest.Status.APPROVED
+    told = sorted(address for message in mail.outbox if "approved" in message.subject for address in message.to)
+    assert told == ["ada@example.com", "alice@example.com"]  # the team's admins and owners, not its members
