@@ -526,7 +526,7 @@ TEMPLATES[0]["OPTIONS"]["context_processors"].append("notifications.context_proc
 # --- Notifications (notifications/): the inbox, e-mail in the user's language, signed webhooks ------
 # A dotted path ``f(*, user, kind) -> iterable of users``: who hears about ``user``'s account (a team's
 # owners and admins, say). None: the user itself.
-NOTIFICATIONS_RECIPIENTS_HOOK: str | None = None
+NOTIFICATIONS_RECIPIENTS_HOOK: str | None = "teams.notifications.team_notification_recipients"
 # Webhooks to private, loopback, link-local or reserved addresses (SSRF): refused unless this is on.
 NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE = env_bool("NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
 # http:// (not https) accepted for localhost endpoints outside production: development and tests.
@@ -935,6 +935,9 @@ CONSOLE_METRICS_ALLOWED_IPS = env_list("CONSOLE_METRICS_ALLOWED_IPS", "127.0.0.1
 # --- Teams (teams/): a team is an account that its members act on, with roles and an audit log --------
 # Hours an invitation link works; the periodic task marks the older ones expired.
 TEAMS_INVITATION_TTL_H = int(os.environ.get("TEAMS_INVITATION_TTL_H", "168"))
+# Each member's spend this month and cards held, against their limits, on the team page (for admins):
+# computed by instances (above teams, which cannot read instances or the ledger), named here.
+TEAMS_MEMBER_USAGE_HOOK = "instances.members.member_usage"
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("teams.context_processors.acting_context")
 CELERY_BEAT_SCHEDULE.update(
     {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 
 from gateway import files
 from instances.models import Instance
+from teams.access import Access, resource_access
 
 MAX_DOWNLOAD = 512 * 1024 * 1024  # read whole: larger files go over scp or sftp through the gateway
 PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path on the instance, e.g. /root/runs")
@@ -45,7 +46,23 @@ class RawBody(BaseParser):
 
 
 def _instance(request, instance_id) -> Instance:
-    return get_object_or_404(Instance.objects.filter(owner_id=request.user.pk), pk=instance_id)
+    """The instance, if the person may operate it (their own; a team's as ``teams.access`` says, checked
+    on every call: a former member is refused at once); anyone else's is a 404."""
+    instance = get_object_or_404(Instance, pk=instance_id)
+    access = resource_access(user=request.user, owner_id=instance.owner_id, created_by_id=instance.created_by_id)
+    if access == Access.NONE:
+        raise Http404
+    if access != Access.OPERATE:
+        raise Refused(
+            files.FilesRefused(
+                _(
+                    "This instance was launched by another member of the team: only they and the team's admins may use its files."
+                ),
+                code="forbidden",
+                status=403,
+            )
+        )
+    return instance
 
 
 def _path(request) -> str:

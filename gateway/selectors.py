@@ -1,8 +1,11 @@
 """Who may go where through the gateway: one decision per signed-in key and login name.
 
 The login name (before the ``@``) is an instance's id or its name; it is looked up among the
-instances of the accounts that hold the key, so another user's instance is "not found", exactly as a
-page would 404. Every refusal carries the message the user is shown.
+instances of the accounts that hold the key and of the teams their holders belong to, so another
+user's instance is "not found", exactly as a page would 404. On a team's instance the key's holder
+must be allowed to operate it (``teams.access``: the team's admins, its launcher while a member who may
+launch), checked at every connection, so a member removed from the team is refused at once. Every
+refusal carries the message the user is shown.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from django.utils.translation import gettext as _
 from accounts.models import SSHKey
 from instances.models import Instance
 from providers import BackendError, SshTarget, get_backend
+from teams.access import Access, membership_access
+from teams.models import Membership
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,15 @@ def gateway_verdict(*, login: str, fingerprint: str) -> Verdict | None:
     keys = list(SSHKey.objects.filter(fingerprint=fingerprint, user__is_active=True).only("id", "user_id"))
     if not keys:
         return None
-    owner_ids = [key.user_id for key in keys]
+    people = [key.user_id for key in keys]
+    memberships = list(
+        Membership.objects.filter(user_id__in=people)
+        .select_related("team")
+        .only("id", "role", "user_id", "team_id", "team__account_id")
+    )
+    owner_ids = people + sorted({m.team.account_id for m in memberships})
 
-    def refuse(message: str, user_id: int = owner_ids[0], instance: Instance | None = None) -> Verdict:
+    def refuse(message: str, user_id: int = people[0], instance: Instance | None = None) -> Verdict:
         return Verdict(
             user_id=user_id,
             key_fingerprint=fingerprint,
@@ -82,18 +93,29 @@ def gateway_verdict(*, login: str, fingerprint: str) -> Verdict | None:
             _("Several of your instances are named %(login)s: log in as the instance's id instead.") % {"login": login}
         )
     instance = live[0]
+    person = _operator(instance, people=people, memberships=memberships)
+    if person is None:
+        return refuse(
+            _(
+                "Instance %(name)s was launched by another member of the team: only they and the team's admins "
+                "may log in to it."
+            )
+            % {"name": instance.name},
+            people[0],
+            instance,
+        )
     if not instance.ssh_keys.filter(fingerprint=fingerprint).exists():
         return refuse(
             _("The key %(fingerprint)s was not chosen for instance %(name)s; log in with a key chosen at launch.")
             % {"fingerprint": fingerprint, "name": instance.name},
-            instance.owner_id,
+            person,
             instance,
         )
     if instance.status != Instance.Status.RUNNING:
         return refuse(
             _("Instance %(name)s is %(status)s; it can be reached while it runs.")
             % {"name": instance.name, "status": instance.get_status_display().lower()},
-            instance.owner_id,
+            person,
             instance,
         )
     try:
@@ -102,7 +124,20 @@ def gateway_verdict(*, login: str, fingerprint: str) -> Verdict | None:
     except (BackendError, ImproperlyConfigured):
         target = None
     if target is None:
-        return refuse(
-            _("Instance %(name)s serves no SSH right now.") % {"name": instance.name}, instance.owner_id, instance
+        return refuse(_("Instance %(name)s serves no SSH right now.") % {"name": instance.name}, person, instance)
+    return Verdict(user_id=person, key_fingerprint=fingerprint, instance_id=instance.pk, target=target)
+
+
+def _operator(instance: Instance, *, people: list[int], memberships: list[Membership]) -> int | None:
+    """The key holder (of ``people``) who may operate ``instance`` now, or None."""
+    if instance.owner_id in people:
+        return instance.owner_id
+    for membership in memberships:
+        if membership.team.account_id != instance.owner_id:
+            continue
+        access = membership_access(
+            membership=membership, user_id=membership.user_id, created_by_id=instance.created_by_id
         )
-    return Verdict(user_id=instance.owner_id, key_fingerprint=fingerprint, instance_id=instance.pk, target=target)
+        if access == Access.OPERATE:
+            return membership.user_id
+    return None

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -20,8 +20,10 @@ from django.views.decorators.http import require_GET
 
 from gateway import files
 from gateway.api import MAX_DOWNLOAD
+from instances.acting import acting, instance_access
 from instances.models import Instance
 from instances.selectors import instance_get_for
+from teams.access import Access
 
 CHUNK = 8 * 1024 * 1024  # one upload request: small enough to resume cheaply, large enough to be quick
 
@@ -88,7 +90,16 @@ def _strings() -> dict[str, str]:
 @login_required
 @require_GET
 def instance_files(request: HttpRequest, pk) -> HttpResponse:
-    instance = instance_get_for(user=request.user, instance_id=pk)
+    principal, _membership = acting(request)
+    instance = instance_get_for(user=principal, instance_id=pk)
+    access = instance_access(request, instance)
+    if access == Access.NONE:
+        raise Http404
+    if access != Access.OPERATE:  # another member's instance in the team: its files are theirs
+        message = _(
+            "This instance was launched by another member of the team: only they and the team's admins may use its files."
+        )
+        return render(request, "instances/forbidden.html", {"message": message}, status=403)
     unavailable = _unavailable(instance)
     path = _clean(request.GET.get("path", ""))
     if request.GET.get("partial") == "listing":

@@ -23,7 +23,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,6 +32,7 @@ from accounts.models import SSHKey
 from core.api import ServiceError, SlugRelatedField
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, selectors, services, tasks
+from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.catalogue_cache import catalogue_active
 from instances.filters import InstanceFilter
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
@@ -39,6 +40,8 @@ from instances.volumes import volume_hooks
 
 
 def _raise(exc: errors.InstanceError):
+    if isinstance(exc, errors.NotPermitted):
+        raise PermissionDenied(detail=exc.message, code=exc.code) from exc
     if isinstance(exc, errors.LaunchInvalid | errors.QuotaRequestInvalid):
         raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
@@ -160,7 +163,7 @@ class _OwnVolumeField(serializers.PrimaryKeyRelatedField):
     def get_queryset(self):
         request = self.context.get("request")
         owned = volume_hooks().owned
-        return owned(user=request.user) if request is not None else owned(user=None).none()
+        return owned(user=acting(request)[0]) if request is not None else owned(user=None).none()
 
 
 class LaunchVolumeSerializer(serializers.Serializer):
@@ -349,7 +352,12 @@ class InstanceViewSet(
             return Instance.objects.none()
         released = self.request.query_params.get("released", "").lower() in {"1", "true"}
         include_released = released or self.action != "list"
-        qs = selectors.instance_list_for(user=self.request.user, include_released=include_released)
+        try:
+            require_view(self.request)  # a billing viewer sees none of the team's instances
+        except errors.NotPermitted as exc:
+            _raise(exc)
+        principal, _membership = acting(self.request)
+        qs = selectors.instance_list_for(user=principal, include_released=include_released)
         if self.action == "list":
             # Only what the representation reads: the joined models' slugs, not their every column.
             qs = qs.only(*LIST_FIELDS)
@@ -361,8 +369,10 @@ class InstanceViewSet(
         launch.is_valid(raise_exception=True)
         data = dict(launch.validated_data)
         data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
+        principal, _membership = acting(request)
         try:
-            instance = services.instance_launch(user=request.user, **data)
+            require_launch(request)
+            instance = services.instance_launch(user=principal, actor=request.user, **data)
         except errors.InstanceError as exc:
             _raise(exc)
         # Its keys are the ones it was launched with, in the model's order: no query to read them back.
@@ -373,6 +383,7 @@ class InstanceViewSet(
     def _act(self, verb, **kwargs):
         instance = self.get_object()
         try:
+            require_operate(self.request, instance)  # another member's: seen, not operated (403)
             instance = verb(instance=instance, **kwargs)
         except errors.InstanceError as exc:
             _raise(exc)
@@ -381,24 +392,24 @@ class InstanceViewSet(
     @extend_schema(summary="Start a stopped instance", tags=["instances"], request=None, responses=_action_response)
     @action(detail=True, methods=["post"])
     def start(self, request, pk=None):
-        return self._act(services.instance_start)
+        return self._act(services.instance_start, actor=request.user)
 
     @extend_schema(summary="Stop (GPUs freed, disk kept)", tags=["instances"], request=None, responses=_action_response)
     @action(detail=True, methods=["post"])
     def stop(self, request, pk=None):
-        return self._act(services.instance_stop)
+        return self._act(services.instance_stop, actor=request.user)
 
     @extend_schema(summary="Restart in place", tags=["instances"], request=None, responses=_action_response)
     @action(detail=True, methods=["post"])
     def restart(self, request, pk=None):
-        return self._act(services.instance_restart)
+        return self._act(services.instance_restart, actor=request.user)
 
     @extend_schema(
         summary="Release (destroy with its disk)", tags=["instances"], request=None, responses=_action_response
     )
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
-        return self._act(services.instance_release)
+        return self._act(services.instance_release, actor=request.user)
 
     @extend_schema(summary="Rename", tags=["instances"], request=RenameSerializer, responses=_action_response)
     @action(detail=True, methods=["post"])
@@ -484,6 +495,11 @@ class QuotaView(APIView):
         ),
     )
     def get(self, request):
+        try:
+            require_quota_request(request)
+        except errors.NotPermitted as exc:
+            _raise(exc)
+        principal, _membership = acting(request)
         return Response(
             [
                 {
@@ -494,7 +510,7 @@ class QuotaView(APIView):
                     "grant_until": row["grant_until"],
                     "pending_request": row["pending"],
                 }
-                for row in selectors.quota_table_for(user=request.user)
+                for row in selectors.quota_table_for(user=principal)
             ]
         )
 
@@ -512,15 +528,23 @@ class QuotaRequestViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return QuotaRequest.objects.none()
-        return selectors.quota_requests_for(user=self.request.user)
+        try:
+            require_quota_request(self.request)
+        except errors.NotPermitted as exc:
+            _raise(exc)
+        principal, _membership = acting(self.request)
+        return selectors.quota_requests_for(user=principal)
 
     def create(self, request, *args, **kwargs):
         body = QuotaRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        principal, _membership = acting(request)
         try:
+            require_quota_request(request)
             created = quota.quota_request_create(
-                user=request.user,
+                user=principal,
+                actor=request.user,
                 gpu_model=data["gpu_model"],
                 cards=data["cards"],
                 duration_days=data["duration_days"],

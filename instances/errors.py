@@ -52,3 +52,16 @@ class QuotaRequestInvalid(InstanceError):
 
 class BackendUnavailable(InstanceError):
     code = "backend_unavailable"
+
+
+class NotPermitted(InstanceError):
+    """The person may see the instance (a teammate's) but not operate it, or their team role does not
+    let them launch: a 403, never a 404 (they can see it is there)."""
+
+    code = "forbidden"
+
+
+class MemberLimitReached(InstanceError):
+    """A team member's own limit inside the team (cards held at once, or this month's spend) refuses it."""
+
+    code = "member_limit_reached"

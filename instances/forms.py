@@ -73,7 +73,9 @@ class LaunchForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "python save.py /mnt/ckpt"}),
     )
 
-    def __init__(self, *args, user, **kwargs) -> None:
+    def __init__(self, *args, user, account=None, **kwargs) -> None:
+        """``user``: the person (their SSH keys); ``account``: whose volumes may be attached (a team's in its
+        context; ``user`` when not given)."""
         super().__init__(*args, **kwargs)
         self.fields["node_count"].choices = [(n, str(n)) for n in node_count_choices()]
         self.fields["region"].queryset = regions_offered()
@@ -83,7 +85,7 @@ class LaunchForm(forms.Form):
         first_gpu = self.fields["gpu_model"].queryset.first()
         self.fields["region"].initial = first_region.pk if first_region else None
         self.fields["gpu_model"].initial = first_gpu.pk if first_gpu else None
-        self._add_volume_fields(user)
+        self._add_volume_fields(account if account is not None else user)
 
     def _add_volume_fields(self, user) -> None:
         """Per volume the user could attach (``INSTANCES_VOLUME_HOOKS``): attach it?, where, how. ``clean``

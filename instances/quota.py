@@ -24,6 +24,8 @@ from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInv
 from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest
 from notifications.models import Kind
 from notifications.services import Message, notify
+from teams.models import TeamEvent
+from teams.services import team_event_record
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +121,25 @@ def quota_check(*, user, gpu_model: GpuModel, count: int) -> None:
 # --- GPU quota requests ------------------------------------------------------------------------------------
 
 
+def account_label(user) -> str:
+    """How staff see who asks: a team's name for a team's account (whose address is no one's), else the
+    person's address."""
+    team = getattr(user, "team", None)
+    return _("team %(name)s") % {"name": team.name} if team is not None else user.email
+
+
 def _quota_audit(*, request: QuotaRequest, actor, action: str, **detail) -> None:
     QuotaAudit.objects.create(request=request, actor=actor, action=action, detail=detail)
 
 
-def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days: int, reason: str) -> QuotaRequest:
-    """Ask to hold up to ``cards`` cards of a model for ``duration_days``. One pending request per model."""
+def quota_request_create(
+    *, user, gpu_model: GpuModel, cards: int, duration_days: int, reason: str, actor=None
+) -> QuotaRequest:
+    """Ask to hold up to ``cards`` cards of a model for ``duration_days``. One pending request per model.
+
+    ``user`` is the account whose quota it is (a team's, in a team's context); ``actor`` the person who
+    asks (``user`` when not given), named in the audit rows and in the team's audit log."""
+    actor = actor if actor is not None else user
     current = quota_effective(user=user, gpu_model=gpu_model)
     if cards <= current:
         raise QuotaRequestInvalid(
@@ -148,7 +163,15 @@ def quota_request_create(*, user, gpu_model: GpuModel, cards: int, duration_days
         request = QuotaRequest.objects.create(
             user=user, gpu_model=gpu_model, cards=cards, duration_days=duration_days, reason=reason.strip()
         )
-        _quota_audit(request=request, actor=user, action="requested", cards=cards, duration_days=duration_days)
+        _quota_audit(request=request, actor=actor, action="requested", cards=cards, duration_days=duration_days)
+        if actor.pk != user.pk:
+            team_event_record(
+                account=user,
+                actor=actor,
+                action=TeamEvent.Action.QUOTA_REQUESTED,
+                target=gpu_model.name,
+                details={"cards": cards, "days": duration_days},
+            )
         # After the commit: staff must never be told of a request that rolled back.
         transaction.on_commit(lambda: quota_request_staff_alert(request=request))
     return request
@@ -169,7 +192,7 @@ def quota_request_staff_alert(*, request: QuotaRequest, overdue: bool = False) -
     sla = settings.INSTANCES_QUOTA_REVIEW_SLA_MIN
     due = timezone.localtime(request.created_at + timedelta(minutes=sla))
     values = {
-        "user": request.user.email,
+        "user": account_label(request.user),
         "n": request.cards,
         "gpu": request.gpu_model.name,
         "days": request.duration_days,

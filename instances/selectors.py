@@ -240,7 +240,9 @@ def quota_requests_for(*, user) -> QuerySet[QuotaRequest]:
 
 
 def quota_requests_pending() -> QuerySet[QuotaRequest]:
-    return QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING).select_related("user", "gpu_model")
+    return QuotaRequest.objects.filter(status=QuotaRequest.Status.PENDING).select_related(
+        "user", "user__team", "gpu_model"
+    )
 
 
 def quota_requests_waiting_count() -> int:

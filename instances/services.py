@@ -56,6 +56,7 @@ from instances.lifecycle import (
     instance_transition,
     overdue_reason,
 )
+from instances.members import member_limits_check
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.quota import quota_check
 from instances.volumes import volume_hooks
@@ -71,6 +72,9 @@ from providers import (
     backend_aliases,
     get_backend,
 )
+from teams.access import Access, membership_access
+from teams.models import Membership, TeamEvent
+from teams.services import team_event_record
 
 logger = logging.getLogger(__name__)
 
@@ -416,8 +420,14 @@ def instance_launch(
     ports=(),
     tier: str = Instance.Tier.ON_DEMAND,
     checkpoint_command: str = "",
+    actor=None,
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
+
+    ``user`` is the account that owns it and pays (a person's, or a team's); ``actor`` the person who
+    launches it (``Instance.created_by``; ``user`` when not given). On a team's account the actor's own
+    limits apply too (``instances.members``), the SSH keys are the actor's, and the team's audit log
+    records the launch.
 
     ``ports`` are HTTP ports the owner will serve, declared in the same transaction by the ports app
     (``INSTANCES_PORTS_HOOK``), so their URLs are there when the machine runs.
@@ -464,8 +474,9 @@ def instance_launch(
     ):
         if not obj.is_active:
             raise LaunchInvalid(label, field=field)
+    actor = actor if actor is not None else user
     ssh_keys = list(ssh_keys)
-    if any(key.user_id != user.pk for key in ssh_keys):
+    if any(key.user_id != actor.pk for key in ssh_keys):
         raise LaunchInvalid(_("Choose SSH keys from your own account."), field="ssh_keys")
     ports = sorted(set(ports))
     if any(not isinstance(port, int) or not 1 <= port <= 65535 for port in ports):
@@ -501,6 +512,7 @@ def instance_launch(
 
     with transaction.atomic():
         quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
+        member_limits_check(account=user, member_id=actor.pk, count=gpu_count * node_count, launching=True)
         _funds_check(user=user, hourly_fen=hourly)
         # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
         if node_count == 1:
@@ -526,6 +538,7 @@ def instance_launch(
         instance = Instance.objects.create(
             id=instance_id,
             owner=user,
+            created_by=actor,
             name=name,
             region=region,
             gpu_model=gpu_model,
@@ -553,13 +566,21 @@ def instance_launch(
         if ports:
             import_string(ports_hook)(instance=instance, ports=ports)
         reasons = [
-            stored(gettext_noop("Launched by %(who)s"), who=user.email),
+            stored(gettext_noop("Launched by %(who)s"), who=actor.email),
             stored(gettext_noop("Finding a node")),
             instance.status_reason,
         ]
         instance_events_write(
             moves=[(instance.pk, old, new, reason) for (old, new), reason in zip(path, reasons, strict=True)], at=now
         )
+        if actor.pk != user.pk:  # a team's (a person's own launch has no audit log: spare the query)
+            team_event_record(
+                account=user,
+                actor=actor,
+                action=TeamEvent.Action.INSTANCE_LAUNCHED,
+                target=name,
+                details={"instance": str(instance.pk), "gpus": gpu_count * node_count, "gpu_model": gpu_model.slug},
+            )
         _enqueue("instance_provision_task", instance.pk)
         transaction.on_commit(lambda: instance_notify(instance))
     # As written, with its region, model, image and owner at hand: reading it back would cost a five-table join.
@@ -618,10 +639,33 @@ def _spec(instance: Instance) -> InstanceSpec:
 
 
 def _ssh_public_keys(instance: Instance) -> list[str]:
-    keys = getattr(instance, "ssh_public_keys", None)  # read with the instance by ``_get``
-    if keys is None:
-        keys = instance.ssh_keys.values_list("public_key", flat=True)
-    return list(keys)
+    """The public keys chosen at launch, less those of people who may no longer operate it.
+
+    On a personal account the keys are the owner's, always allowed. On a team's they are its launcher's
+    (``instance_launch`` takes only the actor's own): recomputed at every create, start and restart, so
+    a launcher who left the team, or lost the role to launch, is not let in by the next boot. (The SSH
+    gateway checks each connection as well.)
+    """
+    if instance.created_by_id is None or instance.created_by_id == instance.owner_id:
+        keys = getattr(instance, "ssh_public_keys", None)  # read with the instance by ``_get``
+        if keys is None:
+            keys = instance.ssh_keys.values_list("public_key", flat=True)
+        return list(keys)
+    rows = list(instance.ssh_keys.order_by(*SSHKey._meta.ordering).values_list("public_key", "user_id"))
+    people = {user_id for _key, user_id in rows if user_id != instance.owner_id}
+    memberships = {
+        m.user_id: m
+        for m in Membership.objects.filter(team__account_id=instance.owner_id, user_id__in=people).only(
+            "id", "role", "user_id", "team_id"
+        )
+    }
+    allowed = {instance.owner_id} | {
+        user_id
+        for user_id in people
+        if membership_access(membership=memberships.get(user_id), user_id=user_id, created_by_id=instance.created_by_id)
+        == Access.OPERATE
+    }
+    return [key for key, user_id in rows if user_id in allowed]
 
 
 def _get(instance_id) -> Instance | None:
@@ -1286,6 +1330,12 @@ OPERATIONS = {
         then=(S.RELEASED, gettext_noop("Released; disk deleted")),
     ),
 }
+
+
+def _operation_name(op: Operation) -> str:
+    return next(name for name, known in OPERATIONS.items() if known is op)
+
+
 # The operation under way in each of its busy statuses (what the sync re-drives).
 _UNDER_WAY = {op.busy: op for op in OPERATIONS.values()}
 
@@ -1298,8 +1348,19 @@ def _refuse(instance: Instance, message: str) -> None:
     raise OperationNotAllowed(message % {"status": instance.get_status_display()})
 
 
-def _operation_request(op: Operation, *, instance: Instance, reason: str) -> Instance:
-    """Ask for ``op``: refused in a status it cannot start from, nothing more when under way or done."""
+# The team audit event of each operation a person asks for (stop, start, release; not restart).
+_TEAM_EVENTS = {
+    "stop": TeamEvent.Action.INSTANCE_STOPPED,
+    "start": TeamEvent.Action.INSTANCE_STARTED,
+    "release": TeamEvent.Action.INSTANCE_RELEASED,
+}
+
+
+def _operation_request(op: Operation, *, instance: Instance, reason: str, actor=None) -> Instance:
+    """Ask for ``op``: refused in a status it cannot start from, nothing more when under way or done.
+
+    ``actor``: the person asking (None: the console itself, e.g. auto-stop). In a team the move is
+    written to the team's audit log in the same transaction."""
     if instance.status in op.done:
         return instance
     if instance.status not in op.sources:
@@ -1320,6 +1381,15 @@ def _operation_request(op: Operation, *, instance: Instance, reason: str) -> Ins
         )
         if moved:
             _enqueue(op.task, instance.pk)
+            action = _TEAM_EVENTS.get(_operation_name(op))
+            if action and actor is not None and actor.pk != instance.owner_id:
+                team_event_record(
+                    account=instance.owner_id,
+                    actor=actor,
+                    action=action,
+                    target=instance.name,
+                    details={"instance": str(instance.pk)},
+                )
         elif changes:  # someone else started (or released) it first: give the cards back
             transaction.set_rollback(True)
     instance.refresh_from_db()
@@ -1331,6 +1401,10 @@ def _instance_place(instance: Instance) -> dict:
     instance's new ``node`` (and a cluster's ``extra_nodes``). Call it inside the transaction that moves it."""
     gpu_model, region = instance.gpu_model, instance.region
     quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
+    # The cards count against its launcher's limits in a team, whoever starts it.
+    member_limits_check(
+        account=instance.owner, member_id=instance.created_by_id, count=instance.total_gpus, launching=False
+    )
     _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen, instance=instance)
     if instance.node_count == 1:
         node, displaced = _gpus_reserve_for(
@@ -1379,24 +1453,24 @@ def instance_operation_execute(*, instance_id, operation: str) -> None:
         instance_sync(instance_id=instance.pk)
 
 
-def instance_stop(*, instance: Instance, reason: str = "") -> Instance:
+def instance_stop(*, instance: Instance, reason: str = "", actor=None) -> Instance:
     """Stop a running instance: GPUs freed, disk kept (and billed as storage). Stopping twice is harmless."""
-    return _operation_request(OPERATIONS["stop"], instance=instance, reason=reason)
+    return _operation_request(OPERATIONS["stop"], instance=instance, reason=reason, actor=actor)
 
 
-def instance_start(*, instance: Instance, reason: str = "") -> Instance:
+def instance_start(*, instance: Instance, reason: str = "", actor=None) -> Instance:
     """Start a stopped instance: it needs cards again (placement, quota, balance), or stays stopped with why."""
-    return _operation_request(OPERATIONS["start"], instance=instance, reason=reason)
+    return _operation_request(OPERATIONS["start"], instance=instance, reason=reason, actor=actor)
 
 
-def instance_restart(*, instance: Instance, reason: str = "") -> Instance:
+def instance_restart(*, instance: Instance, reason: str = "", actor=None) -> Instance:
     """Reboot in place, keeping the GPUs (and their meter)."""
-    return _operation_request(OPERATIONS["restart"], instance=instance, reason=reason)
+    return _operation_request(OPERATIONS["restart"], instance=instance, reason=reason, actor=actor)
 
 
-def instance_release(*, instance: Instance, reason: str = "") -> Instance:
+def instance_release(*, instance: Instance, reason: str = "", actor=None) -> Instance:
     """Destroy the instance and its disk; billing closes now. Releasing twice is harmless."""
-    return _operation_request(OPERATIONS["release"], instance=instance, reason=reason)
+    return _operation_request(OPERATIONS["release"], instance=instance, reason=reason, actor=actor)
 
 
 def instance_rename(*, instance: Instance, name: str) -> Instance:

@@ -17,11 +17,21 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from instances import errors, selectors, services, tasks
+from instances.acting import (
+    acting,
+    acting_can,
+    instances_mark,
+    require_launch,
+    require_operate,
+    require_quota_request,
+    require_view,
+)
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
 from instances.gpu_metrics import gpu_metrics_hooks
 from instances.models import Instance, QuotaRequest
-from instances.quota import quota_request_approve, quota_request_create, quota_request_deny
+from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
 from instances.volumes import volume_hooks
+from teams.roles import Permission
 
 ACTIONS = {
     "start": services.instance_start,
@@ -30,6 +40,7 @@ ACTIONS = {
     "release": services.instance_release,
     "keep-running": services.instance_auto_stop_snooze,
 }
+ACTORS = frozenset({"start", "stop", "restart", "release"})  # the verbs told who asks (a team's audit log)
 PROVISIONING_STEPS = [
     ("requested", _("Request accepted")),
     ("scheduling", _("GPUs reserved on a node")),
@@ -38,16 +49,42 @@ PROVISIONING_STEPS = [
 ]
 
 
+def _forbidden(request: HttpRequest, exc: errors.InstanceError) -> HttpResponse:
+    """A 403 that says why: the person can see the instance (or the team) but their role does not allow this."""
+    return render(request, "instances/forbidden.html", {"message": exc.message}, status=403)
+
+
+def _visible(request: HttpRequest, pk) -> Instance:
+    """The acting principal's instance (another account's: 404), marked ``view_only`` when the person
+    may see it and not act on it."""
+    require_view(request)
+    principal, _membership = acting(request)
+    instance = selectors.instance_get_for(user=principal, instance_id=pk)
+    return instances_mark(request, [instance])[0]
+
+
 @login_required
 def instance_list(request: HttpRequest) -> HttpResponse:
+    try:
+        require_view(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
     show_released = request.GET.get("released") == "1"
-    qs = selectors.instance_list_for(user=request.user, include_released=show_released)
+    principal, membership = acting(request)
+    qs = selectors.instance_list_for(user=principal, include_released=show_released)
+    if membership is not None:  # "launched by" is shown in a team's list
+        qs = qs.select_related("created_by")
     try:
         per_page = min(max(int(request.GET.get("page_size", 25)), 10), 100)
     except ValueError:
         per_page = 25
     page = Paginator(qs, per_page).get_page(request.GET.get("page"))
-    context = {"page": page, "instances": _with_gpu_use(list(page.object_list)), "show_released": show_released}
+    context = {
+        "page": page,
+        "instances": instances_mark(request, _with_gpu_use(list(page.object_list))),
+        "show_released": show_released,
+        "can_launch": acting_can(request, Permission.RESOURCES_LAUNCH),
+    }
     if request.htmx:
         return render(request, "instances/_instance_table.html", context)
     return render(request, "instances/list.html", context)
@@ -55,25 +92,32 @@ def instance_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def instance_launch(request: HttpRequest) -> HttpResponse:
+    try:
+        require_launch(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    principal, _membership = acting(request)
     form = None
     if request.method == "POST":
-        form = LaunchForm(request.POST, user=request.user)
+        form = LaunchForm(request.POST, user=request.user, account=principal)
         if form.is_valid():
             data = form.cleaned_data
             try:
-                instance = services.instance_launch(user=request.user, **data)
+                instance = services.instance_launch(user=principal, actor=request.user, **data)
             except errors.InstanceError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
                 messages.success(request, _("%(name)s is being created.") % {"name": instance.name})
                 return redirect("instance_detail", pk=instance.pk)
     tasks.nodes_ensure_soon()
-    options = selectors.launch_options_for(user=request.user)
+    options = selectors.launch_options_for(user=principal)
     if form is None:
         defaults = options["defaults"]
         region = defaults["region"]
         initial = {"region": region, "gpu_model": defaults["gpu_by_region"].get(str(region))}
-        form = LaunchForm(user=request.user, initial={k: v for k, v in initial.items() if v is not None})
+        form = LaunchForm(
+            user=request.user, account=principal, initial={k: v for k, v in initial.items() if v is not None}
+        )
     return render(
         request,
         "instances/launch.html",
@@ -83,7 +127,10 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def instance_detail(request: HttpRequest, pk) -> HttpResponse:
-    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    try:
+        instance = _visible(request, pk)
+    except errors.NotPermitted:
+        raise Http404 from None  # a role that shows no instances: as if there were none
     if request.GET.get("partial") == "row":
         return render(request, "instances/_instance_row.html", {"instance": _with_gpu_use([instance])[0]})
     events = list(selectors.instance_events(instance=instance))
@@ -128,6 +175,19 @@ def _mounts(instance: Instance) -> list:
     return volume_hooks().mounts(instance=instance)  # storage's, through INSTANCES_VOLUME_HOOKS
 
 
+def _operable(request: HttpRequest, pk) -> Instance | HttpResponse:
+    """The instance to act on, or the 403 page when the person may only see it (404: not visible)."""
+    try:
+        instance = _visible(request, pk)
+    except errors.NotPermitted:
+        raise Http404 from None
+    try:
+        require_operate(request, instance)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    return instance
+
+
 def _back(request: HttpRequest, instance: Instance) -> HttpResponse:
     if request.htmx and request.POST.get("from") == "list":
         return render(request, "instances/_instance_row.html", {"instance": _with_gpu_use([instance])[0]})
@@ -139,12 +199,15 @@ def _back(request: HttpRequest, instance: Instance) -> HttpResponse:
 @login_required
 @require_POST
 def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
-    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    instance = _operable(request, pk)
+    if isinstance(instance, HttpResponse):
+        return instance
     verb = ACTIONS.get(action)
     if verb is None:
         raise Http404
     try:
-        instance = verb(instance=instance)
+        instance = verb(instance=instance, **({"actor": request.user} if action in ACTORS else {}))
+        instances_mark(request, [instance])
     except errors.InstanceError as exc:
         messages.error(request, exc.message)
     return _back(request, instance)
@@ -153,7 +216,9 @@ def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
 @login_required
 @require_POST
 def instance_rename(request: HttpRequest, pk) -> HttpResponse:
-    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    instance = _operable(request, pk)
+    if isinstance(instance, HttpResponse):
+        return instance
     form = RenameForm(request.POST)
     if form.is_valid():
         try:
@@ -169,7 +234,9 @@ def instance_rename(request: HttpRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def instance_auto_stop(request: HttpRequest, pk) -> HttpResponse:
-    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    instance = _operable(request, pk)
+    if isinstance(instance, HttpResponse):
+        return instance
     form = AutoStopForm(request.POST)
     if form.is_valid():
         try:
@@ -189,10 +256,16 @@ def instance_auto_stop(request: HttpRequest, pk) -> HttpResponse:
 
 @login_required
 def quota(request: HttpRequest) -> HttpResponse:
+    """The acting account's quota: in a team's context the team's, for its admins and owners."""
+    try:
+        require_quota_request(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    principal, _membership = acting(request)
     form = QuotaRequestForm(request.POST or None, initial={"gpu_model": request.GET.get("gpu")})
     if request.method == "POST" and form.is_valid():
         try:
-            quota_request_create(user=request.user, **form.cleaned_data)
+            quota_request_create(user=principal, actor=request.user, **form.cleaned_data)
         except errors.InstanceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
@@ -206,8 +279,8 @@ def quota(request: HttpRequest) -> HttpResponse:
         request,
         "instances/quota.html",
         {
-            "rows": selectors.quota_table_for(user=request.user),
-            "requests": selectors.quota_requests_for(user=request.user)[:20],
+            "rows": selectors.quota_table_for(user=principal),
+            "requests": selectors.quota_requests_for(user=principal)[:20],
             "form": form,
         },
     )
@@ -227,7 +300,7 @@ def quota_review(request: HttpRequest) -> HttpResponse:
         for item in selectors.quota_review_queue()
     ]
     recent = QuotaRequest.objects.exclude(status=QuotaRequest.Status.PENDING).select_related(
-        "user", "gpu_model", "decided_by"
+        "user", "user__team", "gpu_model", "decided_by"
     )[:20]
     return render(
         request,
@@ -260,10 +333,14 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
                 days=data["days"],
                 message=data["message"],
             )
-            messages.success(request, _("Approved; %(user)s has been told.") % {"user": quota_request.user.email})
+            messages.success(
+                request, _("Approved; %(user)s has been told.") % {"user": account_label(quota_request.user)}
+            )
         elif decision == "deny":
             quota_request_deny(request_id=quota_request.pk, staff=request.user, message=data["message"])
-            messages.success(request, _("Declined; %(user)s has been told.") % {"user": quota_request.user.email})
+            messages.success(
+                request, _("Declined; %(user)s has been told.") % {"user": account_label(quota_request.user)}
+            )
         else:
             raise Http404
     except errors.InstanceError as exc:

@@ -3,6 +3,7 @@ context switch. Thin: each POST calls one service; a team the user is not in is 
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -12,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -73,6 +75,17 @@ def teams_index(request: HttpRequest) -> HttpResponse:
     return render(request, "teams/index.html", context, status=400 if form.is_bound else 200)
 
 
+def _members_usage(*, team, members: list[Membership]) -> None:
+    """Give each member ``usage`` (``{"spent_fen", "cards"}``: this month's spend of the instances they
+    launched, and the cards those hold) from ``TEAMS_MEMBER_USAGE_HOOK``. Teams sit below the apps that
+    know instances and the ledger, so an app above names the function (as ``INSTANCES_SPEND_GUARD``
+    does for budgets); without one the table shows the limits alone."""
+    hook = getattr(settings, "TEAMS_MEMBER_USAGE_HOOK", "")
+    usage = import_string(hook)(account_id=team.account_id, user_ids=[m.user_id for m in members]) if hook else {}
+    for member in members:
+        member.usage = usage.get(member.user_id)
+
+
 def _detail_context(request: HttpRequest, membership: Membership, **forms) -> dict:
     team = membership.team
     can = {
@@ -83,6 +96,8 @@ def _detail_context(request: HttpRequest, membership: Membership, **forms) -> di
         "delete": membership_can(membership, Permission.TEAM_DELETE),
     }
     members = list(selectors.team_members(team=team))
+    if can["limits"]:
+        _members_usage(team=team, members=members)
     owner_roles = Role.choices if membership.role == Role.OWNER else [c for c in Role.choices if c[0] != Role.OWNER]
     return {
         "team": team,

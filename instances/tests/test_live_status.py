@@ -61,3 +61,36 @@ def test_a_status_change_is_pushed_to_the_owner_only(rich_alice, charlie):
         ("instance", str(instance.pk), "stopping"),
         ("instance", str(instance.pk), "stopped"),
     ]
+
+
+def test_a_team_instances_changes_reach_members_acting_in_the_team(alice, bob, charlie, catalogue):
+    from instances.tests.test_team_instances import team_running
+    from teams.context import SESSION_KEY
+    from teams.models import Membership, Role
+    from teams.services import team_create
+
+    team = team_create(user=alice, name="Lab")
+    fund(team.account, 1_000_000)
+    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    instance = team_running(team, alice)
+
+    def stop():
+        with committed():
+            instance_stop(instance=instance, actor=alice)
+
+    async def scenario():
+        bob_ws, bob_personal, charlie_ws = Browser(bob), Browser(bob), Browser(charlie)
+        bob_ws.app.scope["session"] = {SESSION_KEY: team.pk}
+        charlie_ws.app.scope["session"] = {SESSION_KEY: team.pk}  # not a member: the session's team is ignored
+        for ws in (bob_ws, bob_personal, charlie_ws):
+            assert await ws.connect()
+        await sync_to_async(stop)()
+        seen = await bob_ws.receive_json()
+        assert await bob_personal.receive_nothing()
+        assert await charlie_ws.receive_nothing()
+        for ws in (bob_ws, bob_personal, charlie_ws):
+            await ws.disconnect()
+        return seen
+
+    seen = async_to_sync(scenario)()
+    assert (seen["type"], seen["id"]) == ("instance", str(instance.pk))
