@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from accounts import selectors, services
 from accounts.client import request_client
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
+from accounts.tokens import token_team_choices
 
 
 def raise_as_api_error(error: DjangoValidationError):
@@ -64,10 +65,28 @@ class SSHKeyUpdateSerializer(serializers.Serializer):
 
 class APITokenSerializer(serializers.ModelSerializer):
     status = serializers.SerializerMethodField()
+    team = serializers.SlugField(
+        source="team.slug",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text=_("The team it acts in; null: personal."),
+    )
 
     class Meta:
         model = APIToken
-        fields = ["id", "name", "prefix", "scope", "created_at", "expires_at", "last_used_at", "revoked_at", "status"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scope",
+            "team",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "status",
+        ]
         read_only_fields = fields
 
     def get_status(self, token: APIToken) -> str:
@@ -87,6 +106,12 @@ class APITokenCreateSerializer(serializers.Serializer):
         choices=APIToken.Scope.choices,
         default=APIToken.Scope.FULL,
         help_text=_("full: everything you can do; read: GET, HEAD and OPTIONS only (it cannot launch, stop or spend)."),
+    )
+    team = serializers.SlugField(
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text=_("The slug of one of your teams: the token acts in that team. Omit or null for a personal token."),
     )
 
 
@@ -220,12 +245,19 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         data.is_valid(raise_exception=True)
         days = data.validated_data.get("expires_in_days")
         expires_at = timezone.now() + timedelta(days=days) if days else None
+        team_id = None
+        if data.validated_data.get("team"):
+            slug = data.validated_data["team"]
+            team_id = next((t["id"] for t in token_team_choices(user=request.user) if t["slug"] == slug), None)
+            if team_id is None:
+                raise serializers.ValidationError({"team": [_("Choose personal or one of your teams.")]})
         try:
             token, raw = services.api_token_create(
                 user=request.user,
                 name=data.validated_data["name"],
                 expires_at=expires_at,
                 scope=data.validated_data["scope"],
+                team_id=team_id,
                 **request_client(request),
             )
         except DjangoValidationError as error:

@@ -30,7 +30,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "gpus": gpus,
         "has_ssh_key": has_ssh_key,
         # What the money does: how long it lasts at the current burn, and this month against the budget.
-        "runway": runway_get(user=request.user),
+        "runway": runway_get(user=getattr(request, "principal", None) or request.user),
         "budget": budget_status_for(user=request.user),
     }
     return render(request, "console/dashboard.html", context)

@@ -216,6 +216,16 @@ class Instance(StatusDisplayMixin, models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="instances")
+    # The person who launched it: the owner on a personal account, the member on a team's (whose own
+    # limits it counts against, and who may operate it while a member who may launch: ``teams.access``).
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("launched by"),
+    )
     name = models.CharField(_("name"), max_length=64)
     region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="instances")
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="instances")
