@@ -24,8 +24,15 @@ def _hook():
 
 
 def principal(request):
-    """The account whose wallet this request reads and spends: the acting context's, else the person."""
-    return getattr(request, "principal", None) or request.user
+    """The account whose wallet this request reads and spends: the acting context's, else the person.
+
+    The middleware sets ``request.principal`` from the session before the API authenticates: when it
+    saw nobody (a client authenticated another way, with no team), the person is the account.
+    """
+    found = getattr(request, "principal", None)
+    if found is None or not getattr(found, "is_authenticated", False):
+        return request.user
+    return found
 
 
 def allows(request, action: str) -> bool:
