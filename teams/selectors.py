@@ -105,7 +105,7 @@ def teams_for_staff() -> QuerySet[Team]:
         .values("total")
     )
     return (
-        Team.objects.select_related("created_by")
+        Team.objects.select_related("created_by", "account")
         .annotate(members=Count("memberships"), balance_fen=Coalesce(Subquery(balance), Value(0)))
         .order_by(F("deleted_at").asc(nulls_first=True), "name", "id")
     )
