@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import generics, mixins, serializers, status, viewsets
+from rest_framework import generics, mixins, permissions, serializers, status, viewsets
 from rest_framework.response import Response
 
 from accounts import selectors, services
@@ -31,6 +31,24 @@ def raise_as_api_error(error: DjangoValidationError):
     else:
         detail = [serializers.ErrorDetail(message, code="invalid") for message in error.messages]
     raise serializers.ValidationError(detail)
+
+
+class PersonalCredentialsOnly(permissions.BasePermission):
+    """A token scoped to a team acts for the team: it reads the account but changes none of its
+    credentials (tokens, SSH keys, the profile), so a token handed to a team's CI cannot mint its maker
+    a personal token or plant a key on their instances."""
+
+    message = _("A token scoped to a team cannot change your account: use a personal token or the console.")
+    code = "team_token"
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        token = request.auth
+        return not (isinstance(token, APIToken) and token.team_id is not None)
+
+
+CREDENTIALS_PERMISSIONS = [permissions.IsAuthenticated, PersonalCredentialsOnly]
 
 
 # --- Serializers ----------------------------------------------------------------------------------
@@ -142,6 +160,7 @@ class SecurityEventSerializer(serializers.ModelSerializer):
 
 @extend_schema(tags=["account"])
 class ProfileView(generics.RetrieveUpdateAPIView):
+    permission_classes = CREDENTIALS_PERMISSIONS
     """The signed-in user's profile."""
 
     serializer_class = ProfileSerializer
@@ -177,6 +196,7 @@ class SSHKeyViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
+    permission_classes = CREDENTIALS_PERMISSIONS
     serializer_class = SSHKeySerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -230,6 +250,7 @@ class SSHKeyViewSet(
 )
 @extend_schema(tags=["account"])
 class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    permission_classes = CREDENTIALS_PERMISSIONS
     serializer_class = APITokenSerializer
     http_method_names = ["get", "post", "delete", "head", "options"]
 

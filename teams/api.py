@@ -19,6 +19,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.models import APIToken
 from billing.selectors import balance_get, runway_get
 from core.api import ServiceError
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
@@ -111,13 +112,22 @@ class TeamEventSerializer(serializers.ModelSerializer):
 # --- Views ----------------------------------------------------------------------------------------
 
 
+def _token_teams(request, team_id) -> set:
+    """The teams this request may reach: a token scoped to a team reaches that one alone (another of
+    its maker's teams is not found); a personal token or the session reach ``team_id``."""
+    token = getattr(request, "auth", None)
+    if isinstance(token, APIToken) and token.team_id is not None:
+        return {token.team_id}
+    return {team_id}
+
+
 class _InTeam:
     """The caller's membership of the team in the URL: a 404 when they are not in it."""
 
     def membership(self) -> Membership:
         if not hasattr(self, "_membership"):
             found = selectors.membership_get(user=self.request.user, slug=self.kwargs["slug"])
-            if found is None:
+            if found is None or found.team_id not in _token_teams(self.request, found.team_id):
                 raise Http404
             self._membership = found
         return self._membership
@@ -146,7 +156,11 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Team.objects.none()
-        return Team.objects.filter(pk__in=self._memberships().values("team_id")).order_by("name", "id")
+        teams = Team.objects.filter(pk__in=self._memberships().values("team_id"))
+        token = getattr(self.request, "auth", None)
+        if isinstance(token, APIToken) and token.team_id is not None:
+            teams = teams.filter(pk=token.team_id)
+        return teams.order_by("name", "id")
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()

@@ -122,3 +122,25 @@ def test_the_api_makes_a_team_token_by_slug(alice_client, team, charlie):
     assert "team" in response.json()["error"]["fields"]
     listed = alice_client.get("/api/v1/account/tokens/").json()["results"]
     assert [t["team"] for t in listed] == ["lab"]
+
+
+def test_a_team_token_reaches_its_team_alone(alice, team):
+    other = services.team_create(user=alice, name="Other")
+    _token, raw = api_token_create(user=alice, name="lab", expires_at=None, team_id=team.pk)
+    assert [t["slug"] for t in call(raw, "/api/v1/teams/").json()["results"]] == ["lab"]
+    assert call(raw, "/api/v1/teams/lab/members/").status_code == 200
+    assert call(raw, f"/api/v1/teams/{other.slug}/members/").status_code == 404
+    assert call(raw, f"/api/v1/teams/{other.slug}/wallet/").status_code == 404
+    _token, personal = api_token_create(user=alice, name="mine", expires_at=None)
+    assert call(personal, f"/api/v1/teams/{other.slug}/members/").status_code == 200
+
+
+def test_a_team_token_cannot_change_its_makers_account(alice, team):
+    _token, raw = api_token_create(user=alice, name="lab", expires_at=None, team_id=team.pk)
+    response = call(raw, "/api/v1/account/tokens/", "post", name="escalate")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "team_token"
+    assert not APIToken.objects.filter(name="escalate").exists()
+    assert call(raw, "/api/v1/account/ssh-keys/", "post", name="k", public_key="ssh-ed25519 AAAA").status_code == 403
+    assert call(raw, "/api/v1/account/profile/", "patch", display_name="X").status_code == 403
+    assert call(raw, "/api/v1/account/tokens/").status_code == 200  # reading is fine
