@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, mixins, permissions, serializers, status, viewsets
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from accounts import selectors, services
@@ -244,7 +245,10 @@ class SSHKeyViewSet(
         summary="Create an API token",
         description="The response holds the raw token in `token`; it is never shown again.",
         request=APITokenCreateSerializer,
-        responses={201: APITokenCreatedSerializer},
+        responses={
+            201: APITokenCreatedSerializer,
+            404: OpenApiResponse(description="`team` names no team you are in."),
+        },
     ),
     destroy=extend_schema(summary="Revoke an API token", responses={204: None}),
 )
@@ -270,8 +274,8 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         if data.validated_data.get("team"):
             slug = data.validated_data["team"]
             team_id = next((t["id"] for t in token_team_choices(user=request.user) if t["slug"] == slug), None)
-            if team_id is None:
-                raise serializers.ValidationError({"team": [_("Choose personal or one of your teams.")]})
+            if team_id is None:  # another's team, or none: not found, as every other account's object
+                raise NotFound(_("You are not in a team with this slug."))
         try:
             token, raw = services.api_token_create(
                 user=request.user,
