@@ -114,6 +114,7 @@ class APITokenAdmin(ReadOnlyCredentialAdmin):
     fields = (
         "name",
         "user",
+        "team",
         "prefix",
         "scope",
         "status_now",
@@ -126,6 +127,7 @@ class APITokenAdmin(ReadOnlyCredentialAdmin):
     list_display = (
         "name",
         "user",
+        "team",
         "prefix",
         "scope",
         "status_now",

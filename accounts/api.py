@@ -9,12 +9,14 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import generics, mixins, serializers, status, viewsets
+from rest_framework import generics, mixins, permissions, serializers, status, viewsets
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from accounts import selectors, services
 from accounts.client import request_client
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
+from accounts.tokens import token_team_choices
 
 
 def raise_as_api_error(error: DjangoValidationError):
@@ -30,6 +32,24 @@ def raise_as_api_error(error: DjangoValidationError):
     else:
         detail = [serializers.ErrorDetail(message, code="invalid") for message in error.messages]
     raise serializers.ValidationError(detail)
+
+
+class PersonalCredentialsOnly(permissions.BasePermission):
+    """A token scoped to a team acts for the team: it reads the account but changes none of its
+    credentials (tokens, SSH keys, the profile), so a token handed to a team's CI cannot mint its maker
+    a personal token or plant a key on their instances."""
+
+    message = _("A token scoped to a team cannot change your account: use a personal token or the console.")
+    code = "team_token"
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        token = request.auth
+        return not (isinstance(token, APIToken) and token.team_id is not None)
+
+
+CREDENTIALS_PERMISSIONS = [permissions.IsAuthenticated, PersonalCredentialsOnly]
 
 
 # --- Serializers ----------------------------------------------------------------------------------
@@ -64,10 +84,28 @@ class SSHKeyUpdateSerializer(serializers.Serializer):
 
 class APITokenSerializer(serializers.ModelSerializer):
     status = serializers.SerializerMethodField()
+    team = serializers.SlugField(
+        source="team.slug",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text=_("The team it acts in; null: personal."),
+    )
 
     class Meta:
         model = APIToken
-        fields = ["id", "name", "prefix", "scope", "created_at", "expires_at", "last_used_at", "revoked_at", "status"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scope",
+            "team",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "status",
+        ]
         read_only_fields = fields
 
     def get_status(self, token: APIToken) -> str:
@@ -87,6 +125,12 @@ class APITokenCreateSerializer(serializers.Serializer):
         choices=APIToken.Scope.choices,
         default=APIToken.Scope.FULL,
         help_text=_("full: everything you can do; read: GET, HEAD and OPTIONS only (it cannot launch, stop or spend)."),
+    )
+    team = serializers.SlugField(
+        required=False,
+        allow_null=True,
+        max_length=64,
+        help_text=_("The slug of one of your teams: the token acts in that team. Omit or null for a personal token."),
     )
 
 
@@ -117,6 +161,7 @@ class SecurityEventSerializer(serializers.ModelSerializer):
 
 @extend_schema(tags=["account"])
 class ProfileView(generics.RetrieveUpdateAPIView):
+    permission_classes = CREDENTIALS_PERMISSIONS
     """The signed-in user's profile."""
 
     serializer_class = ProfileSerializer
@@ -154,6 +199,7 @@ class SSHKeyViewSet(
     mixins.RetrieveModelMixin,
     viewsets.GenericViewSet,
 ):
+    permission_classes = CREDENTIALS_PERMISSIONS
     serializer_class = SSHKeySerializer
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
@@ -201,12 +247,16 @@ class SSHKeyViewSet(
         summary="Create an API token",
         description="The response holds the raw token in `token`; it is never shown again.",
         request=APITokenCreateSerializer,
-        responses={201: APITokenCreatedSerializer},
+        responses={
+            201: APITokenCreatedSerializer,
+            404: OpenApiResponse(description="`team` names no team you are in."),
+        },
     ),
     destroy=extend_schema(summary="Revoke an API token", responses={204: None}),
 )
 @extend_schema(tags=["account"])
 class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    permission_classes = CREDENTIALS_PERMISSIONS
     serializer_class = APITokenSerializer
     http_method_names = ["get", "post", "delete", "head", "options"]
 
@@ -222,12 +272,19 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         data.is_valid(raise_exception=True)
         days = data.validated_data.get("expires_in_days")
         expires_at = timezone.now() + timedelta(days=days) if days else None
+        team_id = None
+        if data.validated_data.get("team"):
+            slug = data.validated_data["team"]
+            team_id = next((t["id"] for t in token_team_choices(user=request.user) if t["slug"] == slug), None)
+            if team_id is None:  # another's team, or none: not found, as every other account's object
+                raise NotFound(_("You are not in a team with this slug."))
         try:
             token, raw = services.api_token_create(
                 user=request.user,
                 name=data.validated_data["name"],
                 expires_at=expires_at,
                 scope=data.validated_data["scope"],
+                team_id=team_id,
                 **request_client(request),
             )
         except DjangoValidationError as error:

@@ -63,6 +63,7 @@ class APITokenAuthenticationScheme(OpenApiAuthenticationExtension):
     """Describes the token scheme in the OpenAPI schema (a plain HTTP bearer token)."""
 
     target_class = "accounts.authentication.APITokenAuthentication"
+    match_subclasses = True  # teams' TeamTokenAuthentication, the one configured, is the same scheme
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):
@@ -71,5 +72,6 @@ class APITokenAuthenticationScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "An API token created under Account → API tokens, e.g. `Bearer gpuc_…`. "
             "A read-only token may only use GET, HEAD and OPTIONS; anything else is refused with 403 "
-            "`read_only_token`.",
+            "`read_only_token`. A token scoped to a team acts on the team's account while its maker is a member; "
+            "after that it is refused with 401.",
         }

@@ -84,8 +84,26 @@ class APITokenForm(forms.Form):
         help_text=_("A read-only token can list and read, but cannot launch, stop or spend."),
     )
 
+    team = forms.ChoiceField(
+        label=_("Acts for"),
+        choices=(),
+        required=False,
+        help_text=_("A team's token acts on the team's account, and stops working when you leave the team."),
+    )
+
+    def __init__(self, *args, teams: list[dict] | None = None, initial_team: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.teams = teams or []
+        self.fields["team"].choices = [("", _("Personal")), *((str(t["id"]), t["name"]) for t in self.teams)]
+        if initial_team is not None:
+            self.fields["team"].initial = str(initial_team)
+
     def clean_scope(self) -> str:
         return self.cleaned_data["scope"] or APIToken.Scope.FULL
+
+    def clean_team(self) -> int | None:
+        value = self.cleaned_data.get("team") or ""
+        return int(value) if value else None
 
     def expires_at(self):
         value = self.cleaned_data["expires"]

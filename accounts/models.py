@@ -125,6 +125,11 @@ class APIToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     # Chosen at creation, never changed: a token that needs more is replaced, not widened.
     scope = models.CharField(_("access"), max_length=8, choices=Scope.choices, default=Scope.FULL)
+    # The team the token acts in (``request.principal`` is the team's account), or none: personal. Chosen
+    # at creation, never changed; the membership is checked on every request (``teams.authentication``).
+    team = models.ForeignKey(
+        "teams.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("team")
+    )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)

@@ -12,7 +12,7 @@ def ssh_key_list_for(*, user: User) -> QuerySet[SSHKey]:
 
 
 def api_token_list_for(*, user: User) -> QuerySet[APIToken]:
-    return APIToken.objects.filter(user=user)
+    return APIToken.objects.filter(user=user).select_related("team")
 
 
 def security_event_list_for(*, user: User) -> QuerySet[SecurityEvent]:

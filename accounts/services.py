@@ -31,6 +31,7 @@ from django.utils.translation import gettext as _
 
 from accounts.authentication import TOKEN_PREFIX, token_digest
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
+from accounts.tokens import token_team_allowed, token_team_event
 
 # --- The security log ----------------------------------------------------------------------------
 
@@ -322,11 +323,14 @@ def api_token_create(
     ip: str | None = None,
     user_agent: str = "",
     via: str = "",
+    team_id: int | None = None,
 ) -> tuple[APIToken, str]:
     """Create a token and return it with its raw value, which exists only in this return value.
 
     ``scope`` is ``full`` or ``read`` (GET, HEAD and OPTIONS only; ``accounts.authentication``
     enforces it). ``via`` names what made it, when not the user's own form or API call (``device_login``).
+    ``team_id`` scopes it to one of the user's teams (``accounts.tokens``): it acts on the team's account,
+    and the team's audit log says who made it.
     """
     name = " ".join((name or "").split())
     if not name:
@@ -340,6 +344,8 @@ def api_token_create(
         raise _refuse(
             _("Choose one of: %(choices)s.") % {"choices": ", ".join(APIToken.Scope.values)}, "invalid_choice", "scope"
         )
+    if team_id is not None and not token_team_allowed(user=user, team_id=team_id):
+        raise _refuse(_("Choose personal or one of your teams."), "invalid_choice", "team")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = APIToken.objects.create(
@@ -349,13 +355,17 @@ def api_token_create(
             digest=token_digest(raw),
             expires_at=expires_at,
             scope=scope,
+            team_id=team_id,
         )
         details = {"name": token.name, "prefix": token.prefix, "scope": token.scope}
+        if team_id is not None:
+            details["team"] = team_id
         if via:
             details["via"] = via
         security_event_record(
             user=user, action=SecurityEvent.Action.TOKEN_CREATED, ip=ip, user_agent=user_agent, details=details
         )
+        token_team_event(token=token, actor=user, action="created")
     return token, raw
 
 
@@ -373,5 +383,6 @@ def api_token_revoke(*, token: APIToken, ip: str | None = None, user_agent: str 
                 user_agent=user_agent,
                 details={"name": token.name, "prefix": token.prefix, **({"by": "staff"} if by_staff else {})},
             )
+            token_team_event(token=token, actor=None if by_staff else token.user, action="revoked")
     token.refresh_from_db(fields=["revoked_at"])
     return bool(revoked)

@@ -20,6 +20,7 @@ from accounts import selectors, services
 from accounts.client import request_client
 from accounts.forms import APITokenForm, ProfileForm, SSHKeyForm, form_add_service_error
 from accounts.language import language_apply
+from accounts.tokens import token_team_choices
 
 
 class ConsoleLoginView(LoginView):
@@ -108,7 +109,10 @@ def ssh_key_delete(request: HttpRequest, key_id: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    form = APITokenForm(request.POST or None)
+    teams = token_team_choices(user=request.user)
+    acting = getattr(request, "membership", None)
+    form_options = {"teams": teams, "initial_team": getattr(acting, "team_id", None)}
+    form = APITokenForm(request.POST or None, **form_options)
     created = raw_token = None
     status = 200
     if request.method == "POST":
@@ -119,6 +123,7 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
                     name=form.cleaned_data["name"],
                     expires_at=form.expires_at(),
                     scope=form.cleaned_data["scope"],
+                    team_id=form.cleaned_data["team"],
                     **request_client(request),
                 )
             except ValidationError as error:
@@ -127,7 +132,7 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
             status = 400
         else:
             # The raw token is rendered into this one response and kept nowhere: no redirect, no session.
-            form = APITokenForm()
+            form = APITokenForm(**form_options)
             status = 201
     tokens = selectors.api_token_list_for(user=request.user)
     context = {"form": form, "tokens": tokens, "created": created, "raw_token": raw_token, "now": timezone.now()}

@@ -1,7 +1,10 @@
 """The billing REST API (``/api/v1/billing/``): balance, transactions, top-up orders, statements.
 
-Thin: every view calls the selectors and services the pages use, scoped to the caller, so another
-user's order or statement is a 404 by construction. Amounts are integer fen (``*_fen``).
+Thin: every view calls the selectors and services the pages use, scoped to the account the caller acts
+on (``billing.access``: their own, or their team's, by session or by a team's token), so another
+account's order or statement is a 404 by construction. In a team, reading needs ``billing.view`` and
+topping up is for owners and admins: a role without it gets 403 ``permission_denied``. Amounts are
+integer fen (``*_fen``).
 """
 
 from __future__ import annotations
@@ -13,11 +16,11 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import selectors
+from billing import access, selectors
 from billing import statements as stmt
 from billing.filters import TransactionFilter
 from billing.gateways import GatewayError, gateways_enabled
@@ -127,6 +130,7 @@ class MonthSummarySerializer(serializers.Serializer):
     adjustments_fen = serializers.IntegerField()
     trial_fen = serializers.IntegerField()
     usage_fen = serializers.IntegerField()
+    transfers_fen = serializers.IntegerField(help_text=_("Paid money moved in from (negative: out to) another wallet."))
     closing_fen = serializers.IntegerField()
 
 
@@ -141,22 +145,46 @@ class UsageLineSerializer(serializers.Serializer):
     unit = serializers.CharField()
     price_fen = serializers.IntegerField(help_text=_("Price per unit per unit of quantity."))
     amount_fen = serializers.IntegerField()
+    resource_key = serializers.CharField(help_text=_("The resource measured, e.g. instance:<id>."))
+    resource_label = serializers.CharField()
+    member_id = serializers.IntegerField(allow_null=True, help_text=_("Who launched it (a team's statement)."))
+    member_label = serializers.CharField()
+
+
+class BreakdownSerializer(serializers.Serializer):
+    key = serializers.CharField(allow_null=True)
+    label = serializers.CharField()
+    lines = serializers.IntegerField()
+    seconds = serializers.IntegerField()
+    amount_fen = serializers.IntegerField()
 
 
 class StatementSerializer(serializers.Serializer):
     summary = MonthSummarySerializer()
     lines = UsageLineSerializer(many=True)
     lines_total_fen = serializers.IntegerField()
+    by_member = BreakdownSerializer(many=True, help_text=_("Usage per person who launched it."))
+    by_resource = BreakdownSerializer(many=True, help_text=_("Usage per instance (its meters together)."))
 
 
 # --- Views ----------------------------------------------------------------------------------------
 
 
+def wallet_of(request, action: str = access.VIEW):
+    """The account whose wallet the caller acts on, once their role allows ``action`` (403 otherwise)."""
+    if not access.allows(request, action):
+        if action == access.PAY:
+            raise PermissionDenied(_("Only the team's owners and admins top up its wallet."))
+        raise PermissionDenied(_("Your role in this team does not include its billing."))
+    return access.principal(request)
+
+
 class BalanceView(APIView):
     @extend_schema(responses=BalanceSerializer, summary="Balance and runway")
     def get(self, request):
-        balance = selectors.balance_get(user=request.user)
-        runway = selectors.runway_get(user=request.user)
+        wallet = wallet_of(request)
+        balance = selectors.balance_get(user=wallet)
+        runway = selectors.runway_get(user=wallet)
         data = {
             "currency": "CNY",
             "cash_fen": balance.cash,
@@ -178,7 +206,7 @@ class TransactionListView(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Transaction.objects.none()
-        return selectors.transactions_for(user=self.request.user)
+        return selectors.transactions_for(user=wallet_of(self.request))
 
 
 class TopUpOrderListView(generics.ListAPIView):
@@ -187,7 +215,7 @@ class TopUpOrderListView(generics.ListAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return TopUpOrder.objects.none()
-        return selectors.topup_orders_for(user=self.request.user)
+        return selectors.topup_orders_for(user=wallet_of(self.request))
 
     @extend_schema(summary="Top-up orders")
     def get(self, request, *args, **kwargs):
@@ -208,7 +236,7 @@ class TopUpOrderListView(generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         try:
             order, checkout_url = topup_order_create(
-                user=request.user,
+                user=wallet_of(request, access.PAY),
                 amount_fen=serializer.validated_data["amount_fen"],
                 return_url=request.build_absolute_uri("/billing/orders/{order}/"),
                 gateway_name=serializer.validated_data["gateway"],
@@ -233,7 +261,7 @@ class TopUpOrderDetailView(generics.RetrieveAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return TopUpOrder.objects.none()
-        return selectors.topup_orders_for(user=self.request.user)
+        return selectors.topup_orders_for(user=wallet_of(self.request))
 
 
 class StatementListView(APIView):
@@ -243,7 +271,7 @@ class StatementListView(APIView):
         responses=inline_serializer("StatementMonths", {"results": MonthSummarySerializer(many=True)}),
     )
     def get(self, request):
-        months = stmt.statement_months(user=request.user)
+        months = stmt.statement_months(user=wallet_of(request))
         return Response({"results": MonthSummarySerializer(months, many=True).data})
 
 
@@ -259,5 +287,5 @@ class StatementDetailView(APIView):
             day=1
         ):
             raise Http404
-        statement = stmt.statement_get(user=request.user, month=parsed)
+        statement = stmt.statement_get(user=wallet_of(request), month=parsed)
         return Response(StatementSerializer(statement).data)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
+from billing import access
 from billing.selectors import runway_get
 
 
@@ -38,4 +39,8 @@ def low_balance(request) -> dict:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    return {"low_balance": SimpleLazyObject(lambda: _low_balance_for(user))}
+    # The wallet the person acts on: in a team, the team's (billing.access), when their role shows it.
+    if not access.allows(request, access.VIEW):
+        return {}
+    wallet = access.principal(request)
+    return {"low_balance": SimpleLazyObject(lambda: _low_balance_for(wallet))}

@@ -76,11 +76,13 @@ class Transaction(AppendOnlyModel):
         REFUND = "refund", _("Refund")
         USAGE = "usage", _("Usage")
         ADJUSTMENT = "adjustment", _("Adjustment")
+        TRANSFER = "transfer", _("Transfer")  # paid money moved between two wallets (a person's and a team's)
 
     idempotency_key = models.CharField(max_length=200, unique=True)
     kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices)
     description = models.CharField(_("description"), max_length=255, blank=True)
-    # The user whose money moved (for fast per-user history); null for platform-only postings.
+    # The user whose money moved (for fast per-user history); null for platform-only postings. A
+    # transfer moves two users' money: this is the payer, and the payee finds it through its entries.
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="transactions"
     )

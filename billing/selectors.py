@@ -89,8 +89,10 @@ def transactions_for(*, user, kind: str | None = None):
     each account (which one a posting affected). One query, so it pages cheaply.
     """
     mine = Q(entries__account__owner=user)
+    # A transfer names its payer in ``user``; the payee finds it through its own entries.
+    received = Entry.objects.filter(account__owner=user, transaction__kind=Transaction.Kind.TRANSFER)
     qs = (
-        Transaction.objects.filter(user=user)
+        Transaction.objects.filter(Q(user=user) | Q(pk__in=received.values("transaction_id")))
         .annotate(
             amount_fen=Sum("entries__amount", filter=mine),
             cash_fen=Sum("entries__amount", filter=mine & Q(entries__account__kind=LedgerAccount.Kind.CASH)),

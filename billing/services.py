@@ -23,6 +23,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
+from billing.access import is_team_account
 from billing.metering import amount_owed, elapsed_seconds
 from billing.models import Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, Transaction
 
@@ -480,6 +481,8 @@ def trial_claim(*, user) -> Transaction:
     amount = int(settings.BILLING_TRIAL_CREDIT_FEN)
     if amount <= 0:
         raise TrialUnavailable("No trial credit is offered.")
+    if is_team_account(user):
+        raise TrialUnavailable("A team gets no trial credit.")
     if not EmailAddress.objects.filter(user=user, verified=True).exists():
         raise TrialUnavailable("Verify your e-mail address to claim the trial credit.")
     expires_at = None
@@ -588,6 +591,38 @@ def balance_adjust(*, user, amount_fen: int, reason: str, staff_user, key: str |
     )
     logger.info("balance adjusted: user %s %+d fen by %s (%s)", user.pk, amount_fen, staff_user.pk, reason)
     return txn
+
+
+# --- Moving paid money between wallets ---------------------------------------------------------------
+
+
+def money_transfer(
+    *, payer, payee, amount_fen: int, key: str, created_by=None, description: str = "", metadata: dict | None = None
+) -> tuple[Transaction, bool]:
+    """Move ``amount_fen`` of paid money from ``payer``'s wallet to ``payee``'s: one TRANSFER posting.
+
+    Only cash moves (trial credit is never paid out). ``ledger_post`` locks both accounts in id order
+    (so two transfers in opposite directions cannot deadlock), checks the payer's floor under the lock
+    and posts at most once per ``key``: a short balance raises ``InsufficientFunds`` and moves nothing,
+    a repeat of ``key`` returns the first transaction with ``created=False``. Returns
+    ``(transaction, created)``.
+    """
+    if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
+        raise ValueError("a transfer moves a positive integer number of fen")
+    if payer.pk == payee.pk:
+        raise ValueError("a transfer needs two different wallets")
+    return ledger_post(
+        key=f"transfer:{key}",
+        kind=Transaction.Kind.TRANSFER,
+        user=payer,
+        legs=[
+            (account_get(user=payer, kind=Kind.CASH), -amount_fen),
+            (account_get(user=payee, kind=Kind.CASH), amount_fen),
+        ],
+        description=description,
+        metadata={"payer": payer.pk, "payee": payee.pk, **(metadata or {})},
+        created_by=created_by,
+    )
 
 
 # --- Proving the books balance ---------------------------------------------------------------------

@@ -66,6 +66,7 @@ class MonthSummary:
     adjustments_fen: int = 0  # staff corrections (signed)
     trial_fen: int = 0  # trial credit granted less trial credit expired (signed)
     usage_fen: int = 0  # spent on usage (positive: money out)
+    transfers_fen: int = 0  # paid money moved in from (or, if negative, out to) another wallet
 
     @property
     def key(self) -> str:
@@ -80,6 +81,7 @@ class MonthSummary:
             + self.adjustments_fen
             + self.trial_fen
             - self.usage_fen
+            + self.transfers_fen
         )
 
     def add(self, kind: str, amount: int) -> None:
@@ -91,6 +93,8 @@ class MonthSummary:
             self.usage_fen -= amount
         elif kind in (TxKind.TRIAL_GRANT, TxKind.TRIAL_EXPIRY):
             self.trial_fen += amount
+        elif kind == TxKind.TRANSFER:
+            self.transfers_fen += amount
         else:
             self.adjustments_fen += amount
 
@@ -136,6 +140,11 @@ class UsageLine:
     end: datetime | None
     seconds: int
     amount_fen: int
+    # Whose and what: filled by ``BILLING_USAGE_ATTRIBUTION_HOOKS`` (the instance and who launched it).
+    resource_key: str = ""  # the resource this meter measured ("instance:<id>"); the ref when unknown
+    resource_label: str = ""  # its name for people
+    member_id: int | None = None  # the person who launched it (in a team), when known
+    member_label: str = ""
 
     @property
     def rate_fen(self) -> int:
@@ -160,6 +169,59 @@ class Statement:
     def lines_total_fen(self) -> int:
         return sum(line.amount_fen for line in self.lines)
 
+    @property
+    def by_member(self) -> list[Breakdown]:
+        """Usage per person who launched it, largest first; what no person is known for is one row."""
+        return _group(self.lines, key=lambda line: (line.member_id, line.member_label))
+
+    @property
+    def by_resource(self) -> list[Breakdown]:
+        """Usage per resource (an instance's GPU and disk meters together), largest first."""
+        return _group(self.lines, key=lambda line: (line.resource_key or line.ref, line.resource_label or line.ref))
+
+
+@dataclass
+class Breakdown:
+    """One row of a statement's breakdown: usage grouped by a person or a resource, in fen."""
+
+    key: object  # the member's id (None: not known) or the resource's key
+    label: str
+    amount_fen: int = 0
+    seconds: int = 0
+    lines: int = 0
+    member_label: str = ""  # for a resource: who launched it
+
+
+def _group(lines: list[UsageLine], *, key) -> list[Breakdown]:
+    rows: dict[object, Breakdown] = {}
+    for line in lines:
+        group, label = key(line)
+        row = rows.setdefault(group, Breakdown(key=group, label=label, member_label=line.member_label))
+        row.amount_fen += line.amount_fen
+        row.seconds += line.seconds
+        row.lines += 1
+    return sorted(rows.values(), key=lambda row: (-row.amount_fen, str(row.label)))
+
+
+def usage_attribute(*, user, lines: list[UsageLine]) -> None:
+    """Fill each line's resource and member from the apps named in ``BILLING_USAGE_ATTRIBUTION_HOOKS``.
+
+    Billing knows meters by their ``ref`` only; the app that opened a meter knows what it measured and
+    who launched it. Each hook is called as ``hook(user=…, refs=[…])`` and answers ``{ref: {"resource_key",
+    "resource_label", "member_id", "member_label"}}`` for the refs it knows (one query each).
+    """
+    refs = sorted({line.ref for line in lines if line.ref})
+    found: dict[str, dict] = {}
+    for path in getattr(settings, "BILLING_USAGE_ATTRIBUTION_HOOKS", ()) or ():
+        if refs:
+            found.update(import_string(path)(user=user, refs=refs))
+    for line in lines:
+        info = found.get(line.ref) or {}
+        line.resource_key = info.get("resource_key") or line.ref
+        line.resource_label = info.get("resource_label") or line.description or line.ref
+        line.member_id = info.get("member_id")
+        line.member_label = info.get("member_label") or ""
+
 
 def statement_get(*, user, month: date) -> Statement:
     """The statement of ``month`` for ``user``: the summary, one usage line per meter and the idle-waste
@@ -172,9 +234,11 @@ def statement_get(*, user, month: date) -> Statement:
     in_month = _user_entries(user).filter(transaction__created_at__gte=start, transaction__created_at__lt=end)
     for row in in_month.values("transaction__kind").annotate(total=Sum("amount")).order_by():
         summary.add(row["transaction__kind"], row["total"])
+    lines = usage_lines(user=user, start=start, end=end)
+    usage_attribute(user=user, lines=lines)
     return Statement(
         summary=summary,
-        lines=usage_lines(user=user, start=start, end=end),
+        lines=lines,
         idle_lines=idle_waste(user=user, start=start, end=end),
     )
 

@@ -11,6 +11,11 @@ urlpatterns = [
     path("statements/", views.statements, name="billing_statements"),
     re_path(r"^statements/(?P<month>[^/]+)\.csv$", views.statement_csv, name="billing_statement_csv"),
     re_path(r"^statements/(?P<month>[^/.]+)/$", views.statement_detail, name="billing_statement"),
+    re_path(
+        r"^statements/(?P<month>[^/.]+)/(?P<breakdown>members|instances)\.csv$",
+        views.statement_breakdown_csv,
+        name="billing_statement_breakdown_csv",
+    ),
     path("simulated-gateway/<int:order_id>/", views.simulated_checkout, name="billing_simulated_checkout"),
     path("webhooks/<slug:gateway>/", views.webhook, name="billing_webhook"),
 ]

@@ -1,4 +1,9 @@
-"""Billing pages: the overview, top-ups and the simulated checkout, statements, the webhook endpoint."""
+"""Billing pages: the overview, top-ups and the simulated checkout, statements, the webhook endpoint.
+
+Every page reads and spends the wallet of the account the request acts on (``billing.access``): the
+person's own, or in a team the team's, where it needs the role's leave (``view``: owners, admins and
+billing viewers; ``pay``: owners and admins). A role without it gets a 403 that says so.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -19,7 +25,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from billing import selectors
+from billing import access, selectors
 from billing import statements as stmt
 from billing.charts import spend_chart
 from billing.forms import TopUpForm
@@ -34,9 +40,21 @@ from core.api import error_body
 logger = logging.getLogger(__name__)
 
 
+def _wallet(request: HttpRequest, action: str = access.VIEW):
+    """The account whose wallet this page shows, once the person may ``action`` on it."""
+    if not access.allows(request, action):
+        if action == access.PAY:
+            raise PermissionDenied(_("Only the team's owners and admins top up its wallet."))
+        raise PermissionDenied(_("Your role in this team does not include its billing."))
+    return access.principal(request)
+
+
 def _overview_context(request: HttpRequest, form: TopUpForm | None = None) -> dict:
-    user = request.user
+    user = _wallet(request)
+    membership = getattr(request, "membership", None)
     return {
+        "team": membership.team if membership is not None else None,
+        "can_pay": access.allows(request, access.PAY),
         "balance": selectors.balance_get(user=user),
         "runway": selectors.runway_get(user=user),
         "chart": spend_chart(selectors.spend_per_day(user=user, days=30)),
@@ -58,7 +76,7 @@ def transactions(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("kind") or ""
     if kind not in Transaction.Kind.values:
         kind = ""
-    page = Paginator(selectors.transactions_for(user=request.user, kind=kind or None), 50).get_page(
+    page = Paginator(selectors.transactions_for(user=_wallet(request), kind=kind or None), 50).get_page(
         request.GET.get("page")
     )
     return render(request, "billing/transactions.html", {"page": page, "kind": kind, "kinds": Transaction.Kind.choices})
@@ -67,12 +85,13 @@ def transactions(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def topup_create(request: HttpRequest) -> HttpResponse:
+    user = _wallet(request, access.PAY)
     form = TopUpForm(request.POST)
     if not form.is_valid():
         return render(request, "billing/overview.html", _overview_context(request, form), status=400)
     try:
         _order, checkout_url = topup_order_create(
-            user=request.user,
+            user=user,
             amount_fen=form.cleaned_data["amount_fen"],
             return_url=request.build_absolute_uri(reverse("billing")) + "orders/{order}/",
             gateway_name=form.cleaned_data["gateway"],
@@ -90,7 +109,7 @@ def topup_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def order_detail(request: HttpRequest, order_id: int) -> HttpResponse:
     try:
-        order = selectors.topup_order_get(user=request.user, order_id=order_id)
+        order = selectors.topup_order_get(user=_wallet(request), order_id=order_id)
     except TopUpOrder.DoesNotExist:
         raise Http404 from None
     pending = order.status == TopUpOrder.Status.PENDING
@@ -124,7 +143,7 @@ def simulated_checkout(request: HttpRequest, order_id: int) -> HttpResponse:
     if not isinstance(gateway, SimulatedGateway):
         raise Http404
     try:
-        order = selectors.topup_order_get(user=request.user, order_id=order_id)
+        order = selectors.topup_order_get(user=_wallet(request, access.PAY), order_id=order_id)
     except TopUpOrder.DoesNotExist:
         raise Http404 from None
     if order.gateway != gateway.name:
@@ -169,7 +188,9 @@ def webhook(request: HttpRequest, gateway: str) -> HttpResponse:
 @login_required
 @require_POST
 def trial_claim_view(request: HttpRequest) -> HttpResponse:
-    if not EmailAddress.objects.filter(user=request.user, verified=True).exists():
+    if getattr(request, "membership", None) is not None or access.is_team_account(access.principal(request)):
+        messages.error(request, _("A team gets no trial credit: switch to Personal to claim yours."))
+    elif not EmailAddress.objects.filter(user=request.user, verified=True).exists():
         messages.error(request, _("Verify your e-mail address to claim the trial credit."))
     else:
         try:
@@ -202,17 +223,25 @@ def _month_or_404(text: str):
 
 @login_required
 def statements(request: HttpRequest) -> HttpResponse:
-    return render(request, "billing/statements.html", {"months": stmt.statement_months(user=request.user)})
+    user = _wallet(request)
+    return render(
+        request, "billing/statements.html", {"months": stmt.statement_months(user=user), "team": _team(request)}
+    )
 
 
 @login_required
 def statement_detail(request: HttpRequest, month: str) -> HttpResponse:
-    statement = stmt.statement_get(user=request.user, month=_month_or_404(month))
+    statement = stmt.statement_get(user=_wallet(request), month=_month_or_404(month))
     return render(
         request,
         "billing/statement_detail.html",
-        {"statement": statement, "s": statement.summary, "time_zone": settings.TIME_ZONE},
+        {"statement": statement, "s": statement.summary, "time_zone": settings.TIME_ZONE, "team": _team(request)},
     )
+
+
+def _team(request: HttpRequest):
+    membership = getattr(request, "membership", None)
+    return membership.team if membership is not None else None
 
 
 CSV_COLUMNS = [
@@ -232,7 +261,7 @@ CSV_COLUMNS = [
 @login_required
 def statement_csv(request: HttpRequest, month: str) -> HttpResponse:
     parsed = _month_or_404(month)
-    statement = stmt.statement_get(user=request.user, month=parsed)
+    statement = stmt.statement_get(user=_wallet(request), month=parsed)
     tz = timezone.get_default_timezone()
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="statement-{parsed:%Y-%m}.csv"'
@@ -253,4 +282,41 @@ def statement_csv(request: HttpRequest, month: str) -> HttpResponse:
                 stmt.fen_to_decimal_string(line.amount_fen),
             ]
         )
+    return response
+
+
+BREAKDOWN_COLUMNS = {
+    "members": ["member_id", "member", "lines", "seconds", "amount_cny"],
+    "instances": ["resource", "name", "launched_by", "lines", "seconds", "amount_cny"],
+}
+
+
+@login_required
+def statement_breakdown_csv(request: HttpRequest, month: str, breakdown: str) -> HttpResponse:
+    """The month's usage per member (a team's statement only) or per instance, as CSV."""
+    parsed = _month_or_404(month)
+    if breakdown == "members" and _team(request) is None:
+        raise Http404
+    statement = stmt.statement_get(user=_wallet(request), month=parsed)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="statement-{parsed:%Y-%m}-{breakdown}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(BREAKDOWN_COLUMNS[breakdown])
+    if breakdown == "members":
+        for row in statement.by_member:
+            writer.writerow(
+                [row.key or "", row.label, row.lines, row.seconds, stmt.fen_to_decimal_string(row.amount_fen)]
+            )
+    else:
+        for row in statement.by_resource:
+            writer.writerow(
+                [
+                    row.key,
+                    row.label,
+                    row.member_label,
+                    row.lines,
+                    row.seconds,
+                    stmt.fen_to_decimal_string(row.amount_fen),
+                ]
+            )
     return response

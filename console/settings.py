@@ -316,7 +316,8 @@ CONSOLE_DEV_MAILBOX_DIR = Path(os.environ.get("CONSOLE_DEV_MAILBOX_DIR", VAR_DIR
 # --- REST API -------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "accounts.authentication.APITokenAuthentication",
+        # accounts' token checks (digest, expiry, read-only scope) plus the token's team (teams/authentication.py)
+        "teams.authentication.TeamTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -427,6 +428,9 @@ CONSOLE_SITE_NAME = os.environ.get("CONSOLE_SITE_NAME", "GPU Console")
 CONSOLE_DEMO_MODE = env_bool("CONSOLE_DEMO_MODE", default=not PRODUCTION)
 # API tokens: how long an unused token's last-used time may lag (one write per interval, not per call).
 API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
+# Which teams a token may be scoped to, and the team's audit of tokens (accounts.tokens): none, unless
+# teams names its own (its block below).
+ACCOUNTS_TOKEN_TEAMS_HOOK = ""
 
 # --- Billing ---------------------------------------------------------------------------------------
 BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
@@ -444,6 +448,11 @@ BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing
 # Who tells statements what was spent while GPUs sat idle (billing.statements.idle_waste): nobody,
 # unless an app that measures GPU use names itself (metrics' block below).
 BILLING_IDLE_WASTE_HOOK = ""
+# Who tells a statement what each meter measured and who launched it (billing.statements.usage_attribute):
+# instances' block below names its own. What a team membership may do with its team's wallet
+# (billing.access): teams' block names its own; without it a membership allows nothing.
+BILLING_USAGE_ATTRIBUTION_HOOKS: list[str] = []
+BILLING_TEAMS_HOOK = ""
 BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
 # The hour (UTC, as Celery beat keeps time) the daily reconciliation compares yesterday's gateway bills
 # with the ledger: 03:30 UTC is 11:30 in Beijing, when Alipay's and WeChat Pay's bills are ready.
@@ -664,6 +673,7 @@ INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_
 # With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK
 # in the environment still wins (billing's block above reads it too, but this line comes later).
 BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instances.services.instances_stop_for_funds")
+BILLING_USAGE_ATTRIBUTION_HOOKS = [*BILLING_USAGE_ATTRIBUTION_HOOKS, "instances.attribution.usage_attribution"]
 # What instances asks of volumes at launch, at boot and on its pages (instances/volumes.py): none,
 # unless an app above it offers them (storage's block below names its own).
 INSTANCES_VOLUME_HOOKS = "instances.volumes.VolumeHooks"
@@ -939,6 +949,11 @@ TEAMS_INVITATION_TTL_H = int(os.environ.get("TEAMS_INVITATION_TTL_H", "168"))
 # computed by instances (above teams, which cannot read instances or the ledger), named here.
 TEAMS_MEMBER_USAGE_HOOK = "instances.members.member_usage"
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("teams.context_processors.acting_context")
+# What a membership may do with the team's wallet (billing.access) and which teams a token may be
+# scoped to (accounts.tokens); API tokens authenticate through teams, which sets request.principal
+# (the token's team, its membership re-checked on every request).
+BILLING_TEAMS_HOOK = "teams.hooks.BillingTeams"
+ACCOUNTS_TOKEN_TEAMS_HOOK = "teams.hooks.TokenTeams"  # noqa: S105 (a dotted path, not a secret)
 CELERY_BEAT_SCHEDULE.update(
     {
         "teams-invitations-expire": {

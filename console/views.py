@@ -8,6 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 
+from billing import access as billing_access
 from billing.selectors import runway_get
 from budgets.selectors import budget_status_for
 from console import mail, proxy_handoff
@@ -30,7 +31,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "gpus": gpus,
         "has_ssh_key": has_ssh_key,
         # What the money does: how long it lasts at the current burn, and this month against the budget.
-        "runway": runway_get(user=request.user),
+        "runway": runway_get(user=billing_access.principal(request)),
         "budget": budget_status_for(user=request.user),
     }
     return render(request, "console/dashboard.html", context)

@@ -1,6 +1,9 @@
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
+from core.formatting import cny
 from teams.models import Invitation, Membership, Team, TeamEvent
+from teams.selectors import teams_for_staff
 
 
 class MembershipInline(admin.TabularInline):
@@ -11,10 +14,21 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "account", "created_by", "created_at", "deleted_at"]
+    list_display = ["name", "slug", "account", "created_by", "members", "balance", "created_at", "deleted_at"]
     search_fields = ["name", "slug", "account__email"]
     raw_id_fields = ["account", "created_by"]
     inlines = [MembershipInline]
+
+    def get_queryset(self, request):
+        return teams_for_staff().select_related("account")
+
+    @admin.display(description=_("members"), ordering="members")
+    def members(self, team: Team) -> int:
+        return team.members
+
+    @admin.display(description=_("balance"), ordering="balance_fen")
+    def balance(self, team: Team) -> str:
+        return cny(team.balance_fen)
 
 
 @admin.register(Invitation)

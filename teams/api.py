@@ -7,6 +7,9 @@ something is a 403 with ``code: permission_denied``; a business rule's refusal i
 
 from __future__ import annotations
 
+import hashlib
+import uuid
+
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext_lazy as _
@@ -14,8 +17,12 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from accounts.models import APIToken
+from billing.selectors import balance_get, runway_get
 from core.api import ServiceError
+from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from teams import selectors, services
 from teams.errors import TeamError
 from teams.models import Invitation, Membership, Role, Team, TeamEvent
@@ -105,13 +112,22 @@ class TeamEventSerializer(serializers.ModelSerializer):
 # --- Views ----------------------------------------------------------------------------------------
 
 
+def _token_teams(request, team_id) -> set:
+    """The teams this request may reach: a token scoped to a team reaches that one alone (another of
+    its maker's teams is not found); a personal token or the session reach ``team_id``."""
+    token = getattr(request, "auth", None)
+    if isinstance(token, APIToken) and token.team_id is not None:
+        return {token.team_id}
+    return {team_id}
+
+
 class _InTeam:
     """The caller's membership of the team in the URL: a 404 when they are not in it."""
 
     def membership(self) -> Membership:
         if not hasattr(self, "_membership"):
             found = selectors.membership_get(user=self.request.user, slug=self.kwargs["slug"])
-            if found is None:
+            if found is None or found.team_id not in _token_teams(self.request, found.team_id):
                 raise Http404
             self._membership = found
         return self._membership
@@ -140,7 +156,11 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Team.objects.none()
-        return Team.objects.filter(pk__in=self._memberships().values("team_id")).order_by("name", "id")
+        teams = Team.objects.filter(pk__in=self._memberships().values("team_id"))
+        token = getattr(self.request, "auth", None)
+        if isinstance(token, APIToken) and token.team_id is not None:
+            teams = teams.filter(pk=token.team_id)
+        return teams.order_by("name", "id")
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
@@ -276,3 +296,92 @@ class TeamEventViewSet(_InTeam, mixins.ListModelMixin, viewsets.GenericViewSet):
         if getattr(self, "swagger_fake_view", False):
             return TeamEvent.objects.none()
         return selectors.team_events(team=self.require(Permission.AUDIT_VIEW).team)
+
+
+# --- The team's wallet ----------------------------------------------------------------------------
+
+
+class TeamWalletSerializer(serializers.Serializer):
+    cash_fen = serializers.IntegerField(help_text=_("The team's paid balance."))
+    trial_fen = serializers.IntegerField(help_text=_("Trial credit (teams get none)."))
+    total_fen = serializers.IntegerField()
+    owed_fen = serializers.IntegerField(help_text=_("Used but not yet charged."))
+    burn_fen_per_hour = serializers.IntegerField()
+    runway_seconds = serializers.IntegerField(allow_null=True)
+
+
+class MoneyMoveSerializer(serializers.Serializer):
+    direction = serializers.ChoiceField(
+        choices=[(services.MONEY_IN, "in"), (services.MONEY_OUT, "out")],
+        help_text=_("in: from your paid balance into the team's (owners, admins); out: back to yours (owners)."),
+    )
+    amount_fen = serializers.IntegerField(min_value=1, max_value=services.MONEY_MOVE_MAX_FEN)
+
+
+class MoneyMovedSerializer(serializers.Serializer):
+    transaction = serializers.IntegerField(help_text=_("The ledger transaction that moved it."))
+    direction = serializers.CharField()
+    amount_fen = serializers.IntegerField()
+    team_cash_fen = serializers.IntegerField(help_text=_("The team's paid balance after the move."))
+    your_cash_fen = serializers.IntegerField(help_text=_("Your paid balance after the move."))
+
+
+def _wallet_body(account) -> dict:
+    balance, runway = balance_get(user=account), runway_get(user=account)
+    return {
+        "cash_fen": balance.cash,
+        "trial_fen": balance.trial,
+        "total_fen": balance.total,
+        "owed_fen": runway.owed_fen,
+        "burn_fen_per_hour": runway.burn_fen_per_hour,
+        "runway_seconds": runway.seconds,
+    }
+
+
+@extend_schema(tags=["teams"])
+class TeamWalletView(_InTeam, APIView):
+    @extend_schema(
+        summary="A team's balance and runway",
+        responses={200: TeamWalletSerializer, 403: OpenApiResponse(description="Owners, admins, billing viewers.")},
+    )
+    def get(self, request, slug: str) -> Response:
+        membership = self.require(Permission.BILLING_VIEW)
+        return Response(TeamWalletSerializer(_wallet_body(membership.team.account)).data)
+
+
+@extend_schema(tags=["teams"])
+class TeamMoneyMoveView(_InTeam, APIView):
+    @extend_schema(
+        summary="Move paid money into or out of a team",
+        description="One ledger transaction between your paid balance and the team's. `in`: owners and admins; "
+        "`out`: owners. A short balance is a 409 `insufficient_funds` and moves nothing. With an "
+        "`Idempotency-Key`, a retry moves the money once.",
+        request=MoneyMoveSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={201: MoneyMovedSerializer, 403: OpenApiResponse(description="Your role does not allow this.")},
+    )
+    @idempotent
+    def post(self, request, slug: str) -> Response:
+        membership = self.membership()
+        body = MoneyMoveSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        header = request.headers.get("Idempotency-Key")
+        key = hashlib.sha256(header.encode()).hexdigest() if header else uuid.uuid4().hex
+        try:
+            txn, _created = services.team_money_move(
+                actor=request.user,
+                team=membership.team,
+                direction=body.validated_data["direction"],
+                amount_fen=body.validated_data["amount_fen"],
+                key=key,
+            )
+        except TeamError as error:
+            _raise(error)
+        data = {
+            "transaction": txn.pk,
+            "direction": body.validated_data["direction"],
+            "amount_fen": body.validated_data["amount_fen"],
+            "team_cash_fen": balance_get(user=membership.team.account).cash,
+            "your_cash_fen": balance_get(user=request.user).cash,
+        }
+        return Response(MoneyMovedSerializer(data).data, status=status.HTTP_201_CREATED)

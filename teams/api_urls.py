@@ -19,5 +19,7 @@ urlpatterns = [
     path(f"{_SLUG}/invitations/", invitations, name="api-team-invitations"),
     path(f"{_SLUG}/invitations/<int:pk>/revoke/", invitation_revoke, name="api-team-invitation-revoke"),
     path(f"{_SLUG}/audit/", events, name="api-team-audit"),
+    path(f"{_SLUG}/wallet/", api.TeamWalletView.as_view(), name="api-team-wallet"),
+    path(f"{_SLUG}/wallet/transfers/", api.TeamMoneyMoveView.as_view(), name="api-team-wallet-transfers"),
     *router.urls,
 ]

@@ -48,3 +48,10 @@ class InvitationUnusable(TeamError):
 
 class TeamNotEmpty(TeamError):
     code = "team_not_empty"
+
+
+class NotEnoughMoney(TeamError):
+    """The paying wallet's paid balance does not cover the amount: nothing moved."""
+
+    code = "insufficient_funds"
+    field = "amount"

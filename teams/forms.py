@@ -7,6 +7,7 @@ from django.utils.translation import gettext_lazy as _
 
 from billing.payments import InvalidAmount, yuan_to_fen
 from teams.models import Role, Team
+from teams.services import MONEY_IN, MONEY_OUT
 
 
 class TeamForm(forms.Form):
@@ -55,4 +56,30 @@ class LimitsForm(forms.Form):
             raise forms.ValidationError(str(exc)) from None
         if fen < 0:
             raise forms.ValidationError(_("The spend limit cannot be negative."))
+        return fen
+
+
+class MoneyMoveForm(forms.Form):
+    """Move paid money into the team (from one's own wallet) or out of it (owners). ``key`` is a fresh
+    id rendered with the form, so a double-clicked or resubmitted form moves the money once."""
+
+    direction = forms.ChoiceField(
+        label=_("Direction"),
+        choices=[(MONEY_IN, _("Into the team, from my wallet")), (MONEY_OUT, _("Out of the team, into my wallet"))],
+        initial=MONEY_IN,
+    )
+    amount = forms.CharField(
+        label=_("Amount (¥)"),
+        max_length=20,
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "100.00", "autocomplete": "off"}),
+    )
+    key = forms.CharField(max_length=100, widget=forms.HiddenInput)
+
+    def clean_amount(self) -> int:
+        try:
+            fen = yuan_to_fen((self.cleaned_data.get("amount") or "").strip())
+        except InvalidAmount as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if fen <= 0:
+            raise forms.ValidationError(_("Enter an amount above zero."))
         return fen

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from allauth.account.models import EmailAddress
-from django.db.models import QuerySet
+from django.db.models import Count, F, OuterRef, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 
+from billing.models import LedgerAccount
 from billing.selectors import balance_get
 from teams.models import Invitation, Membership, Team, TeamEvent
 
@@ -90,4 +92,20 @@ def team_holdings(*, team: Team) -> Holdings:
         instances=account.instances.exclude(status__in=_INSTANCE_DONE).count(),
         volumes=account.volumes.exclude(status__in=_VOLUME_DONE).count(),
         balance_fen=balance_get(user=account).total,
+    )
+
+
+def teams_for_staff() -> QuerySet[Team]:
+    """Every team, live first, with its member count and balance (cash and trial credit): one query."""
+    balance = (
+        LedgerAccount.objects.filter(owner_id=OuterRef("account_id"), kind__in=LedgerAccount.USER_KINDS)
+        .order_by()
+        .values("owner_id")
+        .annotate(total=Sum("balance"))
+        .values("total")
+    )
+    return (
+        Team.objects.select_related("created_by", "account")
+        .annotate(members=Count("memberships"), balance_fen=Coalesce(Subquery(balance), Value(0)))
+        .order_by(F("deleted_at").asc(nulls_first=True), "name", "id")
     )

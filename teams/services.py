@@ -25,10 +25,14 @@ from django.utils import timezone
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
+from billing.selectors import balance_get
+from billing.services import InsufficientFunds, money_transfer
+from core.formatting import cny
 from teams.errors import (
     AlreadyMember,
     InvitationUnusable,
     LastOwner,
+    NotEnoughMoney,
     TeamForbidden,
     TeamInvalid,
     TeamNotEmpty,
@@ -454,3 +458,66 @@ def membership_update(
         if role is None and not limits:
             _require(team=membership.team, user=actor, perm=Permission.TEAM_MANAGE_MEMBERS)
     return membership
+
+
+# --- Money ------------------------------------------------------------------------------------------
+
+MONEY_IN, MONEY_OUT = "in", "out"  # into the team from one's own wallet; out of the team into one's own
+MONEY_MOVE_MAX_FEN = 10**12  # ¥10 billion: a bound the schema can state, far above any real amount
+
+
+def team_money_move(*, actor, team: Team, direction: str, amount_fen: int, key: str):
+    """Move paid money between ``actor``'s own wallet and the team's, in one ledger transaction.
+
+    ``in``: owners and admins pay into the team (``Permission.MONEY_MOVE``); ``out``: owners take the
+    team's money back into their own wallet (``Permission.MONEY_MOVE_OUT``). Only paid money moves,
+    never trial credit. ``billing.services.money_transfer`` locks both wallets in id order and checks
+    the paying one under the lock, so a short balance moves nothing (``NotEnoughMoney``) and no fen is
+    made or lost; ``key`` (the form's or the API's idempotency key) makes a repeat move once, and the
+    ``money_moved`` audit event is written once, in the same transaction. Returns ``(transaction,
+    created)``.
+    """
+    if direction not in (MONEY_IN, MONEY_OUT):
+        raise TeamInvalid(_("Choose into the team or out of it."), field="direction")
+    if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
+        raise TeamInvalid(_("Enter an amount above zero."), field="amount")
+    if amount_fen > MONEY_MOVE_MAX_FEN:
+        raise TeamInvalid(_("That amount is too large."), field="amount")
+    key = (key or "").strip()
+    if not key or len(key) > 100 or "\x00" in key:
+        raise TeamInvalid(_("The request lacks a valid key: reload the page and try again."), field="key")
+    perm = Permission.MONEY_MOVE if direction == MONEY_IN else Permission.MONEY_MOVE_OUT
+    with transaction.atomic():
+        _require(team=team, user=actor, perm=perm)
+        account = team.account
+        payer, payee = (actor, account) if direction == MONEY_IN else (account, actor)
+        try:
+            txn, created = money_transfer(
+                payer=payer,
+                payee=payee,
+                amount_fen=amount_fen,
+                key=f"team:{team.pk}:{actor.pk}:{key}",
+                created_by=actor,
+                description=(
+                    f"Moved into team {team.name}" if direction == MONEY_IN else f"Moved out of team {team.name}"
+                ),
+                metadata={"team": team.pk, "direction": direction},
+            )
+        except InsufficientFunds:
+            have = balance_get(user=payer).cash
+            if direction == MONEY_IN:
+                message = _("Your paid balance is %(have)s: it does not cover %(amount)s. Nothing was moved.")
+            else:
+                message = _("The team's paid balance is %(have)s: it does not cover %(amount)s. Nothing was moved.")
+            raise NotEnoughMoney(message % {"have": cny(have), "amount": cny(amount_fen)}) from None
+        if created:
+            _event(
+                team=team,
+                actor=actor,
+                action=Action.MONEY_MOVED,
+                target=actor.email,
+                direction=direction,
+                amount_fen=amount_fen,
+                transaction=txn.pk,
+            )
+    return txn, created

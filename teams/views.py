@@ -3,6 +3,8 @@ context switch. Thin: each POST calls one service; a team the user is not in is 
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -18,10 +20,13 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from billing.models import Transaction
+from billing.selectors import balance_get, runway_get, transactions_for
+from core.formatting import cny
 from teams import selectors, services
 from teams.context import acting_team_set
 from teams.errors import TeamError, TeamForbidden
-from teams.forms import InviteForm, LimitsForm, RoleForm, TeamForm
+from teams.forms import InviteForm, LimitsForm, MoneyMoveForm, RoleForm, TeamForm
 from teams.models import Invitation, Membership, Role
 from teams.roles import Permission, membership_can
 
@@ -94,6 +99,7 @@ def _detail_context(request: HttpRequest, membership: Membership, **forms) -> di
         "limits": membership_can(membership, Permission.BUDGETS_MANAGE),
         "audit": membership_can(membership, Permission.AUDIT_VIEW),
         "delete": membership_can(membership, Permission.TEAM_DELETE),
+        "wallet": membership_can(membership, Permission.BILLING_VIEW),
     }
     members = list(selectors.team_members(team=team))
     if can["limits"]:
@@ -344,3 +350,77 @@ def switch(request: HttpRequest) -> HttpResponse:
     acting_team_set(request, membership.team_id)
     messages.info(request, _("You now act in the team “%(team)s”.") % {"team": membership.team.name})
     return redirect(_safe_next(request, fallback))
+
+
+# --- The team's wallet ------------------------------------------------------------------------------
+
+WALLET_TRANSFERS_SHOWN = 20
+
+
+def _wallet_context(request: HttpRequest, membership: Membership, form: MoneyMoveForm | None = None) -> dict:
+    team = membership.team
+    can_in = membership_can(membership, Permission.MONEY_MOVE)
+    can_out = membership_can(membership, Permission.MONEY_MOVE_OUT)
+    if form is None:
+        form = MoneyMoveForm(initial={"key": uuid.uuid4().hex})
+    if not can_out:
+        form.fields["direction"].choices = [c for c in form.fields["direction"].choices if c[0] != services.MONEY_OUT]
+    return {
+        "team": team,
+        "membership": membership,
+        "balance": balance_get(user=team.account),
+        "runway": runway_get(user=team.account),
+        "my_balance": balance_get(user=request.user) if can_in else None,
+        "transfers": list(transactions_for(user=team.account, kind=Transaction.Kind.TRANSFER)[:WALLET_TRANSFERS_SHOWN]),
+        "form": form,
+        "can_move": can_in or can_out,
+        "can_out": can_out,
+        "acting_here": getattr(request, "membership", None) is not None and request.membership.team_id == team.pk,
+    }
+
+
+@login_required
+@require_GET
+def team_wallet(request: HttpRequest, slug: str) -> HttpResponse:
+    """The team's wallet: its balance and runway, the money moved in and out, and (owners, admins) the
+    form that moves it. Owners, admins and billing viewers; a member gets a 403."""
+    membership = _membership_or_404(request, slug)
+    if not membership_can(membership, Permission.BILLING_VIEW):
+        raise PermissionDenied(_("Your role in this team does not include its billing."))
+    return render(request, "teams/wallet.html", _wallet_context(request, membership))
+
+
+@login_required
+@require_POST
+def team_wallet_move(request: HttpRequest, slug: str) -> HttpResponse:
+    membership = _membership_or_404(request, slug)
+    if not membership_can(membership, Permission.MONEY_MOVE):
+        raise PermissionDenied(_("Only the team's owners and admins move money."))
+    form = MoneyMoveForm(request.POST)
+    if form.is_valid():
+        try:
+            _txn, created = services.team_money_move(
+                actor=request.user,
+                team=membership.team,
+                direction=form.cleaned_data["direction"],
+                amount_fen=form.cleaned_data["amount"],
+                key=form.cleaned_data["key"],
+            )
+        except TeamForbidden as error:
+            raise PermissionDenied(error.message) from error
+        except TeamError as error:
+            _add_error(form, error)
+        else:
+            amount = cny(form.cleaned_data["amount"])
+            if not created:
+                messages.info(request, _("That transfer was already made."))
+            elif form.cleaned_data["direction"] == services.MONEY_IN:
+                messages.success(request, _("%(amount)s moved into the team.") % {"amount": amount})
+            else:
+                messages.success(request, _("%(amount)s moved out of the team into your wallet.") % {"amount": amount})
+            return redirect("team_wallet", slug=slug)
+    # A fresh key for the next attempt: the refused one moved nothing, and a corrected form is a new request.
+    data = form.data.copy()
+    data["key"] = uuid.uuid4().hex
+    form.data = data
+    return render(request, "teams/wallet.html", _wallet_context(request, membership, form), status=400)

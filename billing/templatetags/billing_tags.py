@@ -18,6 +18,7 @@ TX_BADGES = {
     "trial_grant": "yellow",
     "trial_expiry": "",
     "adjustment": "blue",
+    "transfer": "indigo",
 }
 
 
@@ -40,7 +41,10 @@ def trial_claim_step(context):
     request = context.get("request")
     user = getattr(request, "user", None)
     amount = int(settings.BILLING_TRIAL_CREDIT_FEN)
-    if user is None or not user.is_authenticated or amount <= 0 or trial_claimed(user=user):
+    if user is None or not user.is_authenticated or amount <= 0:
+        return {"show": False}
+    # In a team the person acts on the team's wallet, which gets no trial credit: no step to show.
+    if getattr(request, "membership", None) is not None or trial_claimed(user=user):
         return {"show": False}
     return {
         "show": True,
