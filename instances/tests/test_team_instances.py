@@ -294,7 +294,7 @@ def test_the_quota_request_is_the_teams(client, lab, settings):
     staff_client = Client()
     staff_client.force_login(staff)
     review = staff_client.get("/quota/review/")
-    assert b"team Lab" in review.content
+    assert 'Lab <span class="badge indigo">team</span>' in review.content.decode()
 
     from django.core import mail
 
