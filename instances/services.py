@@ -416,8 +416,12 @@ def instance_launch(
     ports=(),
     tier: str = Instance.Tier.ON_DEMAND,
     checkpoint_command: str = "",
+    actor=None,
 ) -> Instance:
     """Validate, reserve cards on a node and record the instance; a worker creates the machine.
+
+    ``actor``: the person launching on account ``user`` (a team's); the instances app's team work
+    records it as the instance's creator.
 
     ``ports`` are HTTP ports the owner will serve, declared in the same transaction by the ports app
     (``INSTANCES_PORTS_HOOK``), so their URLs are there when the machine runs.
