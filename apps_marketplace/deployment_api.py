@@ -2,7 +2,11 @@
 
 A field problem (the model does not fit, a bad parameter) is a 400 naming the field; a business refusal
 from the instances app (``no_capacity``, ``quota_exceeded``, ``insufficient_funds``, ``invalid_state``)
-is a 409 with that code. Another user's deployment is a 404.
+is a 409 with that code. Another account's deployment is a 404.
+
+In the acting context, as the pages: deploying needs ``resources.launch``; stopping, starting,
+redeploying, a new key and deleting need OPERATE (its creator, or a team admin); a refusal is a 403
+with ``code: permission_denied`` and a message saying why.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
 from instances.errors import InstanceError
 from instances.models import GpuModel, Instance, Region
+from teams.access import request_acting, require_access, require_permission
+from teams.roles import Permission
 
 
 def _raise(exc: InstanceError):
@@ -188,17 +194,36 @@ class DeploymentViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Deployment.objects.none()
-        return selectors.deployment_list_for(user=self.request.user)
+        require_permission(
+            self.request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources.")
+        )
+        return selectors.deployment_list_for(user=request_acting(self.request)[0])
+
+    def get_object(self, *, operate: bool = False) -> Deployment:
+        """The deployment (404 for another account's); 403 when ``operate`` is asked of a person who may
+        only see it."""
+        deployment = super().get_object()
+        require_access(
+            self.request,
+            owner_id=deployment.owner_id,
+            created_by_id=deployment.created_by_id,
+            operate=operate,
+            message=_("Only the deployment's creator or a team admin can change it."),
+        )
+        return deployment
 
     @idempotent(secret_fields=("api_key",))
     def create(self, request, *args, **kwargs):
+        require_permission(
+            request, Permission.RESOURCES_LAUNCH, _("Your role in this team does not allow deploying apps.")
+        )
         body = DeploySerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         data = body.validated_data
         data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
         data.setdefault("model", data["app"].default_model)  # left out: the app's default model
         try:
-            deployment, key = services.deployment_create(user=request.user, **data)
+            deployment, key = services.deployment_create(user=request_acting(request)[0], actor=request.user, **data)
         except InstanceError as exc:
             _raise(exc)
         deployment.api_key = key
@@ -207,13 +232,13 @@ class DeploymentViewSet(
 
     def destroy(self, request, *args, **kwargs):
         try:
-            services.deployment_delete(deployment=self.get_object())
+            services.deployment_delete(deployment=self.get_object(operate=True), actor=request.user)
         except InstanceError as exc:
             _raise(exc)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _act(self, verb, **kwargs):
-        deployment = self.get_object()
+        deployment = self.get_object(operate=True)
         try:
             deployment = verb(deployment=deployment, **kwargs)
         except InstanceError as exc:
@@ -247,7 +272,7 @@ class DeploymentViewSet(
     def redeploy(self, request, pk=None):
         body = RedeploySerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        deployment = self.get_object()
+        deployment = self.get_object(operate=True)
         model = body.validated_data.get("model", deployment.model)
         return self._act(services.deployment_redeploy, model=model, parameters=body.validated_data["parameters"])
 
@@ -259,5 +284,5 @@ class DeploymentViewSet(
     )
     @action(detail=True, methods=["post"], url_path="regenerate-key")
     def regenerate_key(self, request, pk=None):
-        key = services.deployment_key_regenerate(deployment=self.get_object())
+        key = services.deployment_key_regenerate(deployment=self.get_object(operate=True))
         return Response({"api_key": key})

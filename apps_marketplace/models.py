@@ -323,6 +323,16 @@ class Deployment(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="deployments")
+    # The person who deployed it: in a team (``owner`` is the team's account) they may operate it as its
+    # admins may (``teams.access``). The owner for a personal deployment; null once that person is gone.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("created by"),
+    )
     app = models.ForeignKey(App, on_delete=models.PROTECT, related_name="deployments", verbose_name=_("app"))
     model = models.ForeignKey(
         ModelEntry, on_delete=models.PROTECT, null=True, blank=True, related_name="deployments", verbose_name=_("model")

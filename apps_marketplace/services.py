@@ -38,6 +38,8 @@ from instances import services as instance_services
 from instances.errors import LaunchInvalid, OperationNotAllowed
 from instances.models import GpuModel, Image, Region
 from providers import AppLaunch
+from teams.models import TeamEvent
+from teams.services import team_event_record
 
 API_KEY_PREFIX = "dk-"
 DISK_GB = 100
@@ -148,6 +150,18 @@ def deployment_app_launch(*, app: App, parameters: dict[str, Any], gpu_count: in
     )
 
 
+def _audit(*, actor, action: str, deployment: Deployment) -> None:
+    """The team's audit event, when a person acts on a team's account (none, and no query, otherwise)."""
+    if actor is not None and actor.pk != deployment.owner_id:
+        team_event_record(
+            account=deployment.owner_id,
+            actor=actor,
+            action=action,
+            target=deployment.app.name,
+            details={"deployment": str(deployment.pk), "instance": deployment.instance.name},
+        )
+
+
 def deployment_create(
     *,
     user,
@@ -158,8 +172,12 @@ def deployment_create(
     gpu_count: int,
     region: Region,
     volumes=(),
+    actor=None,
 ) -> tuple[Deployment, str]:
     """Check the fit, launch the instance (quota, balance, placement, billing) and record the deployment.
+
+    ``user`` is the account that owns and pays (a person's, or a team's: the instance is the team's too);
+    ``actor`` the person deploying (default: ``user``), who may operate it as the team's admins may.
 
     ``volumes`` are ``(volume, mount_path, mode)`` triples mounted into the app's instance, as for any
     launch: a training run's output on a volume is served without an upload.
@@ -172,9 +190,11 @@ def deployment_create(
     cleaned = _parameters_clean(app=app, model=model, parameters=parameters)
     deployment_fit_check(app=app, model=model, parameters=cleaned, gpu_model=gpu_model, gpu_count=gpu_count)
     key = _new_key()
+    actor = actor or user
     with transaction.atomic():
         instance = instance_services.instance_launch(
             user=user,
+            actor=actor,
             region=region,
             gpu_model=gpu_model,
             gpu_count=gpu_count,
@@ -186,6 +206,7 @@ def deployment_create(
         )
         deployment = Deployment.objects.create(
             owner=user,
+            created_by=actor,
             app=app,
             model=model,
             parameters=cleaned,
@@ -193,6 +214,7 @@ def deployment_create(
             api_key_hash=api_key_hash(key),
             api_key_prefix=key[:8],
         )
+        _audit(actor=actor, action=TeamEvent.Action.APP_DEPLOYED, deployment=deployment)
     return deployment, key
 
 
@@ -253,10 +275,13 @@ def deployment_redeploy(*, deployment: Deployment, model: ModelEntry | None, par
     return deployment
 
 
-def deployment_delete(*, deployment: Deployment) -> None:
-    """Release the instance (its meters close) and forget the deployment and its key."""
+def deployment_delete(*, deployment: Deployment, actor=None) -> None:
+    """Release the instance (its meters close) and forget the deployment and its key.
+
+    ``actor``: the person who asked (for a team's audit log)."""
     instance = deployment.instance
     with transaction.atomic():
+        _audit(actor=actor, action=TeamEvent.Action.APP_REMOVED, deployment=deployment)
         if instance.can_release():
             instance_services.instance_release(instance=instance, reason=stored(gettext_noop("Deployment deleted")))
         deployment.delete()

@@ -1,4 +1,8 @@
-"""Marketplace pages. Each view serves the full page or, for an htmx request, just the part that changes."""
+"""Marketplace pages. Each view serves the full page or, for an htmx request, just the part that changes.
+
+Deployments are in the acting context (``teams.access``): the principal's; deploying needs
+``resources.launch``; the actions need OPERATE (its creator, or a team admin). A deployment shown but
+not operable has no buttons, and a forced POST is a 403."""
 
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from core.api import error_body
 from instances.errors import InstanceError
 from instances.gpu_metrics import gpu_metrics_hooks
+from teams.access import Access, request_acting, request_can, require_access, require_permission, resource_access
+from teams.roles import Permission
 
 PAGE_SIZE = 25
 
@@ -142,7 +148,8 @@ def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "apps_marketplace/_fit.html", context)
     context["served_models"] = app.served_models.filter(is_active=True)
-    context["deploy_form"], context["deploy_price"] = _deploy_form(app, form, table, user=request.user)
+    context["deploy_form"], context["deploy_price"] = _deploy_form(app, form, table, user=request_acting(request)[0])
+    context["may_deploy"] = request_can(request, Permission.RESOURCES_LAUNCH)
     if app.gpu_required:
         context["memory_matrix"] = selectors.app_memory_matrix(app=app, models=context["served_models"])
     return render(request, "apps_marketplace/detail.html", context)
@@ -158,12 +165,14 @@ _SHOW_KEY = "deployment-key-{}"
 def app_deploy(request: HttpRequest, slug: str) -> HttpResponse:
     """The app page's Deploy button: the fit check, then an instance through the instances services."""
     app = selectors.app_get(slug=slug)
-    form = DeployForm(request.POST, app=app, user=request.user)
+    require_permission(request, Permission.RESOURCES_LAUNCH, _deploy_refused())
+    form = DeployForm(request.POST, app=app, user=request_acting(request)[0])
     if form.is_valid():
         data = form.cleaned_data
         try:
             deployment, key = services.deployment_create(
-                user=request.user,
+                user=request_acting(request)[0],
+                actor=request.user,
                 app=app,
                 model=data["model"],
                 parameters=form.parameters(),
@@ -182,18 +191,47 @@ def app_deploy(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "apps_marketplace/deploy.html", {"app": app, "deploy_form": form, "tab": "apps"}, status=400)
 
 
+def _deploy_refused() -> str:
+    return _("Your role in this team does not allow deploying apps.")
+
+
+def _deployment(request: HttpRequest, deployment_id, *, operate: bool = False) -> Deployment:
+    """The acting account's deployment (404 otherwise), with ``can_operate`` for the page; 403 when
+    ``operate`` is asked of a person who may only see it."""
+    deployment = selectors.deployment_get_for(user=request_acting(request)[0], deployment_id=deployment_id)
+    access = require_access(
+        request,
+        owner_id=deployment.owner_id,
+        created_by_id=deployment.created_by_id,
+        operate=operate,
+        message=_("Only the deployment's creator or a team admin can change it."),
+    )
+    deployment.can_operate = access == Access.OPERATE
+    return deployment
+
+
 @login_required
 def deployment_list(request: HttpRequest) -> HttpResponse:
+    require_permission(request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources."))
     deployments = [
         (deployment, selectors.deployment_status(deployment=deployment))
-        for deployment in selectors.deployment_list_for(user=request.user)
+        for deployment in selectors.deployment_list_for(user=request_acting(request)[0])
     ]
-    return render(request, "apps_marketplace/deployments.html", {"deployments": deployments, "tab": "deployments"})
+    return render(
+        request,
+        "apps_marketplace/deployments.html",
+        {
+            "deployments": deployments,
+            "tab": "deployments",
+            "may_deploy": request_can(request, Permission.RESOURCES_LAUNCH),
+        },
+    )
 
 
 def _deployment_context(request: HttpRequest, deployment) -> dict:
     return {
         "deployment": deployment,
+        "can_operate": deployment.can_operate,
         "instance": deployment.instance,
         "status": selectors.deployment_status(deployment=deployment),
         "endpoints": selectors.deployment_endpoints(
@@ -204,7 +242,7 @@ def _deployment_context(request: HttpRequest, deployment) -> dict:
 
 @login_required
 def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
-    deployment = selectors.deployment_get_for(user=request.user, deployment_id=deployment_id)
+    deployment = _deployment(request, deployment_id)
     context = _deployment_context(request, deployment)
     if request.GET.get("partial") == "status":
         return render(request, "apps_marketplace/_deployment_status.html", context)
@@ -234,7 +272,7 @@ def _current(deployment) -> dict:
 @require_POST
 def deployment_action(request: HttpRequest, deployment_id, verb: str) -> HttpResponse:
     """Stop, start, restart, redeploy, regenerate the key or delete; a refusal is shown on the page."""
-    deployment = selectors.deployment_get_for(user=request.user, deployment_id=deployment_id)
+    deployment = _deployment(request, deployment_id, operate=True)
     verbs = {
         "stop": services.deployment_stop,
         "start": services.deployment_start,
@@ -244,7 +282,7 @@ def deployment_action(request: HttpRequest, deployment_id, verb: str) -> HttpRes
         if verb in verbs:
             verbs[verb](deployment=deployment)
         elif verb == "delete":
-            services.deployment_delete(deployment=deployment)
+            services.deployment_delete(deployment=deployment, actor=request.user)
             messages.success(request, _("Deployment deleted; its instance is being released."))
             return redirect("deployments")
         elif verb == "regenerate-key":
@@ -277,7 +315,9 @@ def deployment_readiness(request: HttpRequest, deployment_id) -> JsonResponse:
     deployment = Deployment.objects.select_related("app", "instance").filter(pk=deployment_id).first()
     if deployment is None:
         return not_found
-    if not (request.user.is_authenticated and deployment.owner_id == request.user.pk):
+    # A person who may see it, in any context (a team's member too, while a member), or its key.
+    access = resource_access(user=request.user, owner_id=deployment.owner_id, created_by_id=deployment.created_by_id)
+    if access == Access.NONE:
         scheme, _space, key = request.headers.get("Authorization", "").partition(" ")
         try:
             services.deployment_key_check(deployment=deployment, key=key.strip() if scheme.lower() == "bearer" else "")

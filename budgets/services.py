@@ -23,21 +23,36 @@ from instances.models import Instance
 from instances.services import instance_stop
 from notifications.models import Kind
 from notifications.services import Message, notify
+from teams.models import TeamEvent
+from teams.services import team_event_record
 
 logger = logging.getLogger(__name__)
 
 
-def budget_set(*, user, monthly_limit_fen: int | None, hard_cap: bool = False) -> Budget | None:
+def budget_set(*, user, monthly_limit_fen: int | None, hard_cap: bool = False, actor=None) -> Budget | None:
     """Set ``user``'s monthly budget (fen, more than 0), or remove it with ``None``. Alerts already sent
-    this month stay sent; a higher budget simply has not reached its new thresholds yet."""
-    if monthly_limit_fen is None:
-        Budget.objects.filter(user=user).delete()
-        return None
-    if monthly_limit_fen <= 0:
+    this month stay sent; a higher budget simply has not reached its new thresholds yet.
+
+    ``user`` is the account (a person's, or a team's); ``actor`` the person who set it, for a team's
+    audit log (nothing is written, and nothing queried, in the personal context)."""
+    if monthly_limit_fen is not None and monthly_limit_fen <= 0:
         raise ValueError("a budget is more than 0 fen")
-    budget, _created = Budget.objects.update_or_create(
-        user=user, defaults={"monthly_limit_fen": monthly_limit_fen, "hard_cap": hard_cap}
-    )
+    with transaction.atomic():
+        if monthly_limit_fen is None:
+            Budget.objects.filter(user=user).delete()
+            budget = None
+        else:
+            budget, _created = Budget.objects.update_or_create(
+                user=user, defaults={"monthly_limit_fen": monthly_limit_fen, "hard_cap": hard_cap}
+            )
+        if actor is not None and actor.pk != user.pk:
+            team_event_record(
+                account=user,
+                actor=actor,
+                action=TeamEvent.Action.BUDGET_CHANGED,
+                target="",
+                details={"monthly_limit_fen": monthly_limit_fen, "hard_cap": bool(hard_cap and budget)},
+            )
     return budget
 
 

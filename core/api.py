@@ -79,7 +79,8 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied()
+        # Its message, when it has one, says why (a role that may not act): the caller sees it.
+        exc = exceptions.PermissionDenied(detail=str(exc) or None)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,4 +1,7 @@
-"""The REST API for GPU metrics: one instance's chart series (the page's charts read the same)."""
+"""The REST API for GPU metrics: one instance's chart series (the page's charts read the same).
+
+In the acting context: any instance the person may see (``teams.access``: VIEW or more; a team's
+billing viewer, a former member and a stranger get a 404)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from rest_framework.views import APIView
 
 from instances.selectors import instance_get_for
 from metrics import selectors
+from teams.access import request_acting, require_access
 
 
 class CardSeriesSerializer(serializers.Serializer):
@@ -53,7 +57,8 @@ class InstanceMetricsView(APIView):
         responses=SeriesSerializer,
     )
     def get(self, request, pk):
-        instance = instance_get_for(user=request.user, instance_id=pk)  # a stranger's: 404
+        instance = instance_get_for(user=request_acting(request)[0], instance_id=pk)  # another account's: 404
+        require_access(request, owner_id=instance.owner_id, created_by_id=instance.created_by_id)
         range_key = request.query_params.get("range", selectors.DEFAULT_RANGE)
         if range_key not in selectors.RANGES:
             raise ValidationError(

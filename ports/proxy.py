@@ -1,6 +1,8 @@
 """The console proxy's resolver for service ports (``CONSOLE_PROXY_PORT_RESOLVER``).
 
-``/i/<instance>/p<port>/…`` reaches a declared port for the instance's owner only; ``/i/<instance>/s-<token>/…``
+``/i/<instance>/p<port>/…`` reaches a declared port for whoever operates the instance (its owner; in a
+team, its creator while a member who may launch, and the admins: ``teams.access``, checked on every
+request, so a former member is refused at once); ``/i/<instance>/s-<token>/…``
 reaches it for anyone holding an active share link. Anything else, an undeclared port, a revoked or
 expired link, a stopped instance, is None: the proxy's plain 404. The instance's provider says where
 the port is reachable (``EntryPointsCapability.port_target``).
@@ -18,6 +20,7 @@ from django.utils import timezone
 from instances.models import Instance
 from ports.models import InstancePort, PortShare
 from providers import BackendError, get_backend
+from teams.access import Access, resource_access
 
 PORT_SERVICE = re.compile(r"^p([1-9][0-9]{0,4})$")
 SHARE_SERVICE = re.compile(r"^s-([a-z2-7]{32})$")
@@ -41,11 +44,16 @@ def port_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""
     if match := PORT_SERVICE.match(service):
         if user is None or not getattr(user, "is_authenticated", False):
             return None
-        port = (
-            InstancePort.objects.filter(running, instance__owner_id=user.pk, port=int(match[1]))
-            .select_related("instance")
-            .first()
-        )
+        port = InstancePort.objects.filter(running, port=int(match[1])).select_related("instance").first()
+        if port is not None and (
+            resource_access(
+                user=user,
+                owner_id=port.instance.owner_id,
+                created_by_id=port.instance.created_by_id,
+            )
+            != Access.OPERATE
+        ):
+            port = None
     elif match := SHARE_SERVICE.match(service):
         share = (
             PortShare.objects.filter(token=match[1], revoked_at=None, port__instance_id=pk)

@@ -1,5 +1,9 @@
 """The "Service ports" card of the instance page (loaded by htmx) and its forms: add or remove a port,
-make or revoke a share link. Each answers with the card again for htmx, or goes back to the page."""
+make or revoke a share link. Each answers with the card again for htmx, or goes back to the page.
+
+In the acting context (``teams.access``): the card of any instance the person may see; adding,
+removing and sharing need OPERATE on the instance (its creator, or a team admin): no forms for the
+others, and a forced POST is a 403. Share links are secrets: only an operator sees their URLs."""
 
 from __future__ import annotations
 
@@ -7,12 +11,43 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from instances.models import Instance
 from ports import selectors, services
 from ports.errors import PortRefused
 from ports.forms import PortForm, ShareForm
+from ports.models import InstancePort
+from teams.access import Access, request_acting, require_access
+
+
+def _operate_message() -> str:
+    return _("Only the instance's creator or a team admin can change its ports.")
+
+
+def _check(request: HttpRequest, instance: Instance, *, operate: bool) -> Instance:
+    """404 unless the person may see the instance here; 403 when ``operate`` is asked of a viewer."""
+    access = require_access(
+        request,
+        owner_id=instance.owner_id,
+        created_by_id=instance.created_by_id,
+        operate=operate,
+        message=_operate_message(),
+    )
+    instance.can_operate = access == Access.OPERATE
+    return instance
+
+
+def _instance(request: HttpRequest, pk, *, operate: bool = False) -> Instance:
+    instance = selectors.instance_get_for(user=request_acting(request)[0], instance_id=pk)
+    return _check(request, instance, operate=operate)
+
+
+def _port(request: HttpRequest, pk, port_id: int, *, operate: bool = False) -> InstancePort:
+    port = selectors.port_get_for(user=request_acting(request)[0], instance_id=pk, port_id=port_id)
+    _check(request, port.instance, operate=operate)
+    return port
 
 
 def _card(request: HttpRequest, instance: Instance, *, error: str = "", form: PortForm | None = None) -> HttpResponse:
@@ -23,6 +58,7 @@ def _card(request: HttpRequest, instance: Instance, *, error: str = "", form: Po
         "share_form": ShareForm(),
         "error": error,
         "running": instance.status == Instance.Status.RUNNING,
+        "can_operate": instance.can_operate,
     }
     return render(request, "ports/_card.html", context)
 
@@ -38,13 +74,13 @@ def _back(request: HttpRequest, instance: Instance, *, error: str = "", form: Po
 @login_required
 @require_GET
 def ports_card(request: HttpRequest, pk) -> HttpResponse:
-    return _card(request, selectors.instance_get_for(user=request.user, instance_id=pk))
+    return _card(request, _instance(request, pk))
 
 
 @login_required
 @require_POST
 def port_add(request: HttpRequest, pk) -> HttpResponse:
-    instance = selectors.instance_get_for(user=request.user, instance_id=pk)
+    instance = _instance(request, pk, operate=True)
     form = PortForm(request.POST)
     if not form.is_valid():
         return _back(request, instance, error=" ".join(e for errs in form.errors.values() for e in errs), form=form)
@@ -58,7 +94,7 @@ def port_add(request: HttpRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def port_remove(request: HttpRequest, pk, port_id: int) -> HttpResponse:
-    port = selectors.port_get_for(user=request.user, instance_id=pk, port_id=port_id)
+    port = _port(request, pk, port_id, operate=True)
     services.port_remove(port=port)
     return _back(request, port.instance)
 
@@ -66,7 +102,7 @@ def port_remove(request: HttpRequest, pk, port_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def share_add(request: HttpRequest, pk, port_id: int) -> HttpResponse:
-    port = selectors.port_get_for(user=request.user, instance_id=pk, port_id=port_id)
+    port = _port(request, pk, port_id, operate=True)
     form = ShareForm(request.POST)
     if not form.is_valid():
         return _back(request, port.instance, error=" ".join(e for errs in form.errors.values() for e in errs))
@@ -80,8 +116,8 @@ def share_add(request: HttpRequest, pk, port_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def share_revoke(request: HttpRequest, pk, port_id: int, share_id: int) -> HttpResponse:
-    port = selectors.port_get_for(user=request.user, instance_id=pk, port_id=port_id)
-    services.share_revoke(share=selectors.share_get_for(user=request.user, port=port, share_id=share_id))
+    port = _port(request, pk, port_id, operate=True)
+    services.share_revoke(share=selectors.share_get_for(user=request_acting(request)[0], port=port, share_id=share_id))
     return _back(request, port.instance)
 
 
@@ -89,5 +125,5 @@ def share_revoke(request: HttpRequest, pk, port_id: int, share_id: int) -> HttpR
 @require_GET
 def port_state(request: HttpRequest, pk, port_id: int) -> HttpResponse:
     """The port's state badge (answering or not), loaded by htmx after the card."""
-    port = selectors.port_get_for(user=request.user, instance_id=pk, port_id=port_id)
+    port = _port(request, pk, port_id)
     return render(request, "ports/_state.html", {"answering": selectors.port_answering(port=port)})

@@ -3,10 +3,14 @@
 A field problem is a 400 with ``fields``; a refusal is a 409 whose ``code`` says which
 (``invalid_state``, ``attachment_conflict``, ``quota_exceeded``, ``insufficient_funds``). Creating,
 resizing and deleting finish in a worker: the answer shows the volume in its busy state.
+
+In the acting context, as the pages (``storage.views``): a role that may not create, or a volume this
+person may see but not change, is a 403 with ``code: permission_denied`` and a message saying why.
 """
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -19,6 +23,8 @@ from instances.errors import InstanceError, LaunchInvalid
 from instances.models import Instance, Region
 from storage import selectors, services
 from storage.models import Volume, VolumeAttachment
+from teams.access import Access, principal_access, request_acting, require_access, require_permission
+from teams.roles import Permission
 
 
 def _raise(exc: InstanceError):
@@ -106,11 +112,23 @@ class AttachSerializer(serializers.Serializer):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         request = self.context.get("request")
-        if request is not None:  # another user's instance id is "does not exist", as any stranger's object
-            self.fields["instance"].queryset = Instance.objects.filter(owner=request.user)
+        if request is not None:  # another account's instance id is "does not exist", as any stranger's object
+            self.fields["instance"].queryset = Instance.objects.filter(owner=request_acting(request)[0])
 
 
 # --- Views ----------------------------------------------------------------------------------------------
+
+
+def _require_instance(request, instance: Instance) -> None:
+    """A 403 unless this person operates ``instance`` (its creator, or a team admin)."""
+    require_access(
+        request,
+        owner_id=instance.owner_id,
+        created_by_id=instance.created_by_id,
+        operate=True,
+        message=_("Only the instance's creator or a team admin can attach volumes to it or detach them."),
+    )
+
 
 _refused = OpenApiResponse(description="invalid_state, attachment_conflict, quota_exceeded or insufficient_funds")
 
@@ -144,7 +162,23 @@ class VolumeViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Volume.objects.none()
-        return selectors.volume_list_for(user=self.request.user)
+        require_permission(
+            self.request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources.")
+        )
+        return selectors.volume_list_for(user=request_acting(self.request)[0])
+
+    def get_object(self, *, operate: bool = False) -> Volume:
+        """The volume (404 for another account's, or a role that sees no resources); 403 when ``operate``
+        is asked of a person who may only see it."""
+        volume = super().get_object()
+        require_access(
+            self.request,
+            owner_id=volume.owner_id,
+            created_by_id=volume.created_by_id,
+            operate=operate,
+            message=_("Only the volume's creator or a team admin can change it."),
+        )
+        return volume
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
@@ -153,23 +187,28 @@ class VolumeViewSet(
         return self.get_paginated_response(data)
 
     def _answer(self, volume: Volume, code: int = status.HTTP_200_OK) -> Response:
-        volume = selectors.volume_get_for(user=self.request.user, volume_id=volume.pk)
+        volume = selectors.volume_get_for(user=request_acting(self.request)[0], volume_id=volume.pk)
         return Response(VolumeSerializer(volume, context=self.get_serializer_context()).data, status=code)
 
     @idempotent
     def create(self, request, *args, **kwargs):
+        require_permission(
+            request,
+            Permission.RESOURCES_LAUNCH,
+            _("Your role in this team does not allow creating volumes or attaching them."),
+        )
         body = VolumeCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            volume = services.volume_create(user=request.user, **body.validated_data)
+            volume = services.volume_create(user=request_acting(request)[0], actor=request.user, **body.validated_data)
         except InstanceError as exc:
             _raise(exc)
         return self._answer(volume, status.HTTP_201_CREATED)
 
     def destroy(self, request, *args, **kwargs):
-        volume = self.get_object()
+        volume = self.get_object(operate=True)
         try:
-            volume = services.volume_delete(volume=volume)
+            volume = services.volume_delete(volume=volume, actor=request.user)
         except InstanceError as exc:
             _raise(exc)
         return self._answer(volume, status.HTTP_202_ACCEPTED)
@@ -182,7 +221,7 @@ class VolumeViewSet(
     )
     @action(detail=True, methods=["post"])
     def resize(self, request, pk=None):
-        volume = self.get_object()
+        volume = self.get_object(operate=True)
         body = VolumeResizeSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -208,12 +247,18 @@ class VolumeViewSet(
         volume = self.get_object()
         if request.method == "GET":
             return Response(AttachmentSerializer(volume.attachments.all(), many=True).data)
+        require_permission(
+            request,
+            Permission.RESOURCES_LAUNCH,
+            _("Your role in this team does not allow creating volumes or attaching them."),
+        )
         body = AttachSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        _require_instance(request, data["instance"])
         try:
             attachment = services.volume_attach(
-                user=request.user,
+                user=request_acting(request)[0],
                 volume=volume,
                 instance=data["instance"],
                 mount_path=data["mount_path"],
@@ -235,7 +280,12 @@ class VolumeViewSet(
     @action(detail=True, methods=["delete"], url_path=r"attachments/(?P<attachment_id>\d+)")
     def detach(self, request, pk=None, attachment_id=None):
         volume = self.get_object()
-        attachment = selectors.attachment_get_for(user=request.user, volume=volume, attachment_id=attachment_id)
+        attachment = selectors.attachment_get_for(
+            user=request_acting(request)[0], volume=volume, attachment_id=attachment_id
+        )
+        # The volume's operator, or the instance's (a member takes a team volume off their own instance).
+        if principal_access(request, owner_id=volume.owner_id, created_by_id=volume.created_by_id) < Access.OPERATE:
+            _require_instance(request, attachment.instance)
         pending = services.volume_detach(attachment=attachment)
         if pending is None:
             return Response(status=status.HTTP_204_NO_CONTENT)

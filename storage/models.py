@@ -49,6 +49,16 @@ class Volume(StatusDisplayMixin, models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="volumes")
+    # The person who created it: in a team (``owner`` is the team's account) they may change it as its
+    # admins may (``teams.access``). The owner for a personal volume; null once that person is gone.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("created by"),
+    )
     region = models.ForeignKey("instances.Region", on_delete=models.PROTECT, related_name="volumes")
     name = models.CharField(_("name"), max_length=64)
     size_gb = models.PositiveIntegerField(_("size (GB)"))

@@ -50,6 +50,8 @@ from storage.selectors import (
     storage_quota_used,
     volume_meter_ref,
 )
+from teams.models import TeamEvent
+from teams.services import team_event_record
 
 logger = logging.getLogger(__name__)
 
@@ -210,8 +212,20 @@ def _funds_check(*, user, adding_gb: int) -> None:
 # --- Create ----------------------------------------------------------------------------------------------
 
 
-def volume_create(*, user, region: Region, name: str, size_gb: int) -> Volume:
+def _audit(*, actor, action: str, volume: Volume) -> None:
+    """The team's audit event, when a person acts on a team's account (none in the personal context:
+    no query either)."""
+    if actor is not None and actor.pk != volume.owner_id:
+        team_event_record(
+            account=volume.owner_id, actor=actor, action=action, target=volume.name, details={"volume": str(volume.pk)}
+        )
+
+
+def volume_create(*, user, region: Region, name: str, size_gb: int, actor=None) -> Volume:
     """Validate and record a volume; a worker has the provider create it. Billing starts once it exists.
+
+    ``user`` is the account that owns and pays for it (a person's, or a team's); ``actor`` the person
+    who creates it (default: ``user``), who may change it later as the team's admins may.
 
     Refused before anything is created when the name, size or region is invalid, over the storage
     quota, or when the balance cannot pay for everything running plus this volume for the minimum runway.
@@ -231,8 +245,10 @@ def volume_create(*, user, region: Region, name: str, size_gb: int) -> Volume:
         _quota_check(user=user, adding_gb=size_gb)
         _funds_check(user=user, adding_gb=size_gb)
         now = timezone.now()
+        actor = actor or user
         volume = Volume.objects.create(
             owner=user,
+            created_by=actor,
             region=region,
             name=name,
             size_gb=size_gb,
@@ -245,9 +261,10 @@ def volume_create(*, user, region: Region, name: str, size_gb: int) -> Volume:
             volume=volume,
             old="",
             new=V.CREATING,
-            reason=stored(gettext_noop("Created by %(who)s"), who=user.email),
+            reason=stored(gettext_noop("Created by %(who)s"), who=actor.email),
             created_at=now,
         )
+        _audit(actor=actor, action=TeamEvent.Action.VOLUME_CREATED, volume=volume)
         _enqueue("volume_create_task", volume.pk)
     return volume
 
@@ -347,8 +364,10 @@ def _holding_attachments(volume: Volume):
     )
 
 
-def volume_delete(*, volume: Volume, reason: str = "") -> Volume:
-    """Delete a volume and its files; billing closes now. Refused while an instance has it attached."""
+def volume_delete(*, volume: Volume, reason: str = "", actor=None) -> Volume:
+    """Delete a volume and its files; billing closes now. Refused while an instance has it attached.
+
+    ``actor``: the person who asked (for a team's audit log); None for the system's own deletions."""
     if volume.status in (V.DELETING, V.DELETED):
         return volume
     if not volume.can_delete():
@@ -372,6 +391,7 @@ def volume_delete(*, volume: Volume, reason: str = "") -> Volume:
             dst=V.DELETING,
             reason=reason or stored(gettext_noop("Deletion requested")),
         ):
+            _audit(actor=actor, action=TeamEvent.Action.VOLUME_DELETED, volume=locked)
             _enqueue("volume_delete_task", locked.pk)
     volume.refresh_from_db()
     return volume
@@ -441,8 +461,10 @@ def volume_attach(*, user, volume: Volume, instance: Instance, mount_path: str, 
     read-only beside either; mount paths absolute, under the allowed roots, and not colliding with the
     instance's other mounts. Attaching again to the same instance updates the path and mode.
     """
+    # The account's own: a team's volume attaches to any of the team's instances (whoever launched it),
+    # never to a personal one, and a personal volume never to a team's instance.
     if not (_is_own(volume, user) and _is_own(instance, user)):
-        raise VolumeInvalid(_("Choose a volume and an instance of your own."), field="volume")
+        raise VolumeInvalid(_("Choose a volume and an instance of the same account."), field="volume")
     if mode not in Mode.values:
         raise VolumeInvalid(_("Choose read-write, read-only or shared read-write."), field="mode")
     path = mount_path_clean(mount_path)

@@ -1,20 +1,86 @@
 """The storage pages: the volume list (with the create form), a volume's page (resize, attach, detach,
-delete). Each view serves its page or, for htmx, the row partial it is made of."""
+delete). Each view serves its page or, for htmx, the row partial it is made of.
+
+All in the acting context (``teams.access``): the principal's volumes; creating needs
+``resources.launch``; resizing, deleting and detaching need OPERATE on the volume (its creator, or a
+team admin); attaching needs OPERATE on the instance, so a member attaches any team volume to their own
+team instance. A volume shown but not operable has no buttons, and a forced POST is a 403."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from instances.errors import InstanceError
+from instances.models import Instance
 from storage import selectors, services
 from storage.forms import AttachForm, VolumeCreateForm, VolumeResizeForm
 from storage.models import Volume
+from teams.access import (
+    Access,
+    principal_access,
+    request_acting,
+    request_can,
+    require_access,
+    require_permission,
+)
+from teams.roles import Permission
+
+
+def _may_create_message() -> str:
+    return _("Your role in this team does not allow creating volumes or attaching them.")
+
+
+def _operate_message() -> str:
+    return _("Only the volume's creator or a team admin can change it.")
+
+
+def _principal(request: HttpRequest):
+    return request_acting(request)[0]
+
+
+def _volume(request: HttpRequest, pk, *, operate: bool = False) -> Volume:
+    """The acting account's volume (404 otherwise), with ``can_operate`` for the page; 403 when
+    ``operate`` is asked of a person who may only see it."""
+    volume = selectors.volume_get_for(user=_principal(request), volume_id=pk)
+    access = require_access(
+        request,
+        owner_id=volume.owner_id,
+        created_by_id=volume.created_by_id,
+        operate=operate,
+        message=_operate_message(),
+    )
+    volume.can_operate = access == Access.OPERATE
+    return volume
+
+
+def _with_detach(request: HttpRequest, volume: Volume, operable: QuerySet[Instance]) -> list:
+    """The volume's attachments, each with ``can_detach``: the volume's operator may detach any, anyone
+    else those on instances they operate."""
+    attachments = list(volume.attachments.all())
+    mine = set() if volume.can_operate else set(operable.values_list("pk", flat=True))
+    for attachment in attachments:
+        attachment.can_detach = volume.can_operate or attachment.instance_id in mine
+    return attachments
+
+
+def _operable_instances(request: HttpRequest, volume: Volume) -> QuerySet[Instance]:
+    """Instances this person may attach the volume to: live, in its region, and theirs to operate."""
+    instances = selectors.attachable_instances_for(user=_principal(request), volume=volume)
+    if not request_acting(request)[1]:
+        return instances
+    ids = [
+        i.pk
+        for i in instances
+        if principal_access(request, owner_id=i.owner_id, created_by_id=i.created_by_id) == Access.OPERATE
+    ]
+    return instances.filter(pk__in=ids)
 
 
 def _with_cost(volumes: list[Volume]) -> dict:
@@ -26,40 +92,57 @@ def _with_cost(volumes: list[Volume]) -> dict:
 
 @login_required
 def volume_list(request: HttpRequest) -> HttpResponse:
+    require_permission(request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources."))
+    principal = _principal(request)
+    may_create = request_can(request, Permission.RESOURCES_LAUNCH)
+    if request.method == "POST":
+        require_permission(request, Permission.RESOURCES_LAUNCH, _may_create_message())
     regions = selectors.volume_regions()
     form = VolumeCreateForm(request.POST or None, regions=regions)
     if request.method == "POST" and form.is_valid():
         try:
-            volume = services.volume_create(user=request.user, **form.cleaned_data)
+            volume = services.volume_create(user=principal, actor=request.user, **form.cleaned_data)
         except InstanceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             messages.success(request, _("%(name)s is being created.") % {"name": volume.name})
             return redirect("storage")
-    volumes = list(selectors.volume_list_for(user=request.user))
+    volumes = list(selectors.volume_list_for(user=principal))
+    for volume in volumes:
+        volume.can_operate = (
+            principal_access(request, owner_id=volume.owner_id, created_by_id=volume.created_by_id) == Access.OPERATE
+        )
     costs = _with_cost(volumes)
-    summary = selectors.storage_summary_for(user=request.user, volumes=volumes, costs=costs)
+    summary = selectors.storage_summary_for(user=principal, volumes=volumes, costs=costs)
     return render(
         request,
         "storage/list.html",
-        {"volumes": volumes, "form": form, "summary": summary, "has_regions": bool(regions)},
+        {
+            "volumes": volumes,
+            "form": form,
+            "summary": summary,
+            "has_regions": bool(regions),
+            "may_create": may_create,
+        },
     )
 
 
 @login_required
 def volume_detail(request: HttpRequest, pk) -> HttpResponse:
-    volume = selectors.volume_get_for(user=request.user, volume_id=pk)
+    volume = _volume(request, pk)
     _with_cost([volume])
     if request.GET.get("partial") == "row":
         return render(request, "storage/_volume_row.html", {"volume": volume})
-    instances = selectors.attachable_instances_for(user=request.user, volume=volume)
+    instances = _operable_instances(request, volume)
+    may_attach = request_can(request, Permission.RESOURCES_LAUNCH)
     context = {
         "volume": volume,
-        "attachments": list(volume.attachments.all()),
+        "attachments": _with_detach(request, volume, instances),
         "events": list(volume.events.order_by("-created_at", "-id")[:20]),
         "resize_form": VolumeResizeForm(initial={"size_gb": volume.size_gb * 2}),
         "attach_form": AttachForm(instances=instances),
-        "has_instances": instances.exists(),
+        "has_instances": may_attach and instances.exists(),
+        "may_attach": may_attach,
         "mount_roots": ", ".join(settings.STORAGE_MOUNT_ROOTS),
     }
     return render(request, "storage/detail.html", context)
@@ -67,7 +150,7 @@ def volume_detail(request: HttpRequest, pk) -> HttpResponse:
 
 def _back(request: HttpRequest, volume: Volume, error: str = "") -> HttpResponse:
     if request.htmx and request.POST.get("from") == "list":
-        volume = selectors.volume_get_for(user=request.user, volume_id=volume.pk)
+        volume = _volume(request, volume.pk)
         _with_cost([volume])
         return render(request, "storage/_volume_row.html", {"volume": volume, "error": error})
     if error:
@@ -80,7 +163,7 @@ def _back(request: HttpRequest, volume: Volume, error: str = "") -> HttpResponse
 @login_required
 @require_POST
 def volume_resize(request: HttpRequest, pk) -> HttpResponse:
-    volume = selectors.volume_get_for(user=request.user, volume_id=pk)
+    volume = _volume(request, pk, operate=True)
     form = VolumeResizeForm(request.POST)
     if not form.is_valid():
         return _back(request, volume, _("Give the new size in GB."))
@@ -97,9 +180,9 @@ def volume_resize(request: HttpRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def volume_delete(request: HttpRequest, pk) -> HttpResponse:
-    volume = selectors.volume_get_for(user=request.user, volume_id=pk)
+    volume = _volume(request, pk, operate=True)
     try:
-        volume = services.volume_delete(volume=volume)
+        volume = services.volume_delete(volume=volume, actor=request.user)
     except InstanceError as exc:
         return _back(request, volume, exc.message)
     if not request.htmx:
@@ -110,15 +193,16 @@ def volume_delete(request: HttpRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def volume_attach(request: HttpRequest, pk) -> HttpResponse:
-    volume = selectors.volume_get_for(user=request.user, volume_id=pk)
-    form = AttachForm(request.POST, instances=selectors.attachable_instances_for(user=request.user, volume=volume))
+    volume = _volume(request, pk)
+    require_permission(request, Permission.RESOURCES_LAUNCH, _may_create_message())
+    form = AttachForm(request.POST, instances=_operable_instances(request, volume))
     if not form.is_valid():
         errors = [e for field_errors in form.errors.values() for e in field_errors]
         return _back(request, volume, " ".join(errors))
     data = form.cleaned_data
     try:
         attachment = services.volume_attach(
-            user=request.user,
+            user=_principal(request),
             volume=volume,
             instance=data["instance"],
             mount_path=data["mount_path"],
@@ -137,8 +221,18 @@ def volume_attach(request: HttpRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def volume_detach(request: HttpRequest, pk, attachment_id: int) -> HttpResponse:
-    volume = selectors.volume_get_for(user=request.user, volume_id=pk)
-    attachment = selectors.attachment_get_for(user=request.user, volume=volume, attachment_id=attachment_id)
+    volume = _volume(request, pk)
+    attachment = selectors.attachment_get_for(user=_principal(request), volume=volume, attachment_id=attachment_id)
+    instance = attachment.instance
+    # The volume's operator, or the instance's (a member takes a team volume off their own instance).
+    if not volume.can_operate:
+        require_access(
+            request,
+            owner_id=instance.owner_id,
+            created_by_id=instance.created_by_id,
+            operate=True,
+            message=_operate_message(),
+        )
     if services.volume_detach(attachment=attachment) is None:
         messages.success(request, _("Detached from %(instance)s.") % {"instance": attachment.instance.name})
     else:

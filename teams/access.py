@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.utils.translation import gettext as _
+
 from teams.models import Membership
 from teams.roles import Permission, membership_can
 
@@ -56,14 +60,50 @@ def resource_access(*, user, owner_id, created_by_id=None) -> Access:
     return membership_access(membership=membership, user_id=user.pk, created_by_id=created_by_id)
 
 
+def request_acting(request) -> tuple[object, Membership | None]:
+    """``(principal, membership)`` of a page's or an API view's request.
+
+    The middleware's pair, except where it saw nobody: an API token is authenticated by the view, after
+    the middleware, so a token's request acts for its own user (personal) until tokens are scoped to a team.
+    """
+    principal = getattr(request, "principal", None)
+    if principal is None or not getattr(principal, "is_authenticated", False):
+        return request.user, None
+    return principal, getattr(request, "membership", None)
+
+
+def request_can(request, perm: str) -> bool:
+    """Whether the acting context allows ``perm``: always in the personal context, by role in a team's."""
+    principal, membership = request_acting(request)
+    if membership is None:
+        return principal == request.user
+    return membership_can(membership, perm)
+
+
 def principal_access(request, *, owner_id, created_by_id=None) -> Access:
     """Access in the request's acting context: the principal's own resources, through the membership
     the middleware read (no query). A resource of another account is NONE here, even one the person
     could reach in another context: pages and the API show one context at a time."""
-    principal = getattr(request, "principal", request.user)
+    principal, membership = request_acting(request)
     if owner_id != getattr(principal, "pk", None):
         return Access.NONE
-    membership = getattr(request, "membership", None)
     if membership is None:
         return Access.OPERATE if owner_id == request.user.pk else Access.NONE
     return membership_access(membership=membership, user_id=request.user.pk, created_by_id=created_by_id)
+
+
+def require_access(request, *, owner_id, created_by_id=None, operate: bool = False, message: str = "") -> Access:
+    """``principal_access``, enforced: NONE is a 404 (as a stranger's object); VIEW where ``operate`` is
+    asked is a 403 with ``message`` (JSON in the API). Returns the access, for the page's buttons."""
+    access = principal_access(request, owner_id=owner_id, created_by_id=created_by_id)
+    if access == Access.NONE:
+        raise Http404
+    if operate and access < Access.OPERATE:
+        raise PermissionDenied(message or _("Only its creator or a team admin can change this."))
+    return access
+
+
+def require_permission(request, perm: str, message: str = "") -> None:
+    """A 403 with ``message`` unless the acting context allows ``perm`` (e.g. launching in a team)."""
+    if not request_can(request, perm):
+        raise PermissionDenied(message or _("Your role in this team does not allow this."))

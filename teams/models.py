@@ -181,6 +181,10 @@ class TeamEvent(AppendOnlyModel):
         TOKEN_REVOKED = "token_revoked", _("API token revoked")
         QUOTA_REQUESTED = "quota_requested", _("Quota requested")
         BUDGET_CHANGED = "budget_changed", _("Budget changed")
+        VOLUME_CREATED = "volume_created", _("Volume created")
+        VOLUME_DELETED = "volume_deleted", _("Volume deleted")
+        APP_DEPLOYED = "app_deployed", _("App deployed")
+        APP_REMOVED = "app_removed", _("Deployment deleted")
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="events")
     # PROTECT, as the ledger's: a cascade's SET_NULL would edit history (and the append-only guard refuses it).

@@ -10,6 +10,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.tests.factories import UserFactory
 from billing.models import LedgerAccount, Transaction
 from billing.services import account_get, ledger_post
 from budgets.models import Budget, BudgetAlert
@@ -18,6 +19,9 @@ from budgets.services import budget_set, budgets_check
 from budgets.tasks import budgets_check_task
 from instances.models import Instance
 from instances.tests.conftest import committed, running
+from teams.context import SESSION_KEY
+from teams.models import Membership, Role, TeamEvent
+from teams.services import team_create
 
 S = Instance.Status
 _KEYS = iter(range(10**6))
@@ -195,3 +199,38 @@ def test_the_api_says_why_in_its_error_format(budgeted, alice_client):
 def test_a_budget_without_the_hard_cap_refuses_nothing(budgeted):
     spend(budgeted, 50_000)
     assert running(budgeted).status == S.RUNNING
+
+
+# --- A team's budget (issue #15) ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def lab(alice, bob, rich_alice):
+    team = team_create(user=alice, name="Lab")
+    team.people = {"alice": alice, "bob": bob, "dave": UserFactory(email="dave@example.com")}
+    team.people["erin"] = UserFactory(email="erin@example.com")
+    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
+    Membership.objects.create(team=team, user=team.people["dave"], role=Role.ADMIN)
+    Membership.objects.create(team=team, user=team.people["erin"], role=Role.BILLING)
+    return team
+
+
+@pytest.mark.parametrize(
+    ("who", "page", "form", "save"),
+    [("alice", 200, True, 302), ("dave", 200, True, 302), ("erin", 200, False, 403), ("bob", 403, False, 403)],
+)
+def test_the_team_budget_by_role(lab, client_for, who, page, form, save):
+    client = client_for(lab.people[who])
+    session = client.session
+    session[SESSION_KEY] = lab.pk
+    session.save()
+    response = client.get(reverse("budget"))
+    assert response.status_code == page
+    if page == 200:
+        assert ("Save budget" in response.content.decode()) is form
+    response = client.post(reverse("budget"), {"amount": "300", "hard_cap": ""})
+    assert response.status_code == save
+    saved = Budget.objects.filter(user=lab.account, monthly_limit_fen=30_000).exists()
+    assert saved is (save == 302)
+    assert not Budget.objects.filter(user=lab.people[who]).exists()  # the team's, not the person's
+    assert TeamEvent.objects.filter(team=lab, action=TeamEvent.Action.BUDGET_CHANGED).exists() is saved
