@@ -75,4 +75,4 @@ def test_the_page_query_count_does_not_grow_with_the_rows_shown(alice_client, ca
         alice_client.get(reverse("apps_models"), {"q": "whisper-tiny"})
     with CaptureQueriesContext(connection) as many:
         alice_client.get(reverse("apps_models"))
-    assert len(many) == len(few) <= 8
+    assert len(many) == len(few) <= 9  # with the header's teams switcher and bell
