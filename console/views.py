@@ -14,6 +14,8 @@ from budgets.selectors import budget_status_for
 from console import mail, proxy_handoff
 from console.health import readiness_get
 from instances.models import GpuModel
+from instances.selectors import instance_list_for
+from teams.roles import Permission, membership_can
 
 
 def home(request: HttpRequest) -> HttpResponse:
@@ -23,8 +25,14 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "console/landing.html", {"gpus": gpus})
 
 
+DASHBOARD_TEAM_INSTANCES = 10  # the team's most recent instances listed on its dashboard
+
+
 @login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
+    membership = getattr(request, "membership", None)
+    if membership is not None:
+        return render(request, "console/dashboard_team.html", _team_dashboard_context(request, membership))
     gpus = GpuModel.objects.filter(is_active=True)
     has_ssh_key = request.user.ssh_keys.exists()
     context = {
@@ -35,6 +43,30 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "budget": budget_status_for(user=request.user),
     }
     return render(request, "console/dashboard.html", context)
+
+
+def _team_dashboard_context(request: HttpRequest, membership) -> dict:
+    """The team's figures, not the person's: its balance, runway and spend for those who may see its money
+    (billing), its instances for those who may see its resources. A billing viewer gets no instances, a
+    member without billing view no money: each part is left out, not shown empty."""
+    account = billing_access.principal(request)
+    sees_money = billing_access.allows(request, billing_access.VIEW)
+    sees_instances = membership_can(membership, Permission.RESOURCES_VIEW)
+    context: dict = {
+        "team": membership.team,
+        "sees_money": sees_money,
+        "sees_instances": sees_instances,
+        "can_launch": membership_can(membership, Permission.RESOURCES_LAUNCH),
+        "can_manage_budget": membership_can(membership, Permission.BUDGETS_MANAGE),
+    }
+    if sees_money:
+        context["runway"] = runway_get(user=account)
+        context["budget"] = budget_status_for(user=account)
+    if sees_instances:
+        instances = instance_list_for(user=account).select_related("created_by")
+        context["instances"] = list(instances[:DASHBOARD_TEAM_INSTANCES])
+        context["instance_count"] = instances.count()
+    return context
 
 
 @never_cache
