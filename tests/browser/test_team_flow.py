@@ -98,6 +98,10 @@ def test_an_owner_invites_the_member_launches_in_the_team_and_the_owner_sees_it_
     meters_settle_all(now=timezone.now() + timedelta(hours=1))
     page.goto(team_url)
     _switch_to(page, TEAM)
+    # The dashboard, in the team's context, shows the team's money and bob's instance.
+    page.goto(live_server.url + "/dashboard/")
+    expect(page.locator("#team-instances tbody tr", has_text="bobs-run")).to_contain_text("Bob")
+    expect(page.locator("#money")).to_contain_text("¥198.68")
     month = f"{timezone.localdate():%Y-%m}"
     page.goto(f"{live_server.url}/billing/statements/{month}/")
     by_member = page.locator("#usage-by-member")
