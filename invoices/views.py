@@ -6,12 +6,14 @@ from datetime import date, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from billing import access as billing_access
 from core.views import staff_only
 from invoices import selectors
 from invoices.forms import InvoiceDeclineForm, InvoiceIssueForm, InvoiceRequestForm
@@ -30,11 +32,16 @@ def _past_months(count: int = 12) -> list[date]:
 
 @login_required
 def invoices(request: HttpRequest) -> HttpResponse:
-    """The user's invoice requests and the form to ask for one (of what is left to invoice)."""
-    user = request.user
+    """The acting account's invoice requests and the form to ask for one (of what is left to invoice).
+
+    In a team's context the invoices are the team's (its top-ups and months), for those who may see
+    its billing; the address the PDF goes to starts as the person's own (a team's account has none)."""
+    if not billing_access.allows(request, billing_access.VIEW):
+        raise PermissionDenied(_("Your role in this team does not include its billing."))
+    user = billing_access.principal(request)
     orders = selectors.invoiceable_orders(user=user)
     months = selectors.invoiceable_months(user=user, months=_past_months())
-    form = InvoiceRequestForm(request.POST or None, orders=orders, months=months, initial={"email": user.email})
+    form = InvoiceRequestForm(request.POST or None, orders=orders, months=months, initial={"email": request.user.email})
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -69,12 +76,15 @@ def invoices(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def invoice_pdf(request: HttpRequest, invoice_id: int) -> HttpResponse:
-    """The issued PDF, to its owner (or staff); anyone else, or a request not issued, gets a 404."""
+    """The issued PDF, to its owner (the acting account, for those who may see its billing) or staff;
+    anyone else, or a request not issued, gets a 404."""
     if request.user.is_staff:
         invoice = get_object_or_404(InvoiceRequest, pk=invoice_id)
     else:
+        if not billing_access.allows(request, billing_access.VIEW):
+            raise Http404
         try:
-            invoice = selectors.invoice_get(user=request.user, invoice_id=invoice_id)
+            invoice = selectors.invoice_get(user=billing_access.principal(request), invoice_id=invoice_id)
         except InvoiceRequest.DoesNotExist:
             raise Http404 from None
     if invoice.status != InvoiceRequest.Status.ISSUED or not invoice.pdf:
