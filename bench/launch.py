@@ -36,6 +36,9 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
 PER_CLIENT = int(os.environ.get("BENCH_PER_CLIENT", "10"))
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
 WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "2"))
+# BENCH_PYSPY=<folder>: run web and worker under py-spy (requirements-dev) and write their collapsed
+# stacks there, to see where the CPU goes. The profiler's own CPU then counts too: not for figures.
+PYSPY = os.environ.get("BENCH_PYSPY", "")
 
 ENV = {
     "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
@@ -89,6 +92,19 @@ def cpu_seconds(roots: list[int]) -> float:
     return total
 
 
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid``, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,7 +120,9 @@ def main() -> None:
     finally:
         for process in started:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                # Under py-spy, stop what it runs: it writes its stacks when its child exits.
+                for pid in children(process.pid) if PYSPY else [process.pid]:
+                    os.kill(pid, signal.SIGTERM)
         for process in started:
             try:
                 process.wait(timeout=20)
@@ -156,6 +174,15 @@ def api_user(email: str):
     return user, raw
 
 
+def profiled(name: str) -> list[str]:
+    """The py-spy prefix of a process's command line when BENCH_PYSPY names a folder, else nothing."""
+    if not PYSPY:
+        return []
+    Path(PYSPY).mkdir(parents=True, exist_ok=True)
+    output = str(Path(PYSPY) / f"{name}.txt")
+    return [str(ROOT / ".venv/bin/py-spy"), "record", "--subprocesses", "--gil", "--format", "raw", "-r", "500", "-o", output, "--"]
+
+
 def run(started: list[subprocess.Popen]) -> dict:
     import django
 
@@ -172,6 +199,7 @@ def run(started: list[subprocess.Popen]) -> dict:
     started.append(
         subprocess.Popen(
             [
+                *profiled("worker"),
                 str(ROOT / ".venv/bin/celery"),
                 "-A",
                 "console",
@@ -195,6 +223,7 @@ def run(started: list[subprocess.Popen]) -> dict:
     started.append(
         subprocess.Popen(
             [
+                *profiled("web"),
                 str(ROOT / ".venv/bin/uvicorn"),
                 "console.asgi:application",
                 "--host",

@@ -8,10 +8,14 @@ hijacking of a logged-in user's session.
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # what django.core.asgi.get_asgi_application does, before its handler
+
+from console.handlers import LaneASGIHandler  # noqa: E402  (needs settings)
+
+django_asgi_app = LaneASGIHandler()  # Django's handler, on a fixed set of request threads
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -194,6 +194,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Request threads per web process (console.handlers): a request's middleware and view run on one of
+# them; when all are busy, further requests wait for one (in the event loop, holding no thread).
+WEB_THREADS = int(os.environ.get("WEB_THREADS", "16"))
+
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL") or ("" if TESTING else _recorded_services.get("REDIS_URL", ""))
 
