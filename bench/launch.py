@@ -180,7 +180,19 @@ def profiled(name: str) -> list[str]:
         return []
     Path(PYSPY).mkdir(parents=True, exist_ok=True)
     output = str(Path(PYSPY) / f"{name}.txt")
-    return [str(ROOT / ".venv/bin/py-spy"), "record", "--subprocesses", "--gil", "--format", "raw", "-r", "500", "-o", output, "--"]
+    return [
+        str(ROOT / ".venv/bin/py-spy"),
+        "record",
+        "--subprocesses",
+        "--gil",
+        "--format",
+        "raw",
+        "-r",
+        "500",
+        "-o",
+        output,
+        "--",
+    ]
 
 
 def run(started: list[subprocess.Popen]) -> dict:
