@@ -38,6 +38,8 @@ from teams.access import (
 )
 from teams.roles import Permission
 
+CHUNK = core_files.CHUNK  # what the file page sends per request (a module attribute: tests shrink it)
+
 
 def _may_create_message() -> str:
     return _("Your role in this team does not allow creating volumes or attaching them.")
@@ -271,7 +273,7 @@ def volume_files(request: HttpRequest, pk) -> HttpResponse:
         "volume": volume,
         "unavailable": unavailable,
         "path": path,
-        "chunk": core_files.CHUNK,
+        "chunk": CHUNK,
         "strings": core_files.browser_strings(),
         "can_change": volume.can_operate,
         "listing_url": reverse("volume_files", args=[volume.pk]),
