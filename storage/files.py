@@ -28,6 +28,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -48,7 +49,7 @@ def volume_path_clean(path: str) -> tuple[str, ...]:
     path = (path or "").strip()
     if "\x00" in path:
         raise FilesRefused(_("A path cannot hold a NUL character."), code="invalid_path", status=400)
-    parts = tuple(p for p in path.replace("\\", "/").split("/") if p and p != ".")
+    parts = tuple(p for p in path.split("/") if p and p != ".")
     if ".." in parts:
         raise FilesRefused(
             _("A path cannot go up with “..”: it stays inside the volume."), code="invalid_path", status=400
@@ -240,10 +241,10 @@ def _full(volume: Volume, *, used: int, growth: int) -> FilesRefused:
     free = max(volume.size_bytes - used, 0)
     return FilesRefused(
         _(
-            "%(name)s is full for this: it holds %(size)d GB and %(free)s bytes are free, but the chunk adds "
-            "%(growth)s bytes. Delete files or grow the volume, then resume."
+            "%(name)s is full for this: it holds %(size)d GB and %(free)s are free, but the chunk adds "
+            "%(growth)s. Delete files or grow the volume, then resume."
         )
-        % {"name": volume.name, "size": volume.size_gb, "free": f"{free:,}", "growth": f"{growth:,}"},
+        % {"name": volume.name, "size": volume.size_gb, "free": filesizeformat(free), "growth": filesizeformat(growth)},
         code="volume_full",
         status=413,
     )

@@ -78,6 +78,7 @@ def test_upload_list_download_and_a_full_volume_refused(
     page.locator("#files-pick").set_input_files(str(too_big))
     expect(page.locator("#files-message")).to_contain_text("datasets is full")
     assert not (root / "data" / "more.bin").exists()
+    page.screenshot(path=str(screenshot_dir / "volume-files-full-1366.png"), full_page=True)
 
     page.set_viewport_size({"width": 390, "height": 844})
     page.reload()
