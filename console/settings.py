@@ -647,6 +647,8 @@ PROVISIONING_BACKENDS = {
             "BOOT_DELAY_S": float(os.environ.get("SIMULATED_BOOT_DELAY_S", "0" if TESTING else "15")),
             # Instances survive a node failure: restarted elsewhere with their disks (instances.services).
             "DISK_FOLLOWS": True,
+            # Volumes' files, for the file browser (the simulated machines never see them).
+            "VOLUMES_DIR": str(VAR_DIR / "simulated-volumes"),
         },
     },
 }

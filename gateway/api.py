@@ -16,33 +16,18 @@ from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
-from rest_framework.exceptions import APIException
-from rest_framework.parsers import BaseParser
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.files import EntrySerializer, RawBody, Refused, query_path
+from core.files import call as _call
 from gateway import files
 from instances.models import Instance
 from teams.access import Access, resource_access
 
 MAX_DOWNLOAD = 512 * 1024 * 1024  # read whole: larger files go over scp or sftp through the gateway
 PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path on the instance, e.g. /root/runs")
-
-
-class Refused(APIException):
-    def __init__(self, exc: files.FilesRefused) -> None:
-        super().__init__(detail=exc.message, code=exc.code)
-        self.status_code = exc.status
-
-
-class RawBody(BaseParser):
-    """An upload's body is the chunk's bytes, read by the view itself."""
-
-    media_type = "*/*"
-
-    def parse(self, stream, media_type=None, parser_context=None):
-        return stream
 
 
 def _instance(request, instance_id) -> Instance:
@@ -65,50 +50,29 @@ def _instance(request, instance_id) -> Instance:
     return instance
 
 
-def _path(request) -> str:
-    path = (request.query_params.get("path") or "").strip()
-    if not path or "\x00" in path:
-        raise Refused(files.FilesRefused(_("Give a path."), code="invalid", status=400))
-    return path
-
-
-class EntrySerializer(serializers.Serializer):
-    name = serializers.CharField()
-    type = serializers.ChoiceField(choices=["file", "dir", "link", "other"])
-    size = serializers.IntegerField()
-    modified = serializers.IntegerField(help_text="Seconds since the epoch.")
-
-
-def _call(function, **kwargs):
-    try:
-        return function(**kwargs)
-    except files.FilesRefused as exc:
-        raise Refused(exc) from exc
-
-
 class FilesView(APIView):
     @extend_schema(parameters=[PATH], responses=EntrySerializer(many=True), summary="List a folder")
     def get(self, request, instance_id):
-        entries = _call(files.files_list, instance=_instance(request, instance_id), path=_path(request))
+        entries = _call(files.files_list, instance=_instance(request, instance_id), path=query_path(request))
         return Response(EntrySerializer(entries, many=True).data)
 
     @extend_schema(parameters=[PATH], responses={204: None}, summary="Delete a file or an empty folder")
     def delete(self, request, instance_id):
-        _call(files.file_delete, instance=_instance(request, instance_id), path=_path(request))
+        _call(files.file_delete, instance=_instance(request, instance_id), path=query_path(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class FileStatView(APIView):
     @extend_schema(parameters=[PATH], responses=EntrySerializer, summary="A file's size (where to resume)")
     def get(self, request, instance_id):
-        entry = _call(files.file_stat, instance=_instance(request, instance_id), path=_path(request))
+        entry = _call(files.file_stat, instance=_instance(request, instance_id), path=query_path(request))
         return Response(EntrySerializer(entry).data)
 
 
 class FolderView(APIView):
     @extend_schema(parameters=[PATH], request=None, responses={201: None}, summary="Make a folder (and its parents)")
     def post(self, request, instance_id):
-        _call(files.folder_make, instance=_instance(request, instance_id), path=_path(request))
+        _call(files.folder_make, instance=_instance(request, instance_id), path=query_path(request))
         return Response(status=status.HTTP_201_CREATED)
 
 
@@ -119,7 +83,7 @@ class FileContentView(APIView):
         parameters=[PATH], responses={(200, "application/octet-stream"): OpenApiTypes.BINARY}, summary="Download a file"
     )
     def get(self, request, instance_id):
-        instance, path = _instance(request, instance_id), _path(request)
+        instance, path = _instance(request, instance_id), query_path(request)
         entry = _call(files.file_stat, instance=instance, path=path)
         if entry.type != "file":
             raise Refused(files.FilesRefused(_("Only a file can be downloaded."), code="invalid", status=400))
@@ -147,7 +111,7 @@ class FileContentView(APIView):
         summary="Upload a chunk of a file",
     )
     def put(self, request, instance_id):
-        instance, path = _instance(request, instance_id), _path(request)
+        instance, path = _instance(request, instance_id), query_path(request)
         try:
             offset = int(request.query_params.get("offset", "0"))
         except ValueError:

@@ -13,7 +13,6 @@ import posixpath
 import stat
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import asyncssh
 from asgiref.sync import async_to_sync
@@ -21,27 +20,12 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext as _
 
+from core.files import MAX_CHUNK, Entry, FilesRefused
 from gateway import keys
 from instances.models import Instance
 from providers import BackendError, get_backend
 
-MAX_CHUNK = 64 * 1024 * 1024  # one upload request's body at most
-
-
-class FilesRefused(Exception):
-    """Why the files of an instance cannot be reached or changed; the message is shown as it is."""
-
-    def __init__(self, message: str, *, code: str = "invalid", status: int = 409) -> None:
-        super().__init__(message)
-        self.message, self.code, self.status = message, code, status
-
-
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    type: str  # "file", "dir", "link" or "other"
-    size: int
-    modified: int  # seconds since the epoch
+__all__ = ["MAX_CHUNK", "Entry", "FilesRefused"]  # the shared shapes (core.files), used here
 
 
 def _target(instance: Instance):

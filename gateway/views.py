@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET
 
+from core import files as core_files
 from gateway import files
 from gateway.api import MAX_DOWNLOAD
 from instances.acting import acting, instance_access
@@ -25,7 +26,7 @@ from instances.models import Instance
 from instances.selectors import instance_get_for
 from teams.access import Access
 
-CHUNK = 8 * 1024 * 1024  # one upload request: small enough to resume cheaply, large enough to be quick
+CHUNK = core_files.CHUNK  # what the page sends per request (a module attribute: tests shrink it)
 
 
 @dataclass(frozen=True)
@@ -62,31 +63,6 @@ def _clean(path: str) -> str:
     return posixpath.normpath(posixpath.join("/", path))
 
 
-def _crumbs(path: str) -> list[tuple[str, str]]:
-    """(name, path) of each folder from the root down to ``path``."""
-    crumbs, here = [("/", "/")], "/"
-    for part in [p for p in path.split("/") if p]:
-        here = posixpath.join(here, part)
-        crumbs.append((part, here))
-    return crumbs
-
-
-def _strings() -> dict[str, str]:
-    """What files.js says, translated here (the page loads no JavaScript catalogue)."""
-    return {
-        "confirm_delete": _("Delete %(name)s? This cannot be undone."),
-        "confirm_replace": _("%(name)s is already here. Replace it?"),
-        "folder_name": _("Name of the new folder"),
-        "uploading": _("Uploading %(name)s: %(done)s of %(total)s"),
-        "resuming": _("The connection dropped; resuming %(name)s at %(done)s…"),
-        "resumed": _("Resuming %(name)s where the last upload stopped (%(done)s)."),
-        "uploaded": _("Uploaded %(name)s."),
-        "failed": _("The upload of %(name)s stopped: %(error)s"),
-        "network": _("the connection to the console was lost"),
-        "error": _("Something went wrong (%(status)s)."),
-    }
-
-
 @login_required
 @require_GET
 def instance_files(request: HttpRequest, pk) -> HttpResponse:
@@ -110,7 +86,9 @@ def instance_files(request: HttpRequest, pk) -> HttpResponse:
         "unavailable": unavailable,
         "path": path,
         "chunk": CHUNK,
-        "strings": _strings(),
+        "strings": core_files.browser_strings(),
+        "can_change": True,
+        "listing_url": reverse("instance_files", args=[instance.pk]),
         "api": {
             "files": api,
             "stat": reverse("api-instance-file-stat", args=[instance.pk]),
@@ -122,14 +100,23 @@ def instance_files(request: HttpRequest, pk) -> HttpResponse:
 
 
 def _listing(request: HttpRequest, instance: Instance, *, path: str, unavailable: str) -> HttpResponse:
-    context = {"instance": instance, "error": unavailable, "path": path, "rows": [], "crumbs": _crumbs(path or "/")}
+    context = {
+        "instance": instance,
+        "error": unavailable,
+        "path": path,
+        "rows": [],
+        "crumbs": core_files.crumbs(path or "/"),
+        "can_change": True,
+        "listing_url": reverse("instance_files", args=[instance.pk]),
+        "download_url": reverse("api-instance-file-content", args=[instance.pk]),
+    }
     if not unavailable:
         try:
             where, entries = files.folder_open(instance=instance, path=path)
         except files.FilesRefused as exc:
             context["error"] = exc.message
         else:
-            context["path"], context["crumbs"] = where, _crumbs(where)
+            context["path"], context["crumbs"] = where, core_files.crumbs(where)
             context["rows"] = [
                 Row(
                     entry=e,
@@ -138,4 +125,4 @@ def _listing(request: HttpRequest, instance: Instance, *, path: str, unavailable
                 )
                 for e in entries
             ]
-    return render(request, "gateway/_listing.html", context)
+    return render(request, "files/_listing.html", context)

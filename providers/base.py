@@ -32,6 +32,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -380,6 +381,12 @@ class VolumesCapability:
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         """Bytes stored on volume ``key``; None when the provider cannot tell right now."""
         raise NotImplementedError
+
+    def volume_files_dir(self, *, key: str, state: dict) -> Path | None:
+        """The directory on the console's own host that holds volume ``key``'s files, for the console's
+        file browser (``storage.files``); None when they are elsewhere (a cluster's claim, a cloud's
+        disk): there they are reached through a running instance that mounts the volume."""
+        return None
 
 
 class EntryPointsCapability:

@@ -1,5 +1,5 @@
 """The storage pages: the volume list (with the create form), a volume's page (resize, attach, detach,
-delete). Each view serves its page or, for htmx, the row partial it is made of.
+delete), and a volume's file browser. Each view serves its page or, for htmx, the partial it is made of.
 
 All in the acting context (``teams.access``): the principal's volumes; creating needs
 ``resources.launch``; resizing, deleting and detaching need OPERATE on the volume (its creator, or a
@@ -8,18 +8,24 @@ team instance. A volume shown but not operable has no buttons, and a forced POST
 
 from __future__ import annotations
 
+import posixpath
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from core import files as core_files
 from instances.errors import InstanceError
 from instances.models import Instance
-from storage import selectors, services
+from storage import files, selectors, services
 from storage.forms import AttachForm, VolumeCreateForm, VolumeResizeForm
 from storage.models import Volume
 from teams.access import (
@@ -31,6 +37,8 @@ from teams.access import (
     require_permission,
 )
 from teams.roles import Permission
+
+CHUNK = core_files.CHUNK  # what the file page sends per request (a module attribute: tests shrink it)
 
 
 def _may_create_message() -> str:
@@ -242,3 +250,92 @@ def volume_detach(request: HttpRequest, pk, attachment_id: int) -> HttpResponse:
             % {"instance": attachment.instance.name},
         )
     return _back(request, volume)
+
+
+# --- A volume's files ------------------------------------------------------------------------------
+
+
+@login_required
+def volume_files(request: HttpRequest, pk) -> HttpResponse:
+    """The volume's file browser: a shell (upload, new folder) whose folder listing is an htmx partial
+    (``?partial=listing``), as the instance's (``gateway.views``); changes go through the volume files
+    API from ``static/js/files.js``. Seeing the volume lets one browse and download; operating it, change."""
+    volume = _volume(request, pk)
+    path = request.GET.get("path", "")
+    if request.GET.get("partial") == "listing":
+        return _files_listing(request, volume, path=path)
+    unavailable = ""
+    if not volume.can_attach():
+        unavailable = _("The volume's files can be reached while it is available; it is %(status)s.") % {
+            "status": volume.get_status_display().lower()
+        }
+    context = {
+        "volume": volume,
+        "unavailable": unavailable,
+        "path": path,
+        "chunk": CHUNK,
+        "strings": core_files.browser_strings(),
+        "can_change": volume.can_operate,
+        "listing_url": reverse("volume_files", args=[volume.pk]),
+        "api": {
+            "files": reverse("api-volume-files", args=[volume.pk]),
+            "stat": reverse("api-volume-file-stat", args=[volume.pk]),
+            "folder": reverse("api-volume-folder", args=[volume.pk]),
+            "content": reverse("api-volume-file-content", args=[volume.pk]),
+        },
+    }
+    return render(request, "storage/files.html", context)
+
+
+def _files_listing(request: HttpRequest, volume: Volume, *, path: str) -> HttpResponse:
+    context = {
+        "volume": volume,
+        "error": "",
+        "hint": "",
+        "path": "/",
+        "rows": [],
+        "crumbs": core_files.crumbs("/"),
+        "can_change": volume.can_operate,
+        "listing_url": reverse("volume_files", args=[volume.pk]),
+        "download_url": reverse("api-volume-file-content", args=[volume.pk]),
+    }
+    try:
+        where, entries = files.volume_files_list(volume=volume, path=path)
+    except core_files.FilesRefused as exc:
+        context["error"] = exc.message
+        if exc.code == "unavailable":
+            context["elsewhere"] = files.volume_browse_elsewhere(volume=volume)
+            context["hint"] = _elsewhere_hint(context["elsewhere"])
+    else:
+        context["path"], context["crumbs"] = where, core_files.crumbs(where)
+        context["rows"] = [
+            _Row(
+                entry=e,
+                path=posixpath.join(where, e.name),
+                modified_at=datetime.fromtimestamp(e.modified, tz=UTC) if e.modified else None,
+            )
+            for e in entries
+        ]
+    return render(request, "files/_listing.html", context)
+
+
+def _elsewhere_hint(mounted: list) -> str:
+    """Where to browse a volume whose files are not on the console's host: an instance mounting it."""
+    if not mounted:
+        return _(
+            "Attach it to an instance and start it, then browse it from that instance's Files page at the mount path."
+        )
+    return _("It is mounted on a running instance: browse it from that instance's files, at the mount path.")
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A listing's row: the volume's files are streamed, so every file gets its download link."""
+
+    entry: core_files.Entry
+    path: str
+    modified_at: datetime | None
+
+    @property
+    def downloadable(self) -> bool:
+        return self.entry.type == "file"

@@ -32,6 +32,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
+from pathlib import Path
 
 from django.conf import settings
 
@@ -332,6 +333,11 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
 
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         return self._call(self.runtime.volume_usage, key)
+
+    def volume_files_dir(self, *, key: str, state: dict) -> Path | None:
+        """The volume's directory on this host (the console runs here), when it exists."""
+        path = self._call(self.runtime.volume_path, key)
+        return path if path.is_dir() and not path.is_symlink() else None
 
     # --- helpers ----------------------------------------------------------------------------------------
 

@@ -22,6 +22,8 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "VOLUMES": True,               # offers volumes (block storage: one writer unless SHARED_WRITE)
         "SHARED_WRITE": False,         # volumes may be mounted read-write by several machines at once
         "FAIL_VOLUME_CREATE": 0.0,     # share of volume creates refused for good
+        "VOLUMES_DIR": None,           # a directory on the console's host keeping volumes' files (one
+                                       # folder per volume, for the console's file browser); None: no files
         "BUG_IN": [],                  # contract methods that raise SimulatedBug: an error no one declared
     }
 
@@ -34,14 +36,19 @@ any of its nodes loses it (a distributed job cannot run with a hole in it).
 
 Volumes live in the simulator's own table (``SimulatedVolume``): created, grown and deleted like a
 cloud's disks, with a size and a used-bytes figure (``volume_write`` sets it), and the volumes a
-machine was booted with are recorded on its spec.
+machine was booted with are recorded on its spec. With ``VOLUMES_DIR``, a volume's files (uploaded with
+the console's file browser) are kept in ``<VOLUMES_DIR>/<key>`` and count in its usage; its machines
+are rows, so they never see them.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -449,13 +456,41 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
     def volume_destroy(self, *, key: str, state: dict) -> None:
         self._bug("volume_destroy")
         self._reachable()
+        folder = self._files_folder(key)
+        if folder is not None and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
         self._volumes().filter(key=key).delete()
 
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         self._bug("volume_usage")
         if self.options.get("UNREACHABLE"):
             return None
-        return self._volumes().filter(key=key).values_list("used_bytes", flat=True).first()
+        used = self._volumes().filter(key=key).values_list("used_bytes", flat=True).first()
+        folder = self._files_folder(key)
+        if used is None or folder is None or not folder.is_dir() or folder.is_symlink():
+            return used
+        return used + sum(
+            (Path(top) / name).lstat().st_size
+            for top, _dirs, names in os.walk(folder)
+            for name in names
+            if (Path(top) / name).is_file() and not (Path(top) / name).is_symlink()
+        )
+
+    def _files_folder(self, key: str) -> Path | None:
+        root = self.options.get("VOLUMES_DIR")
+        if not root:
+            return None
+        if not key or "/" in key or key.startswith(".") or len(key) > 64:
+            raise PermanentBackendError(f"invalid volume key {key!r}")
+        return Path(root) / key
+
+    def volume_files_dir(self, *, key: str, state: dict) -> Path | None:
+        """``<VOLUMES_DIR>/<key>`` (made on first use) for a volume that exists; None without VOLUMES_DIR."""
+        folder = self._files_folder(key)
+        if folder is None or not self._volumes().filter(key=key).exists():
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        return None if folder.is_symlink() else folder
 
     # --- the simulator's own levers (tests, demos) -----------------------------------------------------
 

@@ -111,7 +111,12 @@ def listed(backend: ProvisioningBackend, key: str) -> list[MachineInfo]:
 def _simulated(request) -> World:
     from providers.simulated.backend import SimulatedBackend
 
-    options = {"FLEET": [{"region": "r1", "gpu": "h200", "nodes": 2, "cards": 8}], "BOOT_DELAY_S": 0}
+    tmp = request.getfixturevalue("tmp_path")
+    options = {
+        "FLEET": [{"region": "r1", "gpu": "h200", "nodes": 2, "cards": 8}],
+        "BOOT_DELAY_S": 0,
+        "VOLUMES_DIR": str(tmp / "volumes"),  # volumes keep files on this host, for the file browser
+    }
     return World(
         backend=SimulatedBackend(alias="contract", options=options),
         spec_fields={"node": "r1-h200-01", "gpu_model": "h200"},
@@ -468,3 +473,20 @@ def test_a_volume_only_grows(world, volumes):
     with pytest.raises(PermanentBackendError):
         volumes.volume_resize(key=key, state=state, size_gb=1)
     volumes.volume_destroy(key=key, state=state)
+
+
+def test_a_volume_files_dir_is_none_or_its_folder_which_goes_with_it(world, volumes):
+    """``volume_files_dir``: None (the files are not on the console's host), or the volume's own folder
+    there, whose files count in its usage and are deleted with it."""
+    key = world.key()
+    state = volumes.volume_create(key=key, size_gb=1)
+    folder = volumes.volume_files_dir(key=key, state=state)
+    if folder is None:
+        volumes.volume_destroy(key=key, state=state)
+        return
+    assert folder.is_dir() and not folder.is_symlink()
+    (folder / "a.bin").write_bytes(b"x" * 5000)
+    usage = volumes.volume_usage(key=key, state=state)
+    assert usage is None or usage >= 5000
+    volumes.volume_destroy(key=key, state=state)
+    assert not (folder / "a.bin").exists()

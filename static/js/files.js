@@ -1,4 +1,4 @@
-// The file browser of an instance (templates/gateway/files.html): uploads in chunks through the files API
+// The file browser of an instance's disk or a volume (templates/files/_browser.html): uploads in chunks through the files API
 // with a progress bar, resuming after a dropped connection; delete and new folder. Plain JavaScript: the
 // listing itself is server-rendered and reloaded with htmx after each change.
 //
@@ -143,7 +143,9 @@
     }
   }
 
-  document.getElementById("files-pick").addEventListener("change", (event) => {
+  const pick = document.getElementById("files-pick");
+  if (!pick) return;  // a volume this person may see but not change: browse and download only
+  pick.addEventListener("change", (event) => {
     const picked = Array.from(event.target.files);
     event.target.value = "";
     uploadAll(picked);
