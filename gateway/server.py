@@ -176,7 +176,8 @@ class GatewayConnection(asyncssh.SSHServer):
                 exc.pinned,
                 exc.offered,
             )
-            _spawn(self._log_host_key_changed(str(exc)))
+            # Written before the user is answered, so the log holds it by the time they read it.
+            await self._log_host_key_changed(str(exc))
             raise
 
     async def _log_host_key_changed(self, reason: str) -> None:
