@@ -87,10 +87,9 @@ async def instance_connect(*, instance_id, target: SshTarget, **options) -> asyn
     against the pin (pinning it on first contact). Raises ``HostKeyChanged``, or what asyncssh raises."""
     pinned_line = await _db(_pinned)(instance_id=instance_id)
     pinned = asyncssh.import_public_key(pinned_line) if pinned_line else None
+    # asyncssh's own order of host key algorithms, the same at every contact: a server with several host
+    # keys shows the same one each time.
     client = _PinningClient(pinned)
-    if pinned is not None:
-        # Ask for the pinned key's algorithm: a server with several host keys then shows that one.
-        options.setdefault("server_host_key_algs", [pinned.get_algorithm()])
     try:
         conn = await asyncssh.connect(
             target.host,
