@@ -4,8 +4,8 @@
 
 A real sshd (Debian's openssh-server, as the local backend runs it: ``make local-deps``) on a free
 port, and the gateway in this process on another, logging in to that sshd with its derived instance
-key. The gateway's one database read (the verdict for the key) and its log writes are replaced by
-constants, so no database is needed: this measures the SSH path, which is what a user feels on every
+key. The gateway's database reads (the verdict for the key, the instance's pinned host key) and its
+writes (the log, the pin) are replaced by constants and a dict, so no database is needed: this measures the SSH path, which is what a user feels on every
 keystroke and byte. Measured with OpenSSH's own client:
 
 - ``ssh host true``: a new connection and one command, p50 of ``--runs``;
@@ -30,6 +30,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -73,7 +74,7 @@ def _serve_gateway(instance_id, sshd_port: int, port: int) -> None:
     import django
 
     django.setup()
-    from gateway import server
+    from gateway import hostkeys, server
     from gateway.selectors import Verdict
     from providers import SshTarget
 
@@ -87,6 +88,14 @@ def _serve_gateway(instance_id, sshd_port: int, port: int) -> None:
     )
     server.gateway_session_open = lambda **kwargs: _Row()
     server.gateway_session_close = lambda **kwargs: True
+    # The host key's pin (``gateway.hostkeys``): read per connection, written at the first; kept here.
+    pins: dict = {}
+
+    def pin(*, instance_id, key: str, fingerprint: str):
+        return SimpleNamespace(key=pins.setdefault(instance_id, key), fingerprint=fingerprint)
+
+    hostkeys._pinned = lambda *, instance_id: pins.get(instance_id)
+    hostkeys.instance_host_key_pin = pin
 
     async def run() -> None:
         await server.gateway_serve(host="127.0.0.1", port=port)

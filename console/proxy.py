@@ -20,12 +20,14 @@ What the proxy guarantees, whatever the resolver:
   party. The console's own session and CSRF cookies are removed before forwarding, so user code
   never sees them, and upstream responses cannot set cookies with those names.
 
-User servers on a host of their own (the real isolation of user content from the console's cookies,
-as JupyterHub's ``subdomain_host`` does): set ``CONSOLE_PROXY_HOST`` to that host name; the proxy then
-answers only there, and Django only elsewhere. The console's session cookie stays host-only (leave
-``SESSION_COOKIE_DOMAIN`` unset), so it is never sent to the user host; the browser is signed in there
-by a one-time hand-off from the console that sets that host's own cookie (``console.proxy_handoff``),
-and on that host only that cookie counts.
+User servers on hosts of their own (the real isolation of user content from the console's cookies,
+and of one instance's content from another's, as JupyterHub's ``subdomain_host`` does per user): set
+``CONSOLE_PROXY_HOST`` to a domain; each instance's servers are then at ``<label>.<that domain>``
+(``core.proxy.content_host``), one origin per instance. The proxy answers only on that domain (and on
+an instance's host, only for that instance's paths), and Django only elsewhere. The console's session
+cookie stays host-only (leave ``SESSION_COOKIE_DOMAIN`` unset), so it is never sent to user content;
+the browser is signed in on an instance's host by a one-time hand-off from the console that sets that
+host's own cookie (``console.proxy_handoff``), and there only that cookie counts.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from django.utils.module_loading import import_string
 from websockets.asyncio.client import connect as websocket_connect
 
 from console import proxy_handoff
-from core.proxy import ProxyTarget
+from core.proxy import ProxyTarget, label_of_host, path_matches_label
 
 logger = logging.getLogger(__name__)
 
@@ -169,12 +171,18 @@ def _console_cookie_names() -> set[str]:
 
 
 def _proxy_host() -> str:
-    """The user-content host's name, without a port; "" when user content is on the console's host."""
+    """The user-content domain's name, without a port; "" when user content is on the console's host."""
     return (getattr(settings, "CONSOLE_PROXY_HOST", "") or "").rsplit(":", 1)[0].lower()
 
 
+def _content_label(scope) -> str | None:
+    """The instance label of the request's host on the user-content domain ("" for the bare domain or
+    a label that is no instance's); None off that domain."""
+    return label_of_host(_header(scope, b"host") or "")
+
+
 def _on_proxy_host(scope) -> bool:
-    return bool(_proxy_host()) and (_header(scope, b"host") or "").rsplit(":", 1)[0].lower() == _proxy_host()
+    return bool(_proxy_host()) and _content_label(scope) is not None
 
 
 def _upstream_cookie_header(scope, target: ProxyTarget) -> str:
@@ -493,10 +501,10 @@ def _cookie(scope, name: str) -> str:
     return ""
 
 
-async def _handoff(scope, send) -> None:
-    """``/i/_handoff?token=…`` on the user-content host: redeem once, set this host's cookie, go on."""
+async def _handoff(scope, send, *, label: str) -> None:
+    """``/i/_handoff?token=…`` on an instance's host: redeem once, set this host's cookie, go on."""
     token = (parse_qs((scope.get("query_string") or b"").decode("latin-1")).get("token") or [""])[0]
-    redeemed = await database_sync_to_async(proxy_handoff.handoff_redeem)(token)
+    redeemed = await database_sync_to_async(proxy_handoff.handoff_redeem)(token, label=label)
     if redeemed is None:
         await _simple_response(
             send, 403, "This sign-in link was used already or has expired. Open the server again from the console."
@@ -505,7 +513,7 @@ async def _handoff(scope, send) -> None:
     user_id, next_path = redeemed
     cookie = SimpleCookie()
     name = settings.CONSOLE_PROXY_COOKIE_NAME
-    cookie[name] = proxy_handoff.content_cookie(user_id)
+    cookie[name] = proxy_handoff.content_cookie(user_id, label=label)
     cookie[name]["path"] = "/"
     cookie[name]["httponly"] = True
     cookie[name]["samesite"] = "Lax"
@@ -522,6 +530,13 @@ async def _handoff(scope, send) -> None:
     await send({"type": "http.response.body", "body": b""})
 
 
+async def _not_found(scope, send) -> None:
+    if scope["type"] == "websocket":
+        await _ws_refuse(scope, send, 404)
+    else:
+        await _simple_response(send, 404, NOT_FOUND)
+
+
 @database_sync_to_async
 def _content_user(user_id: int | None):
     if user_id is None:
@@ -531,11 +546,16 @@ def _content_user(user_id: int | None):
 
 async def _proxy_app(scope, receive, send) -> None:
     if _on_proxy_host(scope):
-        if scope["type"] == "http" and scope["path"] == f"{_prefix()}_handoff":
-            await _handoff(scope, send)
+        label = _content_label(scope) or ""
+        if scope["type"] == "http" and scope["path"] == f"{_prefix()}_handoff" and label:
+            await _handoff(scope, send, label=label)
+            return
+        if not path_matches_label(scope["path"], label):
+            # One origin per instance: another instance's paths (or any, on the bare domain) are not here.
+            await _not_found(scope, send)
             return
         # Who the visitor is, on this host, is what its own cookie says: never the console's session.
-        user_id = proxy_handoff.content_cookie_user_id(_cookie(scope, settings.CONSOLE_PROXY_COOKIE_NAME))
+        user_id = proxy_handoff.content_cookie_user_id(_cookie(scope, settings.CONSOLE_PROXY_COOKIE_NAME), label=label)
         scope = {**scope, "user": await _content_user(user_id)}
     if scope["type"] == "http":
         await proxy_http(scope, receive, send)

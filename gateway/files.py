@@ -21,7 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext as _
 
 from core.files import MAX_CHUNK, Entry, FilesRefused
-from gateway import keys
+from gateway import hostkeys
 from instances.models import Instance
 from providers import BackendError, get_backend
 
@@ -52,16 +52,11 @@ def _target(instance: Instance):
 @asynccontextmanager
 async def _sftp(instance: Instance, target):
     try:
-        conn = await asyncssh.connect(
-            target.host,
-            target.port,
-            username=target.user,
-            client_keys=[keys.instance_private_key(instance.pk)],
-            known_hosts=None,  # as the gateway: the provider just said where this sshd is
-            agent_path=None,
-            config=(),
-            connect_timeout=settings.GATEWAY_CONNECT_TIMEOUT_S,
+        conn = await hostkeys.instance_connect(
+            instance_id=instance.pk, target=target, connect_timeout=settings.GATEWAY_CONNECT_TIMEOUT_S
         )
+    except hostkeys.HostKeyChanged as exc:
+        raise FilesRefused(str(exc), code="host_key_changed") from exc
     except (OSError, asyncssh.Error) as exc:
         raise FilesRefused(
             _("The instance's SSH server did not let the console in (%(error)s).") % {"error": exc}, code="unavailable"

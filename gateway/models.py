@@ -22,6 +22,8 @@ class GatewaySession(models.Model):
     class Outcome(models.TextChoices):
         CONNECTED = "connected", _("Connected")  # passed through to the instance
         REFUSED = "refused", _("Refused")  # signed in, but not let through (another's, released, stopped…)
+        # let through, but the instance's sshd showed another host key than the one pinned: not joined
+        HOST_KEY_CHANGED = "host_key_changed", _("Host key changed")
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="gateway_sessions"
@@ -49,3 +51,27 @@ class GatewaySession(models.Model):
     @property
     def duration(self) -> timedelta | None:
         return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+class InstanceHostKey(models.Model):
+    """The host key of an instance's sshd as the gateway (or the files API) first saw it: trust on first
+    use, one per instance. Every later onward connection must meet the same key, or it is refused (a
+    machine in the middle on the provider's network, or a disk swapped under the instance).
+
+    The providers keep the key with the instance's disk (the local runtime and Slurm in its directory),
+    so a stop and start meets the same key. Staff delete the row (admin) to trust a new one on purpose.
+    """
+
+    instance = models.OneToOneField(
+        "instances.Instance", primary_key=True, on_delete=models.CASCADE, related_name="gateway_host_key"
+    )
+    key = models.TextField(_("host key"))  # the OpenSSH public key line ("ssh-ed25519 AAAA…")
+    fingerprint = models.CharField(_("fingerprint"), max_length=64)  # SHA256:…, what a message shows
+    pinned_at = models.DateTimeField(_("pinned"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("instance host key")
+        verbose_name_plural = _("instance host keys")
+
+    def __str__(self) -> str:
+        return f"{self.instance_id}: {self.fingerprint}"

@@ -7,7 +7,9 @@ One ``GatewayConnection`` per client connection:
    key signs in, whatever the verdict, so that a refusal can be *said*: a shell or command prints it and
    exits 1, a forwarded port is refused with it.
 2. After sign-in the connection is logged (``gateway_session_open``) and, when allowed, the gateway
-   logs in to the instance's sshd with the instance's gateway key, once per connection, lazily.
+   logs in to the instance's sshd with the instance's gateway key, once per connection, lazily; the
+   sshd's host key must be the one pinned at first contact (``gateway.hostkeys``), or nothing is joined
+   and the log row says so.
 3. Each session (shell, command, subsystem such as sftp) opens the same on the instance, and the two
    are joined by asyncssh's redirection (data, EOF, window changes, signals, the exit status). Local
    port forwards (``-L``, ``direct-tcpip``; VS Code Remote-SSH uses them) open from the instance.
@@ -25,9 +27,9 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils.translation import gettext as _
 
-from gateway import keys, shell
+from gateway import hostkeys, keys, shell
 from gateway.selectors import Verdict, gateway_verdict
-from gateway.services import gateway_session_close, gateway_session_open
+from gateway.services import gateway_session_close, gateway_session_host_key_changed, gateway_session_open
 
 logger = logging.getLogger(__name__)
 # AES-GCM first, on both legs: OpenSSL does it in hardware, where asyncssh's ChaCha20-Poly1305 costs
@@ -133,12 +135,18 @@ class GatewayConnection(asyncssh.SSHServer):
         if self.verdict is not None:
             _spawn(self._log_close())
 
-    async def _log_close(self) -> None:
-        for _attempt in range(50):  # the open may still be on its way
+    async def _session(self) -> int | None:
+        """The log row's id, once the open has written it (it may still be on its way)."""
+        for _attempt in range(50):
             if self._session_id is not None:
-                await _db(gateway_session_close)(session_id=self._session_id)
-                return
+                return self._session_id
             await asyncio.sleep(0.1)
+        return None
+
+    async def _log_close(self) -> None:
+        session_id = await self._session()
+        if session_id is not None:
+            await _db(gateway_session_close)(session_id=session_id)
 
     # --- onward ----------------------------------------------------------------------------------------
 
@@ -150,21 +158,32 @@ class GatewayConnection(asyncssh.SSHServer):
 
     async def _connect_upstream(self) -> asyncssh.SSHClientConnection:
         assert self.verdict is not None and self.verdict.target is not None
-        target = self.verdict.target
-        return await asyncssh.connect(
-            target.host,
-            target.port,
-            username=target.user,
-            client_keys=[keys.instance_private_key(self.verdict.instance_id)],
-            # The instance's sshd is reached on the provider's network, at the address its provider just
-            # gave; its host key is made on the machine and the console is not told it.
-            known_hosts=None,
-            agent_path=None,
-            config=(),
-            connect_timeout=settings.GATEWAY_CONNECT_TIMEOUT_S,
-            keepalive_interval=30,
-            encryption_algs=CIPHERS,
-        )
+        try:
+            return await hostkeys.instance_connect(
+                instance_id=self.verdict.instance_id,
+                # The instance's sshd, at the address its provider gives: a Slurm job's node, a pod…
+                target=self.verdict.target,
+                connect_timeout=settings.GATEWAY_CONNECT_TIMEOUT_S,
+                keepalive_interval=30,
+                encryption_algs=CIPHERS,
+            )
+        except hostkeys.HostKeyChanged as exc:
+            logger.warning(
+                "gateway: user %s from %s to instance %s: host key changed (pinned %s, offered %s), refused",
+                self.verdict.user_id,
+                self.peer,
+                self.verdict.instance_id,
+                exc.pinned,
+                exc.offered,
+            )
+            # Written before the user is answered, so the log holds it by the time they read it.
+            await self._log_host_key_changed(str(exc))
+            raise
+
+    async def _log_host_key_changed(self, reason: str) -> None:
+        session_id = await self._session()
+        if session_id is not None:
+            await _db(gateway_session_host_key_changed)(session_id=session_id, reason=reason)
 
     def session_requested(self) -> asyncssh.SSHServerProcess:
         return PassThroughProcess(handle_process, None, 3, False)
@@ -190,7 +209,7 @@ class GatewayConnection(asyncssh.SSHServer):
         async def tunnel():
             try:
                 upstream = await self.upstream()
-            except (OSError, asyncssh.Error) as exc:
+            except (OSError, asyncssh.Error, hostkeys.HostKeyChanged) as exc:
                 raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, _unreachable(exc)) from exc
             return await self.conn.forward_tunneled_connection(upstream, dest_host, dest_port)
 
@@ -223,6 +242,8 @@ def _close_upstream(task: asyncio.Task) -> None:
 
 
 def _unreachable(exc: BaseException) -> str:
+    if isinstance(exc, hostkeys.HostKeyChanged):
+        return str(exc)
     if isinstance(exc, asyncssh.PermissionDenied):
         return _(
             "The gateway could not log in to the instance: it was launched before the gateway was enabled, "
@@ -244,7 +265,7 @@ async def handle_process(process: asyncssh.SSHServerProcess) -> None:
         return
     try:
         upstream = await gateway.upstream()
-    except (OSError, asyncssh.Error) as exc:
+    except (OSError, asyncssh.Error, hostkeys.HostKeyChanged) as exc:
         process.stderr.write((_unreachable(exc) + "\r\n").encode())
         process.exit(1)
         return

@@ -40,7 +40,10 @@ def entry_points_ask(*, backend: ProvisioningBackend, instance: Instance) -> dic
         # Asked while the instance boots: a broken backend must not stop it from running (and billing).
         logger.exception("entry points of %s raised; the reconciler asks again", instance.pk)
         return None
-    return {"web": list(offered.web), "ssh_port": offered.ssh_port, "ssh_user": offered.ssh_user}
+    saved = {"web": list(offered.web), "ssh_port": offered.ssh_port, "ssh_user": offered.ssh_user}
+    if offered.ssh_host:
+        saved["ssh_host"] = offered.ssh_host
+    return saved
 
 
 def running_changes(*, backend: ProvisioningBackend, instance: Instance) -> dict:

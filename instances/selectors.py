@@ -414,13 +414,17 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
     Read from what the worker saved when the machine booted (``instances.entry_points``): no provider is
     asked, whatever the number of instances shown.
 
-    ``host`` names the SSH host when ``INSTANCES_SSH_HOST`` is not set (the host the browser used; a
-    port on it is the web server's, not SSH's, and is dropped).
+    The SSH command names the machine's host when its provider says where its sshd is (a Slurm job's
+    node); else ``INSTANCES_SSH_HOST``, else ``host`` (the host the browser used; a port on it is the web
+    server's, not SSH's, and is dropped).
     """
     offered = entry_points_saved(instance)
     web = offered["web"]
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/"
-    ssh_host = getattr(settings, "INSTANCES_SSH_HOST", "") or split_domain_port(host)[0] or host
+    # The machine's own host when its provider names one (a Slurm node): the console's host has no such port.
+    ssh_host = (
+        offered.get("ssh_host") or getattr(settings, "INSTANCES_SSH_HOST", "") or split_domain_port(host)[0] or host
+    )
     ssh = None
     if offered["ssh_port"]:
         user = f"{offered['ssh_user']}@" if offered["ssh_user"] else ""

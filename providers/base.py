@@ -150,6 +150,9 @@ class EntryPoints:
     web: tuple[str, ...] = ()  # servers the console's proxy opens: "lab" (JupyterLab), "code" (VS Code)
     ssh_port: int | None = None
     ssh_user: str = ""
+    # Where that sshd is, when it is not on the console's host: a Slurm job's node, whose address the
+    # user's SSH command must name (the console's host has no such port). "": the console's host.
+    ssh_host: str = ""
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,7 @@ def test_a_separate_proxy_host_takes_everything_on_that_host_and_nothing_elsewhe
     assert _route(_scope({"Host": "apps.example:443"}, path="/i/abc/lab/")) == "proxy"
     assert _route(_scope({"Host": "apps.example"}, path="/accounts/login/")) == "proxy"  # a 404 there
     assert _route(_scope({"Host": "console.example"}, path="/i/abc/lab/")) == "django"
+    # Each instance's own host under that domain, and any other name there (a 404), are the proxy's too.
+    assert _route(_scope({"Host": "0123456789abcdef.apps.example:443"}, path="/i/abc/lab/")) == "proxy"
+    assert _route(_scope({"Host": "a.b.apps.example"}, path="/")) == "proxy"
+    assert _route(_scope({"Host": "apps.example.evil"}, path="/i/abc/lab/")) == "django"

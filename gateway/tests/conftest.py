@@ -9,6 +9,7 @@ import asyncio
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from instances.catalogue import catalogue_seed
 from instances.tests.conftest import (
     backends,
     fund,
+    on_slurm,  # noqa: F401 (a fixture: the Slurm backend on the test cluster)
     running,
+    slurm_cluster,  # noqa: F401 (a fixture: the test cluster, or a skip)
     this_host,  # noqa: F401 (a fixture: the local backend)
 )
 
@@ -161,3 +164,64 @@ def openssh(tool: str, person, port: int, *args: str, **kwargs) -> subprocess.Co
     ]
     port_flag = ["-P" if tool == "scp" else "-p", str(port)] if tool != "sftp" else ["-P", str(port)]
     return subprocess.run([tool, *options, *port_flag, *args], capture_output=True, timeout=60, **kwargs)
+
+
+def echo_once(port: int, host: str = "127.0.0.1") -> threading.Thread:
+    """A server on the instance's host that answers one line, as a user's service would."""
+    server = socket.create_server((host, port))
+
+    def serve():
+        with server:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"instance says: " + conn.makefile("rb").readline())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def through_tunnel(person, port: int, login: str, *, local_port: int, target: str, line: bytes) -> bytes:
+    """``ssh -N -L local_port:target`` through the gateway as ``person``; send ``line`` into the tunnel
+    and return the answer (waiting, boundedly, for the tunnel to listen)."""
+    tunnel = subprocess.Popen(
+        [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-i",
+            str(person.key_path),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ExitOnForwardFailure=yes",
+            "-N",
+            "-L",
+            f"127.0.0.1:{local_port}:{target}",
+            "-p",
+            str(port),
+            login,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", local_port), timeout=10) as sock:
+                    sock.sendall(line)
+                    return sock.makefile("rb").readline()
+            except (ConnectionRefusedError, ConnectionResetError):
+                assert tunnel.poll() is None, tunnel.stderr.read()
+                assert time.monotonic() < deadline, "the tunnel never listened"
+                time.sleep(0.2)
+    finally:
+        tunnel.terminate()
+        tunnel.wait(10)

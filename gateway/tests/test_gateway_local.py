@@ -4,34 +4,16 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import threading
-import time
 
 import pytest
 
 from gateway.models import GatewaySession
-from gateway.tests.conftest import free_port, openssh, person
+from gateway.tests.conftest import echo_once, free_port, openssh, person, through_tunnel
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_running
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
-
-
-def _echo_once(port: int) -> threading.Thread:
-    """A server on the instance's host that answers one line, as a user's service would."""
-    server = socket.create_server(("127.0.0.1", port))
-
-    def serve():
-        with server:
-            conn, _ = server.accept()
-            with conn:
-                conn.sendall(b"instance says: " + conn.makefile("rb").readline())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return thread
 
 
 def test_ssh_scp_and_port_forwarding_through_the_gateway_to_the_local_backends_sshd(
@@ -58,52 +40,13 @@ def test_ssh_scp_and_port_forwarding_through_the_gateway_to_the_local_backends_s
     assert down.returncode == 0, down.stderr
     assert back.read_bytes() == payload.read_bytes()
 
-    service_port, local_port = free_port(), free_port()
-    served = _echo_once(service_port)
-    tunnel = subprocess.Popen(
-        [
-            "ssh",
-            "-F",
-            "/dev/null",
-            "-i",
-            str(owner.key_path),
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ExitOnForwardFailure=yes",
-            "-N",
-            "-L",
-            f"127.0.0.1:{local_port}:127.0.0.1:{service_port}",
-            "-p",
-            str(gateway),
-            login,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    service_port = free_port()
+    served = echo_once(service_port)
+    answer = through_tunnel(
+        owner, gateway, login, local_port=free_port(), target=f"127.0.0.1:{service_port}", line=b"hello\n"
     )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", local_port), timeout=10) as sock:
-                    sock.sendall(b"hello\n")
-                    answer = sock.makefile("rb").readline()
-                    break
-            except (ConnectionRefusedError, ConnectionResetError):
-                assert tunnel.poll() is None, tunnel.stderr.read()
-                assert time.monotonic() < deadline, "the tunnel never listened"
-                time.sleep(0.2)
-        assert answer == b"instance says: hello\n"
-        served.join(10)
-    finally:
-        tunnel.terminate()
-        tunnel.wait(10)
+    assert answer == b"instance says: hello\n"
+    served.join(10)
 
     assert GatewaySession.objects.filter(user=alice, instance=instance, outcome="connected").count() >= 4
 

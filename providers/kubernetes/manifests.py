@@ -68,9 +68,11 @@ fi
 if want ssh; then
   sshd_bin="$(command -v sshd || echo /usr/sbin/sshd)"
   if [ -x "$sshd_bin" ]; then
-    mkdir -p /tmp/console-ssh /run/sshd 2>/dev/null
-    [ -f /tmp/console-ssh/host_key ] || ssh-keygen -q -t ed25519 -N '' -f /tmp/console-ssh/host_key
-    "$sshd_bin" -D -e -p 2222 -h /tmp/console-ssh/host_key \
+    # The host key lives on the instance's disk: a new pod (a stop and start) shows the key the console's
+    # gateway pinned at its first connection, which refuses any other.
+    mkdir -p "$home/.console-ssh" /run/sshd 2>/dev/null
+    [ -f "$home/.console-ssh/host_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$home/.console-ssh/host_key"
+    "$sshd_bin" -D -e -p 2222 -h "$home/.console-ssh/host_key" \
       -o AuthorizedKeysFile=/etc/console/authorized_keys -o PasswordAuthentication=no \
       -o KbdInteractiveAuthentication=no -o StrictModes=no &
     pids="$pids $!"

@@ -853,6 +853,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             web=tuple(s for s in ("lab", "code", "app", "webui") if s in ports),
             ssh_port=ports.get("ssh"),
             ssh_user=head.get("login_user", "") if "ssh" in ports else "",
+            # The node the job runs on (its address, as the job reported it): direct SSH goes there.
+            ssh_host=(head.get("host") or "") if "ssh" in ports else "",
         )
 
     def port_target(self, *, key: str, port: int):
