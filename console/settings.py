@@ -533,8 +533,9 @@ TEMPLATES[0]["OPTIONS"]["context_processors"].append("instances.context_processo
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("notifications.context_processors.unread")
 
 # --- Notifications (notifications/): the inbox, e-mail in the user's language, signed webhooks ------
-# A dotted path ``f(*, user, kind) -> iterable of users``: who hears about ``user``'s account (a team's
-# owners and admins, say). None: the user itself.
+# A dotted path ``f(*, user, kind, actor=None) -> iterable of users``: who hears about ``user``'s
+# account (a team's owners and admins, and ``actor``, the member who launched the machine the news is
+# about). None: the user itself.
 NOTIFICATIONS_RECIPIENTS_HOOK: str | None = "teams.notifications.team_notification_recipients"
 # Webhooks to private, loopback, link-local or reserved addresses (SSRF): refused unless this is on.
 NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE = env_bool("NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)

@@ -69,13 +69,14 @@ def language_of(user) -> str:
     return getattr(user, "language", "") or settings.LANGUAGE_CODE
 
 
-def recipients_for(*, user, kind: str) -> list:
+def recipients_for(*, user, kind: str, actor=None) -> list:
     """Who hears about ``user``'s account: ``NOTIFICATIONS_RECIPIENTS_HOOK`` may expand it (a team's
-    owners and admins); without one, the user itself."""
+    owners and admins, and ``actor``, the person who launched the thing the news is about, while they
+    may still see it); without one, the user itself. Each person once, in the hook's order."""
     hook = getattr(settings, "NOTIFICATIONS_RECIPIENTS_HOOK", None)
     if not hook:
         return [user]
-    people = {person.pk: person for person in import_string(hook)(user=user, kind=kind)}
+    people = {person.pk: person for person in import_string(hook)(user=user, kind=kind, actor=actor)}
     return list(people.values())
 
 
@@ -86,11 +87,15 @@ def notify(
     render: Callable[[], Message],
     link: str = "",
     data: dict | None = None,
+    actor=None,
 ) -> list[Notification]:
     """Tell ``user`` (and whoever the recipients hook adds) about ``kind``: an inbox line each, and
     the e-mail and webhooks their preferences ask for. ``data`` (JSON, language-free: ids, amounts in
-    fen) goes into the webhook's payload beside the rendered text. Returns the inbox rows."""
-    people = recipients_for(user=user, kind=kind)
+    fen) goes into the webhook's payload beside the rendered text. ``actor`` is the person who
+    launched what the news is about (``Instance.created_by``): in a team's account it is a member who
+    hears about their own machine beside the owners and admins; the hook decides whether they still
+    may. Returns the inbox rows."""
+    people = recipients_for(user=user, kind=kind, actor=actor)
     if not people:
         return []
     channels = channels_for(user_ids=[p.pk for p in people], kind=kind)
