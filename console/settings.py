@@ -548,9 +548,16 @@ NOTIFICATIONS_WEBHOOK_BACKOFF_S = 30  # 30 s, 1 min, 2 min… between attempts, 
 NOTIFICATIONS_WEBHOOKS_PER_USER = 5
 NOTIFICATIONS_KEEP_DAYS = 180  # inbox lines older than this are pruned (read or not), once a day
 NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS = 30  # finished deliveries and their attempts
+NOTIFICATIONS_EMAIL_MAX_ATTEMPTS = 8  # e-mails refused or unsent, on the same backoff; then marked failed
+# A pending e-mail or webhook delivery due longer ago than this lost its task: the sweep enqueues it again.
+NOTIFICATIONS_SWEEP_AFTER_S = 300
 CELERY_BEAT_SCHEDULE["notifications-prune"] = {
     "task": "notifications.tasks.notifications_prune_task",
     "schedule": 86400.0,
+}
+CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
+    "task": "notifications.tasks.notifications_sweep_task",
+    "schedule": 120.0,
 }
 
 # --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
