@@ -64,6 +64,31 @@ def test_a_task_enqueued_in_a_request_logs_with_the_request_s_id():
     assert TASK_ID.get() == ""
 
 
+def test_the_next_task_in_the_worker_does_not_inherit_the_last_one_s_request_id():
+    carried = SimpleNamespace(request=SimpleNamespace(request_id="req-42"))
+    _enter_task(task_id="task-1", task=carried)
+    _leave_task()
+    _enter_task(task_id="task-2", task=SimpleNamespace(request=SimpleNamespace()))  # from beat: no request
+    try:
+        line = _line("swept")
+    finally:
+        _leave_task()
+    assert line["task_id"] == "task-2" and "request_id" not in line
+    assert (REQUEST_ID.get(), TASK_ID.get()) == ("", "")
+
+
+def test_an_eager_task_inside_a_request_keeps_the_request_s_id_and_gives_it_back():
+    token = REQUEST_ID.set("req-7")
+    try:
+        _enter_task(task_id="task-3", task=SimpleNamespace(request=SimpleNamespace()))
+        line = _line("eager")
+        _leave_task()
+        assert (line["request_id"], line["task_id"]) == ("req-7", "task-3")
+        assert (REQUEST_ID.get(), TASK_ID.get()) == ("req-7", "")
+    finally:
+        REQUEST_ID.reset(token)
+
+
 def test_outside_a_request_nothing_is_added_to_a_task():
     headers: dict = {}
     _carry_request_id(headers=headers)

@@ -68,6 +68,7 @@ def test_it_carries_requests_tasks_and_the_business_gauges(alice, settings):
     _count_task("failure", type("T", (), {"name": "metrics.tasks.metrics_collect_task"}))
     client = Client(REMOTE_ADDR="127.0.0.1")
     client.get("/healthz")
+    client.get("/no-such-page/")
     samples = _scrape(client)
 
     assert samples[("console_instances", (("region", "cn-north-1"), ("state", "running")))] == 1
@@ -81,4 +82,5 @@ def test_it_carries_requests_tasks_and_the_business_gauges(alice, settings):
     task = (("outcome", "failure"), ("task", "metrics.tasks.metrics_collect_task"))
     assert samples[("console_celery_tasks_total", task)] == 1
     assert samples[("console_http_requests_total", (("method", "GET"), ("status", "2xx")))] >= 1
+    assert samples[("console_http_requests_total", (("method", "GET"), ("status", "4xx")))] >= 1  # the errors
     assert any(name == "console_http_request_duration_seconds_count" for name, _labels in samples)
