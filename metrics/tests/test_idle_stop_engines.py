@@ -31,6 +31,13 @@ from providers.tests.slurm_fake import FakeSlurm
 
 S = Instance.Status
 RECORDINGS = Path(__file__).parent / "recordings"
+# An nvidia-smi that answers each of the two queries with its recording.
+NVIDIA_SMI_SCRIPT = """#!/bin/sh
+case "$1" in
+  --query-compute-apps=*) cat {recordings}/nvidia-smi-apps-8xH200.csv ;;
+  *) cat {recordings}/nvidia-smi-sample-8xH200.csv ;;
+esac
+"""
 IDLE_MINUTES = 5  # the shortest rule: the stop comes after 5 idle minutes
 WINDOW = timedelta(minutes=7)  # the samples collected before the check
 
@@ -123,7 +130,7 @@ class LocalCardsReportNoUse(SimulatedReportsNoUse):
 def recorded_nvidia_smi(tmp_path) -> str:
     """An ``nvidia-smi`` that prints the recording of an 8-card H200 host (cards 0, 1 idle; 2, 3 busy)."""
     smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\ncat {RECORDINGS / 'nvidia-smi-sample-8xH200.csv'}\n")
+    smi.write_text(NVIDIA_SMI_SCRIPT.format(recordings=RECORDINGS))
     smi.chmod(0o755)
     return str(smi)
 
