@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from instances.models import Instance
-from metrics.models import EPOCH, CardRollup, CardSample, floor_to
+from metrics.models import EPOCH, CardProcesses, CardRollup, CardSample, floor_to
 from providers import BackendError, get_backend
 
 logger = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ def metrics_collect(*, now: datetime | None = None) -> int:
     for instance_id, alias, state in running.iterator(chunk_size=2000):
         machines[alias].append((str(instance_id), state or {}))
     rows: list[CardSample] = []
+    processes: list[CardProcesses] = []
     for alias, batch in sorted(machines.items()):
         try:
             backend = get_backend(alias)
@@ -67,7 +68,26 @@ def metrics_collect(*, now: datetime | None = None) -> int:
                 )
                 for sample in cards
             )
+            processes.extend(
+                CardProcesses(
+                    instance_id=key,
+                    card=sample.card,
+                    at=at,
+                    processes=[
+                        {"pid": p.pid, "name": p.name, "memory_used_mib": p.memory_used_mib} for p in sample.processes
+                    ],
+                )
+                for sample in cards
+                if sample.processes
+            )
     CardSample.objects.bulk_create(rows, ignore_conflicts=True, batch_size=5000)
+    CardProcesses.objects.bulk_create(
+        processes,
+        update_conflicts=True,
+        unique_fields=["instance_id", "card"],
+        update_fields=["at", "processes"],
+        batch_size=5000,
+    )
     return len(rows)
 
 
@@ -117,6 +137,7 @@ def metrics_prune(*, now: datetime | None = None) -> tuple[int, int]:
     raw_keep = max(settings.METRICS_RAW_RETENTION_S, settings.METRICS_ROLLUP_LOOKBACK_S + settings.METRICS_ROLLUP_S)
     with transaction.atomic():
         raw, _ = CardSample.objects.filter(at__lt=now - timedelta(seconds=raw_keep)).delete()
+        CardProcesses.objects.filter(at__lt=now - timedelta(seconds=raw_keep)).delete()
         rollups, _ = CardRollup.objects.filter(
             at__lt=now - timedelta(days=settings.METRICS_ROLLUP_RETENTION_DAYS)
         ).delete()
