@@ -7,6 +7,7 @@ and upserted, so a repeat writes the same figures; pruning deletes by age.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -81,14 +82,23 @@ def metrics_collect(*, now: datetime | None = None) -> int:
                 if sample.processes
             )
     CardSample.objects.bulk_create(rows, ignore_conflicts=True, batch_size=5000)
-    CardProcesses.objects.bulk_create(
-        processes,
-        update_conflicts=True,
-        unique_fields=["instance_id", "card"],
-        update_fields=["at", "processes"],
-        batch_size=5000,
-    )
+    if processes:
+        _processes_keep_newest(processes)
     return len(rows)
+
+
+_PROCESSES_SQL = """
+INSERT INTO metrics_cardprocesses (instance_id, card, at, processes) VALUES (%s, %s, %s, %s)
+ON CONFLICT (instance_id, card) DO UPDATE SET at = EXCLUDED.at, processes = EXCLUDED.processes
+WHERE metrics_cardprocesses.at < EXCLUDED.at
+"""
+
+
+def _processes_keep_newest(rows: list[CardProcesses]) -> None:
+    """Upsert each card's processes unless a newer tick's are stored: a collection that runs late (or
+    a backfill, newest first) never puts an older list over a newer one."""
+    with connection.cursor() as cursor:
+        cursor.executemany(_PROCESSES_SQL, [(str(r.instance_id), r.card, r.at, json.dumps(r.processes)) for r in rows])
 
 
 def _clamp(value: int | None, low: int, high: int) -> int | None:

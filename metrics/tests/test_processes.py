@@ -32,6 +32,10 @@ def test_stale_processes_are_not_shown_and_old_ones_are_pruned(rich_alice, setti
     metrics_collect(now=old)
     assert instance_processes(instance_id=instance.pk) == []  # listed 8 hours ago: none now
     assert instance_processes(instance_id=instance.pk, now=old) != []
+    metrics_collect()  # now
+    metrics_collect(now=old + timedelta(minutes=1))  # a late collection does not put older ones back
+    assert instance_processes(instance_id=instance.pk) != []
+    CardProcesses.objects.update(at=old)
     metrics_prune()
     assert not CardProcesses.objects.exists()
 
