@@ -20,7 +20,7 @@ S = Instance.Status
 def deployment_transition_notify(*, instance: Instance, src: str, dst: str) -> None:
     if src == dst or dst not in (S.RUNNING, S.FAILED):
         return
-    deployment = Deployment.objects.select_related("app").filter(instance_id=instance.pk).first()
+    deployment = Deployment.objects.select_related("app", "created_by").filter(instance_id=instance.pk).first()
     if deployment is None:
         return
     values = {"app": deployment.app.name, "name": instance.name}
@@ -48,4 +48,5 @@ def deployment_transition_notify(*, instance: Instance, src: str, dst: str) -> N
         render=render,
         link=f"/apps/deployments/{deployment.pk}/",
         data={"deployment_id": str(deployment.pk), "instance_id": str(instance.pk), "app": deployment.app.slug},
+        actor=deployment.created_by,
     )

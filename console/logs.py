@@ -50,17 +50,31 @@ def _carry_request_id(headers=None, **kwargs) -> None:
         headers.setdefault("request_id", request_id)
 
 
+# What each running task changed, to put back when it ends: a worker runs many tasks one after the
+# other in one context, and a task that carried no request id must not log the previous task's.
+_ENTERED: ContextVar[tuple] = ContextVar("entered_tasks", default=())
+
+
 @task_prerun.connect
 def _enter_task(task_id=None, task=None, **kwargs) -> None:
     carried = getattr(getattr(task, "request", None), "request_id", None) if task is not None else None
-    if carried:  # in eager mode the request's own id is still set: keep it
-        REQUEST_ID.set(str(carried))
-    TASK_ID.set(task_id or "")
+    # In eager mode the request's own id is still set: kept when nothing was carried.
+    request_token = REQUEST_ID.set(str(carried)) if carried else None
+    task_token = TASK_ID.set(task_id or "")
+    _ENTERED.set((*_ENTERED.get(), (request_token, task_token)))
 
 
 @task_postrun.connect
 def _leave_task(**kwargs) -> None:
-    TASK_ID.set("")
+    entered = _ENTERED.get()
+    if not entered:
+        TASK_ID.set("")
+        return
+    *rest, (request_token, task_token) = entered
+    _ENTERED.set(tuple(rest))
+    TASK_ID.reset(task_token)
+    if request_token is not None:
+        REQUEST_ID.reset(request_token)
 
 
 class ContextFilter(logging.Filter):

@@ -13,7 +13,8 @@ What it carries (prometheus-client's text format):
   cache (Celery signals, below), so any web process reports them all;
 - business gauges read from the database at scrape time: instances by state and region, cards free
   and used per GPU model, real GPU utilisation per model (the last 5 minutes of samples), settlement
-  lag and unsettled meters, quota requests waiting and the age of the oldest.
+  lag and unsettled meters, quota requests waiting and the age of the oldest, e-mails and webhook
+  deliveries not sent yet and the age of the oldest.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from celery.signals import task_failure, task_retry, task_success
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Sum
+from django.db.models import Count, Min, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
@@ -37,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from instances.models import Instance, Node, QuotaRequest
+from notifications.models import EmailDelivery, WebhookDelivery
 
 REQUESTS = Counter("console_http_requests", "HTTP requests answered, by method and status class.", ["method", "status"])
 LATENCY = Histogram(
@@ -150,6 +152,23 @@ class ConsoleCollector(Collector):
             "Age of the oldest quota request waiting.",
             value=(now - first).total_seconds() if first else 0.0,
         )
+
+        # Mail and webhooks not out yet: a growing count, or an old one, is a mail server or a receiver
+        # that refuses, or tasks that are lost faster than the sweep finds them.
+        outbox = GaugeMetricFamily(
+            "console_notifications_pending", "E-mails and webhook deliveries not sent yet.", labels=["channel"]
+        )
+        oldest = GaugeMetricFamily(
+            "console_notifications_pending_oldest_age_seconds",
+            "Age of the oldest e-mail or webhook delivery not sent yet.",
+            labels=["channel"],
+        )
+        for channel, model in (("email", EmailDelivery), ("webhook", WebhookDelivery)):
+            pending = model.objects.filter(status="pending").aggregate(n=Count("pk"), first=Min("created_at"))
+            outbox.add_metric([channel], pending["n"])
+            oldest.add_metric([channel], (now - pending["first"]).total_seconds() if pending["first"] else 0.0)
+        yield outbox
+        yield oldest
 
         tasks = CounterMetricFamily("console_celery_tasks", "Celery tasks run, by outcome.", labels=["task", "outcome"])
         names = sorted(name for name in current_app.tasks if not name.startswith("celery."))

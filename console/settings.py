@@ -537,8 +537,9 @@ TEMPLATES[0]["OPTIONS"]["context_processors"].append("instances.context_processo
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("notifications.context_processors.unread")
 
 # --- Notifications (notifications/): the inbox, e-mail in the user's language, signed webhooks ------
-# A dotted path ``f(*, user, kind) -> iterable of users``: who hears about ``user``'s account (a team's
-# owners and admins, say). None: the user itself.
+# A dotted path ``f(*, user, kind, actor=None) -> iterable of users``: who hears about ``user``'s
+# account (a team's owners and admins, and ``actor``, the member who launched the machine the news is
+# about). None: the user itself.
 NOTIFICATIONS_RECIPIENTS_HOOK: str | None = "teams.notifications.team_notification_recipients"
 # Webhooks to private, loopback, link-local or reserved addresses (SSRF): refused unless this is on.
 NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE = env_bool("NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
@@ -551,9 +552,16 @@ NOTIFICATIONS_WEBHOOK_BACKOFF_S = 30  # 30 s, 1 min, 2 min… between attempts, 
 NOTIFICATIONS_WEBHOOKS_PER_USER = 5
 NOTIFICATIONS_KEEP_DAYS = 180  # inbox lines older than this are pruned (read or not), once a day
 NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS = 30  # finished deliveries and their attempts
+NOTIFICATIONS_EMAIL_MAX_ATTEMPTS = 8  # e-mails refused or unsent, on the same backoff; then marked failed
+# A pending e-mail or webhook delivery due longer ago than this lost its task: the sweep enqueues it again.
+NOTIFICATIONS_SWEEP_AFTER_S = 300
 CELERY_BEAT_SCHEDULE["notifications-prune"] = {
     "task": "notifications.tasks.notifications_prune_task",
     "schedule": 86400.0,
+}
+CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
+    "task": "notifications.tasks.notifications_sweep_task",
+    "schedule": 120.0,
 }
 
 # --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------

@@ -46,13 +46,14 @@ def grace_s() -> int:
 
 def _tell(instance: Instance, *, kind: str, render) -> None:
     """The owner's inbox, e-mail and webhook (``notifications.notify``, in the owner's language) and a
-    notice on their open pages."""
+    notice on their open pages; in a team, its owners and admins and the member who launched it."""
     notify(
         user=instance.owner,
         kind=kind,
         render=render,
         link=f"/instances/{instance.pk}/",
         data={"instance_id": str(instance.pk), "instance_name": instance.name},
+        actor=instance.created_by,
     )
 
 
@@ -61,7 +62,9 @@ def instance_preemption_begin(*, instance_id) -> bool:
 
     True when the checkpoint command was started at the provider. Only while PREEMPTING.
     """
-    instance = Instance.objects.select_related("owner").filter(pk=instance_id, status=S.PREEMPTING).first()
+    instance = (
+        Instance.objects.select_related("owner", "created_by").filter(pk=instance_id, status=S.PREEMPTING).first()
+    )
     if instance is None:
         return False
     started = False
@@ -168,7 +171,9 @@ def instances_requeue() -> int:
     """
     started = 0
     refused: dict[tuple[int, int], int] = {}  # (region, model) -> smallest card count that did not fit
-    waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner").filter(status=S.PREEMPTED)
+    waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner", "created_by").filter(
+        status=S.PREEMPTED
+    )
     held = _held_by_engines() if waiting.exists() else {}
     for instance in waiting.order_by("status_changed_at", "pk"):
         if instance.backend_alias in held and (

@@ -1518,7 +1518,9 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
         Instance.objects.filter(pk=instance.pk).update(auto_stop_at=None)
         stopped += 1
     candidates = list(
-        Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_idle_minutes__isnull=False)
+        Instance.objects.select_related("owner", "created_by").filter(
+            status=S.RUNNING, auto_stop_idle_minutes__isnull=False
+        )
     )
     from_samples = (
         gpu_metrics_hooks().gpu_idle_seconds(running_since={i.pk: i.running_since for i in candidates}, now=now)
@@ -1565,6 +1567,7 @@ def _idle_stopped_notify(*, instance: Instance) -> None:
         ),
         link=f"/instances/{instance.pk}/",
         data={"instance_id": str(instance.pk), "instance_name": instance.name, "idle_minutes": values["m"]},
+        actor=instance.created_by,
     )
 
 
@@ -1595,6 +1598,7 @@ def _auto_stop_warn(*, instance: Instance, seconds_left: int, now: datetime) -> 
         ),
         link=f"/instances/{instance.pk}/",
         data={"instance_id": str(instance.pk), "instance_name": instance.name, "minutes_left": minutes},
+        actor=instance.created_by,
     )
     transaction.on_commit(lambda: instance_notify(instance))
 

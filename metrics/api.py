@@ -26,6 +26,13 @@ class CardSeriesSerializer(serializers.Serializer):
     temperature_c = serializers.ListField(child=serializers.IntegerField(allow_null=True))
 
 
+class CardProcessSerializer(serializers.Serializer):
+    card = serializers.IntegerField(help_text="The card's position in the instance, from 0.")
+    pid = serializers.IntegerField(help_text="As the driver sees it (the host's or the container's PID namespace).")
+    name = serializers.CharField(help_text="The program; empty where the driver cannot name it.")
+    memory_used_mib = serializers.IntegerField(allow_null=True)
+
+
 class SeriesSerializer(serializers.Serializer):
     range = serializers.ChoiceField(choices=selectors.RANGE_CHOICES)
     step_s = serializers.IntegerField(help_text="Seconds per point.")
@@ -38,6 +45,7 @@ class SeriesSerializer(serializers.Serializer):
         child=serializers.IntegerField(), help_text="Each point's start, in UNIX seconds; every series aligns to it."
     )
     cards = CardSeriesSerializer(many=True)
+    processes = CardProcessSerializer(many=True, help_text="The processes on the cards now (empty when not listed).")
 
 
 class InstanceMetricsView(APIView):

@@ -74,6 +74,25 @@ class CardRollup(models.Model):
         return f"{self.instance_id} card {self.card} from {self.at:%Y-%m-%d %H:%M}"
 
 
+class CardProcesses(models.Model):
+    """The processes on one card of one instance at the latest tick that listed any ("who is using this
+    card?", beside the charts). One row per card, overwritten each tick: processes are a present-tense
+    fact, not a series worth keeping, so they cost nothing per sample; pruned with the raw samples.
+    Shown only while fresh (``METRICS_IDLE_STALE_S``): an older row means none are listed now."""
+
+    pk = models.CompositePrimaryKey("instance_id", "card")
+    instance_id = models.UUIDField()
+    card = models.SmallIntegerField()
+    at = models.DateTimeField()
+    processes = models.JSONField()  # [{"pid": 48211, "name": "python3", "memory_used_mib": 130880}, …]
+
+    class Meta:
+        verbose_name = "GPU processes"
+
+    def __str__(self) -> str:
+        return f"{self.instance_id} card {self.card}: {len(self.processes)} processes"
+
+
 class IdleDay(models.Model):
     """How long an instance's cards sat idle on one day (``TIME_ZONE``), counting only idle stretches of
     at least ``METRICS_IDLE_WASTE_MIN_MINUTES``: the statement's idle-waste line sums these. Kept

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from instances.models import Instance
-from metrics.models import EPOCH, IdleDay, floor_to
+from metrics.models import EPOCH, CardProcesses, IdleDay, floor_to
 
 # The chart ranges: key -> (seconds shown, seconds per point). About 60-360 points per chart.
 RANGES: dict[str, tuple[int, int]] = {
@@ -118,7 +118,21 @@ def instance_series(*, instance_id: uuid.UUID | str, range_key: str, now: dateti
         "end": end,
         "t": axis,
         "cards": [cards[card] for card in sorted(cards)],
+        "processes": instance_processes(instance_id=instance_id, now=now),
     }
+
+
+def instance_processes(*, instance_id: uuid.UUID | str, now: datetime | None = None) -> list[dict]:
+    """The processes on the instance's cards now (card order, then pid): those of the last tick that
+    listed any, if recent; none when the provider lists none (DCGM, simulated-only hosts) or went silent."""
+    now = now or timezone.now()
+    fresh = now - timedelta(seconds=settings.METRICS_IDLE_STALE_S)
+    rows = CardProcesses.objects.filter(instance_id=instance_id, at__gte=fresh).order_by("card")
+    return [
+        {"card": row.card, **process}
+        for row in rows
+        for process in sorted(row.processes, key=lambda p: p.get("pid") or 0)
+    ]
 
 
 @dataclass(frozen=True)

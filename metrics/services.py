@@ -7,6 +7,7 @@ and upserted, so a repeat writes the same figures; pruning deletes by age.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from instances.models import Instance
-from metrics.models import EPOCH, CardRollup, CardSample, floor_to
+from metrics.models import EPOCH, CardProcesses, CardRollup, CardSample, floor_to
 from providers import BackendError, get_backend
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ def metrics_collect(*, now: datetime | None = None) -> int:
     for instance_id, alias, state in running.iterator(chunk_size=2000):
         machines[alias].append((str(instance_id), state or {}))
     rows: list[CardSample] = []
+    processes: list[CardProcesses] = []
     for alias, batch in sorted(machines.items()):
         try:
             backend = get_backend(alias)
@@ -67,8 +69,36 @@ def metrics_collect(*, now: datetime | None = None) -> int:
                 )
                 for sample in cards
             )
+            processes.extend(
+                CardProcesses(
+                    instance_id=key,
+                    card=sample.card,
+                    at=at,
+                    processes=[
+                        {"pid": p.pid, "name": p.name, "memory_used_mib": p.memory_used_mib} for p in sample.processes
+                    ],
+                )
+                for sample in cards
+                if sample.processes
+            )
     CardSample.objects.bulk_create(rows, ignore_conflicts=True, batch_size=5000)
+    if processes:
+        _processes_keep_newest(processes)
     return len(rows)
+
+
+_PROCESSES_SQL = """
+INSERT INTO metrics_cardprocesses (instance_id, card, at, processes) VALUES (%s, %s, %s, %s)
+ON CONFLICT (instance_id, card) DO UPDATE SET at = EXCLUDED.at, processes = EXCLUDED.processes
+WHERE metrics_cardprocesses.at < EXCLUDED.at
+"""
+
+
+def _processes_keep_newest(rows: list[CardProcesses]) -> None:
+    """Upsert each card's processes unless a newer tick's are stored: a collection that runs late (or
+    a backfill, newest first) never puts an older list over a newer one."""
+    with connection.cursor() as cursor:
+        cursor.executemany(_PROCESSES_SQL, [(str(r.instance_id), r.card, r.at, json.dumps(r.processes)) for r in rows])
 
 
 def _clamp(value: int | None, low: int, high: int) -> int | None:
@@ -117,6 +147,7 @@ def metrics_prune(*, now: datetime | None = None) -> tuple[int, int]:
     raw_keep = max(settings.METRICS_RAW_RETENTION_S, settings.METRICS_ROLLUP_LOOKBACK_S + settings.METRICS_ROLLUP_S)
     with transaction.atomic():
         raw, _ = CardSample.objects.filter(at__lt=now - timedelta(seconds=raw_keep)).delete()
+        CardProcesses.objects.filter(at__lt=now - timedelta(seconds=raw_keep)).delete()
         rollups, _ = CardRollup.objects.filter(
             at__lt=now - timedelta(days=settings.METRICS_ROLLUP_RETENTION_DAYS)
         ).delete()

@@ -109,7 +109,9 @@ class WebhookEndpoint(models.Model):
 class WebhookDelivery(models.Model):
     """One event for one endpoint, delivered by ``notifications.tasks.webhook_deliver_task`` (retried
     with backoff). ``payload`` is the exact body signed and sent on every attempt; ``event_id`` is in
-    it, so a receiver can drop repeats."""
+    it, so a receiver can drop repeats. ``next_attempt_at`` is when the next attempt is due (while one
+    runs: when it is presumed lost); a pending delivery long past it lost its task, and the periodic
+    sweep (``notifications_sweep``) enqueues it again."""
 
     class Status(models.TextChoices):
         PENDING = "pending", _("Pending")  # not sent yet, or a retry is due
@@ -127,12 +129,14 @@ class WebhookDelivery(models.Model):
     error = models.CharField(max_length=500, blank=True)  # the last attempt's error
     duration_ms = models.PositiveIntegerField(null=True, blank=True)  # the last attempt's
     created_at = models.DateTimeField(default=timezone.now)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = _("webhook delivery")
         verbose_name_plural = _("webhook deliveries")
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="notif_webhook_due")]
 
     def __str__(self) -> str:
         return f"{self.kind} → {self.endpoint_id} ({self.status})"
@@ -154,3 +158,36 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} #{self.number}: {self.status_code or self.error}"
+
+
+class EmailDelivery(models.Model):
+    """One notification's e-mail: an outbox row written with the inbox line in the caller's
+    transaction, sent by ``notifications.tasks.email_send_task`` once that commits. A mail server that
+    refuses or is down delays the mail (retried with backoff, each attempt counted here) instead of
+    losing it, and a row whose task was lost (a worker killed, a broker restarted) is enqueued again by
+    the periodic sweep (``notifications_sweep``). The text is final, in the recipient's language."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")  # not sent yet, or a retry is due
+        SENT = "sent", _("Sent")  # the mail server accepted it
+        FAILED = "failed", _("Failed")  # every attempt failed
+
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="emails")
+    address = models.EmailField(max_length=254)
+    subject = models.CharField(max_length=500)
+    body = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.CharField(max_length=500, blank=True)  # the last attempt's error
+    created_at = models.DateTimeField(default=timezone.now)
+    next_attempt_at = models.DateTimeField(default=timezone.now)  # as ``WebhookDelivery.next_attempt_at``
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("notification e-mail")
+        verbose_name_plural = _("notification e-mails")
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="notif_email_due")]
+
+    def __str__(self) -> str:
+        return f"{self.address}: {self.subject} ({self.status})"

@@ -14,8 +14,10 @@ renders a message does it in the recipient's language: ``render`` is called insi
         data={"instance_id": str(instance.pk)},
     )
 
-The inbox row is written in the caller's transaction (it rolls back with it); the e-mail, the
-webhook deliveries' tasks and the live count on open pages go once it commits.
+The inbox row is written in the caller's transaction (it rolls back with it), and so are the rows
+of its e-mails and webhook deliveries (an outbox); their tasks and the live count on open pages go
+once it commits. Each e-mail and delivery is retried with backoff until it succeeds or its attempts
+run out, and ``notifications_sweep`` (beat) enqueues again any whose task was lost.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from core.live import notify_user
-from core.tasks import enqueue_on_commit
+from core.tasks import enqueue_on_commit, error_text
 from notifications import webhooks
 from notifications.models import (
+    EmailDelivery,
     Notification,
     NotificationPreference,
     WebhookAttempt,
@@ -52,6 +55,13 @@ from notifications.selectors import channels_for
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "notifications.tasks.webhook_deliver_task"
+EMAIL_TASK = "notifications.tasks.email_send_task"
+# How long an attempt that started may take before the sweep presumes its worker gone: longer than a
+# webhook's timeouts or an SMTP conversation.
+ATTEMPT_LEASE_S = 120
+# A task may run this much before its row's due time (clocks of workers differ by a little) and
+# still attempt; earlier, it is a duplicate of one the sweep or a retry enqueued, and does nothing.
+EARLY_S = 5
 TEST_KIND = "test"
 
 
@@ -69,13 +79,14 @@ def language_of(user) -> str:
     return getattr(user, "language", "") or settings.LANGUAGE_CODE
 
 
-def recipients_for(*, user, kind: str) -> list:
+def recipients_for(*, user, kind: str, actor=None) -> list:
     """Who hears about ``user``'s account: ``NOTIFICATIONS_RECIPIENTS_HOOK`` may expand it (a team's
-    owners and admins); without one, the user itself."""
+    owners and admins, and ``actor``, the person who launched the thing the news is about, while they
+    may still see it); without one, the user itself. Each person once, in the hook's order."""
     hook = getattr(settings, "NOTIFICATIONS_RECIPIENTS_HOOK", None)
     if not hook:
         return [user]
-    people = {person.pk: person for person in import_string(hook)(user=user, kind=kind)}
+    people = {person.pk: person for person in import_string(hook)(user=user, kind=kind, actor=actor)}
     return list(people.values())
 
 
@@ -86,11 +97,15 @@ def notify(
     render: Callable[[], Message],
     link: str = "",
     data: dict | None = None,
+    actor=None,
 ) -> list[Notification]:
     """Tell ``user`` (and whoever the recipients hook adds) about ``kind``: an inbox line each, and
     the e-mail and webhooks their preferences ask for. ``data`` (JSON, language-free: ids, amounts in
-    fen) goes into the webhook's payload beside the rendered text. Returns the inbox rows."""
-    people = recipients_for(user=user, kind=kind)
+    fen) goes into the webhook's payload beside the rendered text. ``actor`` is the person who
+    launched what the news is about (``Instance.created_by``): in a team's account it is a member who
+    hears about their own machine beside the owners and admins; the hook decides whether they still
+    may. Returns the inbox rows."""
+    people = recipients_for(user=user, kind=kind, actor=actor)
     if not people:
         return []
     channels = channels_for(user_ids=[p.pk for p in people], kind=kind)
@@ -104,8 +119,14 @@ def notify(
         )
         rows.append(row)
         if channels[person.pk].email and person.email:
-            mails.append((message.mail_subject or message.title, message.body, person.email))
+            mails.append((row, message.mail_subject or message.title, message.body, person.email))
     Notification.objects.bulk_create(rows)
+    emails = EmailDelivery.objects.bulk_create(
+        EmailDelivery(notification=row, address=address, subject=subject[:500], body=body, created_at=now)
+        for row, subject, body, address in mails
+    )
+    for email in emails:
+        enqueue_on_commit(EMAIL_TASK, email.pk)
     hooked = [person.pk for person in people if channels[person.pk].webhook]
     endpoints = list(WebhookEndpoint.objects.filter(user_id__in=hooked, active=True)) if hooked else []
     by_user = {row.user_id: row for row in rows}
@@ -117,17 +138,12 @@ def notify(
         enqueue_on_commit(DELIVER_TASK, delivery.pk)
     user_ids = [row.user_id for row in rows]
     titles = {row.user_id: row.title for row in rows}
-    transaction.on_commit(lambda: _after_commit(mails=mails, user_ids=user_ids, titles=titles))
+    transaction.on_commit(lambda: _after_commit(user_ids=user_ids, titles=titles))
     return rows
 
 
-def _after_commit(*, mails: list[tuple[str, str, str]], user_ids: list[int], titles: dict[int, str]) -> None:
-    """The e-mails and the pages' live count. A failed send is logged: the inbox has the line."""
-    for subject, body, address in mails:
-        try:
-            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [address])
-        except Exception:
-            logger.exception("notification e-mail to %s failed", address)
+def _after_commit(*, user_ids: list[int], titles: dict[int, str]) -> None:
+    """The pages' live count (the e-mails are their own tasks)."""
     for user_id in user_ids:
         try:
             notify_user(
@@ -189,13 +205,16 @@ def _push_count(user_id: int) -> None:
 
 def notifications_prune(*, now: datetime | None = None) -> dict[str, int]:
     """Daily: drop inbox lines older than ``NOTIFICATIONS_KEEP_DAYS`` and finished webhook deliveries
-    (with their attempts) older than ``NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS``, so neither table
-    grows without bound. Pending deliveries stay until their last attempt."""
+    (with their attempts) and e-mails older than ``NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS``, so no
+    table grows without bound. Pending ones stay until their last attempt."""
     now = now or timezone.now()
     old_deliveries = WebhookDelivery.objects.filter(
         created_at__lt=now - timedelta(days=settings.NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS)
     ).exclude(status=WebhookDelivery.Status.PENDING)
     _total, deliveries = old_deliveries.delete()
+    EmailDelivery.objects.filter(
+        created_at__lt=now - timedelta(days=settings.NOTIFICATIONS_WEBHOOK_DELIVERIES_KEEP_DAYS)
+    ).exclude(status=EmailDelivery.Status.PENDING).delete()
     _total, notifications = Notification.objects.filter(
         created_at__lt=now - timedelta(days=settings.NOTIFICATIONS_KEEP_DAYS)
     ).delete()
@@ -277,21 +296,37 @@ def webhook_backoff_s(attempt: int) -> int:
     return min(settings.NOTIFICATIONS_WEBHOOK_BACKOFF_S * 2 ** max(attempt - 1, 0), 3600)
 
 
-def webhook_deliver(*, delivery_id: int, now: float | None = None) -> str:
+def _claim(model, *, pk: int, attempts: int, on_schedule: bool) -> bool:
+    """Take the next attempt of a pending row (compare-and-set on its attempt count), once it is due
+    unless ``on_schedule`` is off (an eager run: no worker comes back later). The row is then due only
+    after the attempt's lease, so the sweep leaves a running attempt alone. False: another worker took
+    it, or it is not due (a duplicate task: the sweep's, or a retry's that another run overtook)."""
+    now = timezone.now()
+    rows = model.objects.filter(pk=pk, status="pending", attempts=attempts)
+    if on_schedule:
+        rows = rows.filter(next_attempt_at__lte=now + timedelta(seconds=EARLY_S))
+    return bool(rows.update(attempts=attempts + 1, next_attempt_at=now + timedelta(seconds=ATTEMPT_LEASE_S)))
+
+
+def retry_in_s(model, *, pk: int) -> int:
+    """Seconds until a pending row's next attempt is due (the task's countdown): 0 when due or gone."""
+    due = model.objects.filter(pk=pk, status="pending").values_list("next_attempt_at", flat=True).first()
+    return max(0, int((due - timezone.now()).total_seconds())) if due else 0
+
+
+def webhook_deliver(*, delivery_id: int, now: float | None = None, on_schedule: bool = True) -> str:
     """One attempt at a pending delivery: POST the stored payload, freshly signed; record the attempt.
 
     Returns ``delivered``, ``retry`` (the task schedules the next attempt), ``failed`` (the last
-    attempt, or a URL refused for good) or ``done`` (nothing to do: already delivered or failed, or
-    another worker claimed this attempt): a repeated task never posts twice for one attempt.
+    attempt, or a URL refused for good) or ``done`` (nothing to do: already delivered or failed,
+    another worker claimed this attempt, or it is not due yet): a repeated task never posts twice for
+    one attempt, nor sooner than the backoff says.
     """
     delivery = WebhookDelivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
     if delivery is None or delivery.status != WebhookDelivery.Status.PENDING:
         return DONE
     number = delivery.attempts + 1
-    claimed = WebhookDelivery.objects.filter(
-        pk=delivery.pk, status=WebhookDelivery.Status.PENDING, attempts=delivery.attempts
-    ).update(attempts=number)
-    if not claimed:
+    if not _claim(WebhookDelivery, pk=delivery.pk, attempts=delivery.attempts, on_schedule=on_schedule):
         return DONE
     endpoint = delivery.endpoint
     body = delivery.payload.encode()
@@ -334,7 +369,62 @@ def webhook_deliver(*, delivery_id: int, now: float | None = None) -> str:
             error=error[:500],
             duration_ms=duration_ms,
             delivered_at=timezone.now() if outcome == DELIVERED else None,
+            next_attempt_at=timezone.now() + timedelta(seconds=webhook_backoff_s(number)),
         )
     if outcome != DELIVERED:
         logger.warning("webhook delivery %s attempt %d: %s", delivery.pk, number, error)
     return outcome
+
+
+def email_send(*, email_id: int, on_schedule: bool = True) -> str:
+    """One attempt at a pending e-mail. Returns ``delivered``, ``retry``, ``failed`` (its last
+    attempt: ``NOTIFICATIONS_EMAIL_MAX_ATTEMPTS``) or ``done`` (sent, failed, taken by another worker,
+    or not due). At least once: a worker killed between the server's acceptance and the row's update
+    sends it again after the sweep, which a mail reader forgives more than a lost mail."""
+    email = EmailDelivery.objects.filter(pk=email_id).first()
+    if email is None or email.status != EmailDelivery.Status.PENDING:
+        return DONE
+    number = email.attempts + 1
+    if not _claim(EmailDelivery, pk=email.pk, attempts=email.attempts, on_schedule=on_schedule):
+        return DONE
+    try:
+        send_mail(email.subject, email.body, settings.DEFAULT_FROM_EMAIL, [email.address])
+    except Exception as exc:  # SMTP errors, refused connections, timeouts: the server's trouble, retried
+        error = error_text(exc)[:500]
+        outcome = FAILED if number >= settings.NOTIFICATIONS_EMAIL_MAX_ATTEMPTS else RETRY
+        EmailDelivery.objects.filter(pk=email.pk).update(
+            status=EmailDelivery.Status.FAILED if outcome == FAILED else EmailDelivery.Status.PENDING,
+            error=error,
+            next_attempt_at=timezone.now() + timedelta(seconds=webhook_backoff_s(number)),
+        )
+        logger.warning("notification e-mail %s to %s, attempt %d: %s", email.pk, email.address, number, error)
+        return outcome
+    EmailDelivery.objects.filter(pk=email.pk).update(status=EmailDelivery.Status.SENT, error="", sent_at=timezone.now())
+    return DELIVERED
+
+
+def notifications_sweep(*, now: datetime | None = None, batch: int = 500) -> dict[str, int]:
+    """Periodic: enqueue again the pending e-mails and webhook deliveries whose task was lost (a killed
+    worker, a broker that lost its queue): due more than ``NOTIFICATIONS_SWEEP_AFTER_S`` ago. Each is
+    made due now, so the next sweep leaves it to its new task; a duplicate task finds the attempt taken
+    or not due and does nothing. Returns how many of each were enqueued."""
+    now = now or timezone.now()
+    late = now - timedelta(seconds=settings.NOTIFICATIONS_SWEEP_AFTER_S)
+    counts = {}
+    for name, model, task in (("emails", EmailDelivery, EMAIL_TASK), ("deliveries", WebhookDelivery, DELIVER_TASK)):
+        # Locked and made due now in one transaction: a second sweep at once skips these rows, and
+        # finds them not late once this one commits.
+        with transaction.atomic():
+            ids = list(
+                model.objects.select_for_update(skip_locked=True)
+                .filter(status="pending", next_attempt_at__lt=late)
+                .order_by("next_attempt_at")
+                .values_list("pk", flat=True)[:batch]
+            )
+            model.objects.filter(pk__in=ids).update(next_attempt_at=now)
+            for pk in ids:
+                enqueue_on_commit(task, pk)
+        counts[name] = len(ids)
+        if ids:
+            logger.warning("re-enqueued %d %s whose task was lost", len(ids), name)
+    return counts

@@ -13,6 +13,7 @@ from apps_marketplace.models import App, Deployment, ModelEntry
 from apps_marketplace.services import deployment_create
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed, fund
+from notifications.models import Kind, Notification
 from teams.context import SESSION_KEY
 from teams.models import Membership, Role, TeamEvent
 from teams.services import team_create
@@ -114,3 +115,9 @@ def test_a_former_member_and_a_stranger_get_404(lab, bob, charlie):
     assert client.get(f"/apps/deployments/{deployment.pk}/").status_code == 404
     assert client.post(f"/apps/deployments/{deployment.pk}/stop/").status_code == 404
     assert client.get(f"/api/v1/deployments/{deployment.pk}/readiness/").status_code == 404
+
+
+def test_the_member_who_deployed_hears_it_is_ready_with_the_owner_and_admins(lab, bob):
+    team_deploy(lab, by=bob)
+    told = set(Notification.objects.filter(kind=Kind.DEPLOYMENT_READY).values_list("user__email", flat=True))
+    assert told == {"alice@example.com", "dave@example.com", bob.email}  # not erin (billing viewer)

@@ -16,6 +16,8 @@ from instances.models import QuotaRequest
 from instances.tests.conftest import backends, fund, running
 from metrics.models import CardSample
 from metrics.services import metrics_collect
+from notifications.models import EmailDelivery, Kind
+from notifications.services import Message, notify
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +51,7 @@ def test_with_a_token_the_token_is_needed_from_anywhere(db, settings):
     )
 
 
-def test_it_carries_requests_tasks_and_the_business_gauges(alice, settings):
+def test_it_carries_requests_tasks_and_the_business_gauges(alice, settings, django_capture_on_commit_callbacks):
     settings.CONSOLE_METRICS_TOKEN = ""
     catalogue_seed()
     fund(alice, 1_000_000)
@@ -64,10 +66,14 @@ def test_it_carries_requests_tasks_and_the_business_gauges(alice, settings):
         duration_days=30,
         created_at=timezone.now() - timedelta(hours=2),
     )
+    with django_capture_on_commit_callbacks(execute=False):  # its e-mail's task never ran
+        notify(user=alice, kind=Kind.LOW_BALANCE, render=lambda: Message(title="Low balance"))
+    EmailDelivery.objects.update(created_at=timezone.now() - timedelta(minutes=10))
     _count_task("success", type("T", (), {"name": "metrics.tasks.metrics_collect_task"}))
     _count_task("failure", type("T", (), {"name": "metrics.tasks.metrics_collect_task"}))
     client = Client(REMOTE_ADDR="127.0.0.1")
     client.get("/healthz")
+    client.get("/no-such-page/")
     samples = _scrape(client)
 
     assert samples[("console_instances", (("region", "cn-north-1"), ("state", "running")))] == 1
@@ -81,4 +87,8 @@ def test_it_carries_requests_tasks_and_the_business_gauges(alice, settings):
     task = (("outcome", "failure"), ("task", "metrics.tasks.metrics_collect_task"))
     assert samples[("console_celery_tasks_total", task)] == 1
     assert samples[("console_http_requests_total", (("method", "GET"), ("status", "2xx")))] >= 1
+    assert samples[("console_http_requests_total", (("method", "GET"), ("status", "4xx")))] >= 1  # the errors
+    assert samples[("console_notifications_pending", (("channel", "email"),))] == 1
+    assert 590 < samples[("console_notifications_pending_oldest_age_seconds", (("channel", "email"),))] < 700
+    assert samples[("console_notifications_pending", (("channel", "webhook"),))] == 0
     assert any(name == "console_http_request_duration_seconds_count" for name, _labels in samples)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import GpuSample, InstanceSpec
+from metrics.tests.test_idle_stop_engines import NVIDIA_SMI_SCRIPT
+from providers.base import GpuProcess, GpuSample, InstanceSpec
 from providers.local.runtime.gpus import parse_nvidia_smi_samples
-from providers.slurm.backend import SlurmBackend
+from providers.slurm.backend import SlurmBackend, _processes
 from providers.slurm.job import job_cards, report_path, report_read, report_write
 from providers.tests.slurm_fake import FakeSlurm
 
@@ -101,7 +102,7 @@ def test_the_job_samples_on_its_node_and_signs_the_samples_into_its_report(tmp_p
     from providers.slurm.job import Job, parse_args
 
     smi = tmp_path / "nvidia-smi"
-    smi.write_text(f"#!/bin/sh\ncat {Path(__file__).parent / 'recordings' / 'nvidia-smi-sample-8xH200.csv'}\n")
+    smi.write_text(NVIDIA_SMI_SCRIPT.format(recordings=Path(__file__).parent / "recordings"))
     smi.chmod(0o755)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     monkeypatch.setenv("SLURM_JOB_ID", "1042")
@@ -119,4 +120,10 @@ def test_the_job_samples_on_its_node_and_signs_the_samples_into_its_report(tmp_p
     job.report("running")
     report = report_read(report_path(run, 0), secret="secret")
     assert [s["utilization_pct"] for s in report["gpu_samples"]] == [97, 100]
+    assert [s["processes"] for s in report["gpu_samples"]] == [
+        [[48211, "/opt/conda/bin/python3", 130880]],
+        [[48211, "/opt/conda/bin/python3", 139968]],
+    ]
+    # The backend reads them from the signed report as the cards' processes.
+    assert _processes(report["gpu_samples"][0]["processes"]) == (GpuProcess(48211, "/opt/conda/bin/python3", 130880),)
     assert report["gpu_at"] == pytest.approx(time.time(), abs=30)

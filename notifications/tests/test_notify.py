@@ -67,7 +67,7 @@ def test_preferences_are_respected(alice, receiver, django_capture_on_commit_cal
     assert not NotificationPreference.objects.filter(user=alice).exists()
 
 
-def team_of_alice_and_bob(*, user, kind):
+def team_of_alice_and_bob(*, user, kind, actor=None):
     from accounts.models import User
 
     return User.objects.filter(email__in=["alice@example.com", "bob@example.com"])

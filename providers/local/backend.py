@@ -42,6 +42,7 @@ from providers.base import (
     EntryPoints,
     EntryPointsCapability,
     GpuMetricsCapability,
+    GpuProcess,
     GpuSample,
     InstanceSpec,
     MachineInfo,
@@ -266,6 +267,7 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
                             memory_total_mib=reading.memory_total_mib,
                             power_w=reading.power_w,
                             temperature_c=reading.temperature_c,
+                            processes=tuple(GpuProcess(a.pid, a.name, a.memory_used_mib) for a in reading.processes),
                         )
                     )
                 elif simulated_total is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from providers.base import GpuSample
+from providers.base import GpuProcess, GpuSample
 
 STRETCH_S = 20 * 60  # a stretch of steady work (or of idleness)
 IDLE_SHARE = 4  # one stretch in this many is idle
@@ -49,7 +49,8 @@ def simulated_sample(*, key: str, card: int, at: datetime, gpu_model: str) -> Gp
     limit = POWER_W.get(gpu_model, 400)
     tick = int(at.timestamp()) // 15
     noise = _unit(key, card, tick)
-    if stretch_is_idle(key, at):
+    idle = stretch_is_idle(key, at)
+    if idle:
         util = int(noise * 3)  # 0-2 %
         memory = int(total * (0.02 + 0.03 * _unit(key, card, "idle-mem")))
         load = 0.0
@@ -67,4 +68,13 @@ def simulated_sample(*, key: str, card: int, at: datetime, gpu_model: str) -> Gp
         memory_total_mib=total,
         power_w=power,
         temperature_c=temperature,
+        # A training run holds the busy cards (one process for all of them); a forgotten notebook's
+        # kernel keeps its memory on an idle one.
+        processes=(
+            GpuProcess(
+                pid=1000 + int(_unit(key, "pid", idle) * 60000),
+                name="/opt/conda/bin/python3 -m ipykernel_launcher" if idle else "/opt/conda/bin/python3 train.py",
+                memory_used_mib=max(0, memory - 600),
+            ),
+        ),
     )

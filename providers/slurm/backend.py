@@ -81,6 +81,7 @@ from providers.base import (
     EntryPoints,
     EntryPointsCapability,
     GpuMetricsCapability,
+    GpuProcess,
     GpuSample,
     InstanceSpec,
     MachineInfo,
@@ -100,6 +101,17 @@ DEFAULT_SERVICES = ("lab", "code", "ssh")
 # A node's GPU samples older than this (the job samples every 15 s) are not the machine's present.
 GPU_SAMPLE_MAX_AGE_S = 60
 _SAMPLE_FIELDS = ("utilization_pct", "memory_used_mib", "memory_total_mib", "power_w", "temperature_c")
+
+
+def _processes(listed) -> tuple[GpuProcess, ...]:
+    """A report's ``[[pid, name, memory], …]`` as processes; anything malformed is left out."""
+    found = []
+    for item in listed if isinstance(listed, list) else ():
+        if isinstance(item, list) and len(item) == 3 and isinstance(item[0], int):
+            found.append(GpuProcess(item[0], str(item[1] or "")[:200], _int(item[2])))
+    return tuple(found)
+
+
 ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
 # Jobs Slurm ended because their node died: the machine is lost, not stopped.
 NODE_LOST = {"NODE_FAIL", "BOOT_FAIL"}
@@ -744,7 +756,13 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                     cards = []
                     break
                 for figures in report["gpu_samples"]:
-                    cards.append(GpuSample(card=len(cards), **{k: _int(figures.get(k)) for k in _SAMPLE_FIELDS}))
+                    cards.append(
+                        GpuSample(
+                            card=len(cards),
+                            **{k: _int(figures.get(k)) for k in _SAMPLE_FIELDS},
+                            processes=_processes(figures.get("processes")),
+                        )
+                    )
             if cards:
                 samples[key] = cards
         return samples

@@ -260,6 +260,7 @@ class Job:
                 "memory_total_mib": r.memory_total_mib,
                 "power_w": r.power_w,
                 "temperature_c": r.temperature_c,
+                "processes": [[a.pid, a.name, a.memory_used_mib] for a in r.processes],
             }
             for r in job_cards(readings, self.gpus)
         ]

@@ -28,7 +28,26 @@
     var timer = null;
     var pending = null;
 
+    function drawProcesses(processes) {
+      // Built with textContent: a process name is whatever the user's program called itself.
+      var body = root.querySelector("[data-gpu-processes]");
+      if (!body) return;
+      var rows = processes || [];
+      body.replaceChildren.apply(body, rows.map(function (p) {
+        var tr = document.createElement("tr");
+        [cardLabel + " " + p.card, p.pid, p.name || "—", p.memory_used_mib === null ? "—" : p.memory_used_mib].forEach(function (v) {
+          var td = document.createElement("td");
+          td.textContent = String(v);
+          tr.appendChild(td);
+        });
+        return tr;
+      }));
+      root.querySelector("[data-gpu-processes-table]").hidden = rows.length === 0;
+      root.querySelector("[data-gpu-processes-empty]").hidden = rows.length > 0;
+    }
+
     function draw(data) {
+      drawProcesses(data.processes);
       var hasData = data.cards.some(function (c) {
         return c.utilization_pct.some(function (v) { return v !== null; });
       });

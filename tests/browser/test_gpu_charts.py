@@ -75,6 +75,9 @@ def test_the_instance_page_draws_four_charts_with_data(
     page.get_by_role("button", name="7 days").click()
     expect(page.get_by_role("button", name="7 days")).to_have_attribute("aria-pressed", "true")
     expect(page.locator("#gpu-metrics .uplot")).to_have_count(4)
+    # The processes on each card now, under the charts: one per card on the simulated cloud.
+    expect(page.locator("[data-gpu-processes] tr")).to_have_count(2)
+    expect(page.locator("[data-gpu-processes] tr").first).to_contain_text("python3")
 
 
 def test_the_list_shows_the_figure_and_sparkline(live_server, page: Page, sign_in, sampled, screenshot_dir):

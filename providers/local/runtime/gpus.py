@@ -11,15 +11,19 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from providers.local.runtime.ports import LockedJsonFile
 
 QUERY_FIELDS = ("index", "uuid", "name", "memory.total", "utilization.gpu", "memory.used")
 NVIDIA_SMI_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
-# What the console's charts sample every 15 s (``gpu_sample``): the same CSV form, more fields.
-SAMPLE_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total", "power.draw", "temperature.gpu")
+# What the console's charts sample every 15 s (``gpu_sample``): the same CSV form, more fields; the
+# UUID ties each card to the processes the second query lists.
+SAMPLE_FIELDS = ("index", "utilization.gpu", "memory.used", "memory.total", "power.draw", "temperature.gpu", "uuid")
 NVIDIA_SMI_SAMPLE_ARGS = ("--query-gpu=" + ",".join(SAMPLE_FIELDS), "--format=csv,noheader,nounits")
+# The processes using each card (compute work: CUDA contexts), named by the card's UUID.
+APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
+NVIDIA_SMI_APPS_ARGS = ("--query-compute-apps=" + ",".join(APPS_FIELDS), "--format=csv,noheader,nounits")
 
 # The console's GPU model slugs (instances.catalogue) for the names nvidia-smi prints.
 _MODEL_SLUGS = [
@@ -112,6 +116,16 @@ def parse_nvidia_smi_csv(text: str) -> list[Gpu]:
 
 
 @dataclass(frozen=True)
+class GpuApp:
+    """A process using a card (``nvidia-smi NVIDIA_SMI_APPS_ARGS``). Inside a container the driver may
+    not know its name ("[Not Found]"): the name is then empty."""
+
+    pid: int
+    name: str
+    memory_used_mib: int | None
+
+
+@dataclass(frozen=True)
 class GpuReading:
     """One host card's figures at one moment (``nvidia-smi NVIDIA_SMI_SAMPLE_ARGS``); None where the
     driver says [N/A] or [Not Supported] (power on some consumer boards, everything on a MIG slice)."""
@@ -122,6 +136,8 @@ class GpuReading:
     memory_total_mib: int | None
     power_w: int | None
     temperature_c: int | None
+    uuid: str = ""
+    processes: tuple[GpuApp, ...] = ()
 
 
 def parse_nvidia_smi_samples(text: str) -> dict[int, GpuReading]:
@@ -135,11 +151,24 @@ def parse_nvidia_smi_samples(text: str) -> dict[int, GpuReading]:
             raise GpuDiscoveryError(f"nvidia-smi line {lineno}: expected {len(SAMPLE_FIELDS)} fields: {line!r}")
         try:
             index = int(cells[0])
-            figures = [_int_or_none(cell) for cell in cells[1:]]
+            figures = [_int_or_none(cell) for cell in cells[1:6]]
         except ValueError as exc:
             raise GpuDiscoveryError(f"nvidia-smi line {lineno}: {exc}") from exc
-        readings[index] = GpuReading(index, *figures)
+        readings[index] = GpuReading(index, *figures, uuid=cells[6])
     return readings
+
+
+def parse_nvidia_smi_apps(text: str) -> dict[str, tuple[GpuApp, ...]]:
+    """Parse the CSV that ``nvidia-smi NVIDIA_SMI_APPS_ARGS`` prints, by card UUID (pid order). A line
+    that cannot be read is skipped: processes are shown, never judged on."""
+    apps: dict[str, list[GpuApp]] = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != len(APPS_FIELDS) or not cells[1].isdigit():
+            continue
+        name = "" if cells[2].startswith("[") else cells[2]
+        apps.setdefault(cells[0], []).append(GpuApp(int(cells[1]), name[:200], _int_or_none(cells[3])))
+    return {uuid: tuple(sorted(found, key=lambda a: a.pid)) for uuid, found in apps.items()}
 
 
 def gpu_read(*, nvidia_smi: str = "nvidia-smi", runner: Runner | None = None) -> dict[int, GpuReading]:
@@ -156,7 +185,20 @@ def gpu_read(*, nvidia_smi: str = "nvidia-smi", runner: Runner | None = None) ->
         return {}
     if result.returncode != 0:
         raise GpuDiscoveryError(f"nvidia-smi exited with status {result.returncode}: {output.strip()[:300]}")
-    return parse_nvidia_smi_samples(result.stdout)
+    readings = parse_nvidia_smi_samples(result.stdout)
+    if not readings:
+        return readings
+    apps = _apps(nvidia_smi=nvidia_smi, runner=runner or _run)
+    return {i: replace(r, processes=apps.get(r.uuid, ())) for i, r in readings.items()}
+
+
+def _apps(*, nvidia_smi: str, runner: Runner) -> dict[str, tuple[GpuApp, ...]]:
+    """The processes on the host's cards; none when the driver will not list them (the figures stand)."""
+    try:
+        result = runner([nvidia_smi, *NVIDIA_SMI_APPS_ARGS])
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_nvidia_smi_apps(result.stdout or "") if result.returncode == 0 else {}
 
 
 def simulated_gpus(count: int, *, name: str = "NVIDIA H200", memory_total_mib: int = 143771) -> list[Gpu]:

@@ -1,0 +1,60 @@
+"""Idle auto-stop on the real Slurm cluster, driven by what the job reports: the job's sampler runs an
+``nvidia-smi`` (the recording of an 8-card host whose first cards are idle) on its node, signs the
+figures into its report, the console collects them, and auto-stop cancels the job. The five idle
+minutes the rule needs are compressed: the samples the job really reported are moved back in time,
+then one more fresh collection (the judgement needs a recent sample) precedes the check."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db.models import F
+from django.utils import timezone
+
+from instances.models import Instance
+from instances.services import instance_auto_stop_set, instance_sync, instances_auto_stop
+from instances.tests.conftest import committed, launch
+from instances.tests.local_helpers import wait_running, wait_until
+from metrics.models import CardSample
+from metrics.services import metrics_collect
+from metrics.tests.test_idle_stop_engines import NVIDIA_SMI_SCRIPT
+
+pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
+
+S = Instance.Status
+RECORDINGS = Path(__file__).resolve().parents[2] / "metrics" / "tests" / "recordings"
+
+
+def test_idle_cards_reported_by_the_job_stop_the_instance(on_slurm, rich_alice, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(NVIDIA_SMI_SCRIPT.format(recordings=RECORDINGS))
+    smi.chmod(0o755)
+    on_slurm(services=(), NVIDIA_SMI=str(smi))
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="slurm-local", name="idle")
+    wait_running(instance, timeout=90)
+    instance_auto_stop_set(instance=instance, idle_minutes=5)
+
+    def collected() -> int:
+        metrics_collect()
+        return CardSample.objects.filter(instance_id=instance.pk).count()
+
+    wait_until(collected, timeout=60, interval=2, what="the job's first GPU report")
+    assert set(CardSample.objects.filter(instance_id=instance.pk).values_list("utilization_pct", flat=True)) == {0}
+    # Six minutes compressed: the job's real samples moved back, the boot before them.
+    CardSample.objects.filter(instance_id=instance.pk).update(at=F("at") - timedelta(minutes=6))
+    Instance.objects.filter(pk=instance.pk).update(running_since=timezone.now() - timedelta(minutes=30))
+    wait_until(lambda: metrics_collect() and collected(), timeout=30, interval=1, what="a fresh report")
+    metrics_collect(now=timezone.now())  # the tick of now
+    with committed():
+        assert instances_auto_stop() == 1
+
+    def stopped() -> bool:
+        instance_sync(instance_id=instance.pk)
+        instance.refresh_from_db()
+        return instance.status == S.STOPPED
+
+    wait_until(stopped, timeout=90, interval=1, what="the job to end")
+    assert "idle for 5 minutes" in instance.events.get(new=S.STOPPING).reason_text
