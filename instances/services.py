@@ -351,9 +351,7 @@ def _gpus_reserve_for(
     interruptible work only ever takes free cards. On-demand work leaves other accounts' reserved cards
     alone (``instances.reservations``: one EXISTS where none is in its window)."""
     if tier == Instance.Tier.ON_DEMAND:
-        reservations_admit(
-            region=region, gpu_model=gpu_model, owner_id=owner_id, count=count, instance_id=instance_id
-        )
+        reservations_admit(region=region, gpu_model=gpu_model, owner_id=owner_id, count=count, instance_id=instance_id)
     try:
         return _gpus_reserve(region=region, gpu_model=gpu_model, count=count), False
     except NoCapacity as exc:
