@@ -52,7 +52,13 @@ def test_staff_reserve_cards_for_a_team_on_the_page_and_cancel_them(alice, staff
     region, gpu = Region.objects.get(slug="cn-north-1"), GpuModel.objects.get(slug="h800")
     response = staff_client.post(
         reverse("staff_reservations"),
-        {"account": team.slug, "region": region.pk, "gpu_model": gpu.pk, "cards": 6, "ends_at": when(timedelta(days=2))},
+        {
+            "account": team.slug,
+            "region": region.pk,
+            "gpu_model": gpu.pk,
+            "cards": 6,
+            "ends_at": when(timedelta(days=2)),
+        },
     )
     assert response.status_code == 302
     reservation = Reservation.objects.get()
@@ -109,7 +115,9 @@ def test_the_holder_sees_its_reservation_on_the_quota_page_and_nobody_else_does(
     assert "Reserved capacity" not in charlie_client.get(reverse("quota")).content.decode()
 
 
-def test_the_holders_api_lists_its_reservations_and_anothers_is_a_404(alice, alice_client, charlie_client, staff, fleet):
+def test_the_holders_api_lists_its_reservations_and_anothers_is_a_404(
+    alice, alice_client, charlie_client, staff, fleet
+):
     reservation = held(alice, staff, cards=4)
     listed = alice_client.get("/api/v1/reservations/").json()["results"]
     assert [(r["id"], r["region"], r["gpu_model"], r["cards"], r["current"], r["in_use"]) for r in listed] == [
