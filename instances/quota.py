@@ -270,6 +270,13 @@ def _quota_decided_notify(request: QuotaRequest) -> None:
                 "gpu": gpu,
                 "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
             }
+            for reservation in request.reservations.select_related("region"):
+                body += " " + _("%(n)d of them are reserved for you in %(region)s from %(from)s until %(until)s.") % {
+                    "n": reservation.cards,
+                    "region": reservation.region.name,
+                    "from": timezone.localtime(reservation.starts_at).strftime("%Y-%m-%d %H:%M"),
+                    "until": timezone.localtime(reservation.ends_at).strftime("%Y-%m-%d %H:%M"),
+                }
         elif request.status == QuotaRequest.Status.DENIED:
             subject = _("Your %(gpu)s quota request was declined") % {"gpu": gpu}
             body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}

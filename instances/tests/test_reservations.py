@@ -7,6 +7,7 @@ The H800 node of the small fleet (8 cards in cn-north-1) is the region's whole H
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.utils import timezone
 
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaRequestInvalid, ReservationInvalid
@@ -244,6 +245,7 @@ def test_approving_a_quota_request_can_reserve_the_cards_for_the_grants_window(r
     held = Reservation.objects.get()
     assert (held.account, held.cards, held.ends_at, held.quota_request) == (rich_alice, 8, request.expires_at, request)
     assert QuotaAudit.objects.filter(request=request, action="reserved").exists()
+    assert "8 of them are reserved for you in North China 1" in mail.outbox[-1].body
     with pytest.raises(NoCapacity):
         launch(bob_rich, count=1)
     mine = launch(rich_alice, count=8)
