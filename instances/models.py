@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -547,7 +548,7 @@ class Reservation(models.Model):
     def badge_colour(self) -> str:
         return self.BADGE_COLOURS.get(self.status, "")
 
-    def is_current(self, now=None) -> bool:
+    def is_current(self, now: datetime | None = None) -> bool:
         """Active and inside its window now (an active one before its start is upcoming)."""
         now = now or timezone.now()
         return self.status == self.Status.ACTIVE and self.starts_at <= now < self.ends_at

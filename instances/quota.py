@@ -20,7 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import override
 
-from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
+from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid, ReservationInvalid
 from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest, Region
 from instances.reservations import reservation_create
 from notifications.models import Kind
@@ -339,17 +339,21 @@ def quota_request_approve(
                     % {"until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M")},
                     field="reserve_ends_at",
                 )
-            reservation = reservation_create(
-                account=request.user,
-                region=reserve_region,
-                gpu_model=request.gpu_model,
-                cards=cards,
-                starts_at=max(starts_at, now),
-                ends_at=ends_at,
-                staff=staff,
-                note=request.message,
-                quota_request=request,
-            )
+            try:
+                reservation = reservation_create(
+                    account=request.user,
+                    region=reserve_region,
+                    gpu_model=request.gpu_model,
+                    cards=cards,
+                    starts_at=max(starts_at, now),
+                    ends_at=ends_at,
+                    staff=staff,
+                    note=request.message,
+                    quota_request=request,
+                )
+            except ReservationInvalid as exc:  # named as the approval's fields: the reservation's own are these
+                field = {"region": "reserve_region", "ends_at": "reserve_ends_at"}.get(exc.field or "", exc.field)
+                raise ReservationInvalid(exc.message, field=field) from exc
             _quota_audit(request=request, actor=staff, action="reserved", reservation=reservation.pk)
         transaction.on_commit(lambda: _quota_decided_notify(request))
     return request

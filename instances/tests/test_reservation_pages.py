@@ -223,6 +223,15 @@ def test_the_staff_quota_api_approves_with_a_reservation(rich_alice, staff, staf
     url = reverse("api-staff-quota-request-approve", args=[request.pk])
     bad = staff_client.post(url, {"cards": 4, "reserve_region": "mars-1"}, content_type="application/json")
     assert bad.status_code == 400 and "reserve_region" in bad.json()["error"]["fields"]
+    too_many = staff_client.post(url, {"cards": 16, "reserve_region": "cn-north-1"}, content_type="application/json")
+    assert too_many.status_code == 400 and "cards" in too_many.json()["error"]["fields"]
+    too_long = staff_client.post(
+        url,
+        {"cards": 4, "reserve_region": "cn-north-1", "reserve_ends_at": "2099-01-01T00:00:00Z"},
+        content_type="application/json",
+    )
+    assert too_long.status_code == 400 and "reserve_ends_at" in too_long.json()["error"]["fields"]
+    assert QuotaRequest.objects.get(pk=request.pk).status == QuotaRequest.Status.PENDING
     ok = staff_client.post(url, {"cards": 4, "reserve_region": "cn-north-1"}, content_type="application/json")
     assert ok.status_code == 200, ok.content
     assert Reservation.objects.get(quota_request=request).cards == 4
