@@ -704,6 +704,8 @@ CELERY_BEAT_SCHEDULE.update(
         "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
         "instances-auto-stop": {"task": "instances.tasks.instances_auto_stop_task", "schedule": 30.0},
         "instances-quota-expire": {"task": "instances.tasks.quota_grants_expire_task", "schedule": 300.0},
+        # Reserved capacity whose window ended (placement already ignores it): marked expired.
+        "instances-reservations-expire": {"task": "instances.tasks.reservations_expire_task", "schedule": 60.0},
         # A request past INSTANCES_QUOTA_REVIEW_SLA_MIN: staff are e-mailed once more (once per request).
         "instances-quota-overdue": {"task": "instances.tasks.quota_requests_overdue_task", "schedule": 60.0},
     }

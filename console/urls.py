@@ -44,6 +44,7 @@ urlpatterns = [
     path("staff/billing/", include("billing.staff_urls")),
     path("staff/invoices/", include("invoices.staff_urls")),
     path("staff/fleet/", include("instances.staff_urls")),
+    path("staff/reservations/", include("instances.reservation_staff_urls")),
     path("staff/teams/", include("teams.staff_urls")),
     path("accounts/", include("accounts.auth_urls")),
     path("account/device/", include("devicelogin.urls")),

@@ -10,6 +10,8 @@ from instances.models import (
     QuotaAudit,
     QuotaRequest,
     Region,
+    Reservation,
+    ReservationEvent,
     StrayMachine,
 )
 
@@ -87,3 +89,30 @@ class QuotaRequestAdmin(admin.ModelAdmin):
     list_display = ["user", "gpu_model", "cards", "status", "granted_cards", "expires_at", "decided_by"]
     list_filter = ["status", "gpu_model"]
     inlines = [QuotaAuditInline]
+
+
+class ReservationEventInline(admin.TabularInline):
+    model = ReservationEvent
+    extra = 0
+    readonly_fields = ["actor", "action", "detail", "created_at"]
+    can_delete = False
+
+
+@admin.register(Reservation)
+class ReservationAdmin(admin.ModelAdmin):
+    """Read-only here: reservations are granted and cancelled on the staff page (or the staff API), through
+    the services that check capacity and record the events."""
+
+    list_display = ["account", "region", "gpu_model", "cards", "starts_at", "ends_at", "status", "created_by"]
+    list_filter = ["status", "region", "gpu_model"]
+    search_fields = ["account__email"]
+    inlines = [ReservationEventInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

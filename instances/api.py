@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import Prefetch
+from django.http import Http404
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django_filters.rest_framework import DjangoFilterBackend
@@ -31,18 +32,18 @@ from rest_framework.views import APIView
 from accounts.models import SSHKey
 from core.api import ServiceError, SlugRelatedField
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from instances import errors, quota, selectors, services, tasks
+from instances import errors, quota, reservations, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.catalogue_cache import catalogue_active
 from instances.filters import InstanceFilter
-from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region
+from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
 from instances.volumes import volume_hooks
 
 
 def _raise(exc: errors.InstanceError):
     if isinstance(exc, errors.NotPermitted):
         raise PermissionDenied(detail=exc.message, code=exc.code) from exc
-    if isinstance(exc, errors.LaunchInvalid | errors.QuotaRequestInvalid):
+    if isinstance(exc, errors.LaunchInvalid | errors.QuotaRequestInvalid | errors.ReservationInvalid):
         raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
 
@@ -640,6 +641,16 @@ class StaffQuotaApproveSerializer(serializers.Serializer):
         help_text="How long the grant lasts from now (default: the days asked).",
     )
     message = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+    reserve_region = SlugRelatedField(
+        slug_field="slug",
+        queryset=Region.objects.filter(is_active=True),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Also reserve the granted cards in this region for the grant's window (or the part given).",
+    )
+    reserve_starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    reserve_ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
 
 class StaffQuotaDenySerializer(serializers.Serializer):
@@ -709,6 +720,9 @@ class StaffQuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                 cards=data.get("cards"),
                 days=data.get("days"),
                 message=data["message"],
+                reserve_region=data["reserve_region"],
+                reserve_starts_at=data["reserve_starts_at"],
+                reserve_ends_at=data["reserve_ends_at"],
             )
         except errors.InstanceError as exc:
             _raise(exc)
@@ -732,3 +746,156 @@ class StaffQuotaRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
         except errors.InstanceError as exc:
             _raise(exc)
         return self._decided(decided)
+
+
+# --- Reserved capacity: the holder's (read-only) and staff's ----------------------------------------------------
+
+
+class ReservationSerializer(serializers.ModelSerializer):
+    """A reservation as its holder sees it: where, what, when, and how many of its cards are in use."""
+
+    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    current = serializers.BooleanField(read_only=True, help_text="Active and inside its window now.")
+    in_use = serializers.IntegerField(
+        read_only=True, help_text="Cards the holder's on-demand instances hold against it now."
+    )
+
+    class Meta:
+        model = Reservation
+        fields = ["id", "region", "gpu_model", "cards", "starts_at", "ends_at", "status", "current", "in_use"]
+        read_only_fields = fields
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Your reserved capacity: reservations that have not ended"),
+    retrieve=extend_schema(summary="One of your reservations"),
+)
+class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The acting account's reservations (staff grant them). Another account's is a 404."""
+
+    serializer_class = ReservationSerializer
+    lookup_value_regex = r"\d+"
+
+    def _principal(self):
+        try:
+            require_quota_request(self.request)
+        except errors.NotPermitted as exc:
+            _raise(exc)
+        principal, _membership = acting(self.request)
+        return principal
+
+    def get_queryset(self):
+        return Reservation.objects.none()  # the schema's; list and retrieve read through the selectors
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(selectors.reservations_for(user=self._principal()))
+        return self.get_paginated_response(ReservationSerializer(page, many=True).data)
+
+    def retrieve(self, request, *args, pk=None, **kwargs):
+        try:
+            pk = int(pk)
+        except (TypeError, ValueError):
+            raise Http404 from None
+        found = selectors.reservation_get_for(user=self._principal(), pk=pk)
+        return Response(ReservationSerializer(found).data)
+
+
+class StaffReservationSerializer(ReservationSerializer):
+    account = serializers.SerializerMethodField(help_text="The holder: an e-mail address, or team:<slug>.")
+    created_by = serializers.EmailField(source="created_by.email", read_only=True, allow_null=True, default=None)
+    quota_request = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta(ReservationSerializer.Meta):
+        fields = [*ReservationSerializer.Meta.fields, "account", "note", "created_by", "quota_request", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField())
+    def get_account(self, obj: Reservation) -> str:
+        team = getattr(obj.account, "team", None)
+        return f"team:{team.slug}" if team is not None else obj.account.email
+
+
+class StaffReservationCreateSerializer(serializers.Serializer):
+    account = serializers.CharField(max_length=254, help_text="A person's e-mail address, or a team's slug.")
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    cards = serializers.IntegerField(min_value=1, max_value=reservations.MAX_CARDS)
+    starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None, help_text="Default: now.")
+    ends_at = serializers.DateTimeField()
+    note = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+    def validate_account(self, value: str):
+        account = reservations.reservation_account_find(text=value.removeprefix("team:"))
+        if account is None:
+            raise ValidationError(_("No active account has that e-mail address or team slug."))
+        return account
+
+
+class StaffReservationListQuery(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["", *Reservation.Status.values], default="", required=False)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="Reservations (staff)", tags=["staff"], parameters=[StaffReservationListQuery]),
+    retrieve=extend_schema(summary="One reservation (staff)", tags=["staff"]),
+    create=extend_schema(
+        summary="Reserve cards for an account (staff)",
+        tags=["staff"],
+        request=StaffReservationCreateSerializer,
+        responses={201: StaffReservationSerializer},
+    ),
+)
+class StaffReservationViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    """Staff grant, list and cancel reserved capacity here as on the staff page: the same services."""
+
+    serializer_class = StaffReservationSerializer
+    permission_classes = [IsAdminUser]
+    lookup_value_regex = r"\d+"
+
+    def get_queryset(self):
+        return Reservation.objects.select_related("account", "account__team", "region", "gpu_model", "created_by")
+
+    def list(self, request, *args, **kwargs):
+        query = StaffReservationListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page = self.paginate_queryset(selectors.reservations_staff_list(status=query.validated_data["status"]))
+        return self.get_paginated_response(StaffReservationSerializer(page, many=True).data)
+
+    def _one(self, pk) -> Response:
+        found = selectors.reservations_staff_list_by_pk(pk=pk)
+        return Response(StaffReservationSerializer(found).data)
+
+    def retrieve(self, request, *args, **kwargs):
+        return self._one(self.get_object().pk)
+
+    def create(self, request, *args, **kwargs):
+        body = StaffReservationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            created = reservations.reservation_create(staff=request.user, **body.validated_data)
+        except errors.InstanceError as exc:
+            _raise(exc)
+        response = self._one(created.pk)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+    @extend_schema(
+        summary="Cancel a reservation now (staff)",
+        tags=["staff"],
+        request=None,
+        responses={
+            200: StaffReservationSerializer,
+            409: OpenApiResponse(description=_("invalid_state: the reservation has already ended")),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        target = self.get_object()
+        try:
+            reservations.reservation_cancel(reservation_id=target.pk, staff=request.user)
+        except errors.InstanceError as exc:
+            _raise(exc)
+        return self._one(target.pk)

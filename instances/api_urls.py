@@ -7,6 +7,8 @@ router = SimpleRouter()
 router.register("instances", api.InstanceViewSet, basename="api-instance")
 router.register("quota/requests", api.QuotaRequestViewSet, basename="api-quota-request")
 router.register("staff/quota/requests", api.StaffQuotaRequestViewSet, basename="api-staff-quota-request")
+router.register("reservations", api.ReservationViewSet, basename="api-reservation")
+router.register("staff/reservations", api.StaffReservationViewSet, basename="api-staff-reservation")
 
 urlpatterns = [
     path("catalogue/", api.CatalogueView.as_view(), name="api-catalogue"),

@@ -65,3 +65,9 @@ class MemberLimitReached(InstanceError):
     """A team member's own limit inside the team (cards held at once, or this month's spend) refuses it."""
 
     code = "member_limit_reached"
+
+
+class ReservationInvalid(InstanceError):
+    """A reservation staff asked for that cannot be granted as given (``field`` says which value)."""
+
+    code = "invalid"

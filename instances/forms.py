@@ -164,7 +164,37 @@ class QuotaRequestForm(forms.ModelForm):
         self.fields["duration_days"].initial = 30
 
 
+_WHEN = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+
+
 class QuotaDecisionForm(forms.Form):
     cards = forms.IntegerField(label=_("Cards"), min_value=1, required=False)
     days = forms.IntegerField(label=_("Days"), min_value=1, required=False)
     message = forms.CharField(label=_("Message to the user"), required=False, max_length=2000)
+    # Approving may also reserve the granted cards in one region for the grant's window (or part of it).
+    reserve = forms.BooleanField(label=_("Reserve the cards"), required=False)
+    reserve_region = forms.ModelChoiceField(
+        label=_("Region"), queryset=Region.objects.filter(is_active=True), required=False
+    )
+    reserve_starts_at = forms.DateTimeField(label=_("From (default: now)"), required=False, widget=_WHEN)
+    reserve_ends_at = forms.DateTimeField(label=_("Until (default: the grant's end)"), required=False, widget=_WHEN)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("reserve") and not data.get("reserve_region"):
+            self.add_error("reserve_region", _("Choose the region to reserve the cards in."))
+        return data
+
+
+class ReservationForm(forms.Form):
+    """Staff's grant of reserved capacity; ``reservations.reservation_create`` checks the rest."""
+
+    account = forms.CharField(
+        label=_("Account"), max_length=254, help_text=_("A person's e-mail address, or a team's slug.")
+    )
+    region = forms.ModelChoiceField(label=_("Region"), queryset=Region.objects.filter(is_active=True))
+    gpu_model = forms.ModelChoiceField(label=_("GPU model"), queryset=GpuModel.objects.filter(is_active=True))
+    cards = forms.IntegerField(label=_("Cards"), min_value=1, max_value=4096)
+    starts_at = forms.DateTimeField(label=_("From (default: now)"), required=False, widget=_WHEN)
+    ends_at = forms.DateTimeField(label=_("Until"), widget=_WHEN)
+    note = forms.CharField(label=_("Note"), required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -483,3 +484,91 @@ class QuotaAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} #{self.request_id}"
+
+
+# --- Reserved capacity -------------------------------------------------------------------------------------
+
+
+class Reservation(models.Model):
+    """``cards`` cards of ``gpu_model`` in ``region`` held for ``account`` (a person's or a team's) from
+    ``starts_at`` until ``ends_at``, granted by staff (``instances.reservations``).
+
+    While it is in its window, other accounts' on-demand placements leave enough free-or-interruptible
+    cards for its unused part; the holder's on-demand launches draw on it first. Unused cards stay lent
+    to interruptible work, which is preempted when the holder needs them. Only ``status`` changes,
+    through ``core.statemachine`` (active → expired by the beat task, active → cancelled by staff),
+    each move with a ``ReservationEvent``.
+    """
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", _("Active")  # held between starts_at and ends_at (upcoming before starts_at)
+        EXPIRED = "expired", _("Expired")  # its window ended
+        CANCELLED = "cancelled", _("Cancelled")  # ended early by staff
+
+    BADGE_COLOURS = {Status.ACTIVE: "green", Status.EXPIRED: "", Status.CANCELLED: ""}
+
+    account = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reservations", verbose_name=_("account")
+    )
+    region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="reservations")
+    gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="reservations")
+    cards = models.PositiveIntegerField(_("cards"))
+    starts_at = models.DateTimeField(_("starts"))
+    ends_at = models.DateTimeField(_("ends"))
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    note = models.TextField(_("note"), blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+", verbose_name=_("granted by")
+    )
+    # The quota request whose approval made it (its grant's window), if any.
+    quota_request = models.ForeignKey(
+        QuotaRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="reservations"
+    )
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-starts_at", "-id"]
+        verbose_name = _("reservation")
+        verbose_name_plural = _("reservations")
+        # The launch path's one question (``reservations_active_exist``): any active one here, now?
+        indexes = [
+            models.Index(fields=["region", "gpu_model", "status", "ends_at"], name="instances_reservation_active")
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(cards__gte=1), name="instances_reservation_cards_positive"),
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")), name="instances_reservation_window"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account} · {self.region} · {self.gpu_model} × {self.cards}"
+
+    @property
+    def badge_colour(self) -> str:
+        return self.BADGE_COLOURS.get(self.status, "")
+
+    def is_current(self, now: datetime | None = None) -> bool:
+        """Active and inside its window now (an active one before its start is upcoming)."""
+        now = now or timezone.now()
+        return self.status == self.Status.ACTIVE and self.starts_at <= now < self.ends_at
+
+
+class ReservationEvent(models.Model):
+    """Who did what to a reservation, when: created, cancelled, expired. Append-only by use."""
+
+    reservation = models.ForeignKey(Reservation, on_delete=models.CASCADE, related_name="events")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(_("action"), max_length=32)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(_("time"), default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name = _("reservation event")
+        verbose_name_plural = _("reservation events")
+
+    def __str__(self) -> str:
+        return f"{self.action} #{self.reservation_id}"

@@ -20,8 +20,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import override
 
-from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid
-from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest
+from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid, ReservationInvalid
+from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest, Region
+from instances.reservations import reservation_create
 from notifications.models import Kind
 from notifications.services import Message, notify
 from teams.models import TeamEvent
@@ -269,6 +270,13 @@ def _quota_decided_notify(request: QuotaRequest) -> None:
                 "gpu": gpu,
                 "until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M"),
             }
+            for reservation in request.reservations.select_related("region"):
+                body += " " + _("%(n)d of them are reserved for you in %(region)s from %(from)s until %(until)s.") % {
+                    "n": reservation.cards,
+                    "region": reservation.region.name,
+                    "from": timezone.localtime(reservation.starts_at).strftime("%Y-%m-%d %H:%M"),
+                    "until": timezone.localtime(reservation.ends_at).strftime("%Y-%m-%d %H:%M"),
+                }
         elif request.status == QuotaRequest.Status.DENIED:
             subject = _("Your %(gpu)s quota request was declined") % {"gpu": gpu}
             body = _("Your request for %(n)d cards was declined.") % {"n": request.cards}
@@ -289,9 +297,21 @@ def _quota_decided_notify(request: QuotaRequest) -> None:
 
 
 def quota_request_approve(
-    *, request_id: int, staff, cards: int | None = None, days: int | None = None, message: str = ""
+    *,
+    request_id: int,
+    staff,
+    cards: int | None = None,
+    days: int | None = None,
+    message: str = "",
+    reserve_region: Region | None = None,
+    reserve_starts_at: datetime | None = None,
+    reserve_ends_at: datetime | None = None,
 ) -> QuotaRequest:
-    """Grant ``cards`` (at most what was asked) until ``days`` from now. Only a pending request moves."""
+    """Grant ``cards`` (at most what was asked) until ``days`` from now. Only a pending request moves.
+
+    With ``reserve_region``, the granted cards are also reserved there (``instances.reservations``) for
+    the grant's window, or the part of it between ``reserve_starts_at`` and ``reserve_ends_at``; when
+    the region cannot promise them, nothing is approved."""
     with transaction.atomic():
         request = QuotaRequest.objects.select_for_update().select_related("user", "gpu_model").get(pk=request_id)
         if request.status != QuotaRequest.Status.PENDING:
@@ -311,6 +331,30 @@ def quota_request_approve(
         request.decided_by, request.decided_at, request.message = staff, now, message.strip()
         request.save(update_fields=["status", "granted_cards", "expires_at", "decided_by", "decided_at", "message"])
         _quota_audit(request=request, actor=staff, action="approved", cards=cards, days=days, message=request.message)
+        if reserve_region is not None:
+            starts_at, ends_at = reserve_starts_at or now, reserve_ends_at or request.expires_at
+            if starts_at < now - timedelta(minutes=5) or ends_at > request.expires_at:
+                raise QuotaRequestInvalid(
+                    _("Reserve within the grant's window, from now until %(until)s.")
+                    % {"until": timezone.localtime(request.expires_at).strftime("%Y-%m-%d %H:%M")},
+                    field="reserve_ends_at",
+                )
+            try:
+                reservation = reservation_create(
+                    account=request.user,
+                    region=reserve_region,
+                    gpu_model=request.gpu_model,
+                    cards=cards,
+                    starts_at=max(starts_at, now),
+                    ends_at=ends_at,
+                    staff=staff,
+                    note=request.message,
+                    quota_request=request,
+                )
+            except ReservationInvalid as exc:  # named as the approval's fields: the reservation's own are these
+                field = {"region": "reserve_region", "ends_at": "reserve_ends_at"}.get(exc.field or "", exc.field)
+                raise ReservationInvalid(exc.message, field=field) from exc
+            _quota_audit(request=request, actor=staff, action="reserved", reservation=reservation.pk)
         transaction.on_commit(lambda: _quota_decided_notify(request))
     return request
 

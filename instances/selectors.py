@@ -26,6 +26,7 @@ from instances.models import (
     Node,
     QuotaRequest,
     Region,
+    Reservation,
     StrayMachine,
 )
 from providers import BackendError, backend_aliases, get_backend
@@ -308,7 +309,8 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
     model), so granted and asked cards are per model. The forecast is the demand if every waiting request
     were approved and used at once: the cards held now plus what each request adds beyond the cards its
     user already holds of the model (a request asks for a total, not for more on top), against the
-    healthy total. Six queries, whatever the fleet's size.
+    healthy total. Reserved cards (reservations in their window) are shown per region and per model.
+    Seven queries, whatever the fleet's size.
     """
     now = now or timezone.now()
     cards = (
@@ -347,6 +349,7 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
         row["asked"] += asked
         row["extra"] += max(asked - held_by_user.get((gpu_id, user_id), 0), 0)
         row["waiting"] += 1
+    reserved = reservations_reserved_now(now=now)
     regions = {r.pk: r for r in Region.objects.all()}
     models = {g.pk: g for g in GpuModel.objects.all()}
     by_region: dict[int, list[dict]] = {}
@@ -359,13 +362,14 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
             "free": row["free"] or 0,
             "out_of_service": row["out_of_service"] or 0,
             "held": held.get((region.pk, gpu.pk), 0),
+            "reserved": reserved.get((region.pk, gpu.pk), 0),
         }
         by_region.setdefault(region.pk, []).append(line)
-        model = by_model.setdefault(gpu.pk, {"gpu_model": gpu, "total": 0, "free": 0, "held": 0})
-        for key in ("total", "free", "held"):
+        model = by_model.setdefault(gpu.pk, {"gpu_model": gpu, "total": 0, "free": 0, "held": 0, "reserved": 0})
+        for key in ("total", "free", "held", "reserved"):
             model[key] += line[key]
     for gpu_id in requests:  # a model asked for but with no node yet still shows
-        by_model.setdefault(gpu_id, {"gpu_model": models[gpu_id], "total": 0, "free": 0, "held": 0})
+        by_model.setdefault(gpu_id, {"gpu_model": models[gpu_id], "total": 0, "free": 0, "held": 0, "reserved": 0})
     for gpu_id, model in by_model.items():
         asked = requests.get(gpu_id, {})
         model.update(
@@ -523,3 +527,89 @@ def fleet_overview() -> dict:
         )
     gpu_rows = sorted(by_gpu.values(), key=lambda row: (row["gpu_model"].sort_order, row["gpu_model"].name))
     return {"regions": regions, "gpu_models": gpu_rows, "totals": fleet}
+
+
+# --- Reserved capacity ---------------------------------------------------------------------------------------
+
+
+def _reservations_with_usage(reservations: list[Reservation], *, now: datetime) -> list[Reservation]:
+    """Set ``in_use`` (cards its holder's on-demand instances hold against it) and ``is_current`` on each.
+
+    An account's instances of the region and model count against its reservations there in start order,
+    so two reservations never both count the same card. One query, whatever the number of reservations.
+    """
+    current = [r for r in reservations if r.is_current(now)]
+    used: dict[tuple[int, int, int], int] = {}
+    if current:
+        rows = (
+            Instance.objects.filter(
+                owner_id__in={r.account_id for r in current},
+                region_id__in={r.region_id for r in current},
+                gpu_model_id__in={r.gpu_model_id for r in current},
+                tier=Instance.Tier.ON_DEMAND,
+                status__in=Instance.HOLDING_GPUS,
+                node__isnull=False,
+            )
+            .values_list("owner_id", "region_id", "gpu_model_id")
+            .annotate(n=Sum(F("gpu_count") * F("node_count")))
+            .order_by()
+        )
+        used = {(owner, region, gpu): n for owner, region, gpu, n in rows}
+    for reservation in sorted(reservations, key=lambda r: (r.starts_at, r.pk)):
+        reservation.current = reservation.is_current(now)
+        reservation.in_use = 0
+        if reservation.current:
+            key = (reservation.account_id, reservation.region_id, reservation.gpu_model_id)
+            reservation.in_use = min(reservation.cards, used.get(key, 0))
+            used[key] = used.get(key, 0) - reservation.in_use
+        reservation.unused = reservation.cards - reservation.in_use
+    return reservations
+
+
+def reservations_for(*, user, now: datetime | None = None) -> list[Reservation]:
+    """The account's reservations that have not ended (current and upcoming), with what it uses of each."""
+    now = now or timezone.now()
+    reservations = list(
+        Reservation.objects.filter(account=user, status=Reservation.Status.ACTIVE, ends_at__gt=now)
+        .select_related("region", "gpu_model")
+        .order_by("starts_at", "id")
+    )
+    return _reservations_with_usage(reservations, now=now)
+
+
+def reservation_get_for(*, user, pk: int) -> Reservation:
+    """One of the account's reservations (any status); another account's is a 404."""
+    reservation = get_object_or_404(Reservation.objects.select_related("region", "gpu_model"), pk=pk, account=user)
+    return _reservations_with_usage([reservation], now=timezone.now())[0]
+
+
+def reservations_staff_list(*, status: str = "", now: datetime | None = None, limit: int = 200) -> list[Reservation]:
+    """Staff's view: every reservation (or those of ``status``), not yet ended first, with usage."""
+    now = now or timezone.now()
+    queryset = Reservation.objects.select_related("account", "account__team", "region", "gpu_model", "created_by")
+    if status:
+        queryset = queryset.filter(status=status)
+    reservations = list(queryset.order_by("status", "-starts_at", "-id")[:limit])
+    return _reservations_with_usage(reservations, now=now)
+
+
+def reservations_staff_list_by_pk(*, pk: int) -> Reservation:
+    """One reservation for staff, with usage (a 404 when none has that id)."""
+    reservation = get_object_or_404(
+        Reservation.objects.select_related("account", "account__team", "region", "gpu_model", "created_by"), pk=pk
+    )
+    return _reservations_with_usage([reservation], now=timezone.now())[0]
+
+
+def reservations_reserved_now(*, now: datetime | None = None) -> dict[tuple[int, int], int]:
+    """Cards reserved right now per (region, model): reservations in their window."""
+    now = now or timezone.now()
+    return {
+        (region, gpu): n
+        for region, gpu, n in Reservation.objects.filter(
+            status=Reservation.Status.ACTIVE, starts_at__lte=now, ends_at__gt=now
+        )
+        .values_list("region_id", "gpu_model_id")
+        .annotate(n=Sum("cards"))
+        .order_by()
+    }

@@ -59,6 +59,7 @@ from instances.lifecycle import (
 from instances.members import member_limits_check
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.quota import quota_check
+from instances.reservations import reservations_admit
 from instances.volumes import volume_hooks
 from notifications.models import Kind
 from notifications.services import Message, notify
@@ -343,11 +344,14 @@ def _gpus_reserve_nodes(*, region: Region, gpu_model: GpuModel, count: int, node
 
 
 def _gpus_reserve_for(
-    *, region: Region, gpu_model: GpuModel, count: int, tier: str, instance_id: uuid.UUID
+    *, region: Region, gpu_model: GpuModel, count: int, tier: str, instance_id: uuid.UUID, owner_id: int
 ) -> tuple[Node, bool]:
     """``_gpus_reserve`` for an instance of ``tier``, and whether it preempted others to get the cards:
     on-demand work that finds no free cards preempts interruptible instances (``instances.capacity``);
-    interruptible work only ever takes free cards."""
+    interruptible work only ever takes free cards. On-demand work leaves other accounts' reserved cards
+    alone (``instances.reservations``: one EXISTS where none is in its window)."""
+    if tier == Instance.Tier.ON_DEMAND:
+        reservations_admit(region=region, gpu_model=gpu_model, owner_id=owner_id, count=count, instance_id=instance_id)
     try:
         return _gpus_reserve(region=region, gpu_model=gpu_model, count=count), False
     except NoCapacity as exc:
@@ -360,10 +364,22 @@ def _gpus_reserve_for(
 
 
 def _gpus_reserve_nodes_for(
-    *, region: Region, gpu_model: GpuModel, count: int, nodes: int, tier: str, instance_id: uuid.UUID
+    *,
+    region: Region,
+    gpu_model: GpuModel,
+    count: int,
+    nodes: int,
+    tier: str,
+    instance_id: uuid.UUID,
+    owner_id: int,
 ) -> tuple[list[Node], bool]:
     """``_gpus_reserve_nodes`` for a cluster of ``tier``, and whether it preempted others (as
-    ``_gpus_reserve_for``: on-demand work takes cards back from interruptible instances)."""
+    ``_gpus_reserve_for``: on-demand work takes cards back from interruptible instances, and leaves
+    other accounts' reserved cards alone)."""
+    if tier == Instance.Tier.ON_DEMAND:
+        reservations_admit(
+            region=region, gpu_model=gpu_model, owner_id=owner_id, count=count * nodes, instance_id=instance_id
+        )
     try:
         return _gpus_reserve_nodes(region=region, gpu_model=gpu_model, count=count, nodes=nodes), False
     except NoCapacity as exc:
@@ -517,7 +533,12 @@ def instance_launch(
         # NoCapacity here rolls everything back: the user gets the reason and nothing was created.
         if node_count == 1:
             node, displaced = _gpus_reserve_for(
-                region=region, gpu_model=gpu_model, count=gpu_count, tier=tier, instance_id=instance_id
+                region=region,
+                gpu_model=gpu_model,
+                count=gpu_count,
+                tier=tier,
+                instance_id=instance_id,
+                owner_id=user.pk,
             )
             extra = []
         else:
@@ -528,6 +549,7 @@ def instance_launch(
                 nodes=node_count,
                 tier=tier,
                 instance_id=instance_id,
+                owner_id=user.pk,
             )
             node, extra = head, [n.name for n in others]
         now = timezone.now()
@@ -959,6 +981,7 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
                         count=instance.gpu_count,
                         tier=instance.tier,
                         instance_id=instance.pk,
+                        owner_id=instance.owner_id,
                     )
                     changes = {"node": node, "extra_nodes": [], "displaced_others": displaced}
                 else:
@@ -969,6 +992,7 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
                         nodes=instance.node_count,
                         tier=instance.tier,
                         instance_id=instance.pk,
+                        owner_id=instance.owner_id,
                     )
                     changes = {"node": head, "extra_nodes": [n.name for n in others], "displaced_others": displaced}
         except NoCapacity:
@@ -1408,7 +1432,12 @@ def _instance_place(instance: Instance) -> dict:
     _funds_check(user=instance.owner, hourly_fen=instance.hourly_price_fen, instance=instance)
     if instance.node_count == 1:
         node, displaced = _gpus_reserve_for(
-            region=region, gpu_model=gpu_model, count=instance.gpu_count, tier=instance.tier, instance_id=instance.pk
+            region=region,
+            gpu_model=gpu_model,
+            count=instance.gpu_count,
+            tier=instance.tier,
+            instance_id=instance.pk,
+            owner_id=instance.owner_id,
         )
         return {"node": node, "displaced_others": displaced}
     (node, *others), displaced = _gpus_reserve_nodes_for(
@@ -1418,6 +1447,7 @@ def _instance_place(instance: Instance) -> dict:
         nodes=instance.node_count,
         tier=instance.tier,
         instance_id=instance.pk,
+        owner_id=instance.owner_id,
     )
     return {"node": node, "extra_nodes": [n.name for n in others], "displaced_others": displaced}
 

@@ -17,7 +17,7 @@ from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
-from instances import preemption, quota, reconciler, services
+from instances import preemption, quota, reconciler, reservations, services
 from instances.models import Instance, Node
 from providers import BackendError, TransientBackendError, backend_aliases
 
@@ -148,6 +148,11 @@ def instances_auto_stop_task() -> int:
 @shared_task(acks_late=True)
 def quota_grants_expire_task() -> int:
     return quota.quota_grants_expire()
+
+
+@shared_task(acks_late=True)
+def reservations_expire_task() -> int:
+    return reservations.reservations_expire()
 
 
 @shared_task(acks_late=True)

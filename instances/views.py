@@ -28,7 +28,7 @@ from instances.acting import (
 )
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
 from instances.gpu_metrics import gpu_metrics_hooks
-from instances.models import Instance, QuotaRequest
+from instances.models import Instance, QuotaRequest, Region
 from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
 from instances.volumes import volume_hooks
 from teams.roles import Permission
@@ -281,6 +281,7 @@ def quota(request: HttpRequest) -> HttpResponse:
         {
             "rows": selectors.quota_table_for(user=principal),
             "requests": selectors.quota_requests_for(user=principal)[:20],
+            "reservations": selectors.reservations_for(user=principal),
             "form": form,
         },
     )
@@ -309,6 +310,7 @@ def quota_review(request: HttpRequest) -> HttpResponse:
             "pending": pending,
             "recent": recent,
             "capacity": selectors.quota_capacity_overview(),
+            "regions": Region.objects.filter(is_active=True).order_by("name"),
             "sla_min": settings.INSTANCES_QUOTA_REVIEW_SLA_MIN,
             "overdue": sum(1 for item in pending if item["sla"].overdue),
         },
@@ -321,7 +323,8 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     quota_request = get_object_or_404(QuotaRequest, pk=pk)
     form = QuotaDecisionForm(request.POST)
     if not form.is_valid():
-        messages.error(request, _("Check the cards and days."))
+        problems = " ".join(str(e) for errors_ in form.errors.values() for e in errors_)
+        messages.error(request, _("Check the cards and days.") + (" " + problems if problems else ""))
         return redirect("quota_review")
     data = form.cleaned_data
     try:
@@ -332,6 +335,9 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
                 cards=data["cards"],
                 days=data["days"],
                 message=data["message"],
+                reserve_region=data["reserve_region"] if data["reserve"] else None,
+                reserve_starts_at=data["reserve_starts_at"],
+                reserve_ends_at=data["reserve_ends_at"],
             )
             messages.success(
                 request, _("Approved; %(user)s has been told.") % {"user": account_label(quota_request.user)}

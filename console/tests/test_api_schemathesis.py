@@ -44,7 +44,14 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     ),
     "POST /api/v1/account/ssh-keys/": ({"public_key"}, "the key must parse as an OpenSSH public key"),
     "POST /api/v1/billing/orders/": ({"amount", "amount_fen"}, "exactly one of amount and amount_fen, in range"),
-    "POST /api/v1/staff/quota/requests/{id}/approve/": ({"cards"}, "at most the cards the request asked for"),
+    "POST /api/v1/staff/quota/requests/{id}/approve/": (
+        {"cards", "reserve_region", "reserve_ends_at"},
+        "at most the cards the request asked for; a reservation within the grant's window, in a region's cards",
+    ),
+    "POST /api/v1/staff/reservations/": (
+        {"account", "region", "gpu_model", "cards", "ends_at"},
+        _ROWS + "; an account that exists, a window ahead, no more cards than the region has in service",
+    ),
     "POST /api/v1/notifications/read/": ({"ids"}, "ids, or all: true"),
     "POST /api/v1/notifications/webhooks/": (
         {"url"},

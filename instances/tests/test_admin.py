@@ -4,7 +4,7 @@ from django.urls import reverse
 from instances.tests.conftest import running
 
 
-@pytest.mark.parametrize("model", ["instance", "node", "straymachine", "quotarequest", "gpuquota"])
+@pytest.mark.parametrize("model", ["instance", "node", "straymachine", "quotarequest", "gpuquota", "reservation"])
 def test_staff_see_the_changelists(rich_alice, staff, client_for, model):
     instance = running(rich_alice)
     client = client_for(staff)
