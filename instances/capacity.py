@@ -230,10 +230,38 @@ def blocks_choose(fitting: dict[str, int], nodes: int) -> list[str] | None:
     return None
 
 
-def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[tuple[int, str]] | None:
+def blocks_choose_near(fitting: dict[str, int], nodes: int, prefer: Sequence[str]) -> list[str] | None:
+    """``blocks_choose`` for nodes joining a running cluster: the blocks it already spans (``prefer``,
+    the one holding most of its nodes first) before any other, so a grown cluster spans the fewest
+    blocks it can; what they cannot hold goes where ``blocks_choose`` would put a gang of that size."""
+    if sum(fitting.values()) < nodes:
+        return None
+    chosen, total = [], 0
+    for block in dict.fromkeys(prefer):
+        if fitting.get(block, 0) > 0:
+            chosen.append(block)
+            total += fitting[block]
+            if total >= nodes:
+                return chosen
+    more = blocks_choose({b: n for b, n in fitting.items() if b not in chosen}, nodes - total)
+    return None if more is None else chosen + more
+
+
+def gang_reserve(
+    *,
+    region: Region,
+    gpu_model: GpuModel,
+    count: int,
+    nodes: int,
+    exclude: Sequence[str] = (),
+    prefer_blocks: Sequence[str] = (),
+) -> list[tuple[int, str]] | None:
     """Take ``count`` cards on each of ``nodes`` distinct healthy nodes, all or none, in the fewest
     network blocks: ``(pk, name)`` per node, head first (blocks in the chosen order, then by name);
     None when the fleet cannot give every node now. Call inside a transaction.
+
+    For a cluster that grows (``instances.resize``): ``exclude`` are the nodes it already holds (a
+    node joins once), ``prefer_blocks`` the blocks it spans, filled first (``blocks_choose_near``).
 
     Two statements whatever the size: how many nodes fit per block, then one ``UPDATE … WHERE id IN
     (SELECT … FOR UPDATE SKIP LOCKED LIMIT nodes) RETURNING``. Nodes another launch holds locked are
@@ -242,11 +270,11 @@ def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int)
     """
     eligible = Node.objects.filter(
         region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count
-    )
+    ).exclude(name__in=list(exclude))
     table = connection.ops.quote_name(Node._meta.db_table)
     for attempt in range(_ATTEMPTS):
         fitting = dict(eligible.order_by().values_list("block").annotate(n=models_count("id")))
-        blocks = blocks_choose(fitting, nodes)
+        blocks = blocks_choose_near(fitting, nodes, prefer_blocks) if prefer_blocks else blocks_choose(fitting, nodes)
         if blocks is None:
             return None
         wait = attempt == _ATTEMPTS - 1
@@ -255,10 +283,21 @@ def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int)
                 cursor.execute(
                     f"UPDATE {table} SET free_cards = free_cards - %s WHERE free_cards >= %s AND id IN ("  # noqa: S608
                     f"SELECT id FROM {table} WHERE region_id = %s AND backend_alias = %s AND gpu_model_id = %s"
-                    " AND is_healthy AND free_cards >= %s AND block = ANY(%s::text[])"
+                    " AND is_healthy AND free_cards >= %s AND block = ANY(%s::text[]) AND NOT (name = ANY(%s::text[]))"
                     " ORDER BY array_position(%s::text[], block::text), free_cards, name LIMIT %s"
                     f" FOR UPDATE{'' if wait else ' SKIP LOCKED'}) RETURNING id, name, block, free_cards",
-                    [count, count, region.pk, region.backend_alias, gpu_model.pk, count, blocks, blocks, nodes],
+                    [
+                        count,
+                        count,
+                        region.pk,
+                        region.backend_alias,
+                        gpu_model.pk,
+                        count,
+                        blocks,
+                        list(exclude),
+                        blocks,
+                        nodes,
+                    ],
                 )
                 taken = cursor.fetchall()
                 if len(taken) < nodes:

@@ -65,3 +65,16 @@ class MemberLimitReached(InstanceError):
     """A team member's own limit inside the team (cards held at once, or this month's spend) refuses it."""
 
     code = "member_limit_reached"
+
+
+class ResizeNotSupported(InstanceError):
+    """The instance's provider cannot grow or shrink a running cluster (no ``ClusterResizeCapability``),
+    or the instance is not a cluster."""
+
+    code = "resize_not_supported"
+
+
+class ResizeRefused(InstanceError):
+    """The provider refused this resize (a joining node could not take it): nothing changed."""
+
+    code = "resize_refused"
