@@ -46,6 +46,7 @@ from instances.errors import (
     OperationNotAllowed,
 )
 from instances.gpu_metrics import gpu_metrics_hooks
+from instances.incidents import incident_credit
 from instances.lifecycle import (
     ALLOWED,
     SETTLES_AT,
@@ -983,6 +984,7 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
                     node=failed,
                 ),
             )
+            incident_credit(instance=instance, status=S.PREEMPTED, failed=failed)
             return True
         where = ", ".join([changes["node"].name, *changes["extra_nodes"]])
         instance_transition(
@@ -996,6 +998,7 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
             ),
             **changes,
         )
+        incident_credit(instance=instance, status=S.STARTING, failed=failed)
         _enqueue(OPERATIONS["start"].task, instance.pk)
     logger.warning("instance %s: node %s failed; restarting on %s", instance.pk, failed, where)
     return True
