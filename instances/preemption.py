@@ -167,7 +167,7 @@ def instances_requeue() -> int:
     A shape that did not fit in a region is not tried again in this pass for instances as large.
     """
     started = 0
-    refused: dict[tuple[int, int], int] = {}  # (region, model) -> smallest card count that did not fit
+    refused: dict[tuple[int, int, int], int] = {}  # (region, model, nodes) -> smallest card count that did not fit
     waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner").filter(status=S.PREEMPTED)
     held = _held_by_engines() if waiting.exists() else {}
     for instance in waiting.order_by("status_changed_at", "pk"):
@@ -175,7 +175,7 @@ def instances_requeue() -> int:
             held[instance.backend_alias] is None or instance.key in held[instance.backend_alias]
         ):
             continue  # the engine requeued it and boots it again itself: the sync follows it
-        shape = (instance.region_id, instance.gpu_model_id)
+        shape = (instance.region_id, instance.gpu_model_id, instance.node_count)  # a cluster's refusal is its own
         if instance.gpu_count >= refused.get(shape, 10**6):
             continue
         try:
