@@ -949,6 +949,12 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
         locked = Instance.objects.select_for_update().filter(pk=instance.pk, status=S.RUNNING).first()
         if locked is None:
             return True  # another worker moved it first
+        # Its nodes as the row says under the lock (a resize may have changed them since this sync read it).
+        instance.node_id, instance.extra_nodes, instance.node_count = (
+            locked.node_id,
+            locked.extra_nodes,
+            locked.node_count,
+        )
         instance_gpus_free(instance=instance)  # its old cards, healthy nodes' included: all or nothing
         instance.node_id, instance.extra_nodes = None, []
         try:

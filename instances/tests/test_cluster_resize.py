@@ -15,9 +15,11 @@ from billing.selectors import balance_get
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaExceeded, ResizeNotSupported, ResizeRefused
 from instances.metering import gpu_meter_ref
 from instances.models import Instance, InstanceEvent, Node
+from instances.reconciler import instances_reconcile
 from instances.resize import instance_resize
 from instances.services import instance_stop, nodes_sync
 from instances.tests.conftest import backends, committed, launch, running
+from providers import get_backend
 from providers.simulated.backend import SimulatedBackend
 from providers.simulated.models import SimulatedMachine
 
@@ -234,3 +236,19 @@ def test_the_instance_page_offers_the_sizes_and_resizes(blocky, alice_client):
     assert alice_client.post(reverse("instance_resize", args=[cluster.pk]), {"node_count": 3}).status_code == 302
     cluster.refresh_from_db()
     assert cluster.node_count == 4
+
+
+def test_a_grown_cluster_whose_new_node_fails_moves_whole_at_its_new_size(blocky, settings):
+    settings.PROVISIONING_BACKENDS = backends(FLEET=FLEET, BLOCK_NODES=4, DISK_FOLLOWS=True)
+    cluster = running(blocky, count=8, nodes=2)
+    grown = instance_resize(instance=cluster, node_count=4)
+    lost = grown.extra_nodes[-1]
+    get_backend("default").node_lose(name=lost)
+    with committed():
+        instances_reconcile()
+    grown.refresh_from_db()
+    assert grown.status == S.RUNNING
+    assert grown.node_count == 4 and len(set(grown.node_names)) == 4
+    assert lost not in grown.node_names
+    assert sum(_free().values()) == 12 * 8 - 32  # every card back where it left, once
+    assert _open_meter(grown).quantity == 32
