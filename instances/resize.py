@@ -111,6 +111,9 @@ def _resize(*, instance: Instance, node_count: int, actor) -> None:
         .first()
     )
     if locked is None:
+        now = Instance.objects.filter(pk=instance.pk).values_list("status", "node_count").first()
+        if now == (S.RUNNING, node_count):
+            return  # the same resize, asked twice at once: the other request did it
         raise OperationNotAllowed(_("The instance changed meanwhile; reload the page and try again."))
     old, per_node = locked.node_count, locked.gpu_count
     peers = list(locked.extra_nodes or [])
