@@ -50,6 +50,8 @@ from instances.models import Instance, InstanceEvent, Node
 from instances.quota import quota_check
 from instances.services import _funds_check, _nodes_ensure, _spec, instance_hourly_price, node_count_choices
 from providers import PermanentBackendError, TransientBackendError, get_backend
+from teams.models import TeamEvent
+from teams.services import team_event_record
 
 S = Instance.Status
 
@@ -173,6 +175,14 @@ def _resize(*, instance: Instance, node_count: int, actor) -> None:
     if who:
         moves.insert(0, (locked.pk, S.RUNNING, S.RUNNING, stored(gettext_noop("Resize asked by %(who)s"), **who)))
     instance_events_write(moves=moves, at=now, kind=InstanceEvent.Kind.NODE)
+    if actor is not None and actor.pk != locked.owner_id:  # a team's: its audit log says who changed the spend
+        team_event_record(
+            account=locked.owner_id,
+            actor=actor,
+            action=TeamEvent.Action.INSTANCE_RESIZED,
+            target=locked.name,
+            details={"instance": str(locked.pk), "nodes_from": old, "nodes_to": node_count},
+        )
     transaction.on_commit(lambda: instance_notify(locked))
 
 

@@ -9,19 +9,23 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.tests.factories import UserFactory
 from billing.metering import amount_owed
 from billing.models import Meter
 from billing.selectors import balance_get
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaExceeded, ResizeNotSupported, ResizeRefused
 from instances.metering import gpu_meter_ref
-from instances.models import Instance, InstanceEvent, Node
+from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.reconciler import instances_reconcile
 from instances.resize import instance_resize
-from instances.services import instance_stop, nodes_sync
-from instances.tests.conftest import backends, committed, launch, running
+from instances.services import instance_launch, instance_stop, nodes_sync
+from instances.tests.conftest import backends, committed, fund, launch, running
 from providers import get_backend
 from providers.simulated.backend import SimulatedBackend
 from providers.simulated.models import SimulatedMachine
+from teams.context import SESSION_KEY
+from teams.models import Membership, Role, TeamEvent
+from teams.services import team_create
 
 S = Instance.Status
 FLEET = [{"region": "cn-north-1", "gpu": "a800-80g", "nodes": 12, "cards": 8}]
@@ -252,3 +256,39 @@ def test_a_grown_cluster_whose_new_node_fails_moves_whole_at_its_new_size(blocky
     assert lost not in grown.node_names
     assert sum(_free().values()) == 12 * 8 - 32  # every card back where it left, once
     assert _open_meter(grown).quantity == 32
+
+
+def test_in_a_team_an_admin_resizes_a_members_cluster_on_the_audit_log_and_a_teammate_may_not(
+    blocky, client, catalogue
+):
+    team = team_create(user=blocky, name="Lab")
+    fund(team.account, 1_000_000)
+    ada, mia, max_ = (UserFactory(email=f"{n}@example.com") for n in ("ada", "mia", "max"))
+    Membership.objects.create(team=team, user=ada, role=Role.ADMIN)
+    Membership.objects.create(team=team, user=mia, role=Role.MEMBER)
+    Membership.objects.create(team=team, user=max_, role=Role.MEMBER)
+    with committed():
+        cluster = instance_launch(
+            user=team.account,
+            actor=mia,
+            region=Region.objects.get(slug="cn-north-1"),
+            gpu_model=GpuModel.objects.get(slug="a800-80g"),
+            gpu_count=8,
+            image=Image.objects.get(slug="pytorch-2.5-cu124"),
+            disk_gb=50,
+            node_count=2,
+            name="mia-train",
+        )
+    url = reverse("api-instance-resize", args=[cluster.pk])
+    client.force_login(max_)
+    session = client.session
+    session[SESSION_KEY] = team.pk
+    session.save()
+    assert client.post(url, {"node_count": 4}, content_type="application/json").status_code == 403
+    client.force_login(ada)
+    session = client.session
+    session[SESSION_KEY] = team.pk
+    session.save()
+    assert client.post(url, {"node_count": 4}, content_type="application/json").status_code == 200
+    event = TeamEvent.objects.get(team=team, action=TeamEvent.Action.INSTANCE_RESIZED)
+    assert (event.actor_id, event.target) == (ada.pk, "mia-train")
