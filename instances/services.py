@@ -1031,7 +1031,9 @@ def _instance_observe(*, instance: Instance, observation) -> None:
             setattr(instance, name, value)
         transaction.on_commit(lambda: instance_notify(instance))
     placed = (new_state or {}).get("node")
-    if not (placed and instance.node_id and instance.node):
+    if not (placed and instance.node_id and instance.node) or instance.status == S.PREEMPTING:
+        # Preempting, a cluster's cards are split by the console (those taken are the new work's, the
+        # rest go back when it is off: ``instances.capacity``): the provider's hosts are not followed.
         return
     if instance.node_count > 1:
         # A cluster: the provider's hosts, head first (Slurm reports every rank's node).
