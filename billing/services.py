@@ -593,6 +593,28 @@ def balance_adjust(*, user, amount_fen: int, reason: str, staff_user, key: str |
     return txn
 
 
+def credit_grant(*, user, amount_fen: int, key: str, description: str, metadata: dict | None = None) -> bool:
+    """The platform credits ``user``'s paid balance with ``amount_fen`` (a service credit: an outage, an
+    incident), at most once per ``key``. True when it was posted now, False for a repeat.
+
+    One ADJUSTMENT posting against the platform's adjustments account, as a staff correction is, but
+    made by the console itself (no ``created_by``): the user sees it in their history with
+    ``description``. Call it inside the transaction that records why, so the credit and its cause
+    commit together or not at all.
+    """
+    if not isinstance(amount_fen, int) or isinstance(amount_fen, bool) or amount_fen <= 0:
+        raise ValueError("a credit is a positive integer number of fen")
+    _txn, created = ledger_post(
+        key=f"credit:{key}",
+        kind=Transaction.Kind.ADJUSTMENT,
+        user=user,
+        legs=[(account_get(kind=Kind.ADJUSTMENTS), -amount_fen), (account_get(user=user, kind=Kind.CASH), amount_fen)],
+        description=description[:255],
+        metadata=metadata or {},
+    )
+    return created
+
+
 # --- Moving paid money between wallets ---------------------------------------------------------------
 
 

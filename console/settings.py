@@ -675,6 +675,9 @@ INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven
 INSTANCES_RECONCILE_INTERVAL_S = 30
 # Seconds an interruptible instance gets between its preemption and power-off: its checkpoint's time.
 INSTANCES_PREEMPTION_GRACE_S = int(os.environ.get("INSTANCES_PREEMPTION_GRACE_S", "30"))
+# A service credit per interruption: when a running instance's node fails and the console restarts it
+# elsewhere (or queues it for room), its owner is credited this many fen, once per incident. 0: off.
+INSTANCES_INCIDENT_CREDIT_FEN = int(os.environ.get("INSTANCES_INCIDENT_CREDIT_FEN", "0"))
 # How old a running instance's saved entry points (JupyterLab, VS Code, SSH) may grow before the
 # reconciler asks its provider again; pages never ask (instances.entry_points).
 INSTANCES_ENTRY_POINTS_REFRESH_S = 600

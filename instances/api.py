@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 from accounts.models import SSHKey
 from core.api import ServiceError, SlugRelatedField
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from instances import errors, quota, reservations, selectors, services, tasks
+from instances import errors, quota, reservations, resize, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.catalogue_cache import catalogue_active
 from instances.filters import InstanceFilter
@@ -234,6 +234,12 @@ class RenameSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64)
 
 
+class ResizeSerializer(serializers.Serializer):
+    node_count = serializers.IntegerField(
+        min_value=1, help_text=_("The cluster's new number of nodes (whole nodes; rank 0 stays).")
+    )
+
+
 class AutoStopSerializer(serializers.Serializer):
     at = serializers.DateTimeField(required=False, allow_null=True)
     idle_minutes = serializers.IntegerField(required=False, allow_null=True)
@@ -411,6 +417,25 @@ class InstanceViewSet(
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
         return self._act(services.instance_release, actor=request.user)
+
+    @extend_schema(
+        summary="Resize a running cluster by whole nodes",
+        tags=["instances"],
+        request=ResizeSerializer,
+        responses={
+            **_action_response,
+            400: OpenApiResponse(description=_("Invalid size")),
+            409: OpenApiResponse(
+                description="resize_not_supported, resize_refused, no_capacity, quota_exceeded, "
+                "insufficient_funds or invalid_state"
+            ),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def resize(self, request, pk=None):
+        body = ResizeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._act(resize.instance_resize, node_count=body.validated_data["node_count"], actor=request.user)
 
     @extend_schema(summary="Rename", tags=["instances"], request=RenameSerializer, responses=_action_response)
     @action(detail=True, methods=["post"])

@@ -11,8 +11,11 @@ transition takes them: no deadlock between two launches choosing overlapping vic
 move is a compare-and-set on RUNNING, and the node's count changes in one conditional update under
 the ``free_cards`` check constraint. A launch that loses a race for a victim plans again.
 
-Only single-node interruptible instances are preempted here: a cluster's other nodes would keep its
-cards at the provider until the grace period ends, where the console would already count them free.
+Single-node interruptible instances are preempted first. Where they cannot free enough, a whole
+interruptible cluster is a victim too, all or nothing: its cards on the node(s) taken go to the new
+instance at once, while its other nodes keep its cards (the victim still holds them, ``node`` and
+``extra_nodes`` narrowed to those) until it is off after its grace period, when they go back to
+``free_cards`` as at any stop: the console never counts free a card the provider still holds.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import connection, transaction
 from django.db.models import Count as models_count
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils.translation import gettext_noop
 
 from core.messages import reason as stored
@@ -68,6 +71,76 @@ def smallest_set(sizes: tuple[int, ...], deficit: int) -> tuple[int, ...] | None
         key=lambda c: sum(sizes[i] for i in c),
     )
     return best
+
+
+def _spot_clusters_on(*, region: Region, gpu_model: GpuModel, names: dict[str, int]) -> dict[int, list[tuple]]:
+    """Per node (id, among ``names``: name -> id), the running interruptible clusters holding cards there,
+    as ``(pk, cards)``, youngest first: the victims of last resort (a whole cluster's work is lost)."""
+    held: dict[int, list[tuple]] = {}
+    rows = (
+        Instance.objects.filter(
+            region=region,
+            gpu_model=gpu_model,
+            tier=Instance.Tier.INTERRUPTIBLE,
+            status=S.RUNNING,
+            node_count__gt=1,
+            node__isnull=False,
+        )
+        .order_by("-running_since", "pk")
+        .values_list("pk", "gpu_count", "node_id", "extra_nodes")
+    )
+    ids = set(names.values())
+    for pk, size, head, extra in rows:
+        for node_id in {head, *(names.get(name) for name in extra or ())}:
+            if node_id in ids:
+                held.setdefault(node_id, []).append((pk, size))
+    return held
+
+
+def cluster_preemption_plan(*, region: Region, gpu_model: GpuModel, count: int) -> PreemptionPlan | None:
+    """``preemption_plan`` when single machines cannot free enough: on each healthy node the single
+    machines and the interruptible clusters holding cards there are candidates (single ones first
+    among equals), scored the same way (fewest victims, fewest cards wasted)."""
+    healthy = {
+        pk: (free, name)
+        for pk, free, name in Node.objects.filter(
+            region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True
+        ).values_list("pk", "free_cards", "name")
+    }
+    clusters = _spot_clusters_on(
+        region=region, gpu_model=gpu_model, names={name: pk for pk, (_free, name) in healthy.items()}
+    )
+    if not clusters:
+        return None
+    singles: dict[int, list[tuple]] = {}
+    for pk, size, node_id in (
+        Instance.objects.filter(
+            region=region,
+            gpu_model=gpu_model,
+            tier=Instance.Tier.INTERRUPTIBLE,
+            status=S.RUNNING,
+            node_count=1,
+            node_id__in=list(clusters),
+        )
+        .order_by("-running_since", "pk")
+        .values_list("pk", "gpu_count", "node_id")
+    ):
+        singles.setdefault(node_id, []).append((pk, size))
+    best: tuple[tuple[int, int, int], PreemptionPlan] | None = None
+    for node_id, held in clusters.items():
+        free, name = healthy[node_id]
+        rows = singles.get(node_id, []) + held
+        chosen = smallest_set(tuple(size for _pk, size in rows), count - free)
+        if not chosen:
+            continue
+        freed = sum(rows[i][1] for i in chosen)
+        plan = PreemptionPlan(
+            node_id=node_id, node_name=name, victims=tuple(rows[i][0] for i in chosen), freed_cards=freed
+        )
+        score = (len(chosen), freed - (count - free), free)
+        if best is None or score < best[0]:
+            best = (score, plan)
+    return None if best is None else best[1]
 
 
 def preemption_plan(*, region: Region, gpu_model: GpuModel, count: int) -> PreemptionPlan | None:
@@ -135,45 +208,70 @@ def gpus_take_by_preempting(
     """
     if connection.vendor != "postgresql":
         raise no_capacity  # the plan aggregates with PostgreSQL's ARRAY_AGG; tests and production run it
-    for _attempt in range(_ATTEMPTS):
-        plan = preemption_plan(region=region, gpu_model=gpu_model, count=count)
-        if plan is None:
-            break
-        node = _take(plan=plan, count=count, for_instance_id=for_instance_id)
-        if node is not None:
-            node.region, node.gpu_model = region, gpu_model
-            return node
+    for planner in (preemption_plan, cluster_preemption_plan):  # whole clusters only when singles fall short
+        for _attempt in range(_ATTEMPTS):
+            plan = planner(region=region, gpu_model=gpu_model, count=count)
+            if plan is None:
+                break
+            node = _take(plan=plan, count=count, for_instance_id=for_instance_id)
+            if node is not None:
+                node.region, node.gpu_model = region, gpu_model
+                return node
     raise no_capacity
 
 
 def _take(*, plan: PreemptionPlan, count: int, for_instance_id: uuid.UUID) -> Node | None:
     """Carry out ``plan`` all or nothing (a savepoint); None when a victim or the node moved meanwhile."""
     with transaction.atomic():
-        locked = list(
-            Instance.objects.select_for_update()
-            .filter(
-                pk__in=plan.victims,
-                status=S.RUNNING,
-                node_id=plan.node_id,
-                tier=Instance.Tier.INTERRUPTIBLE,
-                node_count=1,
-            )
-            .order_by("pk")
-            .values_list("pk", "gpu_count")
-        )
-        if len(locked) != len(plan.victims):
+        locked = _victims_lock(victims=plan.victims, on={pk: {plan.node_name} for pk in plan.victims})
+        if locked is None:
             return None
-        freed = sum(size for _pk, size in locked)
+        freed = sum(size for size, _names, _alias in locked.values())
         taken = Node.objects.filter(pk=plan.node_id, is_healthy=True, free_cards__gte=count - freed).update(
             free_cards=F("free_cards") + freed - count
         )
         if not taken:
             return None
-        moved = _victims_preempt(victims=[pk for pk, _size in locked], for_instance_id=for_instance_id)
+        moved = _victims_preempt(
+            victims=sorted(locked),
+            for_instance_id=for_instance_id,
+            keeps=_kept(locked, taken={pk: {plan.node_name} for pk in locked}),
+        )
         if moved != len(locked):  # cannot happen under the row locks; never hand out a card twice
             transaction.set_rollback(True)
             return None
     return Node(pk=plan.node_id, name=plan.node_name)
+
+
+def _victims_lock(
+    *, victims: Sequence[uuid.UUID], on: dict[uuid.UUID, set[str]]
+) -> dict[uuid.UUID, tuple[int, list[str], str]] | None:
+    """Lock ``victims`` (in primary-key order) and check each still runs interruptible, holding cards on
+    every node named in ``on[pk]``; ``{pk: (cards per node, its node names head first, its backend)}``, or
+    None when one moved meanwhile (the caller plans again)."""
+    rows = list(
+        Instance.objects.select_for_update(of=("self",))
+        .filter(pk__in=list(victims), status=S.RUNNING, tier=Instance.Tier.INTERRUPTIBLE)
+        .order_by("pk")
+        .values_list("pk", "gpu_count", "node_id", "node__name", "extra_nodes", "backend_alias")
+    )
+    if len(rows) != len(set(victims)):
+        return None
+    locked = {}
+    for pk, size, head_id, head, extra, alias in rows:
+        names = [head, *(extra or ())] if head_id else []
+        if not on[pk] <= set(names):
+            return None
+        locked[pk] = (size, names, alias)
+    return locked
+
+
+def _kept(
+    locked: dict[uuid.UUID, tuple[int, list[str], str]], *, taken: dict[uuid.UUID, set[str]]
+) -> dict[uuid.UUID, tuple[str, list[str]]]:
+    """Per victim, its backend and the nodes whose cards it keeps until it is off: all but those handed
+    over (``taken``). A single machine keeps none."""
+    return {pk: (alias, [n for n in names if n not in taken[pk]]) for pk, (_size, names, alias) in locked.items()}
 
 
 def beneficiary_drive(instance_id) -> None:
@@ -185,17 +283,44 @@ def beneficiary_drive(instance_id) -> None:
         enqueue_on_commit(f"instances.tasks.{task}", str(instance_id))
 
 
-def _victims_preempt(*, victims: Sequence[uuid.UUID], for_instance_id: uuid.UUID) -> int:
+def _victims_preempt(
+    *,
+    victims: Sequence[uuid.UUID],
+    for_instance_id: uuid.UUID,
+    keeps: dict[uuid.UUID, tuple[str, list[str]]] | None = None,
+) -> int:
+    """Move ``victims`` to PREEMPTING for ``for_instance_id``. ``keeps``: per victim (a cluster), its
+    backend and the nodes whose cards it still holds until it is off; they go back when it is PREEMPTED."""
     why = stored(
         gettext_noop(
             "Preempted: its cards were needed for on-demand work. It restarts by itself when capacity returns."
         )
     )
+    keeps = keeps or {}
+    wanted = Q()
+    for alias, names in keeps.values():
+        if names:
+            wanted |= Q(backend_alias=alias, name=names[0])
+    heads = (
+        {(n.backend_alias, n.name): n for n in Node.objects.filter(wanted).only("pk", "name", "backend_alias")}
+        if wanted
+        else {}
+    )
     moved = 0
     for pk in victims:
-        # node=None: its cards now belong to the on-demand instance (see the module's docstring).
+        alias, kept = keeps.get(pk) or ("", [])
+        head = heads.get((alias, kept[0])) if kept else None
+
+        # node=None: its cards now belong to the on-demand instance (see the module's docstring); a
+        # cluster keeps its other nodes' cards until its machine is off.
         if instance_transition(
-            instance_id=pk, src=S.RUNNING, dst=S.PREEMPTING, reason=why, node=None, preempted_for_id=for_instance_id
+            instance_id=pk,
+            src=S.RUNNING,
+            dst=S.PREEMPTING,
+            reason=why,
+            node=head,
+            extra_nodes=kept[1:] if head is not None else [],
+            preempted_for_id=for_instance_id,
         ):
             moved += 1
             # The warning and the checkpoint now; the machine goes off after the grace period.
@@ -230,10 +355,38 @@ def blocks_choose(fitting: dict[str, int], nodes: int) -> list[str] | None:
     return None
 
 
-def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[tuple[int, str]] | None:
+def blocks_choose_near(fitting: dict[str, int], nodes: int, prefer: Sequence[str]) -> list[str] | None:
+    """``blocks_choose`` for nodes joining a running cluster: the blocks it already spans (``prefer``,
+    the one holding most of its nodes first) before any other, so a grown cluster spans the fewest
+    blocks it can; what they cannot hold goes where ``blocks_choose`` would put a gang of that size."""
+    if sum(fitting.values()) < nodes:
+        return None
+    chosen, total = [], 0
+    for block in dict.fromkeys(prefer):
+        if fitting.get(block, 0) > 0:
+            chosen.append(block)
+            total += fitting[block]
+            if total >= nodes:
+                return chosen
+    more = blocks_choose({b: n for b, n in fitting.items() if b not in chosen}, nodes - total)
+    return None if more is None else chosen + more
+
+
+def gang_reserve(
+    *,
+    region: Region,
+    gpu_model: GpuModel,
+    count: int,
+    nodes: int,
+    exclude: Sequence[str] = (),
+    prefer_blocks: Sequence[str] = (),
+) -> list[tuple[int, str]] | None:
     """Take ``count`` cards on each of ``nodes`` distinct healthy nodes, all or none, in the fewest
     network blocks: ``(pk, name)`` per node, head first (blocks in the chosen order, then by name);
     None when the fleet cannot give every node now. Call inside a transaction.
+
+    For a cluster that grows (``instances.resize``): ``exclude`` are the nodes it already holds (a
+    node joins once), ``prefer_blocks`` the blocks it spans, filled first (``blocks_choose_near``).
 
     Two statements whatever the size: how many nodes fit per block, then one ``UPDATE … WHERE id IN
     (SELECT … FOR UPDATE SKIP LOCKED LIMIT nodes) RETURNING``. Nodes another launch holds locked are
@@ -242,11 +395,11 @@ def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int)
     """
     eligible = Node.objects.filter(
         region=region, backend_alias=region.backend_alias, gpu_model=gpu_model, is_healthy=True, free_cards__gte=count
-    )
+    ).exclude(name__in=list(exclude))
     table = connection.ops.quote_name(Node._meta.db_table)
     for attempt in range(_ATTEMPTS):
         fitting = dict(eligible.order_by().values_list("block").annotate(n=models_count("id")))
-        blocks = blocks_choose(fitting, nodes)
+        blocks = blocks_choose_near(fitting, nodes, prefer_blocks) if prefer_blocks else blocks_choose(fitting, nodes)
         if blocks is None:
             return None
         wait = attempt == _ATTEMPTS - 1
@@ -255,10 +408,21 @@ def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int)
                 cursor.execute(
                     f"UPDATE {table} SET free_cards = free_cards - %s WHERE free_cards >= %s AND id IN ("  # noqa: S608
                     f"SELECT id FROM {table} WHERE region_id = %s AND backend_alias = %s AND gpu_model_id = %s"
-                    " AND is_healthy AND free_cards >= %s AND block = ANY(%s::text[])"
+                    " AND is_healthy AND free_cards >= %s AND block = ANY(%s::text[]) AND NOT (name = ANY(%s::text[]))"
                     " ORDER BY array_position(%s::text[], block::text), free_cards, name LIMIT %s"
                     f" FOR UPDATE{'' if wait else ' SKIP LOCKED'}) RETURNING id, name, block, free_cards",
-                    [count, count, region.pk, region.backend_alias, gpu_model.pk, count, blocks, blocks, nodes],
+                    [
+                        count,
+                        count,
+                        region.pk,
+                        region.backend_alias,
+                        gpu_model.pk,
+                        count,
+                        blocks,
+                        list(exclude),
+                        blocks,
+                        nodes,
+                    ],
                 )
                 taken = cursor.fetchall()
                 if len(taken) < nodes:
@@ -274,10 +438,15 @@ def gang_reserve(*, region: Region, gpu_model: GpuModel, count: int, nodes: int)
 # --- Gangs that preempt: an on-demand cluster taking cards back on several nodes ------------------------------
 
 
-def gang_preemption_plan(*, region: Region, gpu_model: GpuModel, count: int, nodes: int) -> list[PreemptionPlan] | None:
+def gang_preemption_plan(
+    *, region: Region, gpu_model: GpuModel, count: int, nodes: int, clusters: bool = False
+) -> list[PreemptionPlan] | None:
     """``nodes`` distinct healthy nodes that can each give ``count`` cards, nodes with free cards first,
     then those whose smallest set of interruptible victims is smallest (fewest victims, then fewest
-    cards wasted); None when even preempting every interruptible instance leaves too few."""
+    cards wasted); None when even preempting every interruptible instance leaves too few.
+
+    ``clusters``: whole interruptible clusters are candidates too (after the single machines of each
+    node, so those go first among equals); a cluster chosen on several nodes is one victim."""
     healthy = {
         pk: (free, name)
         for pk, free, name in Node.objects.filter(
@@ -299,6 +468,13 @@ def gang_preemption_plan(*, region: Region, gpu_model: GpuModel, count: int, nod
         .values_list("node_id")
         .annotate(sizes=ArrayAgg("gpu_count", order_by=youngest_first), pks=ArrayAgg("pk", order_by=youngest_first))
     }
+    if clusters:
+        held = _spot_clusters_on(
+            region=region, gpu_model=gpu_model, names={name: pk for pk, (_free, name) in healthy.items()}
+        )
+        for node_id, rows in held.items():
+            sizes, pks = victims_by_node.get(node_id, ((), ()))
+            victims_by_node[node_id] = ([*sizes, *(n for _pk, n in rows)], [*pks, *(pk for pk, _n in rows)])
     scored = []
     for node_id, (free, name) in healthy.items():
         deficit = count - free
@@ -328,35 +504,35 @@ def gang_take_by_preempting(
     nothing, preempting the fewest interruptible instances; the nodes head first. Raises ``no_capacity``."""
     if connection.vendor != "postgresql":
         raise no_capacity
-    for _attempt in range(_ATTEMPTS):
-        plans = gang_preemption_plan(region=region, gpu_model=gpu_model, count=count, nodes=nodes)
-        if plans is None:
-            break
-        try:
-            with transaction.atomic():
-                by_node = {plan.node_id: plan for plan in plans}
-                wanted = sorted(pk for plan in plans for pk in plan.victims)
-                locked = list(
-                    Instance.objects.select_for_update()
-                    .filter(pk__in=wanted, status=S.RUNNING, tier=Instance.Tier.INTERRUPTIBLE, node_count=1)
-                    .order_by("pk")
-                    .values_list("pk", "node_id", "gpu_count")
-                )
-                if len(locked) != len(wanted) or any(
-                    node not in by_node or pk not in by_node[node].victims for pk, node, _n in locked
-                ):
-                    raise _Short
-                freed = {plan.node_id: 0 for plan in plans}
-                for _pk, node_id, size in locked:
-                    freed[node_id] += size
-                for node_id in sorted(freed):  # nodes in id order: two gangs lock them the same way
-                    if not Node.objects.filter(
-                        pk=node_id, is_healthy=True, free_cards__gte=count - freed[node_id]
-                    ).update(free_cards=F("free_cards") + freed[node_id] - count):
+    for clusters in (False, True):  # whole clusters only when single machines fall short
+        for _attempt in range(_ATTEMPTS):
+            plans = gang_preemption_plan(
+                region=region, gpu_model=gpu_model, count=count, nodes=nodes, clusters=clusters
+            )
+            if plans is None:
+                break
+            try:
+                with transaction.atomic():
+                    on: dict[uuid.UUID, set[str]] = {}
+                    for plan in plans:
+                        for pk in plan.victims:
+                            on.setdefault(pk, set()).add(plan.node_name)
+                    locked = _victims_lock(victims=sorted(on), on=on)
+                    if locked is None:
                         raise _Short
-                if _victims_preempt(victims=wanted, for_instance_id=for_instance_id) != len(wanted):
-                    raise _Short
-        except _Short:
-            continue
-        return [Node(pk=plan.node_id, name=plan.node_name, region=region, gpu_model=gpu_model) for plan in plans]
+                    # A victim chosen on several nodes frees its cards on each of them, once.
+                    freed = {plan.node_id: sum(locked[pk][0] for pk in plan.victims) for plan in plans}
+                    for node_id in sorted(freed):  # nodes in id order: two gangs lock them the same way
+                        if not Node.objects.filter(
+                            pk=node_id, is_healthy=True, free_cards__gte=count - freed[node_id]
+                        ).update(free_cards=F("free_cards") + freed[node_id] - count):
+                            raise _Short
+                    wanted = sorted(locked)
+                    if _victims_preempt(
+                        victims=wanted, for_instance_id=for_instance_id, keeps=_kept(locked, taken=on)
+                    ) != len(wanted):
+                        raise _Short
+            except _Short:
+                continue
+            return [Node(pk=plan.node_id, name=plan.node_name, region=region, gpu_model=gpu_model) for plan in plans]
     raise no_capacity

@@ -71,3 +71,16 @@ class ReservationInvalid(InstanceError):
     """A reservation staff asked for that cannot be granted as given (``field`` says which value)."""
 
     code = "invalid"
+
+
+class ResizeNotSupported(InstanceError):
+    """The instance's provider cannot grow or shrink a running cluster (no ``ClusterResizeCapability``),
+    or the instance is not a cluster."""
+
+    code = "resize_not_supported"
+
+
+class ResizeRefused(InstanceError):
+    """The provider refused this resize (a joining node could not take it): nothing changed."""
+
+    code = "resize_refused"

@@ -142,6 +142,16 @@ class RenameForm(forms.Form):
     name = forms.CharField(label=_("Name"), max_length=64)
 
 
+class ResizeForm(forms.Form):
+    """A running cluster's new size: one of ``instances.resize.resize_choices``."""
+
+    node_count = forms.TypedChoiceField(label=_("Nodes"), coerce=int, choices=())
+
+    def __init__(self, *args, choices: tuple[int, ...] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["node_count"].choices = [(n, str(n)) for n in choices]
+
+
 class AutoStopForm(forms.Form):
     at = forms.DateTimeField(
         label=_("Stop at"), required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})

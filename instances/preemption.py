@@ -170,7 +170,7 @@ def instances_requeue() -> int:
     A shape that did not fit in a region is not tried again in this pass for instances as large.
     """
     started = 0
-    refused: dict[tuple[int, int], int] = {}  # (region, model) -> smallest card count that did not fit
+    refused: dict[tuple[int, int, int], int] = {}  # (region, model, nodes) -> smallest card count that did not fit
     waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner", "created_by").filter(
         status=S.PREEMPTED
     )
@@ -180,7 +180,7 @@ def instances_requeue() -> int:
             held[instance.backend_alias] is None or instance.key in held[instance.backend_alias]
         ):
             continue  # the engine requeued it and boots it again itself: the sync follows it
-        shape = (instance.region_id, instance.gpu_model_id)
+        shape = (instance.region_id, instance.gpu_model_id, instance.node_count)  # a cluster's refusal is its own
         if instance.gpu_count >= refused.get(shape, 10**6):
             continue
         try:

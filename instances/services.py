@@ -46,6 +46,7 @@ from instances.errors import (
     OperationNotAllowed,
 )
 from instances.gpu_metrics import gpu_metrics_hooks
+from instances.incidents import incident_credit
 from instances.lifecycle import (
     ALLOWED,
     SETTLES_AT,
@@ -970,6 +971,12 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
         locked = Instance.objects.select_for_update().filter(pk=instance.pk, status=S.RUNNING).first()
         if locked is None:
             return True  # another worker moved it first
+        # Its nodes as the row says under the lock (a resize may have changed them since this sync read it).
+        instance.node_id, instance.extra_nodes, instance.node_count = (
+            locked.node_id,
+            locked.extra_nodes,
+            locked.node_count,
+        )
         instance_gpus_free(instance=instance)  # its old cards, healthy nodes' included: all or nothing
         instance.node_id, instance.extra_nodes = None, []
         try:
@@ -1007,6 +1014,7 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
                     node=failed,
                 ),
             )
+            incident_credit(instance=instance, status=S.PREEMPTED, failed=failed)
             return True
         where = ", ".join([changes["node"].name, *changes["extra_nodes"]])
         instance_transition(
@@ -1020,6 +1028,7 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
             ),
             **changes,
         )
+        incident_credit(instance=instance, status=S.STARTING, failed=failed)
         _enqueue(OPERATIONS["start"].task, instance.pk)
     logger.warning("instance %s: node %s failed; restarting on %s", instance.pk, failed, where)
     return True
@@ -1046,7 +1055,9 @@ def _instance_observe(*, instance: Instance, observation) -> None:
             setattr(instance, name, value)
         transaction.on_commit(lambda: instance_notify(instance))
     placed = (new_state or {}).get("node")
-    if not (placed and instance.node_id and instance.node):
+    if not (placed and instance.node_id and instance.node) or instance.status == S.PREEMPTING:
+        # Preempting, a cluster's cards are split by the console (those taken are the new work's, the
+        # rest go back when it is off: ``instances.capacity``): the provider's hosts are not followed.
         return
     if instance.node_count > 1:
         # A cluster: the provider's hosts, head first (Slurm reports every rank's node).

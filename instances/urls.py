@@ -8,6 +8,7 @@ urlpatterns = [
     path("<uuid:pk>/", views.instance_detail, name="instance_detail"),
     path("<uuid:pk>/rename/", views.instance_rename, name="instance_rename"),
     path("<uuid:pk>/auto-stop/", views.instance_auto_stop, name="instance_auto_stop"),
+    path("<uuid:pk>/resize/", views.instance_resize, name="instance_resize"),
     # List rows build this as their detail URL + "<action>/" (one reverse per row, not four).
     path("<uuid:pk>/<slug:action>/", views.instance_action, name="instance_action"),
 ]

@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from instances import errors, selectors, services, tasks
+from instances import errors, resize, selectors, services, tasks
 from instances.acting import (
     acting,
     acting_can,
@@ -26,7 +26,7 @@ from instances.acting import (
     require_quota_request,
     require_view,
 )
-from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm
+from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm, ResizeForm
 from instances.gpu_metrics import gpu_metrics_hooks
 from instances.models import Instance, QuotaRequest, Region
 from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
@@ -147,6 +147,10 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         "auto_stop_form": AutoStopForm(
             initial={"at": instance.auto_stop_at, "idle_minutes": instance.auto_stop_idle_minutes}
         ),
+        # Read from the provider's class, never asked of the provider: whether its clusters resize.
+        "resize_form": ResizeForm(choices=resize.resize_choices(instance=instance))
+        if instance.node_count > 1
+        else None,
         "ssh_keys": instance.ssh_keys.all(),
         "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
         "mounts": _mounts(instance),
@@ -228,6 +232,27 @@ def instance_rename(request: HttpRequest, pk) -> HttpResponse:
             messages.error(request, exc.message)
     else:
         messages.error(request, _("Give the instance a name of at most 64 characters."))
+    return redirect("instance_detail", pk=instance.pk)
+
+
+@login_required
+@require_POST
+def instance_resize(request: HttpRequest, pk) -> HttpResponse:
+    """The instance page's "Cluster size" control: the same service as ``POST …/resize/`` in the API."""
+    instance = _operable(request, pk)
+    if isinstance(instance, HttpResponse):
+        return instance
+    form = ResizeForm(request.POST, choices=resize.resize_choices(instance=instance))
+    if not form.is_valid():
+        messages.error(request, _("Choose one of the sizes offered."))
+        return redirect("instance_detail", pk=instance.pk)
+    try:
+        instance = resize.instance_resize(
+            instance=instance, node_count=form.cleaned_data["node_count"], actor=request.user
+        )
+        messages.success(request, _("The cluster now has %(n)d nodes.") % {"n": instance.node_count})
+    except errors.InstanceError as exc:
+        messages.error(request, exc.message)
     return redirect("instance_detail", pk=instance.pk)
 
 

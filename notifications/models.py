@@ -20,6 +20,7 @@ class Kind(models.TextChoices):
 
     PREEMPTED = "preempted", _("Instance preempted")
     RECOVERED = "recovered", _("Instance restarted after preemption")
+    INCIDENT_CREDIT = "incident_credit", _("Credit for an interruption")
     IDLE_WARNING = "idle_warning", _("Idle stop coming")
     IDLE_STOPPED = "idle_stopped", _("Stopped while idle")
     LOW_BALANCE = "low_balance", _("Low balance")

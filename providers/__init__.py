@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from providers.base import (
     AppLaunch,
     BackendError,
+    ClusterResizeCapability,
     ClustersCapability,
     EntryPoints,
     EntryPointsCapability,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AppLaunch",
     "BackendError",
+    "ClusterResizeCapability",
     "ClustersCapability",
     "EntryPoints",
     "EntryPointsCapability",

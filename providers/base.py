@@ -23,7 +23,8 @@ them, and those in the methods' docstrings, against every backend (the sixth: ``
 
 Capabilities are mixins, inherited before the core class
 (``class MyBackend(VolumesCapability, ProvisioningBackend)``); a backend without one answers as the
-core class does: one node per machine, no volumes, no entry points, no GPU samples.
+core class does: one node per machine, no volumes, no entry points, no GPU samples, clusters that
+keep the size they were made with (``ClusterResizeCapability``).
 """
 
 from __future__ import annotations
@@ -245,6 +246,7 @@ class ProvisioningBackend:
     # again by itself when capacity returns (Slurm's PreemptMode=REQUEUE): the console does not start
     # such a machine itself, it follows ``poll`` (PREEMPTED, then RUNNING).
     requeues_preempted: bool = False
+    supports_cluster_resize: bool = False  # ClusterResizeCapability
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
@@ -323,6 +325,11 @@ class ProvisioningBackend:
         returns (its disk kept). Returns the state to persist. Without requeueing, it is ``stop``."""
         return self.stop(key=key, state=state)
 
+    def cluster_resize(self, *, key: str, state: dict, spec: InstanceSpec) -> dict:
+        """Without ClusterResizeCapability: a running cluster keeps the nodes it was made with (the
+        console refuses a resize before asking, ``resize_not_supported``)."""
+        raise PermanentBackendError("This provider cannot resize a running cluster.")
+
     def app_check(self, app: AppLaunch) -> str | None:
         """Why this provider cannot run ``app`` (say, its program is not installed on a process
         backend), or None. Asked before a deployment launches, so the refusal comes at once."""
@@ -355,6 +362,29 @@ class ClustersCapability:
     """
 
     max_nodes: int = 128
+
+
+class ClusterResizeCapability:
+    """Elastic clusters: a running multi-node machine grows or shrinks by whole nodes while it runs.
+
+    - ``cluster_resize`` is asked only of a RUNNING cluster (``spec.nodes`` > 1 before and after), with
+      its spec at the new size: ``spec.node`` is the same head (rank 0, whose address is every rank's
+      ``MASTER_ADDR``: it never leaves), ``spec.peer_nodes`` the other nodes in rank order. Growing, the
+      old peers come first, unchanged, then the new ones (where the console placed them: a provider
+      that places clusters itself may ignore the names); shrinking, a prefix of the old peers: the
+      highest ranks leave. The nodes that join get ``spec.gpu_count`` cards each, as the others have.
+    - All or nothing: when a node cannot join (it is full, out of service), nothing changes and it
+      raises ``PermanentBackendError`` saying why; the console then gives the cards it reserved back.
+    - Repeats are harmless: a spec of the size the cluster already has changes nothing.
+    - It does not stop the machine: ``poll`` goes on saying RUNNING (the joining nodes boot beside it),
+      and ``machines()`` counts the new cards. Returns the state to persist.
+    """
+
+    supports_cluster_resize: bool = True
+
+    def cluster_resize(self, *, key: str, state: dict, spec: InstanceSpec) -> dict:
+        """Grow or shrink running cluster ``key`` to ``spec.nodes`` nodes (see the class's docstring)."""
+        raise NotImplementedError
 
 
 class VolumesCapability:

@@ -177,6 +177,7 @@ class TeamEvent(AppendOnlyModel):
         INSTANCE_STOPPED = "instance_stopped", _("Instance stopped")
         INSTANCE_STARTED = "instance_started", _("Instance started")
         INSTANCE_RELEASED = "instance_released", _("Instance released")
+        INSTANCE_RESIZED = "instance_resized", _("Instance resized")
         TOKEN_CREATED = "token_created", _("API token created")
         TOKEN_REVOKED = "token_revoked", _("API token revoked")
         QUOTA_REQUESTED = "quota_requested", _("Quota requested")

@@ -63,6 +63,20 @@ gang scheduling:
   GPUs, holding their cards meanwhile. ``cluster_poll`` reports PENDING ("2 of 4 pods running")
   until every pod runs, so the console never calls a half-started cluster running.
 
+A real fabric (``NCCL_ENV``, ``RDMA_RESOURCE``): every rank of a cluster (the head's GPU container and
+each worker) gets NCCL's environment and asks for ``RDMA_PER_POD`` of the RDMA device plugin's resource
+(``rdma/hca_shared_devices_a`` for the shared-device plugin), so the ranks reach the InfiniBand or RoCE
+HCAs; a single machine asks for neither. The two tiers (``PRIORITY_CLASSES``): every pod carries its
+tier's ``priorityClassName``, so the scheduler preempts interruptible pods for on-demand ones and never
+the other way (``priority_class_manifests``: the two classes, interruptible with ``preemptionPolicy:
+Never``, applied by the cluster's admin: they are cluster-scoped); with Kueue the workers' Job also
+carries its tier's WorkloadPriorityClass (``KUEUE_PRIORITY_CLASSES``).
+
+A running cluster is not resized (no ``ClusterResizeCapability``): the workers' Indexed Job could be
+scaled (``completions`` with ``parallelism``), but every rank's ``NNODES`` is in the Job's pod template,
+which is immutable, and the ranks already running were started for the old world size; the console
+refuses with ``resize_not_supported``.
+
 Every call may be repeated: creating what exists (409 AlreadyExists) returns what is there;
 deleting what is gone (404) is done. The API answering 5xx, 429 or not at all raises
 ``TransientBackendError`` (and ``poll`` says UNKNOWN, never GONE); a request it refuses as invalid
@@ -87,6 +101,7 @@ from providers.kubernetes.manifests import (
     cluster_manifests,
     home_pvc_manifest,
     pod_template,
+    priority_class_manifests,
     secret_manifest,
     service_manifest,
     statefulset_manifest,
@@ -107,6 +122,7 @@ __all__ = [
     "instance_name",
     "observe_pod",
     "pod_template",
+    "priority_class_manifests",
     "secret_manifest",
     "service_manifest",
     "statefulset_manifest",

@@ -19,6 +19,7 @@ from providers.kubernetes.names import (
     CONTAINER_PORTS,
     GPU_RESOURCE,
     KUEUE_LABEL,
+    KUEUE_PRIORITY_LABEL,
     LAB,
     LABEL_BACKEND,
     LABEL_CLUSTER,
@@ -34,7 +35,7 @@ from providers.kubernetes.names import (
     instance_name,
     volume_name,
 )
-from providers.kubernetes.options import KubeOptions
+from providers.kubernetes.options import TIER_INTERRUPTIBLE, TIER_ON_DEMAND, KubeOptions
 
 FILES_MOUNT = "/etc/console"
 
@@ -117,8 +118,12 @@ def _quantity_times(value: str, count: int) -> str:
     return f"{int(number) if number.is_integer() else number}{match[2]}"
 
 
-def _resources(opts: KubeOptions, gpus: int) -> dict:
+def _resources(opts: KubeOptions, gpus: int, *, fabric: bool = False) -> dict:
+    """The GPUs (and CPU, memory per GPU) a container asks for; ``fabric``: a cluster's rank, which also
+    asks for the RDMA device plugin's resource (its HCAs) when ``RDMA_RESOURCE`` names one."""
     limits = {GPU_RESOURCE: str(gpus)}
+    if fabric and opts.rdma_resource:
+        limits[opts.rdma_resource] = str(opts.rdma_per_pod)  # extended resources: requests == limits
     requests = dict(limits)
     if opts.cpu_per_gpu:
         requests["cpu"] = _quantity_times(opts.cpu_per_gpu, gpus)
@@ -361,6 +366,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
         **_placement(opts, gpu_model=spec.gpu_model, node=spec.node),
+        **_priority(opts, spec),
     }
     if opts.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
@@ -371,6 +377,40 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
         if spec.app.webui is not None:
             metadata["annotations"][ANNOTATION_WEBUI_BASE] = "true" if spec.app.webui.serves_base_path else "false"
     return {"metadata": metadata, "spec": pod_spec}
+
+
+def _priority(opts: KubeOptions, spec: InstanceSpec) -> dict:
+    """The pod's ``priorityClassName`` for its tier (``PRIORITY_CLASSES``), or nothing when not configured."""
+    name = opts.priority_class_for(interruptible=spec.interruptible)
+    return {"priorityClassName": name} if name else {}
+
+
+def priority_class_manifests(
+    opts: KubeOptions, *, on_demand_value: int = 100_000, interruptible_value: int = 1_000
+) -> list[dict]:
+    """The two tiers' PriorityClasses, for the cluster's admin to apply (they are cluster-scoped; the
+    console's namespaced Role cannot make them). On-demand pods may preempt lower ones (spot pods);
+    interruptible pods never preempt anything (``preemptionPolicy: Never``): they wait for free cards,
+    as the console's own placement does. Empty when ``PRIORITY_CLASSES`` names none."""
+    tiers = dict(opts.priority_classes)
+    made = []
+    for tier, value, policy, what in (
+        (TIER_ON_DEMAND, on_demand_value, "PreemptLowerPriority", "on-demand GPU machines: they keep their cards"),
+        (TIER_INTERRUPTIBLE, interruptible_value, "Never", "interruptible GPU machines: preempted for on-demand"),
+    ):
+        if tier in tiers:
+            made.append(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": tiers[tier], "labels": {LABEL_MANAGED: MANAGED_BY}},
+                    "value": value,
+                    "preemptionPolicy": policy,
+                    "globalDefault": False,
+                    "description": f"The console's {what}.",
+                }
+            )
+    return made
 
 
 def statefulset_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
@@ -525,6 +565,8 @@ def cluster_manifests(
         {"name": "GPUS_PER_NODE", "value": str(gpus_per_node)},
         {"name": "MASTER_ADDR", "value": f"{head_name}-0.{name}"},
         {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+        # The fabric's settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA…) on every rank.
+        *({"name": k, "value": v} for k, v in opts.nccl_env),
     ]
     rendezvous_port = {"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}
     manifests: list[dict] = [
@@ -559,6 +601,7 @@ def cluster_manifests(
         c for c in template["spec"]["containers"] if GPU_RESOURCE in c.get("resources", {}).get("limits", {})
     )
     gpu_container["ports"] = [*gpu_container.get("ports", []), rendezvous_port]
+    gpu_container["resources"] = _resources(opts, gpus_per_node, fabric=True)  # with the ranks' RDMA
 
     worker_argv = list(command)
     worker_env = list(env)
@@ -579,12 +622,13 @@ def cluster_manifests(
                 "args": worker_argv,
                 "env": [*cluster_env, *({"name": k, "value": v} for k, v in worker_env)],
                 "ports": [rendezvous_port],
-                "resources": _resources(opts, gpus_per_node),
+                "resources": _resources(opts, gpus_per_node, fabric=True),
                 "volumeMounts": _volume_mounts(spec, opts),
             }
         ],
         "volumes": _user_volumes(opts, spec),
         **_placement(opts, gpu_model=spec.gpu_model, node=""),
+        **_priority(opts, spec),
     }
     if opts.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
@@ -601,6 +645,9 @@ def cluster_manifests(
         # Kueue admits the workers' Job (created suspended) when its whole quota fits. The head is a
         # StatefulSet outside the queue, placed like a single-node machine (see the package's docstring).
         job_metadata["labels"][KUEUE_LABEL] = opts.kueue_queue
+        workload_priority = opts.kueue_priority_class_for(interruptible=spec.interruptible)
+        if workload_priority:  # Kueue orders (and preempts) admitted workloads by it
+            job_metadata["labels"][KUEUE_PRIORITY_LABEL] = workload_priority
         job_spec["suspend"] = True
     elif opts.gang_scheduling == "coscheduling":
         # One PodGroup of all N pods, head and workers: the scheduler binds none until all fit.

@@ -23,6 +23,7 @@ ANNOTATION_APP_BASE = "console.gpu/app-serves-base-path"
 ANNOTATION_WEBUI_BASE = "console.gpu/webui-serves-base-path"
 GPU_RESOURCE = "nvidia.com/gpu"
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # a Job's WorkloadPriorityClass
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 JOB_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 

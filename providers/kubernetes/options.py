@@ -19,10 +19,20 @@
     "PROXY_HOST": "{service}.{namespace}.svc", # where the console's proxy reaches a Service
     "GANG_SCHEDULING": "", "KUEUE_QUEUE": "", "COSCHEDULING_SCHEDULER": "scheduler-plugins-scheduler",
     "REQUEST_TIMEOUT_S": 10,
+    # A real fabric, on a cluster's pods only (head and workers): NCCL's environment, and the RDMA
+    # device plugin's resource (k8s-rdma-shared-dev-plugin, or the SR-IOV one) requested per pod.
+    "NCCL_ENV": {"NCCL_SOCKET_IFNAME": "net1", "NCCL_IB_HCA": "mlx5"},
+    "RDMA_RESOURCE": "rdma/hca_shared_devices_a", "RDMA_PER_POD": 1,
+    # The two tiers' PriorityClasses (cluster-scoped: applied by the cluster's admin from
+    # ``manifests.priority_class_manifests``); every pod carries its tier's ``priorityClassName``.
+    "PRIORITY_CLASSES": {"on-demand": "gpu-on-demand", "interruptible": "gpu-spot"},
+    # With Kueue: the workers' Job carries its tier's WorkloadPriorityClass (kueue.x-k8s.io/priority-class).
+    "KUEUE_PRIORITY_CLASSES": {"on-demand": "gpu-on-demand", "interruptible": "gpu-spot"},
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -41,6 +51,9 @@ DEFAULT_GPU_MODELS = {
     "rtx-3090": "NVIDIA-GeForce-RTX-3090",
 }
 DEFAULT_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-latest"
+# The console's tiers, as the options name them (``InstanceSpec.interruptible`` says which).
+TIER_ON_DEMAND, TIER_INTERRUPTIBLE = "on-demand", "interruptible"
+TIERS = (TIER_ON_DEMAND, TIER_INTERRUPTIBLE)
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,13 @@ class KubeOptions:
     dcgm_namespace: str = "gpu-operator"
     dcgm_selector: str = "app=nvidia-dcgm-exporter"
     dcgm_port: int = 9400
+    # A cluster's fabric: NCCL's environment and the RDMA resource (name, count per pod; "": none).
+    nccl_env: tuple[tuple[str, str], ...] = ()
+    rdma_resource: str = ""
+    rdma_per_pod: int = 1
+    # PriorityClass and Kueue WorkloadPriorityClass names by tier ("on-demand", "interruptible").
+    priority_classes: tuple[tuple[str, str], ...] = ()
+    kueue_priority_classes: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_options(cls, options: dict, *, namespace: str, alias: str) -> KubeOptions:
@@ -91,6 +111,25 @@ class KubeOptions:
         unknown = [s for s in services if s not in CONTAINER_PORTS]
         if unknown:
             raise PermanentBackendError(f"SERVICES may name lab, code and ssh, not {', '.join(unknown)}.")
+        nccl_env = tuple((str(k), str(v)) for k, v in (options.get("NCCL_ENV") or {}).items())
+        bad = [name for name, _value in nccl_env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)]
+        if bad:
+            raise PermanentBackendError(f"NCCL_ENV names must be environment variable names, not {', '.join(bad)}.")
+        rdma = str(options.get("RDMA_RESOURCE", "") or "")
+        if rdma and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", rdma):
+            raise PermanentBackendError(f"RDMA_RESOURCE must be an extended resource name (vendor/name), not {rdma!r}.")
+        rdma_per_pod = int(options.get("RDMA_PER_POD", 1))
+        if rdma and rdma_per_pod < 1:
+            raise PermanentBackendError("RDMA_PER_POD must be at least 1.")
+        tiers = {}
+        for option in ("PRIORITY_CLASSES", "KUEUE_PRIORITY_CLASSES"):
+            names = {str(k): str(v) for k, v in (options.get(option) or {}).items()}
+            unknown = [tier for tier in names if tier not in TIERS]
+            if unknown:
+                raise PermanentBackendError(
+                    f"{option} names the tiers on-demand and interruptible, not {', '.join(unknown)}."
+                )
+            tiers[option] = tuple(sorted(names.items()))
         return cls(
             namespace=namespace,
             region=options.get("REGION") or alias,
@@ -120,7 +159,20 @@ class KubeOptions:
             dcgm_namespace=options.get("DCGM_NAMESPACE", cls.dcgm_namespace),
             dcgm_selector=options.get("DCGM_SELECTOR", cls.dcgm_selector),
             dcgm_port=int(options.get("DCGM_PORT", cls.dcgm_port)),
+            nccl_env=nccl_env,
+            rdma_resource=rdma,
+            rdma_per_pod=rdma_per_pod,
+            priority_classes=tiers["PRIORITY_CLASSES"],
+            kueue_priority_classes=tiers["KUEUE_PRIORITY_CLASSES"],
         )
+
+    def priority_class_for(self, *, interruptible: bool) -> str:
+        """The PriorityClass a pod of this tier carries; "" when none is configured."""
+        return dict(self.priority_classes).get(TIER_INTERRUPTIBLE if interruptible else TIER_ON_DEMAND, "")
+
+    def kueue_priority_class_for(self, *, interruptible: bool) -> str:
+        """The Kueue WorkloadPriorityClass of this tier's Jobs; "" when none is configured."""
+        return dict(self.kueue_priority_classes).get(TIER_INTERRUPTIBLE if interruptible else TIER_ON_DEMAND, "")
 
     def gpu_label_value(self, slug: str) -> str:
         value = dict(self.gpu_models).get(slug)

@@ -32,7 +32,9 @@ plausible series per card, with idle stretches, the same every time for a machin
 
 A cluster (``spec.nodes`` > 1) is one machine spread over the head node and ``spec.peer_nodes``,
 ``cards`` on each: every node must fit it, it holds cards on all of them while powered on, and losing
-any of its nodes loses it (a distributed job cannot run with a hole in it).
+any of its nodes loses it (a distributed job cannot run with a hole in it). A running cluster grows
+or shrinks by whole nodes (``cluster_resize``): joining nodes must fit, all of them or none; the head
+never leaves, and the cluster keeps running.
 
 Volumes live in the simulator's own table (``SimulatedVolume``): created, grown and deleted like a
 cloud's disks, with a size and a used-bytes figure (``volume_write`` sets it), and the volumes a
@@ -55,6 +57,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from providers.base import (
+    ClusterResizeCapability,
     ClustersCapability,
     GpuMetricsCapability,
     GpuSample,
@@ -85,7 +88,9 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
     return [{"key": v.key, "path": v.path, "read_only": v.read_only} for v in volumes]
 
 
-class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapability, ProvisioningBackend):
+class SimulatedBackend(
+    ClustersCapability, ClusterResizeCapability, VolumesCapability, GpuMetricsCapability, ProvisioningBackend
+):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
 
     max_nodes = 1024  # 1,024 nodes × 8 cards: an 8,192-card cluster
@@ -354,6 +359,40 @@ class SimulatedBackend(ClustersCapability, VolumesCapability, GpuMetricsCapabili
             if spec is not None:
                 machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}
             machine.save(update_fields=["ready_at", "last_active_at", "spec"])
+        return self._state(machine)
+
+    def cluster_resize(self, *, key: str, state: dict, spec: InstanceSpec) -> dict:
+        """Peers join (each must fit, all or none: the nodes are locked in name order as at create) or
+        the last ones leave (their cards go back at once, as at a stop); the head stays, and so does its
+        boot: the machine runs on. Records each size on the spec (``resizes``), as a provider's log would."""
+        self._bug("cluster_resize")
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
+            if machine is None or machine.power != "on" or self._machine_lost(machine):
+                raise PermanentBackendError("Only a running cluster can be resized.")
+            if machine.node is None or spec.node != machine.node.name:
+                raise PermanentBackendError("A cluster keeps its head node (rank 0) when it is resized.")
+            peers = list(self._cluster_peers(spec))
+            if spec.nodes < 2:
+                raise PermanentBackendError("A cluster keeps at least two nodes.")
+            old = list((machine.spec or {}).get("peers") or [])
+            if peers == old:
+                return self._state(machine)
+            if peers[: len(old)] != old and old[: len(peers)] != peers:
+                raise PermanentBackendError("Nodes join after the others, and the last ones leave first.")
+            joining = [name for name in peers if name not in old]
+            if machine.node.name in joining or len(set(peers)) != len(peers):
+                raise PermanentBackendError("A cluster needs distinct nodes.")
+            for name in sorted(joining):
+                self._place(machine_cards=machine.cards, node_name=name, key=key)
+            machine.spec = {
+                **machine.spec,
+                "nodes": spec.nodes,
+                "peers": peers,
+                "resizes": [*(machine.spec or {}).get("resizes", []), spec.nodes],
+            }
+            machine.save(update_fields=["spec"])
         return self._state(machine)
 
     def checkpoint(self, *, key: str, state: dict, command: str, grace_s: int) -> bool:

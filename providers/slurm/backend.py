@@ -49,8 +49,20 @@ The console's proxy reads that report to reach the servers.
             "CONSOLE_DIR": "/shared/console",
             "SERVICES": ["lab", "code", "ssh"],
             "BIND": "127.0.0.1",                 # where the servers listen (a node address on a real cluster)
+            # A real fabric, for multi-node jobs only. With the topology plugin configured
+            # (TopologyPlugin=topology/tree), ask for at most this many leaf switches (``--switches``),
+            # waiting up to SWITCHES_WAIT for them (Slurm's time format; empty: Slurm's own limit).
+            "TOPOLOGY_SWITCHES": 1,
+            "SWITCHES_WAIT": "10:00",
+            # NCCL's environment on every rank (the fabric's interfaces and HCAs), exported by the job.
+            "NCCL_ENV": {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_HCA": "mlx5_0,mlx5_1"},
+            "CLUSTER_SBATCH_ARGS": ["--network=..."],  # anything else a cluster's job needs there
         },
     }
+
+Resizing a running cluster (``ClusterResizeCapability``) is not offered: Slurm can only shrink a
+running job (``scontrol update NumNodes``), never grow one, and the ranks' world size is fixed when
+``srun`` starts; the console refuses it (``resize_not_supported``).
 """
 
 from __future__ import annotations
@@ -462,7 +474,15 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         for old in run.glob("slurm-report-*.json"):
             old.unlink(missing_ok=True)  # a previous job's reports: the new job writes its own
 
-    def _script(self, key: str) -> str:
+    def _nccl_env(self) -> dict[str, str]:
+        """``NCCL_ENV``, checked: names as a shell variable's, values as strings (quoted when exported)."""
+        env = {str(k): str(v) for k, v in (self.options.get("NCCL_ENV") or {}).items()}
+        bad = [name for name in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)]
+        if bad:
+            raise PermanentBackendError(f"NCCL_ENV names must be environment variable names, not {', '.join(bad)}.")
+        return env
+
+    def _script(self, key: str, *, nodes: int = 1) -> str:
         o = self.options
         python = o.get("PYTHON") or sys.executable
         console_dir = str(o.get("CONSOLE_DIR") or settings.BASE_DIR)
@@ -488,11 +508,14 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         # The public models and datasets, on the shared filesystem, read-only in every instance.
         args += [f"--public-mount={path}={source}" for path, source in sorted((o.get("PUBLIC_MOUNTS") or {}).items())]
         srun = os.path.join(o["BIN_DIR"], "srun") if o.get("BIN_DIR") else "srun"
+        # A cluster's ranks talk over the fabric: NCCL's settings reach every rank through srun's export.
+        fabric = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in self._nccl_env().items())
         return (
             "#!/bin/bash\n"
             f"# The console's instance {key}: its servers on the first node, every node reporting.\n"
             "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
             "export SLURM_EXPORT_ENV=ALL\n"
+            f"{fabric if nodes > 1 else ''}"
             f"cd {shlex.quote(console_dir)}\n"
             f"export PYTHONPATH={shlex.quote(console_dir)}\n"
             f"exec {shlex.quote(srun)} --ntasks-per-node=1 --kill-on-bad-exit=1 {shlex.join(args)}\n"
@@ -516,13 +539,21 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "extra": list(self.options.get("SBATCH_ARGS") or ()),
             "rest_extra": dict(self.options.get("REST_JOB") or {}),
         }
+        if nodes > 1:
+            job["extra"] += list(self.options.get("CLUSTER_SBATCH_ARGS") or ())
+            switches = int(self.options.get("TOPOLOGY_SWITCHES") or 0)
+            if switches > 0:
+                # With topology/tree: the job's nodes under at most ``switches`` leaf switches.
+                wait = str(self.options.get("SWITCHES_WAIT") or "")
+                job["extra"].append(f"--switches={switches}@{wait}" if wait else f"--switches={switches}")
+                job["rest_extra"]["required_switches"] = switches
         if (self.options.get("PIN_NODE") or spec.pin) and spec.node:
             # Where the console placed it; always for work that took preempted machines' cards, so
             # that Slurm does not preempt a second machine elsewhere while the first winds down.
             names = [spec.node, *spec.peer_nodes] if spec.pin else [spec.node]
             job["extra"].append(f"--nodelist={','.join(names)}")
             job["rest_extra"]["required_nodes"] = names
-        job_id = self.api.submit(script=self._script(key), job=job)
+        job_id = self.api.submit(script=self._script(key, nodes=nodes), job=job)
         return {
             "v": STATE_VERSION,
             "job_id": job_id,

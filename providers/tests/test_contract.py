@@ -16,6 +16,7 @@ with the reason. A new provider gets a ``World`` here and must pass every clause
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,7 @@ import pytest
 
 from providers import (
     AppLaunch,
+    ClusterResizeCapability,
     ClustersCapability,
     EntryPoints,
     EntryPointsCapability,
@@ -402,6 +404,15 @@ def test_each_capability_is_declared_by_its_mixin_and_implemented(world):
             assert getattr(cls, name) is not getattr(EntryPointsCapability, name), f"{cls.__name__}.{name} is missing"
     else:
         assert backend.entry_points(key=world.key(), state={}) == EntryPoints()
+    if isinstance(backend, ClusterResizeCapability):
+        assert backend.supports_cluster_resize and isinstance(backend, ClustersCapability)
+        assert cls.cluster_resize is not ClusterResizeCapability.cluster_resize, (
+            f"{cls.__name__}.cluster_resize is missing"
+        )
+    else:
+        assert not backend.supports_cluster_resize
+        with pytest.raises(PermanentBackendError):
+            backend.cluster_resize(key=world.key(), state={}, spec=world.spec(nodes=2))
     if isinstance(backend, GpuMetricsCapability):
         assert backend.supports_gpu_samples
         assert cls.gpu_samples is not GpuMetricsCapability.gpu_samples, f"{cls.__name__}.gpu_samples is missing"
@@ -442,6 +453,25 @@ def test_a_cluster_is_one_machine_holding_cards_on_every_node(world):
     world.backend.destroy(key=key, state={})
     wait_for(world, key, state, Observed.GONE)
     assert listed(world.backend, key) == []
+
+
+def test_a_cluster_resize_is_all_or_nothing_and_a_repeat_changes_nothing(world):
+    """ClusterResizeCapability: the same size changes nothing; a node that cannot join is a permanent
+    error that leaves the cluster as it was; the last rank leaves and it runs on."""
+    if not world.backend.supports_cluster_resize:
+        pytest.skip("no ClusterResizeCapability: clusters keep their size")
+    backend = world.backend
+    key, state, spec = running(world, nodes=2, peer_nodes=(world.peer,), gpu_count=2)
+    state = backend.cluster_resize(key=key, state=state, spec=spec)
+    assert listed(backend, key)[0].cards == 4
+    with pytest.raises(PermanentBackendError):
+        backend.cluster_resize(
+            key=key,
+            state=state,
+            spec=dataclasses.replace(spec, nodes=4, peer_nodes=(world.peer, "nowhere-1", "nowhere-2")),
+        )
+    assert listed(backend, key)[0].cards == 4
+    assert backend.poll(key=key, state=state).state == Observed.RUNNING
 
 
 # --- volumes ---------------------------------------------------------------------------------------------
