@@ -2,7 +2,8 @@
 
 A deployment has no state machine of its own (its instance's status is its status), so the moment it
 becomes ready is its instance's move to RUNNING, and it failed when the instance moved to FAILED. Only
-those two moves look for a deployment (one query); every other transition costs nothing.
+those two moves of an instance launched with an app (``app_launch``: every deployment's instance, set
+at its launch) look for a deployment (one query); every other transition costs nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ S = Instance.Status
 
 
 def deployment_transition_notify(*, instance: Instance, src: str, dst: str) -> None:
-    if src == dst or dst not in (S.RUNNING, S.FAILED):
+    if src == dst or dst not in (S.RUNNING, S.FAILED) or not instance.app_launch:
         return
     deployment = Deployment.objects.select_related("app", "created_by").filter(instance_id=instance.pk).first()
     if deployment is None:
