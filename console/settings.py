@@ -722,6 +722,7 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
     {
         "InstanceStatusEnum": "instances.models.Instance.Status",
         "QuotaRequestStatusEnum": "instances.models.QuotaRequest.Status",
+        "ReservationStatusEnum": "instances.models.Reservation.Status",
         "TopUpOrderStatusEnum": "billing.models.TopUpOrder.Status",
     }
 )

@@ -1,6 +1,5 @@
 """Real threads on PostgreSQL: ticks that overlap each other and a stop never charge twice."""
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -13,6 +12,7 @@ from billing.models import Meter, Transaction
 from billing.services import ledger_check, meter_start, meter_stop, trial_claim
 from billing.settlement import meters_settle_all
 from billing.tests.helpers import gpu_sku, topup, usage_charged
+from core.testing import race
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -22,26 +22,9 @@ pytestmark = [
 T0 = timezone.now().replace(microsecond=0) - timedelta(days=1)
 
 
-def _run_together(*jobs) -> list[Exception]:
+def _run_together(*jobs) -> list[str]:
     """Start every job at the same moment on its own connection; return what they raised."""
-    barrier = threading.Barrier(len(jobs))
-    errors: list[Exception] = []
-
-    def run(job):
-        try:
-            barrier.wait(timeout=10)
-            job()
-        except Exception as exc:  # pragma: no cover - reported by the assertion
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return errors
+    return race(lambda k: jobs[k](), threads=len(jobs), timeout=60).errors
 
 
 def _meters(users: int = 30, per_user: int = 2) -> list[Meter]:

@@ -8,6 +8,7 @@ from billing.payments import RefundRefused, topup_refund
 from billing.selectors import balance_get
 from billing.services import account_get, ledger_post, trial_claim
 from billing.tests.gateway_helpers import paid_order, pending_order
+from core.testing import race
 
 
 def spend(user, fen):
@@ -104,29 +105,16 @@ def test_a_gateway_that_refuses_posts_nothing(alice, monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_refunds_never_take_more_than_the_paid_balance(alice):
-    import threading
-
-    from django.db import connection
 
     order = paid_order(alice, 5000)
-    results: list[str] = []
-    barrier = threading.Barrier(6)
-
-    def refund(i: int) -> None:
-        try:
-            barrier.wait(timeout=10)
-            topup_refund(order=order, amount_fen=2000, reason="Race", key=f"race-{i}")
-            results.append("ok")
-        except RefundRefused:
-            results.append("refused")
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=refund, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    done, refused, errors = race(
+        lambda i: topup_refund(order=order, amount_fen=2000, reason="Race", key=f"race-{i}"),
+        threads=6,
+        refusals=(RefundRefused,),
+        timeout=30,
+    )
+    assert errors == []
+    results = ["ok"] * len(done) + ["refused"] * len(refused)
     assert sorted(results) == ["ok", "ok"] + ["refused"] * 4
     order.refresh_from_db()
     assert order.refunded_fen == 4000 and order.status == TopUpOrder.Status.PARTIALLY_REFUNDED

@@ -1,13 +1,11 @@
 """However often and however concurrently a gateway delivers "paid", the wallet is credited once."""
 
-import threading
-
 import pytest
-from django.db import connection
 
 from billing.models import Entry, TopUpOrder, Transaction, WebhookEvent
 from billing.selectors import balance_get
 from billing.tests.gateway_helpers import deliver, event_body, pending_order
+from core.testing import race
 
 
 def test_the_same_webhook_ten_times_credits_once(alice):
@@ -54,24 +52,7 @@ def test_concurrent_duplicate_webhooks_credit_once(alice):
     bodies = [event_body(order, event_id="evt_dup")] * 8 + [
         event_body(order, event_id=f"evt_other_{i}") for i in range(4)
     ]
-    barrier = threading.Barrier(len(bodies))
-    statuses: list[int] = []
-    errors: list[Exception] = []
-
-    def send(body: bytes) -> None:
-        try:
-            barrier.wait(timeout=10)
-            statuses.append(deliver(body).status_code)
-        except Exception as exc:  # pragma: no cover - reported by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send, args=(body,)) for body in bodies]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
+    statuses, _refused, errors = race(lambda k: deliver(bodies[k]).status_code, threads=len(bodies), timeout=30)
     assert errors == []
     assert statuses == [200] * len(bodies)
     assert balance_get(user=alice).cash == 10000

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from billing.models import TopUpOrder
+from core.testing import race
 from idempotency.models import IdempotencyKey
 from idempotency.tasks import idempotency_keys_prune_task
 from instances.models import Instance
@@ -102,24 +101,15 @@ def test_ten_parallel_identical_launches_create_one_instance_and_all_get_its_id(
     catalogue_seed()
     fund(alice, 1_000_000)
     key = str(uuid.uuid4())
-    answers: list = []
-    start = threading.Barrier(10)
 
-    def one():
+    def one(_k: int) -> tuple:
         client = Client()
         client.force_login(alice)
-        start.wait()
-        try:
-            response = _launch(client, key=key)
-            answers.append((response.status_code, response.json().get("id", response.json())))
-        finally:
-            connection.close()
+        response = _launch(client, key=key)
+        return response.status_code, response.json().get("id", response.json())
 
-    threads = [threading.Thread(target=one) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    answers, _refused, errors = race(one, threads=10, timeout=60)
+    assert errors == []
     assert len(answers) == 10
     assert {status for status, _ in answers} == {201}, answers
     assert len({instance_id for _, instance_id in answers}) == 1

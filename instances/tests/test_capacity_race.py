@@ -4,13 +4,14 @@ The launches come from 50 threads (two each, back to back) so the test fits in P
 100 connections alongside other test runs; 50 transactions still race for the same node row at once.
 """
 
-import threading
-
 import pytest
 from django.db import connection
 
+from core.testing import race
+from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.models import Instance, Node
+from instances.services import nodes_sync
 from instances.tests.conftest import fund, launch
 from providers import get_backend
 
@@ -18,8 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_hundred_concurrent_launches_never_oversubscribe_a_node(settings, django_user_model):
-    from instances.catalogue import catalogue_seed
-
     if connection.vendor != "postgresql":
         pytest.skip("row locks are the point: PostgreSQL only")
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
@@ -29,32 +28,12 @@ def test_a_hundred_concurrent_launches_never_oversubscribe_a_node(settings, djan
         user = django_user_model.objects.create_user(email=f"racer{n}@example.com", password="x" * 12)
         fund(user, 1_000_000)
         users.append(user)
-    from instances.services import nodes_sync
-
     nodes_sync(alias="default")  # the node table exists before the race, as in production
 
-    threads_n, per_thread = 50, 2
-    barrier = threading.Barrier(threads_n)
-    won, refused, errors = [], [], []
-
-    def racer(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            for j in range(per_thread):
-                try:
-                    won.append(launch(users[(i + j) % 20], gpu="h800", count=1).pk)
-                except NoCapacity:
-                    refused.append(i)
-        except Exception as exc:  # reported below
-            errors.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=racer, args=(i,)) for i in range(threads_n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    # 50 threads, two launches each, back to back.
+    won, refused, errors = race(
+        lambda k: launch(users[k % 20], gpu="h800", count=1).pk, threads=50, each=2, refusals=(NoCapacity,)
+    )
 
     assert errors == []
     assert len(won) == 8

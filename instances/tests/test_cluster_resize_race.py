@@ -2,12 +2,11 @@
 share one (all or nothing: one grows, the other is refused and takes nothing), and the same resize
 asked twice at once happens once."""
 
-import threading
-
 import pytest
 from django.db import connection
 
 from billing.models import Meter
+from core.testing import race
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.metering import gpu_meter_ref
@@ -32,25 +31,10 @@ def test_two_clusters_growing_for_the_last_nodes_never_share_one(settings, djang
     first, second = running(owner, count=8, nodes=2), running(owner, count=8, nodes=2)
     launch(owner, count=8, nodes=4)  # 11 - 2 - 2 - 4: three nodes left, room for one cluster to grow by two
     asks = [first, first, second, second]  # each asked twice at once (a double click)
-    barrier = threading.Barrier(len(asks))
-    grown, refused, errors = [], [], []
-
-    def racer(cluster: Instance) -> None:
-        try:
-            barrier.wait(timeout=30)
-            grown.append(instance_resize(instance=cluster, node_count=4).pk)
-        except NoCapacity:
-            refused.append(cluster.pk)
-        except Exception as exc:  # reported below
-            errors.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=racer, args=(cluster,)) for cluster in asks]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    grown, refusals, errors = race(
+        lambda k: instance_resize(instance=asks[k], node_count=4).pk, threads=len(asks), refusals=(NoCapacity,)
+    )
+    refused = [asks[k].pk for k, _exc in refusals]
 
     assert errors == []
     sizes = dict(Instance.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "node_count"))

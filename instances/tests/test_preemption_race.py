@@ -5,7 +5,6 @@ the contested rows. Exactly as many launches win as the node has cards, every vi
 once (one PREEMPTING event, one GPU meter closed once), and no card is ever held twice.
 """
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -13,6 +12,8 @@ from django.db import connection
 from django.utils import timezone
 
 from billing.models import Meter
+from core.testing import race
+from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
@@ -38,8 +39,6 @@ def _launch(user, tier):
 
 
 def test_a_hundred_on_demand_launches_against_a_full_spot_fleet_never_oversubscribe(settings, django_user_model):
-    from instances.catalogue import catalogue_seed
-
     if connection.vendor != "postgresql":
         pytest.skip("row locks are the point: PostgreSQL only")
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
@@ -55,28 +54,9 @@ def test_a_hundred_on_demand_launches_against_a_full_spot_fleet_never_oversubscr
         fund(user, 1_000_000)
         users.append(user)
 
-    threads_n, per_thread = 50, 2
-    barrier = threading.Barrier(threads_n)
-    won, refused, errors = [], [], []
-
-    def racer(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            for j in range(per_thread):
-                try:
-                    won.append(_launch(users[(i + j) % 20], Instance.Tier.ON_DEMAND).pk)
-                except NoCapacity:
-                    refused.append(i)
-        except Exception as exc:  # reported below
-            errors.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=racer, args=(i,)) for i in range(threads_n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    won, refused, errors = race(
+        lambda k: _launch(users[k % 20], Instance.Tier.ON_DEMAND).pk, threads=50, each=2, refusals=(NoCapacity,)
+    )
 
     assert errors == []
     assert (len(won), len(refused)) == (8, 92)

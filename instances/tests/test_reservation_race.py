@@ -5,16 +5,18 @@ The H800 node has 8 cards; 4 are reserved for the holder. Six of the holder's la
 others' (one card each) race for them.
 """
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
+from core.testing import race
+from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.models import GpuModel, Instance, Node, Region
 from instances.reservations import reservation_create
+from instances.services import nodes_sync
 from instances.tests.conftest import fund, launch
 from providers import get_backend
 
@@ -24,9 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_holder_and_others_racing_never_oversubscribe_and_the_holder_gets_its_reserved_cards(
     settings, django_user_model, staff
 ):
-    from instances.catalogue import catalogue_seed
-    from instances.services import nodes_sync
-
     if connection.vendor != "postgresql":
         pytest.skip("advisory and row locks are the point: PostgreSQL only")
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
@@ -46,26 +45,11 @@ def test_holder_and_others_racing_never_oversubscribe_and_the_holder_gets_its_re
     )
 
     racers = [holder] * 6 + [others[n % 6] for n in range(12)]
-    barrier = threading.Barrier(len(racers))
-    won, refused, errors = [], [], []
-
-    def racer(user) -> None:
-        try:
-            barrier.wait(timeout=30)
-            try:
-                won.append((user.pk, launch(user, gpu="h800", count=1).pk))
-            except NoCapacity:
-                refused.append(user.pk)
-        except Exception as exc:  # reported below
-            errors.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=racer, args=(user,)) for user in racers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    won, refused, errors = race(
+        lambda k: (racers[k].pk, launch(racers[k], gpu="h800", count=1).pk),
+        threads=len(racers),
+        refusals=(NoCapacity,),
+    )
 
     assert errors == []
     holders_won = sum(1 for owner, _pk in won if owner == holder.pk)

@@ -5,14 +5,15 @@ this test fails with it taken out)."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.db import connection
 
 from accounts.tests.factories import UserFactory
+from core.testing import race
+from instances.catalogue import catalogue_seed
 from instances.errors import MemberLimitReached
 from instances.models import Instance
+from instances.services import nodes_sync
 from instances.tests.conftest import fund
 from instances.tests.test_team_instances import team_launch
 from teams.models import Membership, Role
@@ -22,9 +23,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_twenty_parallel_launches_never_exceed_a_members_card_limit(settings):
-    from instances.catalogue import catalogue_seed
-    from instances.services import nodes_sync
-
     if connection.vendor != "postgresql":
         pytest.skip("advisory locks are the point: PostgreSQL only")
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
@@ -40,29 +38,12 @@ def test_twenty_parallel_launches_never_exceed_a_members_card_limit(settings):
         team_launch(team, person, count=1)  # each already holds one card: two more fit
         members.append(person)
 
-    threads_n = 20
-    barrier = threading.Barrier(threads_n)
-    won, refused, errors = [], [], []
+    def work(k: int) -> object:
+        # Two models: the quota's lock is per model, so only the member's own lock serialises these.
+        gpu = "h800" if (k // 4) % 2 else "a800-80g"
+        return team_launch(team, members[k % 4], count=1, gpu=gpu).pk
 
-    def racer(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            try:
-                # Two models: the quota's lock is per model, so only the member's own lock serialises these.
-                gpu = "h800" if (i // 4) % 2 else "a800-80g"
-                won.append(team_launch(team, members[i % 4], count=1, gpu=gpu).pk)
-            except MemberLimitReached:
-                refused.append(i)
-        except Exception as exc:  # reported below
-            errors.append(repr(exc))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=racer, args=(i,)) for i in range(threads_n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    won, refused, errors = race(work, threads=20, refusals=(MemberLimitReached,))
 
     assert errors == []
     assert len(won) == 8 and len(refused) == 12
