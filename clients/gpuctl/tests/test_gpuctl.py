@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from instances.services import nodes_sync
+from instances.tests.conftest import backends
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LAUNCH = ("launch", "--gpu", "a800-80g", "--region", "cn-north-1", "--image", "pytorch-2.5-cu124", "--name", "train")
@@ -210,3 +213,22 @@ def test_login_read_only_gets_a_token_that_reads_but_cannot_launch(console, gpuc
     refused = gpuctl("--json", "launch", "--gpu", "a800-80g", "--region", "cn-north-1", "--image", "pytorch-2.5-cu124")
     assert refused.code != 0
     assert "read_only_token" in refused.stdout + refused.stderr
+
+
+def test_resize_grows_a_running_cluster_and_refuses_a_single_machine(logged_in, gpuctl, settings):
+    settings.PROVISIONING_BACKENDS = backends(
+        FLEET=[{"region": "cn-north-1", "gpu": "a800-80g", "nodes": 4, "cards": 8}]
+    )
+    nodes_sync(alias="default")
+    launched = gpuctl("--json", *LAUNCH[:-1], "cluster", "--count", "1", "--nodes", "2")
+    assert launched.code == 0, launched.stdout + launched.stderr
+    assert launched.json()["node_count"] == 2
+
+    grown = gpuctl("resize", "cluster", "--nodes", "4")
+    assert grown.code == 0, grown.stdout + grown.stderr
+    assert "cluster: 4 nodes, 4 GPUs in all" in grown.stdout
+    assert gpuctl("--json", "show", "cluster").json()["node_count"] == 4
+
+    gpuctl("--json", *LAUNCH)
+    single = gpuctl("--json", "resize", "train", "--nodes", "2")
+    assert single.code != 0 and "resize_not_supported" in single.stdout + single.stderr

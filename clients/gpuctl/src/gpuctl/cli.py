@@ -364,6 +364,27 @@ cli.command(name="rm")(_action("release", "Release an instance: destroy it with 
 
 @cli.command()
 @click.argument("ref")
+@click.option("--nodes", "node_count", required=True, type=click.IntRange(min=1), help="Nodes it should have.")
+@pass_ctx
+def resize(ctx: Context, ref: str, node_count: int) -> None:
+    """Grow or shrink a running cluster by whole nodes (billed from the second it changes)."""
+    instance = ctx.client.resize(_resolve(ctx, ref)["id"], node_count=node_count)
+    ctx.emit(
+        instance,
+        lambda: out.print(
+            t(
+                "{name}: {nodes} nodes, {total} GPUs in all",
+                name=instance["name"] or instance["id"][:8],
+                nodes=instance["node_count"],
+                total=instance["node_count"] * instance["gpu_count"],
+            ),
+            highlight=False,
+        ),
+    )
+
+
+@cli.command()
+@click.argument("ref")
 @click.option("--print", "print_only", is_flag=True, help="Print the ssh command instead of running it.")
 @pass_ctx
 def ssh(ctx: Context, ref: str, print_only: bool) -> None:

@@ -130,6 +130,10 @@ class Client:
             raise ValueError(verb)
         return self._call("POST", f"/instances/{instance_id}/{verb}/")
 
+    def resize(self, instance_id: str, *, node_count: int) -> dict:
+        """Grow or shrink a running cluster to ``node_count`` whole nodes."""
+        return self._call("POST", f"/instances/{instance_id}/resize/", json={"node_count": node_count})
+
     def events(self, instance_id: str) -> list[dict]:
         return self._call("GET", f"/instances/{instance_id}/events/")
 
