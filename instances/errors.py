@@ -6,18 +6,13 @@ raise their own subclasses, so a launch with volumes reports a volume's refusal 
 
 from __future__ import annotations
 
+from core.errors import Refusal
 
-class InstanceError(Exception):
+
+class InstanceError(Refusal):
     """A refusal the user can act on: ``code`` is machine-readable, the message is for people."""
 
     code = "invalid"
-    field: str | None = None
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if field is not None:
-            self.field = field
 
 
 class LaunchInvalid(InstanceError):

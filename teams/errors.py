@@ -3,17 +3,12 @@ for people and already translated; ``field`` names the form field it is about, w
 
 from __future__ import annotations
 
+from core.errors import Refusal
 
-class TeamError(Exception):
+
+class TeamError(Refusal):
     code = "invalid"
     status = 409  # the API's answer: a business rule refused it
-    field: str | None = None
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        if field is not None:
-            self.field = field
 
 
 class TeamInvalid(TeamError):
