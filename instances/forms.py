@@ -165,7 +165,11 @@ class QuotaRequestForm(forms.ModelForm):
     class Meta:
         model = QuotaRequest
         fields = ["gpu_model", "cards", "duration_days", "reason"]
-        labels = {"cards": _("Cards you need at once"), "duration_days": _("For how many days")}
+        labels = {
+            "gpu_model": _("GPU model"),
+            "cards": _("Cards you need at once"),
+            "duration_days": _("For how many days"),
+        }
         widgets = {"reason": forms.Textarea(attrs={"rows": 3})}
 
     def __init__(self, *args, **kwargs) -> None:
