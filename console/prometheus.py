@@ -19,6 +19,7 @@ What it carries (prometheus-client's text format):
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import time
@@ -37,6 +38,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from core.cache import counter_incr
 from instances.models import Instance, Node, QuotaRequest
 from notifications.models import EmailDelivery, WebhookDelivery
 
@@ -68,11 +70,8 @@ class RequestMetricsMiddleware:
 def _count_task(outcome: str, sender) -> None:
     name = getattr(sender, "name", None) or str(sender)
     key = _TASK_KEY.format(name=name, outcome=outcome)
-    try:
-        cache.add(key, 0, timeout=None)
-        cache.incr(key)
-    except Exception:  # noqa: S110  (a counter must never fail the task it counts)
-        pass
+    with contextlib.suppress(Exception):  # a counter must never fail the task it counts
+        counter_incr(key)
 
 
 @task_success.connect
