@@ -30,10 +30,13 @@ from django.db import connection, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from core.statemachine import transition, transition_table
 from instances.errors import NoCapacity, OperationNotAllowed, ReservationInvalid
 from instances.models import GpuModel, Instance, Node, QuotaRequest, Region, Reservation, ReservationEvent
+from notifications.models import Kind
+from notifications.services import Message, notify
 from teams.models import Team
 
 logger = logging.getLogger(__name__)
@@ -64,6 +67,50 @@ def _event(*, reservation: Reservation, actor, action: str, **detail) -> None:
 
 
 # --- Admission: the one check on the placement path ------------------------------------------------------------
+
+
+def _tell(reservation: Reservation, action: str) -> None:
+    """The holder hears that cards were reserved for them, or that a reservation ended (in a team, its
+    owners and admins: the recipients hook), in their own language. Called in the change's transaction:
+    the inbox line and the mail's outbox row commit or roll back with it."""
+
+    def render() -> Message:
+        values = {
+            "cards": reservation.cards,
+            "gpu": reservation.gpu_model.name,
+            "region": reservation.region.name,
+            "start": reservation.starts_at.strftime("%Y-%m-%d %H:%M UTC"),
+            "end": reservation.ends_at.strftime("%Y-%m-%d %H:%M UTC"),
+        }
+        what = ngettext("%(cards)d %(gpu)s card", "%(cards)d %(gpu)s cards", reservation.cards) % values
+        values["what"] = what
+        if action == "created":
+            return Message(
+                title=_("%(what)s reserved for you in %(region)s") % values,
+                body=_(
+                    "From %(start)s until %(end)s your on-demand launches of %(gpu)s in %(region)s draw on "
+                    "these cards first, even when the region is otherwise full."
+                )
+                % values,
+            )
+        if action == "cancelled":
+            return Message(
+                title=_("Your reservation of %(what)s in %(region)s was cancelled") % values,
+                body=_("Staff ended it before %(end)s. Its cards go back to everyone; what you run keeps running.")
+                % values,
+            )
+        return Message(
+            title=_("Your reservation of %(what)s in %(region)s ended") % values,
+            body=_("Its window closed at %(end)s. Its cards go back to everyone; what you run keeps running.") % values,
+        )
+
+    notify(
+        user=reservation.account,
+        kind=Kind.RESERVATION,
+        render=render,
+        link="/quota/",
+        data={"reservation_id": reservation.pk, "action": action, "cards": reservation.cards},
+    )
 
 
 def reservations_active_exist(*, region_id: int, gpu_model_id: int, now: datetime | None = None) -> bool:
@@ -255,6 +302,8 @@ def reservation_create(
             ends_at=ends_at.isoformat(),
             quota_request=quota_request.pk if quota_request else None,
         )
+        if quota_request is None:  # an approval's own notice names the reservation
+            _tell(reservation, "created")
     return reservation
 
 
@@ -267,7 +316,10 @@ def reservation_cancel(*, reservation_id: int, staff, note: str = "") -> Reserva
         table=ALLOWED,
         src=R.ACTIVE,
         dst=R.CANCELLED,
-        record=lambda: _event(reservation=reservation, actor=staff, action="cancelled", note=(note or "").strip()),
+        record=lambda: (
+            _event(reservation=reservation, actor=staff, action="cancelled", note=(note or "").strip()),
+            _tell(reservation, "cancelled"),
+        ),
     )
     if not moved:
         raise OperationNotAllowed(_("This reservation has already ended."))
@@ -280,15 +332,20 @@ def reservations_expire(*, now: datetime | None = None) -> int:
     Compare-and-set per row, so repeated or concurrent runs expire each once. Returns how many."""
     now = now or timezone.now()
     expired = 0
-    for pk in Reservation.objects.filter(status=R.ACTIVE, ends_at__lte=now).values_list("pk", flat=True):
-        reservation = Reservation(pk=pk)
+    ended = Reservation.objects.filter(status=R.ACTIVE, ends_at__lte=now).select_related(
+        "account", "region", "gpu_model"
+    )
+    for reservation in ended:
         if transition(
             model=Reservation,
-            pk=pk,
+            pk=reservation.pk,
             table=ALLOWED,
             src=R.ACTIVE,
             dst=R.EXPIRED,
-            record=lambda reservation=reservation: _event(reservation=reservation, actor=None, action="expired"),
+            record=lambda reservation=reservation: (
+                _event(reservation=reservation, actor=None, action="expired"),
+                _tell(reservation, "expired"),
+            ),
         ):
             expired += 1
     return expired

@@ -29,6 +29,7 @@ class Kind(models.TextChoices):
     BUDGET_REACHED = "budget_reached", _("Budget reached")
     INSTANCE_LIMIT_REACHED = "instance_limit_reached", _("Instance spending limit reached")
     QUOTA_DECIDED = "quota_decided", _("Quota request decided")
+    RESERVATION = "reservation", _("Reserved capacity granted or ended")
     INVOICE_DECIDED = "invoice_decided", _("Invoice request decided")
     DEPLOYMENT_READY = "deployment_ready", _("Deployment ready")
     DEPLOYMENT_FAILED = "deployment_failed", _("Deployment failed")

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, Channels] = {
     Kind.BUDGET_REACHED: Channels(email=True),
     Kind.INSTANCE_LIMIT_REACHED: Channels(email=True),
     Kind.QUOTA_DECIDED: Channels(email=True),
+    Kind.RESERVATION: Channels(email=True),
     Kind.INVOICE_DECIDED: Channels(email=True),
     Kind.DEPLOYMENT_READY: Channels(email=False),
     Kind.DEPLOYMENT_FAILED: Channels(email=True),

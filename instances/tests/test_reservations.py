@@ -17,6 +17,7 @@ from instances.quota import quota_request_approve, quota_request_create
 from instances.reservations import reservation_account_find, reservation_cancel, reservation_create, reservations_expire
 from instances.services import instance_launch, instance_release, instance_start, instance_stop, nodes_sync
 from instances.tests.conftest import committed, fund
+from notifications.models import Kind, Notification
 from teams.services import team_create
 
 S = Instance.Status
@@ -252,3 +253,38 @@ def test_approving_a_quota_request_can_reserve_the_cards_for_the_grants_window(r
     assert mine.status == S.RUNNING
     with committed():
         instance_release(instance=mine)
+
+
+def test_the_holder_hears_of_a_reservation_made_cancelled_and_ended(rich_alice, h800, staff):
+    team = team_create(user=rich_alice, name="Vision")
+    first = reserve(rich_alice, staff, cards=2)
+    reservation_cancel(reservation_id=first.pk, staff=staff)
+    second = reserve(team.account, staff, cards=1)  # a team's: its owner is told
+    Reservation.objects.filter(pk=second.pk).update(
+        starts_at=timezone.now() - timedelta(days=2), ends_at=timezone.now() - timedelta(seconds=1)
+    )
+    reservations_expire()
+    reservations_expire()  # once only
+
+    titles = list(
+        Notification.objects.filter(user=rich_alice, kind=Kind.RESERVATION)
+        .order_by("pk")
+        .values_list("title", flat=True)
+    )
+    assert titles == [
+        "2 H800 80GB cards reserved for you in North China 1 (Beijing)",
+        "Your reservation of 2 H800 80GB cards in North China 1 (Beijing) was cancelled",
+        "1 H800 80GB card reserved for you in North China 1 (Beijing)",
+        "Your reservation of 1 H800 80GB card in North China 1 (Beijing) ended",
+    ]
+
+
+def test_a_reservation_made_by_approving_a_quota_request_is_told_once(rich_alice, h800, staff):
+    request = quota_request_create(
+        user=rich_alice, gpu_model=GpuModel.objects.get(slug="h800"), cards=80, duration_days=7, reason="training"
+    )
+    with committed():
+        quota_request_approve(request_id=request.pk, staff=staff, cards=8, reserve_region=region())
+    assert Reservation.objects.filter(quota_request=request).exists()
+    kinds = list(Notification.objects.filter(user=rich_alice).values_list("kind", flat=True))
+    assert kinds == [Kind.QUOTA_DECIDED]  # the approval's notice names the reservation
