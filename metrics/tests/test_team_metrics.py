@@ -3,23 +3,12 @@ member or a stranger."""
 
 from __future__ import annotations
 
-from django.test import Client
-
 from accounts.tests.factories import UserFactory
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import fund, running
-from teams.context import SESSION_KEY
 from teams.models import Membership, Role
 from teams.services import team_create
-
-
-def in_team(user, team) -> Client:
-    client = Client()
-    client.force_login(user)
-    session = client.session
-    session[SESSION_KEY] = team.pk
-    session.save()
-    return client
+from teams.tests.helpers import in_team
 
 
 def test_who_sees_a_team_instances_metrics(alice, bob, charlie, db):

@@ -4,43 +4,24 @@ for those who operate it, the proxy for operators only, and nothing for a former
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
-from accounts.tests.factories import UserFactory
 from instances.catalogue import catalogue_seed
-from instances.tests.conftest import fund, running
+from instances.tests.conftest import running
 from ports.models import InstancePort
 from ports.proxy import port_proxy_target
 from ports.services import port_declare, share_create
-from teams.context import SESSION_KEY
-from teams.models import Membership, Role
-from teams.services import team_create
+from teams.models import Membership
+from teams.tests.helpers import in_team, lab_with_roles
 
 
 @pytest.fixture
 def lab(alice, bob, db):
     catalogue_seed()
-    team = team_create(user=alice, name="Lab")
-    fund(team.account, 1_000_000)
-    dave = UserFactory(email="dave@example.com")
-    erin = UserFactory(email="erin@example.com")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
-    Membership.objects.create(team=team, user=dave, role=Role.ADMIN)
-    Membership.objects.create(team=team, user=erin, role=Role.BILLING)
-    team.people = {"alice": alice, "bob": bob, "dave": dave, "erin": erin}
+    team = lab_with_roles(alice, bob)
     team.instance = running(team.account, name="team-box")
     team.port = port_declare(instance=team.instance, port=6006, name="tb")
     team.share = share_create(port=team.port)
     return team
-
-
-def in_team(user, team) -> Client:
-    client = Client()
-    client.force_login(user)
-    session = client.session
-    session[SESSION_KEY] = team.pk
-    session.save()
-    return client
 
 
 # bob is a member who did not launch the instance: he sees its ports, not its share links' URLs.

@@ -8,37 +8,18 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from accounts.tests.factories import UserFactory
 from instances.models import Region
-from instances.tests.conftest import committed, fund, running
+from instances.tests.conftest import committed, running
 from storage import services
 from storage.models import Volume
 from storage.tests.conftest import make_volume
-from teams.context import SESSION_KEY
-from teams.models import Membership, Role, TeamEvent
-from teams.services import team_create
+from teams.models import Membership, TeamEvent
+from teams.tests.helpers import in_team, lab_with_roles
 
 
 @pytest.fixture
 def lab(alice, bob, catalogue):
-    team = team_create(user=alice, name="Lab")
-    fund(team.account, 1_000_000)
-    dave = UserFactory(email="dave@example.com")
-    erin = UserFactory(email="erin@example.com")
-    Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
-    Membership.objects.create(team=team, user=dave, role=Role.ADMIN)
-    Membership.objects.create(team=team, user=erin, role=Role.BILLING)
-    team.people = {"alice": alice, "bob": bob, "dave": dave, "erin": erin}
-    return team
-
-
-def in_team(user, team) -> Client:
-    client = Client()
-    client.force_login(user)
-    session = client.session
-    session[SESSION_KEY] = team.pk
-    session.save()
-    return client
+    return lab_with_roles(alice, bob)
 
 
 def team_volume(team, *, by, name="shared") -> Volume:
