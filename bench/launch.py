@@ -36,6 +36,7 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
 PER_CLIENT = int(os.environ.get("BENCH_PER_CLIENT", "10"))
 WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
 WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "2"))
+WORKER_POOL = os.environ.get("BENCH_WORKER_POOL", "prefork")  # Celery's --pool: prefork (as make run) or threads
 # BENCH_PYSPY=<folder>: run web and worker under py-spy (requirements-dev) and write their collapsed
 # stacks there, to see where the CPU goes. The profiler's own CPU then counts too: not for figures.
 PYSPY = os.environ.get("BENCH_PYSPY", "")
@@ -218,6 +219,8 @@ def run(started: list[subprocess.Popen]) -> dict:
                 "worker",
                 "-Q",
                 QUEUE,
+                "--pool",
+                WORKER_POOL,
                 "--concurrency",
                 str(WORKER_CONCURRENCY),
                 "--without-heartbeat",
@@ -360,6 +363,7 @@ def run(started: list[subprocess.Popen]) -> dict:
         "cpu_cores": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "worker_concurrency": WORKER_CONCURRENCY,
+        "worker_pool": WORKER_POOL,
         "web_workers": WEB_WORKERS,
         "errors_sample": errors[:3],
     }
