@@ -466,10 +466,10 @@ class QuotaRequest(models.Model):
         return self.BADGE_COLOURS.get(self.status, "")
 
 
-class QuotaAudit(models.Model):
-    """Who did what to a quota request, when: append-only, one row per decision or automatic change."""
+class AuditEntry(models.Model):
+    """Who did what to a row, when (``action``, with ``detail``): the history staff read of a quota
+    request or a reservation, one row per decision or automatic change, written by its services."""
 
-    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="audit")
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -478,7 +478,16 @@ class QuotaAudit(models.Model):
     created_at = models.DateTimeField(_("time"), default=timezone.now)
 
     class Meta:
+        abstract = True
         ordering = ["created_at", "id"]
+
+
+class QuotaAudit(AuditEntry):
+    """Who did what to a quota request, when: append-only, one row per decision or automatic change."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="audit")
+
+    class Meta(AuditEntry.Meta):
         verbose_name = _("quota audit entry")
         verbose_name_plural = _("quota audit entries")
 
@@ -554,19 +563,12 @@ class Reservation(models.Model):
         return self.status == self.Status.ACTIVE and self.starts_at <= now < self.ends_at
 
 
-class ReservationEvent(models.Model):
+class ReservationEvent(AuditEntry):
     """Who did what to a reservation, when: created, cancelled, expired. Append-only by use."""
 
     reservation = models.ForeignKey(Reservation, on_delete=models.CASCADE, related_name="events")
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    action = models.CharField(_("action"), max_length=32)
-    detail = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(_("time"), default=timezone.now)
 
-    class Meta:
-        ordering = ["created_at", "id"]
+    class Meta(AuditEntry.Meta):
         verbose_name = _("reservation event")
         verbose_name_plural = _("reservation events")
 

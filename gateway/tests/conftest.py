@@ -144,9 +144,9 @@ def connect(port: int, login: str, key: asyncssh.SSHKey, **kwargs):
     )
 
 
-def openssh(tool: str, person, port: int, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    """One of OpenSSH's clients (ssh, scp, sftp) as ``person``, with nothing from ~/.ssh."""
-    options = [
+def ssh_options(person) -> list[str]:
+    """OpenSSH client options for ``person``: their key alone, nothing from ~/.ssh, no prompts."""
+    return [
         "-F",
         "/dev/null",
         "-i",
@@ -158,10 +158,13 @@ def openssh(tool: str, person, port: int, *args: str, **kwargs) -> subprocess.Co
         "-o",
         "UserKnownHostsFile=/dev/null",
         "-o",
-        "LogLevel=ERROR",
-        "-o",
         "BatchMode=yes",
     ]
+
+
+def openssh(tool: str, person, port: int, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    """One of OpenSSH's clients (ssh, scp, sftp) as ``person``, with nothing from ~/.ssh."""
+    options = [*ssh_options(person), "-o", "LogLevel=ERROR"]
     port_flag = ["-P" if tool == "scp" else "-p", str(port)] if tool != "sftp" else ["-P", str(port)]
     return subprocess.run([tool, *options, *port_flag, *args], capture_output=True, timeout=60, **kwargs)
 
@@ -187,18 +190,7 @@ def through_tunnel(person, port: int, login: str, *, local_port: int, target: st
     tunnel = subprocess.Popen(
         [
             "ssh",
-            "-F",
-            "/dev/null",
-            "-i",
-            str(person.key_path),
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "BatchMode=yes",
+            *ssh_options(person),
             "-o",
             "ExitOnForwardFailure=yes",
             "-N",

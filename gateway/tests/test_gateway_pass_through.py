@@ -16,7 +16,7 @@ from asyncssh.sftp import run_sftp_server
 
 from gateway import keys
 from gateway.server import PassThroughProcess
-from gateway.tests.conftest import connect, free_port, openssh
+from gateway.tests.conftest import connect, free_port, openssh, ssh_options
 from providers import SshTarget
 from providers.simulated.backend import SimulatedBackend
 
@@ -141,18 +141,7 @@ def test_local_port_forwarding_opens_from_the_instance(gateway, world, instance_
     tunnel = subprocess.Popen(  # ssh -N -L: as a user would, until killed
         [
             "ssh",
-            "-F",
-            "/dev/null",
-            "-i",
-            str(alice.key_path),
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "BatchMode=yes",
+            *ssh_options(alice),
             "-o",
             "ExitOnForwardFailure=yes",
             "-N",

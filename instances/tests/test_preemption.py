@@ -27,7 +27,7 @@ S = Instance.Status
 T = Instance.Tier
 
 
-def launch(user, *, count=1, tier=T.ON_DEMAND, checkpoint="", gpu="h800") -> Instance:
+def launch(user, *, count=1, tier=T.ON_DEMAND, checkpoint="", gpu="h800", nodes=1) -> Instance:
     with committed():
         instance = instance_launch(
             user=user,
@@ -36,6 +36,7 @@ def launch(user, *, count=1, tier=T.ON_DEMAND, checkpoint="", gpu="h800") -> Ins
             gpu_count=count,
             image=Image.objects.get(slug="pytorch-2.5-cu124"),
             disk_gb=50,
+            node_count=nodes,
             tier=tier,
             checkpoint_command=checkpoint,
         )

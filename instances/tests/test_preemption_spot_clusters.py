@@ -3,16 +3,13 @@ on-demand launch needs, a whole interruptible cluster is preempted, all or nothi
 node taken go to the on-demand work at once; its other nodes' cards stay held until it is off (the
 provider still runs it through its grace period), then go back."""
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 
 from instances.errors import NoCapacity
-from instances.models import GpuModel, Image, Instance, Node, Region
-from instances.preemption import instance_preemption_finish
-from instances.services import instance_launch
-from instances.tests.conftest import committed, fund
+from instances.models import Instance, Node
+from instances.tests.conftest import fund
+from instances.tests.test_preemption import after_grace
+from instances.tests.test_preemption import launch as preemption_launch
 
 S = Instance.Status
 T = Instance.Tier
@@ -31,24 +28,7 @@ def roomy_quota(settings):
 
 def launch(user, *, count, nodes=1, tier=T.ON_DEMAND) -> Instance:
     """On the two A800 nodes of cn-north-1."""
-    with committed():
-        instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            node_count=nodes,
-            tier=tier,
-        )
-    instance.refresh_from_db()
-    return instance
-
-
-def after_grace(instance: Instance) -> None:
-    with committed():
-        assert instance_preemption_finish(instance_id=instance.pk, now=timezone.now() + timedelta(seconds=31))
+    return preemption_launch(user, count=count, nodes=nodes, tier=tier, gpu="a800-80g")
 
 
 def free() -> dict[str, int]:
