@@ -22,6 +22,8 @@ from types import MappingProxyType
 
 from django.db import models, transaction
 
+from core import sql
+
 # status → the statuses it may move to. A status with no row, or an empty one, moves nowhere.
 TransitionTable = Mapping[str, frozenset[str]]
 
@@ -60,12 +62,18 @@ def transition(
     """
     if dst not in table.get(src, ()):
         raise error(src, dst)
-    rows = model._default_manager.filter(pk=pk, status=src)
     fields = {"status": dst, **(changes or {})}
+
+    def update() -> int:
+        # Every boot, stop and start moves a row: plain values go in a fixed statement (``core.sql``).
+        if all(sql.is_plain(value) for value in fields.values()):
+            return sql.update(model, where={"pk": pk, "status": src}, values=fields)
+        return model._default_manager.filter(pk=pk, status=src).update(**fields)
+
     if record is None:
-        return bool(rows.update(**fields))
+        return bool(update())
     with transaction.atomic():
-        if not rows.update(**fields):
+        if not update():
             return False
         record()
     return True

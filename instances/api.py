@@ -173,13 +173,20 @@ class LaunchVolumeSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["rw", "ro", "shared-rw"], default="rw")
 
 
-class CatalogueSlugField(SlugRelatedField):
+@extend_schema_field(OpenApiTypes.STR)
+class CatalogueSlugField(serializers.Field):
     """The slug of an active region, GPU model or image, looked up in the process's copy of the
-    catalogue (``instances.catalogue_cache``): no query per launch."""
+    catalogue (``instances.catalogue_cache``): no query per launch.
+
+    A plain field, not a related one: DRF copies a serializer's fields for every instance of it, and a
+    related field's copy builds a queryset each time, three of them on every launch request.
+    """
+
+    default_error_messages = SlugRelatedField.default_error_messages
 
     def __init__(self, model, **kwargs) -> None:
         self.model = model
-        super().__init__(slug_field="slug", queryset=model.objects.filter(is_active=True), **kwargs)
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data):
         if not isinstance(data, str):
@@ -188,6 +195,9 @@ class CatalogueSlugField(SlugRelatedField):
         if obj is None:
             self.fail("does_not_exist", slug_name="slug", value=data.replace("\x00", ""))
         return obj
+
+    def to_representation(self, value) -> str:
+        return value.slug
 
 
 class LaunchSerializer(serializers.Serializer):

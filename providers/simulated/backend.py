@@ -45,6 +45,7 @@ are rows, so they never see them.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -53,9 +54,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
+from core import sql
 from providers.base import (
     ClusterResizeCapability,
     ClustersCapability,
@@ -82,6 +83,13 @@ VOLUME_STATE_VERSION = 1
 
 class SimulatedBug(RuntimeError):
     """What a method listed in ``BUG_IN`` raises: neither transient nor permanent, as a bug is."""
+
+
+def _json(value) -> list:
+    """A JSON list read straight from a ``jsonb`` column (Django's connection hands those over as text)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value or []
 
 
 def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
@@ -144,15 +152,15 @@ class SimulatedBackend(
         # A cluster holds its cards on its head and on each of its peers. Which clusters have ``node``
         # among their peers is read here, not asked of the database: a JSON containment lookup is
         # PostgreSQL's alone (elsewhere it raises NotSupportedError, and no launch could be placed).
-        # One query for both: the machines headed here and every cluster.
-        # ``key``'s own machine does not compete with itself (a create sent twice).
-        rows = (
-            self._machines()
-            .filter(Q(node=node) | Q(spec__nodes__gt=1), power="on")
-            .exclude(key=key)
-            .values_list("node_id", "cards", "spec__peers")
+        # One statement for both (fixed: every create runs it, see ``core.sql``): the machines headed
+        # here and every cluster. ``key``'s own machine does not compete with itself (a create sent twice).
+        rows = sql.fetch_all(
+            f"SELECT node_id, cards, spec -> 'peers' FROM {sql.table(SimulatedMachine)} "  # noqa: S608
+            "WHERE backend_alias = %s AND power = 'on' AND (node_id = %s OR (spec -> 'nodes') > '1'::jsonb) "
+            "AND key <> %s",
+            [self.alias, node.pk, key],
         )
-        return sum(cards for head, cards, peers in rows if head == node.pk or node.name in (peers or ()))
+        return sum(cards for head, cards, peers in rows if head == node.pk or node.name in _json(peers))
 
     def _peers(self, machine) -> list:
         names = (machine.spec or {}).get("peers") or []
@@ -171,10 +179,10 @@ class SimulatedBackend(
 
     def _place(self, *, machine_cards: int, node_name: str, key: str = ""):
         """Lock the node and check the machine fits, as a real host would refuse an oversubscription."""
-        node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
+        node = self._node_locked(node_name)
         if node is None and self.options.get("FLEET"):
             self._ensure_fleet()  # a fresh cloud: build the fleet on first use
-            node = SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=node_name).first()
+            node = self._node_locked(node_name)
         if node is None:
             raise PermanentBackendError(f"Node {node_name} does not exist.")
         if self._is_lost(node) or self._is_draining(node):
@@ -182,6 +190,29 @@ class SimulatedBackend(
         if self._used_cards(node, key=key) + machine_cards > node.cards:
             raise PermanentBackendError(f"Node {node_name} has fewer than {machine_cards} free GPUs.")
         return node
+
+    def _node_locked(self, name: str) -> SimulatedNode | None:
+        row = sql.fetch_one(
+            f"SELECT {sql.columns(SimulatedNode, 'n')} FROM {sql.table(SimulatedNode)} n "  # noqa: S608
+            "WHERE n.backend_alias = %s AND n.name = %s FOR UPDATE",
+            [self.alias, name],
+        )
+        return sql.from_row(SimulatedNode, row, alias="n") if row is not None else None
+
+    def _machine(self, key: str) -> SimulatedMachine | None:
+        """The machine named ``key``, with its node (polled for every boot: a fixed statement)."""
+        row = sql.fetch_one(
+            f"SELECT {sql.columns(SimulatedMachine, 'm')}, {sql.columns(SimulatedNode, 'n')} "  # noqa: S608
+            f"FROM {sql.table(SimulatedMachine)} m LEFT JOIN {sql.table(SimulatedNode)} n ON n.id = m.node_id "
+            "WHERE m.backend_alias = %s AND m.key = %s",
+            [self.alias, key],
+        )
+        if row is None:
+            return None
+        machine = sql.from_row(SimulatedMachine, row[: sql.width(SimulatedMachine)], alias="m")
+        head = row[sql.width(SimulatedMachine) :]
+        machine.node = sql.from_row(SimulatedNode, head, alias="n") if machine.node_id is not None else None
+        return machine
 
     @property
     def disk_follows_node_loss(self) -> bool:  # type: ignore[override]
@@ -272,7 +303,7 @@ class SimulatedBackend(
         try:
             with transaction.atomic():
                 node = self._place_all(machine_cards=spec.gpu_count, head=spec.node, peers=peers, key=key)
-                machine = SimulatedMachine.objects.create(
+                machine = SimulatedMachine(
                     backend_alias=self.alias,
                     key=key,
                     node=node,
@@ -289,6 +320,7 @@ class SimulatedBackend(
                     },
                     ready_at=None if self._roll("HANG_CREATE") else self._boot_ready_at(),
                 )
+                sql.insert(machine)
         except IntegrityError:  # a twin request created it first: that machine is ours
             return self._state(self._machines().select_related("node").get(key=key))
         if self._roll("LOSE_CREATE_RESPONSE"):
@@ -418,14 +450,14 @@ class SimulatedBackend(
         self._bug("poll")
         if self.options.get("UNREACHABLE"):
             return Observation(Observed.UNKNOWN, detail="provider unreachable")
-        machine = self._machines().select_related("node").filter(key=key).first()
+        machine = self._machine(key)
         if machine is None:
             return Observation(Observed.GONE)
         return self._observe(machine, timezone.now())
 
     def ssh_target(self, *, key: str) -> SshTarget | None:
         """A running simulated machine has no sshd: the SSH gateway answers for it as a built-in shell."""
-        machine = self._machines().select_related("node").filter(key=key).first()
+        machine = self._machine(key)
         if machine is None or self._observe(machine, timezone.now()).state != Observed.RUNNING:
             return None
         return SshTarget(user="root", simulated=True)
