@@ -300,9 +300,22 @@ def run(started: list[subprocess.Popen]) -> dict:
             time.sleep(0.05)
         raise RuntimeError(f"only {len(done)} of {len(ids)} instances reached running in {timeout}s")
 
-    # Warm up: the worker's first task imports everything; the web workers open their connections.
-    with httpx.Client(base_url=base, timeout=30) as client:
-        warm = [launch(client, tokens[0], "cn-north-1", "rtx-4090", f"warm-{i}")[2] for i in range(WEB_WORKERS * 2)]
+    # Warm up, as a server that has been up a while is: every client launches once, all at once, so
+    # each web process has served requests on as many threads as the clients keep busy (each of its
+    # request threads has borrowed its database connection), and each worker process has run tasks.
+    # Otherwise the figures below would count opening some twenty connections to PostgreSQL.
+    warm: list[str] = []
+
+    def warm_client(n: int) -> None:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            region, gpu = combos[n % len(combos)]
+            warm.append(launch(client, tokens[n], region, gpu, f"warm-{n}")[2])
+
+    warmers = [threading.Thread(target=warm_client, args=(n,)) for n in range(CLIENTS)]
+    for thread in warmers:
+        thread.start()
+    for thread in warmers:
+        thread.join()
     wait_running(warm, 60)
     warm_ids = set(warm)
 

@@ -17,6 +17,12 @@ from console.handlers import LaneASGIHandler  # noqa: E402  (needs settings)
 
 django_asgi_app = LaneASGIHandler()  # Django's handler, on a fixed set of request threads
 
+from django.urls import get_resolver  # noqa: E402
+
+# Import the URLconf, and every view module it names, now rather than in the first request each
+# process serves: that request (the first launch after a deploy) would wait most of a second for it.
+get_resolver().url_patterns  # noqa: B018 (read for its side effect: the import)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -8,28 +8,43 @@ launch is a few milliseconds of Python), that was a large share of the web proce
 
 Here each request borrows a *lane*, a one-thread executor that lives as long as the process, and runs
 in a ``ThreadSensitiveContext`` bound to it (asgiref's supported form: "an executor has been given").
-Everything thread-sensitive in the request (the middleware chain and the view: one hop, see
-``core.middleware.SynchronousChain``) runs on the lane's thread, as under a threaded WSGI server; a
-request that waits on something slow holds one lane and the others go on. When every lane is busy a
-request waits for one, in the event loop, without a thread. ``WEB_THREADS`` sets how many lanes a
-process has.
+When every lane is busy a request waits for one, in the event loop, without a thread. ``WEB_THREADS``
+sets how many lanes a process has.
+
+And a request crosses to its lane once. Django's handler, in its asynchronous mode, crossed between
+the event loop and a thread for the request-started signal, for the middleware, back to the loop for
+the URL resolver, over again for the (synchronous) view, twice more on the way out and once to close
+the response: six hand-overs, each a future, a wake-up and a context copy. This handler loads the
+middleware in Django's synchronous mode, as under WSGI, and does all of a request's synchronous work
+in one call on its lane: the signal, the middleware, the view, and closing the response (the
+request-finished signal gives its database connection back before the bytes go out). The event loop
+only reads the body and writes the answer. A streaming response (a file, a download) is closed after
+its last chunk, as Django does. An ``async def`` view still works: Django's synchronous mode runs it
+with ``async_to_sync``, on the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers import base
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import FileResponse, HttpResponseBase
+from django.urls import set_script_prefix
 
 
 class LaneASGIHandler(ASGIHandler):
     """``django.core.handlers.asgi.ASGIHandler`` with a fixed set of request threads per event loop."""
 
     def __init__(self) -> None:
-        super().__init__()
+        base.BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)  # Django's synchronous chain, run on a lane (see above)
         self._lanes: dict[asyncio.AbstractEventLoop, asyncio.Queue[ThreadPoolExecutor]] = {}
 
     def _lanes_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[ThreadPoolExecutor]:
@@ -52,3 +67,31 @@ class LaneASGIHandler(ASGIHandler):
                 await self.handle(scope, receive, send)
         finally:
             lanes.put_nowait(lane)
+
+    async def handle(self, scope, receive, send) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        try:
+            response = await sync_to_async(self._respond, thread_sensitive=True)(scope, body_file)
+            with contextlib.suppress(asyncio.CancelledError):  # as Django's: the client went away meanwhile
+                await self.send_response(response, send)
+            if response.streaming:
+                await sync_to_async(response.close, thread_sensitive=True)()
+        finally:
+            body_file.close()
+
+    def _respond(self, scope, body_file) -> HttpResponseBase:
+        """A request's synchronous part, on its lane: what Django's handler spreads over six hops."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size  # the server chunks it further
+        if not response.streaming:
+            response.close()  # its content is all here: request_finished now, before the bytes are sent
+        return response

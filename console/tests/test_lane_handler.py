@@ -7,11 +7,26 @@ import asyncio
 import threading
 
 import pytest
+from asgiref.sync import SyncToAsync
+from django.core.signals import request_finished
+from django.http import HttpResponse, StreamingHttpResponse
+from django.urls import path
 
 from console.handlers import LaneASGIHandler
 
 
-async def _get(handler: LaneASGIHandler, path: str) -> tuple[int, bytes]:
+def _streamed(request):
+    return StreamingHttpResponse(f"part {n};".encode() for n in range(3))
+
+
+async def _async_view(request):
+    return HttpResponse(b"from a coroutine")
+
+
+urlpatterns = [path("streamed", _streamed), path("async", _async_view)]
+
+
+async def _get(handler: LaneASGIHandler, url: str) -> tuple[int, bytes]:
     sent: list[dict] = []
     body_sent = asyncio.Event()
 
@@ -31,8 +46,8 @@ async def _get(handler: LaneASGIHandler, path: str) -> tuple[int, bytes]:
         "http_version": "1.1",
         "method": "GET",
         "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
+        "path": url,
+        "raw_path": url.encode(),
         "query_string": b"",
         "root_path": "",
         "headers": [(b"host", b"testserver")],
@@ -69,3 +84,56 @@ def test_twelve_requests_at_once_share_three_long_lived_threads(settings):
 def test_only_http_is_served():
     with pytest.raises(ValueError, match="websocket"):
         asyncio.run(LaneASGIHandler()({"type": "websocket"}, None, None))
+
+
+def test_a_request_crosses_to_its_thread_once_and_is_finished_before_its_answer_goes_out(monkeypatch):
+    hops, events = [], []
+    real = SyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    handler = LaneASGIHandler()
+    real_send = handler.send_response
+
+    async def send_response(response, send):
+        events.append("sent")
+        await real_send(response, send)
+
+    handler.send_response = send_response
+
+    def finished(**kwargs):
+        events.append("finished")
+
+    request_finished.connect(finished)
+    try:
+        status, body = asyncio.run(_get(handler, "/healthz"))
+    finally:
+        request_finished.disconnect(finished)
+    assert status == 200 and b'"ok"' in body
+    assert hops == ["LaneASGIHandler._respond"]  # middleware, view and close in one hand-over
+    assert events == ["finished", "sent"]  # its database connection went back before the bytes went out
+
+
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
+def test_a_streamed_answer_arrives_whole_and_is_finished_after_its_last_chunk(settings):
+    settings.ROOT_URLCONF = __name__
+    finished = []
+
+    def on_finished(**kwargs):
+        finished.append(True)
+
+    request_finished.connect(on_finished)
+    try:
+        status, body = asyncio.run(_get(LaneASGIHandler(), "/streamed"))
+    finally:
+        request_finished.disconnect(on_finished)
+    assert (status, body) == (200, b"part 0;part 1;part 2;")
+    assert finished == [True]
+
+
+def test_an_async_view_still_answers(settings):
+    settings.ROOT_URLCONF = __name__
+    assert asyncio.run(_get(LaneASGIHandler(), "/async")) == (200, b"from a coroutine")
