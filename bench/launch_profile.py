@@ -93,7 +93,7 @@ def run(*, profile: bool) -> dict:
         post(i)
     if profiler:
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative")).print_stats(int(os.environ.get("BENCH_PROFILE_TOP", "30")))
     web_ms = (time.process_time() - started) * 1000 / N
 
     profiler = cProfile.Profile() if profile else None
@@ -104,7 +104,7 @@ def run(*, profile: bool) -> dict:
         instance_provision_task.run(instance_id)
     if profiler:
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative")).print_stats(int(os.environ.get("BENCH_PROFILE_TOP", "30")))
     worker_ms = (time.process_time() - started) * 1000 / len(ids)
 
     print(f"API POST: {len(post_queries)} statements, {web_ms:.1f} ms CPU each")

@@ -186,6 +186,14 @@ if DATABASE_POOL:
 # anything but "UTC") Django sends SET TIME ZONE after connecting, a round trip more for every ASGI
 # request and every task. (Behind PgBouncer, list "options" in its ignore_startup_parameters.)
 _db_options = DATABASES["default"].setdefault("OPTIONS", {})
+# Values travel apart from the SQL (server-side binding), and a statement run twice on a connection
+# is prepared there: PostgreSQL parses and plans the statements of every launch once per connection,
+# and psycopg no longer quotes each value into the text. Behind PgBouncer in transaction mode before
+# 1.21, set DATABASE_PREPARE_THRESHOLD=off (prepared statements would land on another connection).
+_db_options["server_side_binding"] = env_bool("DATABASE_SERVER_SIDE_BINDING", default=True)
+_prepare = os.environ.get("DATABASE_PREPARE_THRESHOLD", "2").strip().lower()
+if _db_options["server_side_binding"] and _prepare not in {"off", "none", ""}:
+    _db_options["prepare_threshold"] = int(_prepare)
 _db_options["options"] = " ".join(filter(None, [_db_options.get("options", ""), "-c TimeZone=UTC"]))
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ImproperlyConfigured(
@@ -221,6 +229,7 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": REDIS_URL}}
     CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT = "console.broker:Transport"  # kombu's Redis transport, one client per channel
 elif TESTING:
     # The suite runs tasks eagerly in-process; the tests that cross processes set up Redis themselves.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
