@@ -7,6 +7,11 @@ spread over every GPU model and region. Latency is measured from just before the
 instance's ``running`` event (the moment billing starts). Then it stops what it started, drops the
 database and prints one JSON line.
 
+The processes are the ones ``make run`` starts (``console/run.py``): one uvicorn process and a Celery
+worker with two prefork processes. ``BENCH_WEB_WORKERS=2 BENCH_WORKER_CONCURRENCY=4`` gives the
+configuration earlier figures were taken with (two web processes and four worker processes on two
+cores: more processes than cores, and each costs more CPU per launch).
+
     .venv/bin/python bench/launch.py
 """
 
@@ -34,8 +39,8 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 QUEUE = f"bench-launch-{os.getpid()}"
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
 PER_CLIENT = int(os.environ.get("BENCH_PER_CLIENT", "10"))
-WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
-WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "2"))
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "2"))  # make run's --worker-concurrency
+WEB_WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "1"))  # make run starts one uvicorn process
 WORKER_POOL = os.environ.get("BENCH_WORKER_POOL", "prefork")  # Celery's --pool: prefork (as make run) or threads
 # BENCH_PYSPY=<folder>: run web and worker under py-spy (requirements-dev) and write their collapsed
 # stacks there, to see where the CPU goes. The profiler's own CPU then counts too: not for figures.

@@ -28,6 +28,12 @@ from bench import launch as bench  # sets the environment the console reads
 N = int(os.environ.get("BENCH_LAUNCHES", "200"))
 
 
+def _print(profiler: cProfile.Profile) -> None:
+    """The profile's top functions: ``BENCH_PROFILE_SORT`` (cumulative, tottime…), ``BENCH_PROFILE_TOP`` of them."""
+    stats = pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative"))
+    stats.print_stats(int(os.environ.get("BENCH_PROFILE_TOP", "30")))
+
+
 def main() -> None:
     bench.admin(f'DROP DATABASE IF EXISTS "{bench.DB_NAME}" WITH (FORCE)')
     bench.admin(f'CREATE DATABASE "{bench.DB_NAME}"')
@@ -93,7 +99,7 @@ def run(*, profile: bool) -> dict:
         post(i)
     if profiler:
         profiler.disable()
-        pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative")).print_stats(int(os.environ.get("BENCH_PROFILE_TOP", "30")))
+        _print(profiler)
     web_ms = (time.process_time() - started) * 1000 / N
 
     profiler = cProfile.Profile() if profile else None
@@ -104,7 +110,7 @@ def run(*, profile: bool) -> dict:
         instance_provision_task.run(instance_id)
     if profiler:
         profiler.disable()
-        pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_PROFILE_SORT", "cumulative")).print_stats(int(os.environ.get("BENCH_PROFILE_TOP", "30")))
+        _print(profiler)
     worker_ms = (time.process_time() - started) * 1000 / len(ids)
 
     print(f"API POST: {len(post_queries)} statements, {web_ms:.1f} ms CPU each")
