@@ -45,6 +45,7 @@ class LaneASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         base.BaseHandler.__init__(self)
         self.load_middleware(is_async=False)  # Django's synchronous chain, run on a lane (see above)
+        self._respond_on_lane = sync_to_async(self._respond, thread_sensitive=True)  # made once, not per request
         self._lanes: dict[asyncio.AbstractEventLoop, asyncio.Queue[ThreadPoolExecutor]] = {}
 
     def _lanes_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[ThreadPoolExecutor]:
@@ -75,7 +76,7 @@ class LaneASGIHandler(ASGIHandler):
             return
         set_script_prefix(get_script_prefix(scope))
         try:
-            response = await sync_to_async(self._respond, thread_sensitive=True)(scope, body_file)
+            response = await self._respond_on_lane(scope, body_file)
             with contextlib.suppress(asyncio.CancelledError):  # as Django's: the client went away meanwhile
                 await self.send_response(response, send)
             if response.streaming:
