@@ -47,9 +47,7 @@ def token_with_user(digest: str) -> APIToken | None:
     )
     if row is None:
         return None
-    split = sql.width(APIToken)
-    token = sql.from_row(APIToken, row[:split], alias="t")
-    token.user = sql.from_row(user_model, row[split:], alias="u")
+    token, token.user = sql.from_joined_row(row, (APIToken, "t"), (user_model, "u"))
     return token
 
 

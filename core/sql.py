@@ -81,6 +81,19 @@ def from_row[M: models.Model](model: type[M], values: Sequence, *, alias: str = 
     return model.from_db(using, None, values)
 
 
+def from_joined_row(row: Sequence, *layout: tuple[type[models.Model], str]) -> list:
+    """One instance per ``(model, alias)`` of ``layout`` from a row that selected ``columns(model, alias)``
+    for each, in that order; None for a model whose primary key is NULL (a LEFT JOIN that found no
+    row). Whatever the row selected after them is the caller's (``row[-1]``, say)."""
+    found, start = [], 0
+    for model, alias in layout:
+        values = row[start : start + width(model)]
+        pk_position = model._meta.concrete_fields.index(model._meta.pk)
+        found.append(None if values[pk_position] is None else from_row(model, values, alias=alias))
+        start += width(model)
+    return found
+
+
 def fetch_one(sql: str, params: Sequence = (), *, using: str = DEFAULT_DB_ALIAS) -> tuple | None:
     """The first row of ``sql`` (or None), through Django's connection (its transaction, its errors)."""
     with connections[using].cursor() as cursor:

@@ -702,10 +702,9 @@ def _get(instance_id) -> Instance | None:
     """
     user_model = get_user_model()
     through = Instance.ssh_keys.through
-    joined = ((GpuModel, "g"), (Image, "im"), (Region, "r"), (user_model, "u"))
+    layout = ((Instance, "i"), (GpuModel, "g"), (Image, "im"), (Region, "r"), (user_model, "u"), (Node, "n"))
     row = sql.fetch_one(
-        f"SELECT {sql.columns(Instance, 'i')}, {', '.join(sql.columns(m, a) for m, a in joined)}, "  # noqa: S608
-        f"{sql.columns(Node, 'n')}, ARRAY("
+        f"SELECT {', '.join(sql.columns(m, a) for m, a in layout)}, ARRAY("  # noqa: S608 (names from _meta)
         f"SELECT k.public_key FROM {sql.table(SSHKey)} k JOIN {sql.table(through)} ik "
         f"ON ik.{through._meta.get_field('sshkey').column} = k.id "
         f"WHERE ik.{through._meta.get_field('instance').column} = i.id ORDER BY {sql.ordering(SSHKey, 'k')}) "
@@ -717,12 +716,9 @@ def _get(instance_id) -> Instance | None:
     )
     if row is None:
         return None
-    start = sql.width(Instance)
-    instance = sql.from_row(Instance, row[:start], alias="i")
-    for (model, alias), name in zip(joined, ("gpu_model", "image", "region", "owner"), strict=True):
-        setattr(instance, name, sql.from_row(model, row[start : start + sql.width(model)], alias=alias))
-        start += sql.width(model)
-    instance.node = sql.from_row(Node, row[start:-1], alias="n") if instance.node_id is not None else None
+    instance, instance.gpu_model, instance.image, instance.region, instance.owner, instance.node = sql.from_joined_row(
+        row, *layout
+    )
     instance.ssh_public_keys = row[-1]
     return instance
 

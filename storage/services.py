@@ -578,8 +578,7 @@ def volume_mounts_for_boot(*, instance: Instance) -> tuple[VolumeMount, ...]:
         "WHERE a.instance_id = %s ORDER BY a.created_at, a.id",
         [instance.pk],
     ):
-        attachment = sql.from_row(VolumeAttachment, row[: sql.width(VolumeAttachment)], alias="a")
-        attachment.volume = sql.from_row(Volume, row[sql.width(VolumeAttachment) :], alias="v")
+        attachment, attachment.volume = sql.from_joined_row(row, (VolumeAttachment, "a"), (Volume, "v"))
         rows.append(attachment)
     detached = [a.pk for a in rows if a.detach_requested_at is not None]
     if detached:

@@ -209,9 +209,7 @@ class SimulatedBackend(
         )
         if row is None:
             return None
-        machine = sql.from_row(SimulatedMachine, row[: sql.width(SimulatedMachine)], alias="m")
-        head = row[sql.width(SimulatedMachine) :]
-        machine.node = sql.from_row(SimulatedNode, head, alias="n") if machine.node_id is not None else None
+        machine, machine.node = sql.from_joined_row(row, (SimulatedMachine, "m"), (SimulatedNode, "n"))
         return machine
 
     @property
