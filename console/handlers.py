@@ -9,7 +9,8 @@ launch is a few milliseconds of Python), that was a large share of the web proce
 Here each request borrows a *lane*, a one-thread executor that lives as long as the process, and runs
 in a ``ThreadSensitiveContext`` bound to it (asgiref's supported form: "an executor has been given").
 When every lane is busy a request waits for one, in the event loop, without a thread. ``WEB_THREADS``
-sets how many lanes a process has.
+sets how many lanes a process has. A lane is held only while the request's synchronous work runs: its
+body is read before, and a whole answer sent after, in the event loop.
 
 And a request crosses to its lane once. Django's handler, in its asynchronous mode, crossed between
 the event loop and a thread for the request-started signal, for the middleware, back to the loop for
@@ -61,28 +62,35 @@ class LaneASGIHandler(ASGIHandler):
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":  # as Django's: WebSockets go to Channels (console.asgi)
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        lanes = self._lanes_for(asyncio.get_running_loop())
-        lane = await lanes.get()
-        try:
-            async with ThreadSensitiveContext(executor=lane):
-                await self.handle(scope, receive, send)
-        finally:
-            lanes.put_nowait(lane)
+        await self.handle(scope, receive, send)
 
     async def handle(self, scope, receive, send) -> None:
+        # The body is read, and a whole answer sent, in the event loop: a lane is held only while a
+        # request's synchronous work runs, so a slow upload or a slow reader keeps no thread waiting.
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
             return
-        set_script_prefix(get_script_prefix(scope))
         try:
-            response = await self._respond_on_lane(scope, body_file)
-            with contextlib.suppress(asyncio.CancelledError):  # as Django's: the client went away meanwhile
-                await self.send_response(response, send)
-            if response.streaming:
-                await sync_to_async(response.close, thread_sensitive=True)()
+            set_script_prefix(get_script_prefix(scope))
+            lanes = self._lanes_for(asyncio.get_running_loop())
+            lane = await lanes.get()
+            try:
+                async with ThreadSensitiveContext(executor=lane):
+                    response = await self._respond_on_lane(scope, body_file)
+                    if response.streaming:  # its chunks are read, and it is closed, on the lane's thread
+                        await self._send(response, send)
+                        await sync_to_async(response.close, thread_sensitive=True)()
+                        return
+            finally:
+                lanes.put_nowait(lane)
+            await self._send(response, send)
         finally:
             body_file.close()
+
+    async def _send(self, response: HttpResponseBase, send) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # as Django's: the client went away meanwhile
+            await self.send_response(response, send)
 
     def _respond(self, scope, body_file) -> HttpResponseBase:
         """A request's synchronous part, on its lane: what Django's handler spreads over six hops."""

@@ -137,3 +137,53 @@ def test_a_streamed_answer_arrives_whole_and_is_finished_after_its_last_chunk(se
 def test_an_async_view_still_answers(settings):
     settings.ROOT_URLCONF = __name__
     assert asyncio.run(_get(LaneASGIHandler(), "/async")) == (200, b"from a coroutine")
+
+
+def test_a_slow_upload_holds_no_thread_while_its_body_arrives(settings):
+    settings.WEB_THREADS = 1
+    handler = LaneASGIHandler()
+    rest_of_body = asyncio.Event()
+
+    async def slow_upload() -> int:
+        chunks = [{"type": "http.request", "body": b"{", "more_body": True}]
+
+        async def receive() -> dict:
+            if chunks:
+                return chunks.pop()
+            await rest_of_body.wait()  # the client is still sending
+            return {"type": "http.request", "body": b"}", "more_body": False}
+
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/healthz",
+            "raw_path": b"/healthz",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 40001),
+            "server": ("testserver", 80),
+        }
+        await handler(scope, receive, send)
+        return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+    async def both() -> tuple[int, tuple[int, bytes]]:
+        upload = asyncio.create_task(slow_upload())
+        await asyncio.sleep(0.05)
+        # The only lane is free: another request is answered while the upload's body is still coming.
+        answered = await asyncio.wait_for(_get(handler, "/healthz"), timeout=10)
+        assert not upload.done()
+        rest_of_body.set()
+        return await upload, answered
+
+    upload_status, (status, body) = asyncio.run(both())
+    assert status == 200 and b'"ok"' in body
+    assert upload_status == 403  # a POST without a CSRF token: refused, but answered once its body was in
