@@ -78,7 +78,8 @@ class LaneASGIHandler(ASGIHandler):
             try:
                 async with ThreadSensitiveContext(executor=lane):
                     response = await self._respond_on_lane(scope, body_file)
-                    if response.streaming:  # its chunks are read, and it is closed, on the lane's thread
+                    if response.streaming and not getattr(response, "_finished_on_lane", False):
+                        # A generator's chunks are made, and it is closed, on the lane's thread.
                         await self._send(response, send)
                         await sync_to_async(response.close, thread_sensitive=True)()
                         return
@@ -99,8 +100,35 @@ class LaneASGIHandler(ASGIHandler):
         if request is not None:
             response = self.get_response(request)
             response._handler_class = self.__class__
-            if isinstance(response, FileResponse):
-                response.block_size = self.chunk_size  # the server chunks it further
+            if isinstance(response, FileResponse) and response.file_to_stream is not None:
+                self._stream_file_off_lane(response)
         if not response.streaming:
             response.close()  # its content is all here: request_finished now, before the bytes are sent
         return response
+
+    def _stream_file_off_lane(self, response: FileResponse) -> None:
+        """Have a file's bytes read in the event loop's thread pool, a block at a time, as they are sent.
+
+        Django, under ASGI, reads a ``FileResponse``'s whole file into memory (its iterator is
+        synchronous) and sends it after: a volume's checkpoint of tens of GB through the files API would
+        fill the web process's memory, and hold a request thread while it went out. Here the response
+        is finished on its lane now (request_finished: its database connection goes back) except for
+        the file, which the chunks' reader closes after the last block.
+        """
+        filelike = response.file_to_stream
+        if hasattr(filelike, "close"):
+            response._resource_closers.remove(filelike.close)  # closed by the reader, after the last block
+        response.streaming_content = _blocks(filelike, self.chunk_size)
+        response.close()
+        response._finished_on_lane = True
+
+
+async def _blocks(filelike, size: int):
+    """The file's bytes, ``size`` at a time, read off the event loop; the file closed at the end."""
+    loop = asyncio.get_running_loop()
+    try:
+        while block := await loop.run_in_executor(None, filelike.read, size):
+            yield block
+    finally:
+        if hasattr(filelike, "close"):
+            filelike.close()

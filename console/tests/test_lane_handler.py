@@ -4,15 +4,27 @@ threads that outlive them, more requests than threads wait their turn, and every
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 
 import pytest
 from asgiref.sync import SyncToAsync
 from django.core.signals import request_finished
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.urls import path
 
 from console.handlers import LaneASGIHandler
+
+FILE_BYTES = bytes(range(256)) * 1024  # 256 KiB: four of the handler's 64 KiB blocks
+
+
+_files: list[io.BytesIO] = []
+
+
+def _file(request):
+    handle = io.BytesIO(FILE_BYTES)
+    _files.append(handle)
+    return FileResponse(handle, filename="model.bin")
 
 
 def _streamed(request):
@@ -23,7 +35,7 @@ async def _async_view(request):
     return HttpResponse(b"from a coroutine")
 
 
-urlpatterns = [path("streamed", _streamed), path("async", _async_view)]
+urlpatterns = [path("streamed", _streamed), path("async", _async_view), path("file", _file)]
 
 
 async def _get(handler: LaneASGIHandler, url: str) -> tuple[int, bytes]:
@@ -187,3 +199,34 @@ def test_a_slow_upload_holds_no_thread_while_its_body_arrives(settings):
     upload_status, (status, body) = asyncio.run(both())
     assert status == 200 and b'"ok"' in body
     assert upload_status == 403  # a POST without a CSRF token: refused, but answered once its body was in
+
+
+def test_a_file_goes_out_a_block_at_a_time_after_its_request_is_finished(settings):
+    settings.ROOT_URLCONF = __name__
+    settings.WEB_THREADS = 1
+    handler = LaneASGIHandler()
+    events: list[str] = []
+    real_send = handler.send_response
+
+    async def send_response(response, send):
+        async def counting_send(message):
+            if message["type"] == "http.response.body" and message.get("body"):
+                events.append("block")
+            await send(message)
+
+        await real_send(response, counting_send)
+
+    handler.send_response = send_response
+
+    def finished(**kwargs):
+        events.append("finished")
+
+    request_finished.connect(finished)
+    try:
+        status, body = asyncio.run(_get(handler, "/file"))
+    finally:
+        request_finished.disconnect(finished)
+    assert (status, body) == (200, FILE_BYTES)
+    # Finished on its thread before any byte went out; then read and sent in blocks, not in one piece.
+    assert events == ["finished", "block", "block", "block", "block"]
+    assert _files[-1].closed  # the file is closed once its last block is read
