@@ -204,12 +204,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Request threads per web process (console.handlers): a request's middleware and view run on one of
 # them; when all are busy, further requests wait for one (in the event loop, holding no thread).
-# A lane is held only while a request's synchronous work runs (console.handlers), and the CPU that work
-# needs is one core's at most (one GIL): eight keep it busy while some wait on the database, and fewer
-# requests share the GIL at once, so each finishes sooner (bench/launch.py: request → running p50
-# 433 ms with 16, 327 ms with 8, 227 ms with 4). A streaming answer (a file download) holds its lane
-# to the end: raise it where many download at once.
-WEB_THREADS = int(os.environ.get("WEB_THREADS", "8"))
+# A lane is held only while a request's synchronous work runs (console.handlers): not while its body
+# arrives, nor while its answer (a file download included) goes out. That work needs one core at most
+# (one GIL), and the fewer requests share it at once, the sooner each finishes: bench/launch.py on two
+# cores, medians of three, request → running p50 397 ms with 8 lanes, 248 ms with 4, at the same
+# throughput. Raise it where views wait on slow services (an SMTP server, a payment gateway).
+WEB_THREADS = int(os.environ.get("WEB_THREADS", "4"))
 
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL") or ("" if TESTING else _recorded_services.get("REDIS_URL", ""))
