@@ -4,6 +4,7 @@ threads that outlive them, more requests than threads wait their turn, and every
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import threading
 
@@ -38,6 +39,37 @@ async def _async_view(request):
 urlpatterns = [path("streamed", _streamed), path("async", _async_view), path("file", _file)]
 
 
+def _scope(url: str, method: str = "GET") -> dict:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": url,
+        "raw_path": url.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 40000),
+        "server": ("testserver", 80),
+    }
+
+
+@contextlib.contextmanager
+def _finishes_into(events: list):
+    """Append "finished" to ``events`` when Django's request_finished signal is sent."""
+
+    def finished(**kwargs):
+        events.append("finished")
+
+    request_finished.connect(finished)
+    try:
+        yield
+    finally:
+        request_finished.disconnect(finished)
+
+
 async def _get(handler: LaneASGIHandler, url: str) -> tuple[int, bytes]:
     sent: list[dict] = []
     body_sent = asyncio.Event()
@@ -52,21 +84,7 @@ async def _get(handler: LaneASGIHandler, url: str) -> tuple[int, bytes]:
     async def send(message: dict) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": url,
-        "raw_path": url.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver")],
-        "client": ("127.0.0.1", 40000),
-        "server": ("testserver", 80),
-    }
-    await handler(scope, receive, send)
+    await handler(_scope(url), receive, send)
     start = next(m for m in sent if m["type"] == "http.response.start")
     return start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
@@ -116,14 +134,8 @@ def test_a_request_crosses_to_its_thread_once_and_is_finished_before_its_answer_
 
     handler.send_response = send_response
 
-    def finished(**kwargs):
-        events.append("finished")
-
-    request_finished.connect(finished)
-    try:
+    with _finishes_into(events):
         status, body = asyncio.run(_get(handler, "/healthz"))
-    finally:
-        request_finished.disconnect(finished)
     assert status == 200 and b'"ok"' in body
     assert hops == ["LaneASGIHandler._respond"]  # middleware, view and close in one hand-over
     assert events == ["finished", "sent"]  # its database connection went back before the bytes went out
@@ -132,18 +144,11 @@ def test_a_request_crosses_to_its_thread_once_and_is_finished_before_its_answer_
 @pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
 def test_a_streamed_answer_arrives_whole_and_is_finished_after_its_last_chunk(settings):
     settings.ROOT_URLCONF = __name__
-    finished = []
-
-    def on_finished(**kwargs):
-        finished.append(True)
-
-    request_finished.connect(on_finished)
-    try:
+    events: list[str] = []
+    with _finishes_into(events):
         status, body = asyncio.run(_get(LaneASGIHandler(), "/streamed"))
-    finally:
-        request_finished.disconnect(on_finished)
     assert (status, body) == (200, b"part 0;part 1;part 2;")
-    assert finished == [True]
+    assert events == ["finished"]
 
 
 def test_an_async_view_still_answers(settings):
@@ -170,21 +175,7 @@ def test_a_slow_upload_holds_no_thread_while_its_body_arrives(settings):
         async def send(message: dict) -> None:
             sent.append(message)
 
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/healthz",
-            "raw_path": b"/healthz",
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(b"host", b"testserver"), (b"content-type", b"application/json")],
-            "client": ("127.0.0.1", 40001),
-            "server": ("testserver", 80),
-        }
-        await handler(scope, receive, send)
+        await handler(_scope("/healthz", method="POST"), receive, send)
         return next(m["status"] for m in sent if m["type"] == "http.response.start")
 
     async def both() -> tuple[int, tuple[int, bytes]]:
@@ -218,14 +209,8 @@ def test_a_file_goes_out_a_block_at_a_time_after_its_request_is_finished(setting
 
     handler.send_response = send_response
 
-    def finished(**kwargs):
-        events.append("finished")
-
-    request_finished.connect(finished)
-    try:
+    with _finishes_into(events):
         status, body = asyncio.run(_get(handler, "/file"))
-    finally:
-        request_finished.disconnect(finished)
     assert (status, body) == (200, FILE_BYTES)
     # Finished on its thread before any byte went out; then read and sent in blocks, not in one piece.
     assert events == ["finished", "block", "block", "block", "block"]
