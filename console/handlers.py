@@ -19,9 +19,10 @@ the response: six hand-overs, each a future, a wake-up and a context copy. This 
 middleware in Django's synchronous mode, as under WSGI, and does all of a request's synchronous work
 in one call on its lane: the signal, the middleware, the view, and closing the response (the
 request-finished signal gives its database connection back before the bytes go out). The event loop
-only reads the body and writes the answer. A streaming response (a file, a download) is closed after
-its last chunk, as Django does. An ``async def`` view still works: Django's synchronous mode runs it
-with ``async_to_sync``, on the loop.
+only reads the body and writes the answer. A file (``FileResponse``: a download) is read a block at a
+time in the loop's thread pool as it goes out, its request finished first; any other streaming
+response is read, and closed after its last chunk, on its lane, as Django does. An ``async def`` view
+still works: Django's synchronous mode runs it with ``async_to_sync``, on the loop.
 """
 
 from __future__ import annotations
