@@ -60,7 +60,10 @@ def test_json_and_nulls_come_back_as_their_values(db):
     node = SimulatedNode.objects.create(backend_alias="t", name="n1", region_slug="r", gpu_slug="g", cards=8)
     machine = SimulatedMachine(backend_alias="t", key="k1", node=node, cards=2, spec={"peers": ["a"], "n": 1})
     assert sql.insert(machine) and machine.pk is not None
-    row = sql.fetch_one(f"SELECT {sql.columns(SimulatedMachine, 'm')} FROM {sql.table(SimulatedMachine)} m")  # noqa: S608
+    row = sql.fetch_one(
+        f"SELECT {sql.columns(SimulatedMachine, 'm')} FROM {sql.table(SimulatedMachine)} m WHERE m.id = %s",  # noqa: S608
+        [machine.pk],
+    )
     read = sql.from_row(SimulatedMachine, row, alias="m")
     assert _fields(read) == _fields(SimulatedMachine.objects.get(pk=machine.pk))
     assert read.spec == {"peers": ["a"], "n": 1} and read.ready_at is None
