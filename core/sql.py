@@ -189,20 +189,22 @@ def update(
         )
         layout = _updates[key] = (statement, set_fields, where_fields)
     statement, set_fields, where_fields = layout
-    params = []
-    for field, value in zip(set_fields, values.values(), strict=True):
-        if field.remote_field is not None and isinstance(value, models.Model):
-            value = value.pk
-        params.append(field.get_db_prep_save(value, connection))
+    params = [
+        field.get_db_prep_save(_key_of(field, value), connection)
+        for field, value in zip(set_fields, values.values(), strict=True)
+    ]
     for field, value in zip(where_fields, where.values(), strict=True):
         if value is None:
             raise ValueError(f"{field.name} = NULL matches nothing: ask for IS NULL through the ORM")
-        if field.remote_field is not None and isinstance(value, models.Model):
-            value = value.pk
-        params.append(field.get_db_prep_value(value, connection, prepared=False))
+        params.append(field.get_db_prep_value(_key_of(field, value), connection, prepared=False))
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return cursor.rowcount
+
+
+def _key_of(field, value):
+    """A related object given for a foreign key stands for its primary key, as in the ORM."""
+    return value.pk if field.remote_field is not None and isinstance(value, models.Model) else value
 
 
 def is_plain(value: object) -> bool:
