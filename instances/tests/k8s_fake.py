@@ -253,7 +253,10 @@ class FakeCluster:
         self.failures: list[int] = []
         self.refused: list[tuple[int, str]] = []  # the 4xx answers to bodies it judged invalid
         self.crashes: list[str] = []  # the fake's own errors: fake_api_server fails the test on any
-        self.delay_s = 0.0
+        # Cleared, every request waits until it is set again (or the fake stops): a server that does
+        # not answer, for as long as the test needs, however slow the machine is.
+        self.answering = threading.Event()
+        self.answering.set()
         self.crashing_images: set[str] = set()
         self.unready_containers: set[str] = set()
         self.gang_schedulers: set[str] = set()  # schedulerName values that honour PodGroups
@@ -681,8 +684,8 @@ class FakeCluster:
 
     def handle(self, method: str, path: str, query: dict, body: bytes, content_type: str):
         """(status, object) or (200, Iterator) for a watch."""
-        if self.delay_s:
-            time.sleep(self.delay_s)
+        while not self.answering.is_set() and not self.stopped.is_set():
+            self.answering.wait(0.1)  # wall-clock: not a limit, a poll of `stopped` while held silent
         if self.failures:
             code = self.failures.pop(0)
             return code, _status(code, "InternalError" if code >= 500 else "TooManyRequests", "injected failure")

@@ -83,7 +83,7 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         backend.proxy_target(key=key, service="app")
         api.cluster.add_dcgm_exporter("gpu-a", "")
         backend.gpu_samples(machines=[(key, state)], at=datetime.now(UTC))
-        list(backend.watch_pods(timeout_s=1))
+        list(backend.watch_pods(timeout_s=1))  # wall-clock: only the verb is checked, not what it hears
         backend.restart(key=key, state=state, spec=spec)
         backend.stop(key=key, state=state)
         backend.start(key=key, state=state, node="gpu-b", spec=spec)
