@@ -229,6 +229,10 @@ def redis_channel_layer(url: str) -> dict:
     }
 
 
+# A page whose live socket is down (the channel layer unreachable, a proxy that drops WebSockets) polls
+# its busy instances this often instead (console_tags.live_fallback_poll); with the socket open it never does.
+CONSOLE_LIVE_FALLBACK_POLL_S = int(os.environ.get("CONSOLE_LIVE_FALLBACK_POLL_S", "4"))
+
 if REDIS_URL:
     # One pool and one client per process (core.cache): Django's own opened a connection per request.
     CACHES = {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": REDIS_URL}}

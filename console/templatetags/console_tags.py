@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import template
+from django.conf import settings
 from django.urls import reverse
 
 from console.mail import mailbox_active
@@ -28,3 +29,11 @@ def dev_mailbox_url() -> str:
     """The development mailbox's address while mail goes to it, else "" (pages that say "check your
     inbox" link it then)."""
     return reverse("dev_mailbox") if mailbox_active() else ""
+
+
+@register.simple_tag
+def live_fallback_poll() -> str:
+    """The ``hx-trigger`` of a busy live element: poll every ``CONSOLE_LIVE_FALLBACK_POLL_S`` seconds, but
+    only while the page has no live socket (static/js/instances.js sets ``data-live="on"`` once it opens)."""
+    every = settings.CONSOLE_LIVE_FALLBACK_POLL_S
+    return f"every {every}s [document.documentElement.getAttribute('data-live') !== 'on']"

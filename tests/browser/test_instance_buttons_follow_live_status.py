@@ -29,7 +29,7 @@ def _redis_up() -> bool:
     import redis
 
     try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping())
+        return bool(redis.Redis.from_url(REDIS_URL, socket_timeout=5).ping())
     except Exception:
         return False
 
@@ -45,6 +45,9 @@ def console_url(settings):
     if not _redis_up():
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
     settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
+    # No fallback poll within a test's time: what the pages show arrived over the live socket, however
+    # long a busy machine takes to deliver it.
+    settings.CONSOLE_LIVE_FALLBACK_POLL_S = 3600
     with asgi_server() as url:
         yield url
 
@@ -142,18 +145,18 @@ def test_after_a_stop_the_page_and_the_list_offer_start_and_after_a_start_stop_a
 
     _stop_finishes(instance)
 
-    # Well within the 4 s poll a page without the live channel falls back to.
-    expect(header.locator(".badge")).to_have_text("Stopped", timeout=3000)
+    # Over the socket: the fallback poll is an hour away (console_url).
+    expect(header.locator(".badge")).to_have_text("Stopped")
     expect(header.get_by_role("button", name="Start")).to_be_visible()
     assert _buttons(header) == ["Start", "Release"]
-    expect(row.locator(".badge")).to_have_text("Stopped", timeout=3000)
+    expect(row.locator(".badge")).to_have_text("Stopped")
     expect(row.get_by_role("button", name="Start")).to_be_visible()
     expect(row.get_by_role("button", name="Stop")).to_have_count(0)
     page.screenshot(path=str(screenshot_dir / "stopped-live.png"), full_page=True)
 
     # Start from the list; the instance page follows it to Starting, then (the boot done) to Running.
     row.get_by_role("button", name="Start").click()
-    expect(header.locator(".badge")).to_have_text("Starting", timeout=3000)
+    expect(header.locator(".badge")).to_have_text("Starting")
     assert _buttons(header) == ["Release"]
 
     from instances.services import instance_sync
@@ -164,7 +167,7 @@ def test_after_a_stop_the_page_and_the_list_offer_start_and_after_a_start_stop_a
         instance_sync(instance_id=instance.pk)
 
     _in_a_worker(boot_done)
-    expect(header.locator(".badge")).to_have_text("Running", timeout=3000)
+    expect(header.locator(".badge")).to_have_text("Running")
     assert _buttons(header) == ["Stop", "Restart", "Release"]
     expect(row.get_by_role("button", name="Stop")).to_be_visible()
     page.screenshot(path=str(screenshot_dir / "running-again-live.png"), full_page=True)
@@ -204,7 +207,7 @@ def test_a_stop_completing_while_the_first_refresh_is_on_its_way_still_shows_sta
     assert "Stopping" in stale.text()
     route.fulfill(response=stale)
 
-    expect(header.locator(".badge")).to_have_text("Stopped", timeout=3000)
+    expect(header.locator(".badge")).to_have_text("Stopped")
     assert _buttons(header) == ["Start", "Release"]
 
 
@@ -237,14 +240,12 @@ def test_a_stop_completing_before_the_page_s_socket_opens_still_shows_start(cons
     _in_a_worker(lambda: instance_stop(instance=Instance.objects.get(pk=instance.pk)))
     page.add_init_script(HOLD_SOCKETS)
     _open(page, console_url, alice, f"/instances/{instance.pk}/", settings)
-    loaded = time.monotonic()
     header = page.locator("#instance-body .page-header")
     expect(header.locator(".badge")).to_have_text("Stopping")
 
     _stop_finishes(instance)  # its event goes to nobody: the page has no socket yet
     page.evaluate("window.__releaseSockets()")
     expect(page.locator("html")).to_have_attribute("data-live", "on")
-    # Opened before the first 4 s poll, the socket has switched polling off: only a catch-up helps.
-    assert time.monotonic() - loaded < 3.5, "too slow to tell a catch-up from the fallback poll"
-    expect(header.locator(".badge")).to_have_text("Stopped", timeout=6000)
+    # The socket has switched polling off (and the poll is an hour away): only a catch-up helps.
+    expect(header.locator(".badge")).to_have_text("Stopped")
     assert _buttons(header) == ["Start", "Release"]
