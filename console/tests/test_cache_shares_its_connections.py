@@ -18,7 +18,7 @@ def redis_or_skip():
     import redis
 
     try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5).ping()
     except redis.RedisError:
         pytest.skip(f"no Redis at {REDIS_URL}")
 

@@ -32,7 +32,7 @@ def test_readiness_answers_when_everything_does(client, db):
 
 def test_readiness_reaches_redis_as_cache_and_broker(client, db):
     try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5).ping()
     except redis.RedisError as exc:
         pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
     on_redis = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

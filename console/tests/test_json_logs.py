@@ -118,7 +118,7 @@ def test_a_request_s_id_travels_in_the_published_message_into_the_worker_s_log_l
     assert answer["X-Request-ID"] == "req-99"
     with PROBE.connection_for_read() as connection:
         queue = connection.SimpleQueue("log-probe")
-        message = queue.get(timeout=1)
+        message = queue.get(timeout=30)
         headers, (args, kwargs, _embed) = dict(message.headers), message.decode()
         queue.close()
     assert headers["request_id"] == "req-99"

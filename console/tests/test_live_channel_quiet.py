@@ -22,7 +22,7 @@ def redis_layer(settings):
     from channels.layers import channel_layers
 
     try:
-        redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()
+        redis.Redis.from_url(REDIS_URL, socket_timeout=5).ping()
     except Exception:
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
     settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}

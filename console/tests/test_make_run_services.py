@@ -52,7 +52,7 @@ def test_the_private_redis_needs_its_password_and_stops_with_the_console(tmp_pat
     finally:
         server.stop()
     with pytest.raises(redis.ConnectionError):
-        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        redis.Redis.from_url(url, socket_connect_timeout=5).ping()
 
 
 def test_a_port_taken_by_another_program_is_refused_with_a_way_out(tmp_path):

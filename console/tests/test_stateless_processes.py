@@ -57,7 +57,7 @@ def console_processes(transactional_db):
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (DATABASE_URL): processes share the database")
     try:
-        redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()
+        redis.Redis.from_url(REDIS_URL, socket_timeout=5).ping()
     except Exception:
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
     db = connection.settings_dict
@@ -98,7 +98,7 @@ def console_processes(transactional_db):
 
     def up(base: str) -> bool:
         try:
-            return httpx.get(base + "/healthz", timeout=1).status_code == 200
+            return httpx.get(base + "/healthz", timeout=10).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -164,6 +164,7 @@ class LiveStatus(threading.Thread):
             self.ready.set()
             while not self.done.is_set():
                 try:
+                    # wall-clock: not a limit, a poll of `done`; a slow message is read on the next turn
                     self.messages.append(json.loads(socket_.recv(timeout=0.2)))
                 except TimeoutError:
                     continue

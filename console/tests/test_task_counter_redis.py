@@ -17,7 +17,7 @@ REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 @pytest.fixture
 def redis_cache(settings):
     try:
-        redis.Redis.from_url(REDIS_URL, socket_timeout=1).ping()
+        redis.Redis.from_url(REDIS_URL, socket_timeout=5).ping()
     except redis.RedisError:
         pytest.skip(f"Redis is not reachable at {REDIS_URL}")
     settings.CACHES = {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": REDIS_URL, "KEY_PREFIX": "ctr-test"}}

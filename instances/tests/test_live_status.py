@@ -24,17 +24,17 @@ class Browser:
 
     async def connect(self) -> bool:
         await self.app.send_input({"type": "websocket.connect"})
-        return (await self.app.receive_output(2))["type"] == "websocket.accept"
+        return (await self.app.receive_output(30))["type"] == "websocket.accept"
 
     async def receive_json(self) -> dict:
-        return json.loads((await self.app.receive_output(2))["text"])
+        return json.loads((await self.app.receive_output(30))["text"])
 
     async def receive_nothing(self) -> bool:
         return await self.app.receive_nothing(0.2)
 
     async def disconnect(self) -> None:
         await self.app.send_input({"type": "websocket.disconnect", "code": 1000})
-        await self.app.wait(1)
+        await self.app.wait(30)
 
 
 def test_a_status_change_is_pushed_to_the_owner_only(rich_alice, charlie):

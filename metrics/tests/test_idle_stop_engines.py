@@ -176,6 +176,7 @@ def slurm_region(settings, tmp_path, catalogue):
         "ROOT": str(tmp_path / "slurm"),
         "SERVICES": [],
         "GPU_TYPES": {"h200": "h200"},
+        # wall-clock: the fake ends a cancelled job at once, so the wait for its end is never waited out
         "END_WAIT_S": 1,
     }
     fake = FakeSlurm(prefix=SlurmBackend(alias="slurm", options=options).prefix, nodes=("gpu01", "gpu02"))

@@ -50,6 +50,7 @@ def test_anything_else_is_not_the_job_s_to_report():
 def slurm(tmp_path):
     backend = SlurmBackend(
         alias="slurm",
+        # wall-clock: the fake ends a cancelled job at once, so the wait for its end is never waited out
         options={"ROOT": str(tmp_path / "slurm"), "SERVICES": [], "GPU_TYPES": {"h200": "h200"}, "END_WAIT_S": 1},
     )
     fake = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))

@@ -178,6 +178,7 @@ def _slurm_fake(request) -> World:
     root = request.getfixturevalue("tmp_path") / "slurm"
     backend = SlurmBackend(
         alias="slurm",
+        # wall-clock: the fake ends a cancelled job at once, so the wait for its end is never waited out
         options={"ROOT": str(root), "SERVICES": [], "GPU_TYPES": {"h200": "h200"}, "END_WAIT_S": 1},
     )
     slurm = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))
