@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test setup setup-run setup-dev services browser-deps local-deps slurm migrate lint deps-check imports-check fmt messages bench clean
+.PHONY: help run test test-under-load setup setup-run setup-dev services browser-deps local-deps slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -83,9 +83,14 @@ slurm:
 	@scripts/slurm-cluster.sh start \
 	  || echo "WARNING: the local Slurm cluster could not be started; tests marked 'slurm' will skip" >&2
 
-test: setup-dev services browser-deps local-deps slurm deps-check imports-check
+test: setup-dev services browser-deps local-deps slurm deps-check imports-check wallclock-check
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The whole suite with every core kept busy (scripts/under_load.py): a test that fails only here
+# measures time where it should wait for an event.
+test-under-load: setup-dev
+	$(BIN)/python scripts/under_load.py -- $(MAKE) test
 
 lint: setup-dev
 	$(BIN)/ruff check .
@@ -103,6 +108,11 @@ deps-check: setup-dev
 # Imports run one way (.importlinter: the layers, providers apart from the apps, each app's own order).
 imports-check: setup-dev
 	$(BIN)/lint-imports
+
+# Tests wait for events, not for wall-clock time: no limit under 2 s without a reason beside it
+# (scripts/wallclock_lint.py); timing goals are benches (bench/).
+wallclock-check: setup-dev
+	$(BIN)/python scripts/wallclock_lint.py
 
 fmt: setup-dev
 	$(BIN)/ruff check --fix .
