@@ -74,11 +74,49 @@ def url_check(url: str) -> str:
     return parts.geturl()
 
 
-def _allowed(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+# IPv6 ranges whose addresses carry an IPv4 address in their last 32 bits, and reach that IPv4 host
+# through a translator or a dual stack: NAT64's well-known prefix (RFC 6052), IPv4-translated (SIIT,
+# RFC 2765) and IPv4-compatible (deprecated, RFC 4291; still routed by some stacks). IPv4-mapped and
+# 6to4 have ``ipaddress``'s own accessors.
+_LAST_32_BITS_CARRY_IPV4 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),
+    ipaddress.IPv6Network("::/96"),
+)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address ``ip`` stands for, when it is one of the forms that embed one; else None.
+
+    ``::`` and ``::1`` sit in ``::/96`` but are IPv6's own unspecified and loopback addresses: not
+    decoded (``is_global`` refuses them anyway)."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if int(ip) > 1 and any(ip in network for network in _LAST_32_BITS_CARRY_IPV4):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
+
+
+def _allowed(address: str) -> bool:
+    """Whether a webhook may go to ``address``: a public address, and, for an IPv6 address that embeds
+    an IPv4 one, a public IPv4 inside too, since a translator (NAT64), a 6to4 relay or a dual stack
+    delivers it to that IPv4 host: ``64:ff9b::a9fe:a9fe`` is the metadata service ``169.254.169.254``.
+    IPv4-mapped addresses are judged by their IPv4 alone (the range itself is not "global")."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return _public(ip)
+    embedded = _embedded_ipv4(ip)
+    if embedded is None:
+        return _public(ip)
+    if ip.ipv4_mapped is not None:
+        return _public(embedded)
+    return _public(embedded) and _public(ip)
 
 
 def resolve(host: str, port: int) -> str:
