@@ -7,7 +7,6 @@ billing viewers; ``pay``: owners and admins). A role without it gets a 403 that 
 
 from __future__ import annotations
 
-import csv
 import logging
 
 from allauth.account.models import EmailAddress
@@ -36,6 +35,7 @@ from billing.payments import InvalidGateway, topup_checkout_simulate, topup_orde
 from billing.qr import qr_svg
 from billing.services import TrialUnavailable, trial_claim
 from core.api import error_body
+from core.csvexport import csv_writer
 
 logger = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ def statement_csv(request: HttpRequest, month: str) -> HttpResponse:
     tz = timezone.get_default_timezone()
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="statement-{parsed:%Y-%m}.csv"'
-    writer = csv.writer(response)
+    writer = csv_writer(response)
     writer.writerow(CSV_COLUMNS)
     for line in statement.lines:
         writer.writerow(
@@ -300,7 +300,7 @@ def statement_breakdown_csv(request: HttpRequest, month: str, breakdown: str) ->
     statement = stmt.statement_get(user=_wallet(request), month=parsed)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="statement-{parsed:%Y-%m}-{breakdown}.csv"'
-    writer = csv.writer(response)
+    writer = csv_writer(response)
     writer.writerow(BREAKDOWN_COLUMNS[breakdown])
     if breakdown == "members":
         for row in statement.by_member:
