@@ -1,6 +1,7 @@
 """The REST API for an instance's files (``gateway.files``): list, stat, download, upload in resumable
 chunks, delete, make a folder. Another user's instance is a 404; a refusal is a 4xx in the API's one
-error format.
+error format. The instance is looked up in the acting context: a token scoped to a team reaches the
+team's instances, not its maker's own.
 
 Uploading a large file: ``PUT …/files/content/?path=/root/data.bin&offset=0`` with the first chunk as the
 body, then each next chunk at the size the previous answer returned. After a dropped connection,
@@ -12,7 +13,6 @@ from __future__ import annotations
 import posixpath
 
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -23,18 +23,25 @@ from rest_framework.views import APIView
 from core.files import EntrySerializer, RawBody, Refused, query_path
 from core.files import call as _call
 from gateway import files
+from instances.acting import acting, instance_access
 from instances.models import Instance
-from teams.access import Access, resource_access
+from instances.selectors import instance_get_for
+from teams.access import Access
 
 MAX_DOWNLOAD = 512 * 1024 * 1024  # read whole: larger files go over scp or sftp through the gateway
 PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path on the instance, e.g. /root/runs")
 
 
 def _instance(request, instance_id) -> Instance:
-    """The instance, if the person may operate it (their own; a team's as ``teams.access`` says, checked
-    on every call: a former member is refused at once); anyone else's is a 404."""
-    instance = get_object_or_404(Instance, pk=instance_id)
-    access = resource_access(user=request.user, owner_id=instance.owner_id, created_by_id=instance.created_by_id)
+    """The instance, if it is the acting principal's and the person may operate it; any other is a 404.
+
+    Looked up in the request's acting context (``instances.acting``), as the instances API does, not by
+    the person alone: a token scoped to a team reaches the team's instances and never its maker's
+    personal ones (where a team's CI could plant an ``authorized_keys``), a personal token never the
+    team's. The membership is read again on every call, so a former member is refused at once."""
+    principal, _membership = acting(request)
+    instance = instance_get_for(user=principal, instance_id=instance_id)
+    access = instance_access(request, instance)
     if access == Access.NONE:
         raise Http404
     if access != Access.OPERATE:

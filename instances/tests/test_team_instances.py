@@ -194,7 +194,7 @@ def test_a_former_member_loses_proxy_gateway_and_files_at_once(client, lab, monk
 
     assert instance_proxy_target(instance_id=str(instance.pk), service="lab", user=mia) == "target:lab"
     assert gateway_verdict(login=str(instance.pk), fingerprint="SHA256:mia").allowed
-    client.force_login(mia)
+    acting_client(client, mia, lab)  # the files API, as the rest, acts in the team's context
     assert client.get(f"/api/v1/instances/{instance.pk}/files/?path=/root").status_code == 200
     # Another member sees it but operates none of it; an admin may use its servers.
     assert instance_proxy_target(instance_id=str(instance.pk), service="lab", user=lab.people["max"]) is None
