@@ -15,8 +15,9 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, permissions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -112,6 +113,28 @@ class SlugRelatedField(serializers.SlugRelatedField):
         if isinstance(data, str) and "\x00" in data:
             self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", ""))
         return super().to_internal_value(data)
+
+
+class PersonalTokenForChanges(permissions.BasePermission):
+    """Changes to a person's own settings (their notifications' receivers and preferences) are refused
+    to an API token scoped to a team, with a 403 ``team_token``; reads are not.
+
+    Such a token acts for the team (``request.principal`` is the team's account) and is often handed to
+    the team's CI: it must not reach what belongs to its maker alone, where it could, say, send the
+    maker's personal news to a receiver of its own. The same answer as the account's credentials give
+    it (``accounts.api.PersonalCredentialsOnly``). The token is read by attribute (``team_id``), so the
+    apps below accounts need not import it.
+    """
+
+    message = gettext_lazy(
+        "A token scoped to a team cannot change your personal settings: use a personal token or the console."
+    )
+    code = "team_token"
+
+    def has_permission(self, request, view) -> bool:
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        return getattr(request.auth, "team_id", None) is None
 
 
 class ServiceError(exceptions.APIException):

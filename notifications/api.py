@@ -1,7 +1,8 @@
 """The REST API of notifications: the inbox, preferences, webhook endpoints. Same services as the pages.
 
 Another user's notification or endpoint is a 404 (every query is scoped to the caller). An endpoint's
-``secret`` is in the answer to its creation only.
+``secret`` is in the answer to its creation only. A token scoped to a team reads the person's
+preferences and endpoints but changes none of them (a 403 ``team_token``).
 """
 
 from __future__ import annotations
@@ -16,17 +17,19 @@ from drf_spectacular.utils import (
     extend_schema_view,
     inline_serializer,
 )
-from rest_framework import mixins, serializers, status, viewsets
+from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ServiceError
+from core.api import PersonalTokenForChanges, ServiceError
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
 
 TAG = ["notifications"]
+# Where a person's notifications go is theirs alone: a token scoped to a team reads it, never changes it.
+PERSONAL_SETTINGS = [permissions.IsAuthenticated, PersonalTokenForChanges]
 
 
 def _field_error(field: str, error: DjangoValidationError):
@@ -120,6 +123,8 @@ class PreferencesSerializer(serializers.Serializer):
 class PreferencesView(APIView):
     """Which kinds go by e-mail and webhook (the inbox keeps them all)."""
 
+    permission_classes = PERSONAL_SETTINGS
+
     def _answer(self, request) -> Response:
         rows = [
             {"kind": kind, "label": label, "inbox": True, "email": ch.email, "webhook": ch.webhook}
@@ -202,6 +207,7 @@ class WebhookEndpointViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet,
 ):
+    permission_classes = PERSONAL_SETTINGS
     serializer_class = WebhookEndpointSerializer
     queryset = WebhookEndpoint.objects.none()  # the schema's types; get_queryset scopes to the caller
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
