@@ -14,12 +14,12 @@ from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from core.api import ServiceError, SlugRelatedField
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from instances.errors import InstanceError, LaunchInvalid
+from instances.errors import InstanceError, LaunchInvalid, NotPermitted
 from instances.models import Instance, Region
 from storage import selectors, services
 from storage.models import Volume, VolumeAttachment
@@ -28,6 +28,8 @@ from teams.roles import Permission
 
 
 def _raise(exc: InstanceError):
+    if isinstance(exc, NotPermitted):
+        raise PermissionDenied(detail=exc.message, code=exc.code) from exc
     if isinstance(exc, LaunchInvalid):
         raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
@@ -263,6 +265,7 @@ class VolumeViewSet(
                 instance=data["instance"],
                 mount_path=data["mount_path"],
                 mode=data["mode"],
+                actor=request.user,
             )
         except InstanceError as exc:
             _raise(exc)

@@ -39,7 +39,7 @@ from core import sql
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
-from instances.errors import FundsTooLow, LaunchInvalid, OperationNotAllowed, QuotaExceeded
+from instances.errors import FundsTooLow, LaunchInvalid, NotPermitted, OperationNotAllowed, QuotaExceeded
 from instances.models import Instance, Region
 from providers import PermanentBackendError, TransientBackendError, VolumeMount, get_backend
 from storage.models import Volume, VolumeAttachment, VolumeEvent
@@ -51,6 +51,7 @@ from storage.selectors import (
     storage_quota_used,
     volume_meter_ref,
 )
+from teams.access import Access, resource_access
 from teams.models import TeamEvent
 from teams.services import team_event_record
 
@@ -70,6 +71,11 @@ class VolumeInvalid(LaunchInvalid):
 
 class VolumeNotAllowed(OperationNotAllowed):
     """Not in the volume's (or the instance's) current state (a 409 ``invalid_state``)."""
+
+
+class VolumeWriteForbidden(NotPermitted):
+    """The person only sees this team volume (another member's): they may mount it read-only, never
+    read-write (a 403 ``forbidden``)."""
 
 
 class AttachmentConflict(OperationNotAllowed):
@@ -454,13 +460,38 @@ def _is_own(obj, user) -> bool:
     return obj.owner_id == user.pk
 
 
-def volume_attach(*, user, volume: Volume, instance: Instance, mount_path: str, mode: str = Mode.READ_WRITE):
+def _write_check(*, actor, volume: Volume, mode: str) -> None:
+    """Refuse a writing mount of a volume ``actor`` may only see.
+
+    In a team a member sees the others' volumes without operating them (``teams.access``); a read-write
+    mount on their own instance would still let them overwrite or wipe a colleague's data, so it takes
+    the same access as deleting the volume. Read-only is what seeing it allows. No ``actor``: the
+    account itself (a personal volume, a system caller), nothing to check."""
+    if actor is None or mode == Mode.READ_ONLY:
+        return
+    if resource_access(user=actor, owner_id=volume.owner_id, created_by_id=volume.created_by_id) < Access.OPERATE:
+        raise VolumeWriteForbidden(
+            _(
+                "%(volume)s was created by another member of the team: attach it read-only, or ask them or a "
+                "team admin to attach it read-write."
+            )
+            % {"volume": volume.name}
+        )
+
+
+def volume_attach(
+    *, user, volume: Volume, instance: Instance, mount_path: str, mode: str = Mode.READ_WRITE, actor=None
+):
     """Attach ``volume`` to ``instance`` at ``mount_path``; it is mounted at the instance's next boot.
 
     The rules: both the user's and in one region; one read-write attachment per volume among live
     instances, or any number of shared read-write ones where the backend shares writes (never both);
     read-only beside either; mount paths absolute, under the allowed roots, and not colliding with the
     instance's other mounts. Attaching again to the same instance updates the path and mode.
+
+    ``user`` is the account (the acting principal); ``actor`` the person asking, who must operate the
+    volume to mount it for writing (``_write_check``): a member attaches a colleague's team volume
+    read-only.
     """
     # The account's own: a team's volume attaches to any of the team's instances (whoever launched it),
     # never to a personal one, and a personal volume never to a team's instance.
@@ -468,6 +499,7 @@ def volume_attach(*, user, volume: Volume, instance: Instance, mount_path: str, 
         raise VolumeInvalid(_("Choose a volume and an instance of the same account."), field="volume")
     if mode not in Mode.values:
         raise VolumeInvalid(_("Choose read-write, read-only or shared read-write."), field="mode")
+    _write_check(actor=actor, volume=volume, mode=mode)
     path = mount_path_clean(mount_path)
     if instance.status in DEAD_INSTANCE:
         raise VolumeNotAllowed(
@@ -557,10 +589,13 @@ def volume_attachments_at_launch(*, user, instance: Instance, volumes: Iterable)
 
     Called by ``instances.services.instance_launch`` (through ``storage.hooks``) inside its transaction,
     before the machine is created: a refusal rolls the whole launch back, and the machine boots with
-    them mounted.
+    them mounted. The launcher (``instance.created_by``) is the actor: a colleague's team volume is
+    mounted read-only or not at all.
     """
     for volume, mount_path, mode in volumes:
-        volume_attach(user=user, volume=volume, instance=instance, mount_path=mount_path, mode=mode)
+        volume_attach(
+            user=user, volume=volume, instance=instance, mount_path=mount_path, mode=mode, actor=instance.created_by
+        )
 
 
 def volume_mounts_for_boot(*, instance: Instance) -> tuple[VolumeMount, ...]:

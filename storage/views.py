@@ -215,6 +215,7 @@ def volume_attach(request: HttpRequest, pk) -> HttpResponse:
             instance=data["instance"],
             mount_path=data["mount_path"],
             mode=data["mode"],
+            actor=request.user,
         )
     except InstanceError as exc:
         return _back(request, volume, exc.message)
