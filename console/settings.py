@@ -986,6 +986,9 @@ TEAMS_INVITATION_TTL_H = int(os.environ.get("TEAMS_INVITATION_TTL_H", "168"))
 # Each member's spend this month and cards held, against their limits, on the team page (for admins):
 # computed by instances (above teams, which cannot read instances or the ledger), named here.
 TEAMS_MEMBER_USAGE_HOOK = "instances.members.member_usage"
+# When a member leaves a team or is removed, in the same transaction, each of these is called as
+# ``hook(account=team.account, user=person)``: the share links they made on its instances are revoked.
+TEAMS_MEMBERSHIP_END_HOOKS = ["ports.services.shares_revoke_for_member"]
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("teams.context_processors.acting_context")
 # What a membership may do with the team's wallet (billing.access) and which teams a token may be
 # scoped to (accounts.tokens); API tokens authenticate through teams, which sets request.principal

@@ -123,7 +123,7 @@ class ShareCreateView(APIView):
         data = ShareCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            share = services.share_create(port=port, **data.validated_data)
+            share = services.share_create(port=port, actor=request.user, **data.validated_data)
         except PortRefused as exc:
             _raise(exc)
         return Response(ShareSerializer(share).data, status=status.HTTP_201_CREATED)

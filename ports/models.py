@@ -51,7 +51,8 @@ class PortShare(models.Model):
     """A public link to a port: anyone with the URL reaches it, until it is revoked or expires.
 
     The token is stored as it is (the owner copies the link again from the list, as with an unlisted
-    video's URL); it is 160 random bits, so it cannot be guessed.
+    video's URL); it is 160 random bits, so it cannot be guessed. It works while its maker still
+    operates the instance: a former member's links stop at once.
     """
 
     class Status(models.TextChoices):
@@ -62,6 +63,17 @@ class PortShare(models.Model):
     STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: ""}
 
     port = models.ForeignKey(InstancePort, on_delete=models.CASCADE, related_name="shares")
+    # Who made it: the link lends their access, so it ends with it (``ports.proxy``, and the revocation
+    # when they leave the team). Null for links made before this was recorded: their instance's launcher
+    # stands in.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        verbose_name=_("made by"),
+    )
     token = models.CharField(max_length=64, unique=True)
     label = models.CharField(_("for"), max_length=64, blank=True)  # who has it: "the demo for Bob"
     created_at = models.DateTimeField(_("created"), default=timezone.now)

@@ -3,7 +3,8 @@
 ``/i/<instance>/p<port>/…`` reaches a declared port for whoever operates the instance (its owner; in a
 team, its creator while a member who may launch, and the admins: ``teams.access``, checked on every
 request, so a former member is refused at once); ``/i/<instance>/s-<token>/…``
-reaches it for anyone holding an active share link. Anything else, an undeclared port, a revoked or
+reaches it for anyone holding an active share link whose maker still operates the instance (a former
+member's links stop at once). Anything else, an undeclared port, a revoked or
 expired link, a stopped instance, is None: the proxy's plain 404. The instance's provider says where
 the port is reachable (``EntryPointsCapability.port_target``).
 """
@@ -35,6 +36,19 @@ def is_public_service(service: str) -> bool:
     return bool(SHARE_SERVICE.match(service))
 
 
+def _maker_operates(share: PortShare) -> bool:
+    """Whether the link's maker still operates its instance: a link lends its maker's access to anyone
+    with the URL, so a former member's links stop here even where the revocation at their leaving
+    (``ports.services.shares_revoke_for_member``) did not reach one. No query for a personal instance's
+    link, one for a team's. A link made before makers were recorded counts as its instance's launcher's."""
+    instance = share.port.instance
+    maker = share.created_by or instance.created_by
+    if maker is None:
+        return False
+    access = resource_access(user=maker, owner_id=instance.owner_id, created_by_id=instance.created_by_id)
+    return access == Access.OPERATE
+
+
 def port_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""):
     try:
         pk = uuid.UUID(str(instance_id))
@@ -59,10 +73,10 @@ def port_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""
             PortShare.objects.filter(token=match[1], revoked_at=None, port__instance_id=pk)
             .filter(port__instance__status=Instance.Status.RUNNING)
             .filter(Q(expires_at=None) | Q(expires_at__gt=timezone.now()))
-            .select_related("port__instance")
+            .select_related("port__instance", "created_by", "port__instance__created_by")
             .first()
         )
-        port = share.port if share else None
+        port = share.port if share is not None and _maker_operates(share) else None
     else:
         return None
     if port is None:

@@ -7,6 +7,7 @@ import secrets
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -53,15 +54,28 @@ def port_remove(*, port: InstancePort) -> None:
     port.delete()
 
 
-def share_create(*, port: InstancePort, label: str = "", expires_at: datetime | None = None) -> PortShare:
+def share_create(*, port: InstancePort, label: str = "", expires_at: datetime | None = None, actor=None) -> PortShare:
+    """A public link to ``port``, made by ``actor`` (the person; recorded, since the link lends their
+    access and ends with it: ``shares_revoke_for_member``, and ``ports.proxy``)."""
     label = (label or "").strip()
     if len(label) > 64:
         raise PortRefused(_("Labels are at most 64 characters."), field="label")
     if expires_at is not None and expires_at <= timezone.now():
         raise PortRefused(_("Choose an expiry in the future."), field="expires_at")
-    return PortShare.objects.create(port=port, token=_token(), label=label, expires_at=expires_at)
+    return PortShare.objects.create(port=port, token=_token(), label=label, expires_at=expires_at, created_by=actor)
 
 
 def share_revoke(*, share: PortShare) -> bool:
     """Revoke the link now (the next request through it is a 404). Repeats are harmless: True once."""
     return bool(PortShare.objects.filter(pk=share.pk, revoked_at=None).update(revoked_at=timezone.now()))
+
+
+def shares_revoke_for_member(*, account, user) -> int:
+    """``TEAMS_MEMBERSHIP_END_HOOKS``: ``user`` left the team whose account is ``account`` (or was
+    removed): revoke the share links they made on its instances, in the same transaction. A link hands
+    its maker's access to whoever holds the URL, so it must not outlive the membership that gave it.
+    Links made before makers were recorded count as their instance's launcher's. Returns how many."""
+    made_by_them = Q(created_by=user) | Q(created_by=None, port__instance__created_by=user)
+    return PortShare.objects.filter(made_by_them, port__instance__owner=account, revoked_at=None).update(
+        revoked_at=timezone.now()
+    )

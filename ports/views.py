@@ -107,7 +107,9 @@ def share_add(request: HttpRequest, pk, port_id: int) -> HttpResponse:
     if not form.is_valid():
         return _back(request, port.instance, error=" ".join(e for errs in form.errors.values() for e in errs))
     try:
-        services.share_create(port=port, label=form.cleaned_data["label"], expires_at=form.expires_at())
+        services.share_create(
+            port=port, label=form.cleaned_data["label"], expires_at=form.expires_at(), actor=request.user
+        )
     except PortRefused as exc:
         return _back(request, port.instance, error=exc.message)
     return _back(request, port.instance)

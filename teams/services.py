@@ -22,6 +22,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
@@ -386,6 +387,14 @@ def membership_role_change(*, actor, membership: Membership, role: str) -> Membe
     return membership
 
 
+def _membership_ended(*, team: Team, user) -> None:
+    """Tell the apps above (``TEAMS_MEMBERSHIP_END_HOOKS``, each ``hook(account=, user=)``) that ``user``
+    is no longer in ``team``, in the same transaction: what they hold on the person's behalf (the share
+    links they made) ends with the membership. Teams cannot import those apps, so settings name them."""
+    for path in getattr(settings, "TEAMS_MEMBERSHIP_END_HOOKS", ()):
+        import_string(path)(account=team.account, user=user)
+
+
 def membership_remove(*, actor, membership: Membership) -> None:
     """Take someone out of the team. Only an owner removes an owner; the last owner stays. Removing
     oneself is leaving."""
@@ -402,6 +411,7 @@ def membership_remove(*, actor, membership: Membership) -> None:
             if _owners_after(team=team, losing=membership) == 0:
                 raise LastOwner(_("A team needs an owner: make someone else owner first."))
         membership.delete()
+        _membership_ended(team=team, user=membership.user)
         _event(team=team, actor=actor, action=Action.MEMBER_REMOVED, target=membership.user.email, role=membership.role)
 
 
@@ -415,6 +425,7 @@ def membership_leave(*, user, team: Team) -> None:
         if membership.role == Role.OWNER and _owners_after(team=team, losing=membership) == 0:
             raise LastOwner(_("You are the team's last owner: make someone else owner first, or delete the team."))
         membership.delete()
+        _membership_ended(team=team, user=user)
         _event(team=team, actor=user, action=Action.MEMBER_LEFT, target=user.email, role=membership.role)
 
 
