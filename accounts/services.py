@@ -28,6 +28,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from accounts.authentication import TOKEN_PREFIX, token_digest
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
@@ -121,6 +122,20 @@ class ParsedKey:
 
 def _refuse(message: str, code: str, field: str = "public_key") -> ValidationError:
     return ValidationError({field: ValidationError(message, code=code)})
+
+
+NON_FIELD = "non_field_errors"  # a refusal about no one field: above the form, the API error's own code
+
+
+def _user_lock(user: User) -> None:
+    """The person's row lock: two creates at once are counted one after the other, so a cap holds."""
+    User.objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+
+
+def _active_tokens(*, user: User):
+    """Tokens that still work: neither revoked nor expired (what the cap counts)."""
+    now = timezone.now()
+    return APIToken.objects.filter(user=user, revoked_at__isnull=True).exclude(expires_at__lte=now)
 
 
 def ssh_fingerprint(blob: bytes) -> str:
@@ -251,6 +266,19 @@ def ssh_key_add(*, user: User, name: str, public_key: str, ip: str | None = None
     _ssh_key_name_check_free(user=user, name=name)
     try:
         with transaction.atomic():
+            _user_lock(user)
+            if SSHKey.objects.filter(user=user).count() >= settings.ACCOUNTS_MAX_SSH_KEYS:
+                cap = settings.ACCOUNTS_MAX_SSH_KEYS
+                raise _refuse(
+                    ngettext(
+                        "You have %(n)d SSH key, the most allowed: delete it first.",
+                        "You have %(n)d SSH keys, the most allowed: delete one you no longer use first.",
+                        cap,
+                    )
+                    % {"n": cap},
+                    "limit_reached",
+                    NON_FIELD,
+                )
             key = SSHKey.objects.create(
                 user=user,
                 name=name,
@@ -348,6 +376,19 @@ def api_token_create(
         raise _refuse(_("Choose personal or one of your teams."), "invalid_choice", "team")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
+        _user_lock(user)
+        if _active_tokens(user=user).count() >= settings.ACCOUNTS_MAX_API_TOKENS:
+            cap = settings.ACCOUNTS_MAX_API_TOKENS
+            raise _refuse(
+                ngettext(
+                    "You have %(n)d active API token, the most allowed: revoke it first.",
+                    "You have %(n)d active API tokens, the most allowed: revoke one you no longer use first.",
+                    cap,
+                )
+                % {"n": cap},
+                "limit_reached",
+                NON_FIELD,
+            )
         token = APIToken.objects.create(
             user=user,
             name=name,

@@ -313,6 +313,17 @@ ACCOUNT_RATE_LIMITS = {
     "confirm_email": "1/180s/key",
     "manage_email": "10/m/user",
 }
+# The most active (neither revoked nor expired) API tokens, and SSH keys, one person may hold: a cap a
+# script gone wrong (or a stolen session) cannot grow past, each row being checked on sign-ins.
+ACCOUNTS_MAX_API_TOKENS = int(os.environ.get("ACCOUNTS_MAX_API_TOKENS", "50"))
+ACCOUNTS_MAX_SSH_KEYS = int(os.environ.get("ACCOUNTS_MAX_SSH_KEYS", "50"))
+# Device log-ins (devicelogin/) are started by anyone, signed in or not: the expired ones are deleted
+# by the beat (devicelogin.services.device_logins_prune), so the table holds minutes of them at most.
+CELERY_BEAT_SCHEDULE["devicelogin-prune"] = {
+    "task": "devicelogin.tasks.device_logins_prune_task",
+    "schedule": 600.0,
+    "options": {"expires": 600},
+}
 
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "GPU Console <noreply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL

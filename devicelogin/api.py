@@ -86,7 +86,10 @@ class DeviceTokenView(APIView):
         responses={
             200: TokenSerializer,
             404: OpenApiResponse(description="Unknown or already used device code"),
-            409: OpenApiResponse(description="authorization_pending, access_denied or expired_token"),
+            409: OpenApiResponse(
+                description="authorization_pending, access_denied, expired_token or limit_reached (the most API "
+                "tokens allowed)"
+            ),
         },
     )
     def post(self, request):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -21,7 +22,8 @@ _ALPHABET = "ABCDEFGHJKMNPQRTUVWXY346789"
 
 
 class DeviceLoginRefused(Exception):
-    """``code``: not_found, authorization_pending, access_denied or expired_token."""
+    """``code``: not_found, authorization_pending, access_denied, expired_token or limit_reached (the
+    user holds the most API tokens allowed)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -109,13 +111,28 @@ def device_login_redeem(*, device_code: str, ip: str | None = None, user_agent: 
             raise DeviceLoginRefused("authorization_pending", _("Waiting for confirmation in the browser."))
         authorization.status = DeviceAuthorization.Status.REDEEMED
         authorization.save(update_fields=["status"])
-        _token, raw = api_token_create(
-            user=authorization.user,
-            name=authorization.client_name,
-            expires_at=None,
-            scope=authorization.scope,
-            ip=ip,
-            user_agent=user_agent,
-            via="device_login",
-        )
+        try:
+            _token, raw = api_token_create(
+                user=authorization.user,
+                name=authorization.client_name,
+                expires_at=None,
+                scope=authorization.scope,
+                ip=ip,
+                user_agent=user_agent,
+                via="device_login",
+            )
+        except ValidationError as error:
+            # The user holds the most tokens allowed (ACCOUNTS_MAX_API_TOKENS): the command line is told
+            # why, and the code stays unredeemed (this transaction rolls back) until it expires.
+            raise DeviceLoginRefused("limit_reached", " ".join(error.messages)) from error
         return raw
+
+
+def device_logins_prune(*, now: datetime | None = None) -> int:
+    """Delete the log-ins past their expiry, whatever their status; returns how many. Anyone may start
+    one without signing in, so only this keeps the table small; an expired one serves no one (a pending
+    or approved one is refused past ``expires_at``, a redeemed one's token lives on its own). Safe to
+    run twice, and beside a poll: a row deleted under it reads as an unknown code."""
+    now = now or timezone.now()
+    deleted, _by_model = DeviceAuthorization.objects.filter(expires_at__lte=now).delete()
+    return deleted
