@@ -40,11 +40,10 @@ def _maker_operates(share: PortShare) -> bool:
     """Whether the link's maker still operates its instance: a link lends its maker's access to anyone
     with the URL, so a former member's links stop here even where the revocation at their leaving
     (``ports.services.shares_revoke_for_member``) did not reach one. No query for a personal instance's
-    link, one for a team's. A link made before makers were recorded counts as its instance's launcher's."""
+    link, one for a team's. A link made before makers were recorded counts as its instance's launcher's
+    (or, for an instance older than launchers, its owner's)."""
     instance = share.port.instance
-    maker = share.created_by or instance.created_by
-    if maker is None:
-        return False
+    maker = share.created_by or instance.created_by or instance.owner
     access = resource_access(user=maker, owner_id=instance.owner_id, created_by_id=instance.created_by_id)
     return access == Access.OPERATE
 
@@ -73,7 +72,7 @@ def port_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""
             PortShare.objects.filter(token=match[1], revoked_at=None, port__instance_id=pk)
             .filter(port__instance__status=Instance.Status.RUNNING)
             .filter(Q(expires_at=None) | Q(expires_at__gt=timezone.now()))
-            .select_related("port__instance", "created_by", "port__instance__created_by")
+            .select_related("port__instance__owner", "created_by", "port__instance__created_by")
             .first()
         )
         port = share.port if share is not None and _maker_operates(share) else None
