@@ -7,7 +7,8 @@
    use are written to ``var/run/services.env`` so that ``manage.py`` commands run by hand meanwhile
    (``shell``, ``createsuperuser``) find the same servers.
 2. Schema and demo data: ``migrate`` and ``seed_demo``.
-3. Web (uvicorn), worker and beat (Celery) and the SSH gateway (``python -m gateway``, on
+3. Web (uvicorn), worker, notify (the worker of the webhook and mail queues) and beat (Celery) and
+   the SSH gateway (``python -m gateway``, on
    ``GATEWAY_PORT``, 2222 unless set; left out when ``GATEWAY_ENABLED=0``), supervised: a process that exits on its own is started
    again after a short back-off, and the log says so (``worker exited with code -9; restarting it``).
    One process dying never takes the others down, unlike a Procfile runner that stops everything.
@@ -261,6 +262,29 @@ def main(argv: list[str] | None = None) -> int:
                 "INFO",
                 "--concurrency",
                 str(args.worker_concurrency),
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+        )
+        # Webhook deliveries and e-mail on their own queues (settings.CELERY_TASK_ROUTES), served by
+        # their own worker: a user's slow receivers can fill it, never the worker that runs machines.
+        notify_queues = ",".join((env.get("CELERY_WEBHOOKS_QUEUE", "webhooks"), env.get("CELERY_MAIL_QUEUE", "mail")))
+        supervisor.add(
+            "notify",
+            [
+                str(bin_dir / "celery"),
+                "-A",
+                "console",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                "2",
+                "-Q",
+                notify_queues,
+                "-n",
+                "notify@%h",
                 "--without-heartbeat",
                 "--without-gossip",
                 "--without-mingle",

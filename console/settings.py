@@ -362,7 +362,8 @@ REST_FRAMEWORK = {
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
     ],
-    "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "1200/min"},
+    # webhook_test: "Send test event" per user (notifications.throttles), on top of "user".
+    "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "1200/min", "webhook_test": "5/min"},
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -576,6 +577,9 @@ NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE = env_bool("NOTIFICATIONS_WEBHOOK_ALLOW_PRIV
 NOTIFICATIONS_WEBHOOK_ALLOW_HTTP_LOCALHOST = not PRODUCTION
 NOTIFICATIONS_WEBHOOK_CONNECT_TIMEOUT_S = 3.0
 NOTIFICATIONS_WEBHOOK_READ_TIMEOUT_S = 5.0
+# The whole POST, answer included: the timeouts above bound one read each, this bounds them all, so a
+# receiver dripping a byte every few seconds holds a worker this long at most.
+NOTIFICATIONS_WEBHOOK_DEADLINE_S = float(os.environ.get("NOTIFICATIONS_WEBHOOK_DEADLINE_S", "10"))
 NOTIFICATIONS_WEBHOOK_MAX_ATTEMPTS = 8  # then the delivery is marked failed
 NOTIFICATIONS_WEBHOOK_BACKOFF_S = 30  # 30 s, 1 min, 2 min… between attempts, at most an hour
 NOTIFICATIONS_WEBHOOKS_PER_USER = 5
@@ -745,6 +749,36 @@ CELERY_BEAT_SCHEDULE.update(
 INSTANCES_REDRIVE_AFTER_S = 60  # a busy instance whose task vanished is re-driven after this long
 # Benchmarks and multi-tenant brokers can give the console's tasks a queue of their own.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# Webhook deliveries and e-mail go to queues of their own, served by a worker of their own (`make run`,
+# deploy/): a user whose receivers are slow (or who presses "Send test" in a loop) fills those queues,
+# never the one that launches, stops and bills machines.
+CELERY_WEBHOOKS_QUEUE = os.environ.get("CELERY_WEBHOOKS_QUEUE", "webhooks")
+CELERY_MAIL_QUEUE = os.environ.get("CELERY_MAIL_QUEUE", "mail")
+CELERY_TASK_ROUTES = {
+    "notifications.tasks.webhook_deliver_task": {"queue": CELERY_WEBHOOKS_QUEUE},
+    "notifications.tasks.email_send_task": {"queue": CELERY_MAIL_QUEUE},
+}
+# Every task has a time limit: the soft one raises SoftTimeLimitExceeded in the task (it may clean up),
+# the hard one kills the worker process running it, so nothing holds a worker forever. Tasks that
+# legitimately run longer (the sweeps over every account) get their own below; the deliveries' hard
+# limits stay under their row's lease (notifications.services.ATTEMPT_LEASE_S, 120 s), so the sweep
+# never enqueues an attempt again while the first may still be running.
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "240"))
+CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "300"))
+_LONG_SWEEP = {"soft_time_limit": 900, "time_limit": 960}
+CELERY_TASK_ANNOTATIONS = {
+    "notifications.tasks.webhook_deliver_task": {
+        "soft_time_limit": int(NOTIFICATIONS_WEBHOOK_DEADLINE_S) + 30,
+        "time_limit": int(NOTIFICATIONS_WEBHOOK_DEADLINE_S) + 60,
+    },
+    "notifications.tasks.email_send_task": {"soft_time_limit": 60, "time_limit": 90},
+    "billing.tasks.meters_settle_task": _LONG_SWEEP,
+    "billing.tasks.reconciliation_task": _LONG_SWEEP,
+    "billing.tasks.ledger_check_task": _LONG_SWEEP,
+    "instances.tasks.instances_reconcile_task": _LONG_SWEEP,
+    "metrics.tasks.metrics_maintain_task": _LONG_SWEEP,
+    "storage.tasks.volumes_refresh_task": _LONG_SWEEP,
+}
 # Name the "status" enums in the API schema: with instances and quota requests beside top-up orders,
 # one field name has several choice sets, which drf-spectacular would otherwise name by hash.
 SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(

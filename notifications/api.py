@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from core.api import PersonalTokenForChanges, ServiceError
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
+from notifications.throttles import WebhookTestThrottle
 
 TAG = ["notifications"]
 # Where a person's notifications go is theirs alone: a token scoped to a team reads it, never changes it.
@@ -214,6 +215,12 @@ class WebhookEndpointViewSet(
 
     def get_queryset(self):
         return selectors.webhook_endpoint_list_for(user=self.request.user)
+
+    def get_throttles(self):
+        # A test event is work for a worker against the user's URL: limited per user besides the global limit.
+        if self.action == "test":
+            return [*super().get_throttles(), WebhookTestThrottle()]
+        return super().get_throttles()
 
     def create(self, request, *args, **kwargs):
         body = WebhookEndpointSerializer(data=request.data)

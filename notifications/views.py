@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from notifications import selectors, services
 from notifications.forms import WebhookEndpointForm
 from notifications.models import Kind
+from notifications.throttles import WebhookTestThrottle
 
 PAGE_SIZE = 20
 
@@ -123,6 +124,10 @@ def webhook_toggle(request: HttpRequest, pk) -> HttpResponse:
 @login_required
 @require_POST
 def webhook_test(request: HttpRequest, pk) -> HttpResponse:
-    services.webhook_test_send(endpoint=_endpoint(request, pk))
+    endpoint = _endpoint(request, pk)
+    if not WebhookTestThrottle().allow_request(request, None):
+        messages.error(request, _("Too many test events; try again in a minute."))
+        return redirect("notification_preferences")
+    services.webhook_test_send(endpoint=endpoint)
     messages.info(request, _("Test event sent. Its delivery shows below."))
     return redirect("notification_preferences")

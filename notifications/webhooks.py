@@ -10,14 +10,19 @@ A user's URL is a way into our network (SSRF): the host is resolved once, every 
 public one (unless ``NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE``), and the connection goes to that address
 itself (TLS still checks the name), so a DNS answer cannot change between the check and the POST.
 Redirects are never followed and the timeouts are short: a slow receiver costs one worker seconds.
+Socket timeouts bound each read alone, so a receiver that drips a byte every few seconds would hold
+the worker for as long as it liked; one overall deadline (``NOTIFICATIONS_WEBHOOK_DEADLINE_S``) cuts
+the connection off however the bytes are paced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -132,6 +137,58 @@ def resolve(host: str, port: int) -> str:
     return addresses[0]
 
 
+class _Deadline:
+    """Shuts the connection's socket down once ``seconds`` have passed since ``__enter__``: a read or
+    write blocked on it returns at once, and the request fails as a dropped connection would."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.passed = threading.Event()
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket | None) -> None:
+        """The socket to cut: the plain one while TLS shakes hands, then the wrapped one."""
+        with self._lock:
+            self._sock = sock
+        if self.passed.is_set():
+            self._cut()
+
+    def _cut(self) -> None:
+        self.passed.set()
+        with self._lock:
+            sock = self._sock
+        if sock is not None:
+            # Already closed, or detached by the TLS wrapper (its replacement is watched next): nothing to cut.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def _deadlined(base: type[urllib3.connection.HTTPConnection], deadline: _Deadline) -> type:
+    """``base`` whose sockets ``deadline`` watches from the moment they exist."""
+
+    class Deadlined(base):  # type: ignore[valid-type, misc]
+        def _new_conn(self) -> socket.socket:
+            sock = super()._new_conn()
+            deadline.watch(sock)
+            return sock
+
+        def connect(self) -> None:
+            super().connect()
+            deadline.watch(self.sock)
+
+    return Deadlined
+
+
 @dataclass(frozen=True)
 class Answer:
     status_code: int
@@ -140,7 +197,8 @@ class Answer:
 
 def post(*, url: str, body: bytes, headers: dict[str, str]) -> Answer:
     """One POST of ``body`` to ``url``; returns the answer's status (any: redirects are not followed).
-    Raises ``WebhookRefused`` (never to be sent) or ``WebhookTransient`` (no answer)."""
+    Raises ``WebhookRefused`` (never to be sent) or ``WebhookTransient`` (no answer, or none complete
+    within ``NOTIFICATIONS_WEBHOOK_DEADLINE_S``)."""
     try:
         url_check(url)
     except ValidationError as exc:
@@ -158,22 +216,31 @@ def post(*, url: str, body: bytes, headers: dict[str, str]) -> Answer:
         )
     else:
         pool = urllib3.HTTPConnectionPool(address, port, timeout=timeout, retries=False)
+    deadline = _Deadline(settings.NOTIFICATIONS_WEBHOOK_DEADLINE_S)
+    pool.ConnectionCls = _deadlined(pool.ConnectionCls, deadline)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host_header = host if parts.port is None else f"{host}:{parts.port}"
     started = time.monotonic()
     try:
-        response = pool.urlopen(
-            "POST",
-            path,
-            body=body,
-            headers={**headers, "Host": host_header},
-            redirect=False,
-            retries=False,
-            preload_content=False,
-        )
-        response.read(4096, decode_content=False)  # a little of the answer; never a huge one
-        response.release_conn()
-    except urllib3.exceptions.HTTPError as exc:
+        with deadline:
+            response = pool.urlopen(
+                "POST",
+                path,
+                body=body,
+                headers={**headers, "Host": host_header},
+                redirect=False,
+                retries=False,
+                preload_content=False,
+            )
+            response.read(4096, decode_content=False)  # a little of the answer; never a huge one
+            response.release_conn()
+        if deadline.passed.is_set():  # cut off mid-body: the read ended early rather than failing
+            raise OSError("deadline")
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        if deadline.passed.is_set():
+            raise WebhookTransient(
+                _("No complete answer within %(seconds)s seconds.") % {"seconds": deadline.seconds}
+            ) from exc
         raise WebhookTransient(f"{type(exc).__name__}: {exc}"[:500]) from exc
     finally:
         pool.close()
