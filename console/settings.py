@@ -914,6 +914,9 @@ GATEWAY_KEY_SECRET = os.environ.get("GATEWAY_KEY_SECRET", "") or SECRET_KEY
 GATEWAY_HOST_KEY_FILE = os.environ.get("GATEWAY_HOST_KEY_FILE", "")
 # How long the gateway waits for an instance's sshd to accept its key.
 GATEWAY_CONNECT_TIMEOUT_S = float(os.environ.get("GATEWAY_CONNECT_TIMEOUT_S", "15"))
+# The file browser's and the files API's SFTP work for one request, login included: an instance that
+# stops answering mid-transfer (or a file that never ends) frees the request's lane after this long.
+GATEWAY_FILES_DEADLINE_S = int(os.environ.get("GATEWAY_FILES_DEADLINE_S", "120"))
 # Keys the instances app adds to every launch's authorized keys: the instance's gateway key.
 INSTANCES_AUTHORIZED_KEYS_HOOK = "gateway.keys.instance_authorized_keys"
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.

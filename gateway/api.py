@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 
-from django.http import Http404, HttpResponse
+from django.http import FileResponse, Http404
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -28,7 +28,7 @@ from instances.models import Instance
 from instances.selectors import instance_get_for
 from teams.access import Access
 
-MAX_DOWNLOAD = 512 * 1024 * 1024  # read whole: larger files go over scp or sftp through the gateway
+MAX_DOWNLOAD = 512 * 1024 * 1024  # larger files go over scp or sftp through the gateway
 PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path on the instance, e.g. /root/runs")
 
 
@@ -102,11 +102,10 @@ class FileContentView(APIView):
                     status=413,
                 )
             )
-        data = _call(files.file_read, instance=instance, path=path)
-        response = HttpResponse(data, content_type="application/octet-stream")
+        # Streamed from a temporary file (FileResponse closes it), read up to the cap and no further.
+        spool = _call(files.file_read, instance=instance, path=path, cap=MAX_DOWNLOAD)
         name = posixpath.basename(path).replace('"', "")
-        response["Content-Disposition"] = f'attachment; filename="{name}"'
-        return response
+        return FileResponse(spool, as_attachment=True, filename=name, content_type="application/octet-stream")
 
     @extend_schema(
         parameters=[

@@ -5,14 +5,23 @@ local backend, Slurm nodes) and needs nothing installed on the machine.
 
 Uploads are resumable: ``file_write`` writes one chunk at an offset, and ``file_stat`` tells a client
 that lost its connection how many bytes arrived, so it sends the rest from there.
+
+The instance is the user's, and so is whatever its disk holds. Each call runs on a web request's lane,
+so it has a deadline (``GATEWAY_FILES_DEADLINE_S``): an sshd that never answers cannot hold the lane.
+Only regular files are opened: a FIFO opened for reading or writing blocks until someone opens its
+other end, a device may never end; ``file_read`` stops at its byte cap however large the file became
+after it was checked, and spools to a temporary file rather than into memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 import stat
+import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import IO
 
 import asyncssh
 from asgiref.sync import async_to_sync
@@ -50,7 +59,8 @@ def _target(instance: Instance):
 
 
 @asynccontextmanager
-async def _sftp(instance: Instance, target):
+async def _sftp(instance: Instance, target, opened: list[asyncssh.SSHClientConnection]):
+    """An SFTP session on the instance; its connection is appended to ``opened``, for the deadline."""
     try:
         conn = await hostkeys.instance_connect(
             instance_id=instance.pk, target=target, connect_timeout=settings.GATEWAY_CONNECT_TIMEOUT_S
@@ -61,15 +71,21 @@ async def _sftp(instance: Instance, target):
         raise FilesRefused(
             _("The instance's SSH server did not let the console in (%(error)s).") % {"error": exc}, code="unavailable"
         ) from exc
+    opened.append(conn)
     async with conn, conn.start_sftp_client() as sftp:
         yield sftp
 
 
+# After the deadline the connection is dropped; its clean-up gets this long before the request leaves it.
+ABORT_GRACE_S = 5
+
+
 def _run(instance: Instance, work: Callable[[asyncssh.SFTPClient], Awaitable]):
     target = _target(instance)
+    opened: list[asyncssh.SSHClientConnection] = []
 
     async def go():
-        async with _sftp(instance, target) as sftp:
+        async with _sftp(instance, target, opened) as sftp:
             try:
                 return await work(sftp)
             except asyncssh.SFTPNoSuchFile as exc:
@@ -77,7 +93,39 @@ def _run(instance: Instance, work: Callable[[asyncssh.SFTPClient], Awaitable]):
             except asyncssh.SFTPError as exc:
                 raise FilesRefused(str(exc.reason), code="refused") from exc
 
-    return async_to_sync(go)()
+    async def within_deadline():
+        # Not asyncio.wait_for: cancelled, the session's clean-up waits for the server's answers to
+        # requests it already sent, which a stalled server never gives. The connection is aborted
+        # instead, which ends those requests at once.
+        task = asyncio.ensure_future(go())
+        done, _pending = await asyncio.wait({task}, timeout=settings.GATEWAY_FILES_DEADLINE_S)
+        if task in done:
+            return task.result()
+        for conn in opened:
+            conn.abort()
+        task.cancel()
+        await asyncio.wait({task}, timeout=ABORT_GRACE_S)
+        raise FilesRefused(
+            _("The instance did not finish this within %(seconds)d seconds.")
+            % {"seconds": settings.GATEWAY_FILES_DEADLINE_S},
+            code="timeout",
+            status=504,
+        )
+
+    return async_to_sync(within_deadline)()
+
+
+def _not_a_file() -> FilesRefused:
+    return FilesRefused(_("Only regular files can be read or written here."), code="not_a_file", status=400)
+
+
+async def _regular(sftp: asyncssh.SFTPClient, path: str) -> asyncssh.SFTPAttrs:
+    """The attributes of ``path`` (links followed), refused unless it is a regular file: opening a FIFO
+    blocks until its other end is opened, and a device's contents may never end."""
+    attrs = await sftp.stat(path)
+    if attrs.permissions is None or not stat.S_ISREG(attrs.permissions):
+        raise _not_a_file()
+    return attrs
 
 
 def _kind(mode: int | None) -> str:
@@ -137,12 +185,38 @@ def file_stat(*, instance: Instance, path: str) -> Entry:
     return _run(instance, work)
 
 
-def file_read(*, instance: Instance, path: str) -> bytes:
-    """A whole file (downloads are read in one go: the API caps them, see ``api.FileDownloadView``)."""
+READ_BLOCK = 1024 * 1024
+
+
+def file_read(*, instance: Instance, path: str, cap: int) -> IO[bytes]:
+    """A regular file's bytes, in a temporary file positioned at its start (kept in memory while small).
+    Refused (413) once more than ``cap`` bytes came: the size checked beforehand may not be the size
+    read, as the file may grow meanwhile."""
 
     async def work(sftp):
-        async with sftp.open(path, "rb") as handle:
-            return await handle.read()
+        await _regular(sftp, path)
+        spool = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)  # noqa: SIM115 (the caller closes it)
+        try:
+            async with sftp.open(path, "rb") as handle:
+                # The same check on what was opened: the path may have been swapped since.
+                opened = await handle.stat()
+                if opened.permissions is None or not stat.S_ISREG(opened.permissions):
+                    raise _not_a_file()
+                received = 0
+                while block := await handle.read(min(READ_BLOCK, cap + 1 - received)):
+                    received += len(block)
+                    if received > cap:
+                        raise FilesRefused(
+                            _("Files this large download over scp or sftp through the SSH gateway."),
+                            code="too_large",
+                            status=413,
+                        )
+                    spool.write(block)
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+        return spool
 
     return _run(instance, work)
 
@@ -158,6 +232,11 @@ def file_write(*, instance: Instance, path: str, offset: int, data: bytes) -> in
         raise FilesRefused(_("The offset cannot be negative."), code="invalid", status=400)
 
     async def work(sftp):
+        try:
+            await _regular(sftp, path)
+        except asyncssh.SFTPNoSuchFile:
+            if offset != 0:
+                raise
         if offset == 0:
             async with sftp.open(path, "wb") as handle:
                 await handle.write(data)

@@ -37,7 +37,7 @@ class Row:
 
     @property
     def downloadable(self) -> bool:
-        """The API reads a download whole, so it refuses very large files: those get no link."""
+        """The API refuses downloads past ``MAX_DOWNLOAD``: those files get no link."""
         return self.entry.type == "file" and self.entry.size <= MAX_DOWNLOAD
 
 

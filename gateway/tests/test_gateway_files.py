@@ -40,7 +40,7 @@ def test_a_chunked_upload_survives_a_dropped_connection_and_downloads_whole(worl
     listing = client.get(f"{_url(instance)}?path=/runs").json()
     assert listing == [{"name": "data.bin", "type": "file", "size": len(payload), "modified": listing[0]["modified"]}]
     download = client.get(f"{_url(instance, 'content/')}?path=/runs/data.bin")
-    assert download.status_code == 200 and download.content == payload
+    assert download.status_code == 200 and b"".join(download.streaming_content) == payload
     assert download["Content-Disposition"] == 'attachment; filename="data.bin"'
 
     assert client.delete(f"{_url(instance)}?path=/runs/data.bin").status_code == 204
