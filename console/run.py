@@ -249,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                 "--port",
                 str(args.port),
                 "--no-server-header",
+                # The console alone decides whom to believe about the client (core/proxies.py).
+                "--no-proxy-headers",
             ],
         )
         supervisor.add(

@@ -12,6 +12,7 @@ and the in-memory channel layer. ``CONSOLE_ENV=production`` turns on the hardene
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import sys
@@ -99,7 +100,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "console.prometheus.RequestMetricsMiddleware",  # first: it times the whole chain
+    # Before anything reads the client's address: REMOTE_ADDR as trusted proxies say (core/proxies.py).
+    "core.proxies.TrustedProxyMiddleware",
+    "console.prometheus.RequestMetricsMiddleware",  # times the whole chain
     "console.logs.RequestIdMiddleware",  # every request's id, carried into its logs and tasks
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -116,6 +119,17 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     "core.middleware.SynchronousChain",  # last: see its docstring
 ]
+
+# The proxies in front of the console (addresses or networks): only they may say, in X-Forwarded-For,
+# whom they serve; from anyone else the header is ignored and the connection's address is the client's.
+# Loopback by default (a proxy on the same machine); behind nginx in compose or an Ingress, their
+# network. The ASGI server runs with --no-proxy-headers: core.proxies decides alone.
+CONSOLE_TRUSTED_PROXIES = env_list("CONSOLE_TRUSTED_PROXIES", "127.0.0.1/32,::1/128")
+for _proxy in CONSOLE_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"CONSOLE_TRUSTED_PROXIES: {_proxy!r} is not an address or a network.") from None
 
 ROOT_URLCONF = "console.urls"
 WSGI_APPLICATION = "console.wsgi.application"
@@ -302,6 +316,9 @@ ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
 ACCOUNT_PRESERVE_USERNAME_CASING = False
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[GPU Console] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
+# allauth reads REMOTE_ADDR, which core.proxies has already set to the client as trusted proxies
+# report it: counting proxies again here would take a client's own X-Forwarded-For for the truth.
+ALLAUTH_TRUSTED_PROXY_COUNT = 0
 # Abuse limits (allauth's format: count/period/scope). Exceeding one answers 429 with our page.
 ACCOUNT_RATE_LIMITS = {
     "login": "30/m/ip",
@@ -358,6 +375,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 20,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.api.exception_handler",
+    # REMOTE_ADDR is already the client (core.proxies), and X-Forwarded-For is gone: DRF must not read
+    # the header itself (its default, NUM_PROXIES None, would key the anonymous throttle on it).
+    "NUM_PROXIES": 0,
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
