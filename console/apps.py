@@ -12,3 +12,8 @@ class ConsoleConfig(AppConfig):
             logs,  # noqa: F401 (connects the Celery signals that carry the request id into tasks)
             prometheus,  # noqa: F401 (connects the Celery signals that count task outcomes)
         )
+        from console.demo import production_demo_parts_refuse  # the app registry is needed to load classes
+
+        # Every process of a production console (web, workers, beat, manage.py) stops here rather
+        # than take real sign-ups on simulated parts.
+        production_demo_parts_refuse()
