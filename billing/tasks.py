@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from billing.alerts import balance_alerts_update
-from billing.payments import refund_confirm, refunds_confirm, topup_orders_expire
+from billing.payments import gateway_certificates_refresh, refund_confirm, refunds_confirm, topup_orders_expire
 from billing.reconciliation import reconciliation_run_all
 from billing.services import ledger_check_record, trial_expire_due
 from billing.settlement import meters_settle_all
@@ -58,3 +58,8 @@ def refunds_confirm_task() -> dict[str, int]:
 def refund_confirm_task(refund_id: int) -> str:
     """One refund settled from its gateway's answer (a refund notification asked for it); safe to repeat."""
     return refund_confirm(refund_id=refund_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def gateway_certificates_refresh_task() -> int:
+    return gateway_certificates_refresh()

@@ -531,6 +531,12 @@ CELERY_BEAT_SCHEDULE.update(
         "billing-trial-expiry": {"task": "billing.tasks.trial_expire_task", "schedule": 3600},
         "billing-topup-orders-expiry": {"task": "billing.tasks.topup_orders_expire_task", "schedule": 3600},
         "billing-refunds-confirm": {"task": "billing.tasks.refunds_confirm_task", "schedule": 600},
+        # Gateways' platform certificates (WeChat Pay's): fetched on a schedule, never because a
+        # notification named one (billing.gateways.wechatpay).
+        "billing-gateway-certificates": {
+            "task": "billing.tasks.gateway_certificates_refresh_task",
+            "schedule": 6 * 3600,
+        },
         # Yesterday's bills: Alipay's are ready after 09:00 and WeChat Pay's after 10:00 (Beijing time).
         "billing-reconciliation": {
             "task": "billing.tasks.reconciliation_task",
@@ -568,6 +574,9 @@ WECHATPAY_PRIVATE_KEY_FILE = os.environ.get("WECHATPAY_PRIVATE_KEY_FILE", "")
 WECHATPAY_CERT_SERIAL_NO = os.environ.get("WECHATPAY_CERT_SERIAL_NO", "")
 WECHATPAY_APIV3_KEY = os.environ.get("WECHATPAY_APIV3_KEY", "")
 WECHATPAY_PLATFORM_CERT_DIR = os.environ.get("WECHATPAY_PLATFORM_CERT_DIR", "")
+# Or public-key mode (WeChat Pay's newer scheme): its public key's PEM file and id (PUB_KEY_ID_…).
+WECHATPAY_PUBLIC_KEY_FILE = os.environ.get("WECHATPAY_PUBLIC_KEY_FILE", "")
+WECHATPAY_PUBLIC_KEY_ID = os.environ.get("WECHATPAY_PUBLIC_KEY_ID", "")
 # Stripe: the secret API key and the webhook endpoint's signing secret (whsec_…).
 STRIPE_SECRET_KEY = os.environ.get("STRIPE_SECRET_KEY", "")
 STRIPE_WEBHOOK_SECRET = os.environ.get("STRIPE_WEBHOOK_SECRET", "")

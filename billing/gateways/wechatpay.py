@@ -1,10 +1,16 @@
 """WeChat Pay API v3 (微信支付): Native pay, a QR code the payer scans with WeChat.
 
-wechatpayv3 signs our requests with the merchant's private key (``WECHATPAY2-SHA256-RSA2048``),
-verifies every answer and every notification with WeChat Pay's platform certificate (loaded from
-``WECHATPAY_PLATFORM_CERT_DIR``; the SDK downloads and decrypts newer ones itself when a
-notification names a serial it does not hold), and decrypts the notification's ``resource`` with the
-APIv3 key (AEAD_AES_256_GCM). Those checks are the SDK's own (``WeChatPay.callback``).
+wechatpayv3 signs our requests with the merchant's private key (``WECHATPAY2-SHA256-RSA2048``) and
+verifies WeChat Pay's answers. Notifications are verified here, not by the SDK: its ``callback``, shown
+a certificate serial it does not hold, empties its certificate list and downloads WeChat Pay's again,
+so anyone could post a notification naming a made-up serial and leave the console with no
+certificate (every later notification and answer refused until a download succeeds), at the cost of
+one request to WeChat Pay per post. Here a notification is checked only against the keys configured:
+WeChat Pay's public key (``WECHATPAY_PUBLIC_KEY_FILE`` and ``WECHATPAY_PUBLIC_KEY_ID``, public-key
+mode) or the platform certificates in ``WECHATPAY_PLATFORM_CERT_DIR``; an unknown serial is refused.
+New platform certificates are downloaded into that folder by a scheduled task
+(``wechatpay_certificates_refresh``, from beat), never because a notification asked. The resource is
+decrypted with the APIv3 key (AEAD_AES_256_GCM).
 
 On top, the console refuses notifications whose ``Wechatpay-Timestamp`` is outside
 ``BILLING_GATEWAY_WEBHOOK_TOLERANCE_S`` (WeChat Pay's advice against replays), and checks that the
@@ -19,17 +25,22 @@ import hashlib
 import io
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
-from datetime import date, timedelta
-from functools import cached_property
+from datetime import UTC, date, datetime, timedelta
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import requests
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from wechatpayv3 import WeChatPay, WeChatPayType
+from wechatpayv3.utils import aes_decrypt, rsa_verify
 
 from billing.gateways.base import (
     GatewayError,
@@ -56,6 +67,44 @@ HEADERS = (
     "Wechatpay-Signature-Type",
 )
 REFUND_ACCEPTED = {"SUCCESS", "PROCESSING"}
+SIGNATURE_TYPE = "WECHATPAY2-SHA256-RSA2048"
+
+
+@lru_cache(maxsize=4)
+def _certificates_in(folder: str, listing: tuple[tuple[str, int], ...]) -> dict[str, x509.Certificate]:
+    """The platform certificates in ``folder``, by upper-case hex serial; read again when ``listing``
+    (names and modification times) changes, that is when the refresh task writes a new one."""
+    found = {}
+    for name, _mtime in listing:
+        try:
+            cert = x509.load_pem_x509_certificate(Path(folder, name).read_bytes())
+        except (OSError, ValueError):
+            logger.warning("WeChat Pay platform certificate %s could not be read", name)
+            continue
+        found[format(cert.serial_number, "X")] = cert
+    return found
+
+
+def platform_keys() -> dict[str, RSAPublicKey]:
+    """The keys a notification may be signed with, by the serial it names (upper case): WeChat Pay's
+    public key in public-key mode, and each platform certificate of ``WECHATPAY_PLATFORM_CERT_DIR``
+    valid now. Configuration only: nothing here asks WeChat Pay."""
+    keys: dict[str, RSAPublicKey] = {}
+    if settings.WECHATPAY_PUBLIC_KEY_ID and settings.WECHATPAY_PUBLIC_KEY_FILE:
+        key = load_pem_public_key(Path(settings.WECHATPAY_PUBLIC_KEY_FILE).read_bytes())
+        if isinstance(key, RSAPublicKey):
+            keys[settings.WECHATPAY_PUBLIC_KEY_ID.upper()] = key
+    folder = settings.WECHATPAY_PLATFORM_CERT_DIR
+    if folder and os.path.isdir(folder):
+        listing = tuple(
+            sorted((e.name, e.stat().st_mtime_ns) for e in os.scandir(folder) if e.name.lower().endswith(".pem"))
+        )
+        now = datetime.now(UTC)
+        for serial, cert in _certificates_in(folder, listing).items():
+            key = cert.public_key()
+            if cert.not_valid_before_utc <= now <= cert.not_valid_after_utc and isinstance(key, RSAPublicKey):
+                keys[serial] = key
+    return keys
 
 
 class WeChatPayGateway(PaymentGateway):
@@ -67,8 +116,16 @@ class WeChatPayGateway(PaymentGateway):
     @cached_property
     def client(self) -> WeChatPay:
         # Built on first use, not at start-up: constructing it may ask WeChat Pay for certificates.
+        public_key = {}
+        if settings.WECHATPAY_PUBLIC_KEY_ID and settings.WECHATPAY_PUBLIC_KEY_FILE:
+            # Public-key mode: the SDK verifies answers with this key and never downloads certificates.
+            public_key = {
+                "public_key": Path(settings.WECHATPAY_PUBLIC_KEY_FILE).read_text(),
+                "public_key_id": settings.WECHATPAY_PUBLIC_KEY_ID,
+            }
         try:
             return WeChatPay(
+                **public_key,
                 wechatpay_type=WeChatPayType.NATIVE,
                 mchid=settings.WECHATPAY_MCH_ID,
                 private_key=Path(settings.WECHATPAY_PRIVATE_KEY_FILE).read_text(),
@@ -90,10 +147,13 @@ class WeChatPayGateway(PaymentGateway):
             "WECHATPAY_PRIVATE_KEY_FILE",
             "WECHATPAY_CERT_SERIAL_NO",
             "WECHATPAY_APIV3_KEY",
-            "WECHATPAY_PLATFORM_CERT_DIR",
             "BILLING_NOTIFY_BASE_URL",
         )
-        return [name for name in needed if not getattr(settings, name, "")]
+        missing = [name for name in needed if not getattr(settings, name, "")]
+        public_key_mode = settings.WECHATPAY_PUBLIC_KEY_ID and settings.WECHATPAY_PUBLIC_KEY_FILE
+        if not public_key_mode and not settings.WECHATPAY_PLATFORM_CERT_DIR:
+            missing.append("WECHATPAY_PLATFORM_CERT_DIR")
+        return missing
 
     def _request(self, call, **kwargs) -> tuple[int, dict]:
         """One API call; the SDK verifies the answer's signature (and raises when it does not verify)."""
@@ -139,17 +199,7 @@ class WeChatPayGateway(PaymentGateway):
             raise WebhookRejected(
                 "signature_stale", "The notification's timestamp is outside the tolerance.", status=401
             )
-        try:
-            result = self.client.callback(headers={k: v or "" for k, v in found.items()}, body=body)
-        except (ValueError, UnicodeDecodeError):
-            result = None
-        except Exception as exc:  # an unsupported algorithm, or a resource that does not decrypt
-            logger.warning("a WeChat Pay notification was refused: %s", exc)
-            result = None
-        if not result:
-            raise WebhookRejected(
-                "signature_invalid", "The notification's signature or resource does not verify.", status=401
-            )
+        result = self._notification_open(found, body=body)
         event_type = result.get("event_type", "")
         resource = result.get("resource") or {}
         if not event_type.startswith("TRANSACTION."):
@@ -184,6 +234,81 @@ class WeChatPayGateway(PaymentGateway):
             reference=str(resource.get("transaction_id", ""))[:200],
             payload=result,
         )
+
+    def _notification_open(self, found: Mapping[str, str | None], *, body: bytes) -> dict:
+        """The notification with its ``resource`` decrypted, once its signature verifies with a key
+        configured for the serial it names (``platform_keys``); an unknown serial is refused as it
+        is, with no download and no change to the keys held."""
+        rejected = WebhookRejected(
+            "signature_invalid", "The notification's signature or resource does not verify.", status=401
+        )
+        key = platform_keys().get((found["Wechatpay-Serial"] or "").strip().upper())
+        if key is None:
+            raise WebhookRejected(
+                "unknown_certificate", "The notification names a certificate this console does not hold.", status=401
+            )
+        if found["Wechatpay-Signature-Type"] != SIGNATURE_TYPE:
+            raise rejected
+        try:
+            text = body.decode("utf-8")
+            verified = rsa_verify(
+                found["Wechatpay-Timestamp"], found["Wechatpay-Nonce"] or "", text, found["Wechatpay-Signature"], key
+            )
+        except (UnicodeDecodeError, ValueError, TypeError):
+            verified = False
+        if not verified:
+            raise rejected
+        try:
+            data = json.loads(text)
+            resource = data["resource"]
+            if data.get("resource_type") != "encrypt-resource" or resource.get("algorithm") != "AEAD_AES_256_GCM":
+                raise rejected
+            plain = aes_decrypt(
+                nonce=resource["nonce"],
+                ciphertext=resource["ciphertext"],
+                associated_data=resource.get("associated_data") or "",
+                apiv3_key=settings.WECHATPAY_APIV3_KEY,
+            )
+            data["resource"] = json.loads(plain) if plain else None
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise rejected from exc
+        if not isinstance(data.get("resource"), dict):
+            raise rejected
+        return data
+
+    def platform_certificates_refresh(self) -> int:
+        """Download WeChat Pay's platform certificates into ``WECHATPAY_PLATFORM_CERT_DIR``; the number
+        of new ones. Each arrives encrypted with the APIv3 key, which is what vouches for it; a file
+        is written whole (renamed into place) and never removed: an expired one is simply not used."""
+        folder = settings.WECHATPAY_PLATFORM_CERT_DIR
+        if not folder or (settings.WECHATPAY_PUBLIC_KEY_ID and settings.WECHATPAY_PUBLIC_KEY_FILE):
+            return 0
+        code, body = self._request(self.client._core.request, path="/v3/certificates", skip_verify=True)
+        if code != 200:
+            raise GatewayError(f"WeChat Pay did not list its certificates: {body.get('code')}", transient=True)
+        written = 0
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for item in body.get("data") or []:
+            sealed = item.get("encrypt_certificate") or {}
+            try:
+                pem = aes_decrypt(
+                    nonce=sealed["nonce"],
+                    ciphertext=sealed["ciphertext"],
+                    associated_data=sealed.get("associated_data") or "",
+                    apiv3_key=settings.WECHATPAY_APIV3_KEY,
+                )
+                cert = x509.load_pem_x509_certificate(pem.encode())
+            except (KeyError, ValueError, TypeError, AttributeError):
+                logger.warning("WeChat Pay listed a certificate that does not decrypt: %s", item.get("serial_no"))
+                continue
+            target = Path(folder, f"{format(cert.serial_number, 'X')}.pem")
+            if target.exists():
+                continue
+            partial = target.with_suffix(".pem.partial")
+            partial.write_text(pem)
+            partial.replace(target)
+            written += 1
+        return written
 
     def webhook_ack(self) -> tuple[int, str, bytes]:
         return 200, "application/json", b'{"code":"SUCCESS","message":"OK"}'

@@ -276,6 +276,8 @@ class FakeWeChatPay:
         self.calls: list[tuple[str, str, dict]] = []
         self.refund_status = "PROCESSING"
         self.bill: bytes | None = None  # the trade bill's CSV (uncompressed)
+        self.listed = [self.platform_cert]  # what GET /v3/certificates lists (sealed with the APIv3 key)
+        self.certificates_down = False  # GET /v3/certificates answers 500
 
     @staticmethod
     def _certificate(key: rsa.RSAPrivateKey) -> x509.Certificate:
@@ -312,14 +314,50 @@ class FakeWeChatPay:
             "WECHATPAY_PLATFORM_CERT_DIR": str(cert_dir),
         }
 
-    def signed_headers(self, body: str, *, key: rsa.RSAPrivateKey | None = None, timestamp: int | None = None) -> dict:
+    def rotate(self) -> None:
+        """A new platform key and certificate: listed beside the old one, and used to sign from now on."""
+        self.platform_key = rsa_key(f"wechat-platform-{len(self.listed)}")
+        self.platform_cert = self._certificate(self.platform_key)
+        self.listed.append(self.platform_cert)
+
+    def _certificates_answer(self) -> tuple[int, dict]:
+        if self.certificates_down:
+            return 500, {"code": "SYSTEM_ERROR", "message": "系统错误"}
+        data = []
+        for cert in self.listed:
+            nonce = uuid.uuid4().hex[:12]
+            pem = cert.public_bytes(serialization.Encoding.PEM)
+            sealed = AESGCM(self.APIV3_KEY.encode()).encrypt(nonce.encode(), pem, b"certificate")
+            data.append(
+                {
+                    "serial_no": format(cert.serial_number, "X"),
+                    "effective_time": cert.not_valid_before_utc.isoformat(),
+                    "expire_time": cert.not_valid_after_utc.isoformat(),
+                    "encrypt_certificate": {
+                        "algorithm": "AEAD_AES_256_GCM",
+                        "nonce": nonce,
+                        "associated_data": "certificate",
+                        "ciphertext": base64.b64encode(sealed).decode(),
+                    },
+                }
+            )
+        return 200, {"data": data}
+
+    def signed_headers(
+        self,
+        body: str,
+        *,
+        key: rsa.RSAPrivateKey | None = None,
+        timestamp: int | None = None,
+        serial: str | None = None,
+    ) -> dict:
         timestamp = int(time.time()) if timestamp is None else timestamp
         nonce = uuid.uuid4().hex.upper()
         return {
             "Wechatpay-Timestamp": str(timestamp),
             "Wechatpay-Nonce": nonce,
             "Wechatpay-Signature": rsa_sha256_b64(key or self.platform_key, f"{timestamp}\n{nonce}\n{body}\n"),
-            "Wechatpay-Serial": self.platform_serial,
+            "Wechatpay-Serial": serial or self.platform_serial,
             "Wechatpay-Signature-Type": "WECHATPAY2-SHA256-RSA2048",
         }
 
@@ -363,6 +401,8 @@ class FakeWeChatPay:
 
     def _route(self, method: str, path: str, body: dict) -> tuple[int, dict | None]:
         prefix = "/v3/pay/transactions/out-trade-no/"
+        if method == "GET" and path == "/v3/certificates":
+            return self._certificates_answer()
         if method == "POST" and path == "/v3/pay/transactions/native":
             assert body["mchid"] == self.MCH_ID and body["appid"] == self.APP_ID and body["notify_url"]
             self.orders.setdefault(body["out_trade_no"], {"amount": body["amount"], "trade_state": "NOTPAY"})
