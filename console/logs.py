@@ -6,6 +6,11 @@ request's life. A task published while it is set carries it in its headers (``be
 the worker sets it again, with the task's own id, while the task runs (``task_prerun``/``postrun``).
 ``ContextFilter`` puts both on every log record, and ``JsonFormatter`` writes one JSON object a line
 (``LOG_FORMAT=json``) for a log pipeline; the plain format stays the default for people.
+
+``RedactFilter`` takes secrets that travel in URLs out of every record before it is written: the
+proxy hand-off's one-time ``token=``, share links' ``/s-<token>`` (a share link is its token: whoever
+reads the log could open it), password-reset and e-mail confirmation keys. Access logs are where they
+would land: uvicorn's access logger is routed through the same handler (settings' ``LOGGING``).
 """
 
 from __future__ import annotations
@@ -104,3 +109,33 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+
+_SECRETS_IN_URLS = (
+    # Query parameters that carry a credential: the hand-off's token, device and OAuth codes, keys.
+    (re.compile(r"([?&](?:token|key|code|secret|signature)=)[^&\s\"']+", re.IGNORECASE), r"\1[redacted]"),
+    # A port's share link, /i/<instance>/s-<32 base32 characters>/ (ports.proxy.SHARE_SERVICE).
+    (re.compile(r"(/s-)[a-z2-7]{32}(?![a-z2-7])"), r"\1[redacted]"),
+    # allauth's password-reset and e-mail confirmation links.
+    (re.compile(r"(/accounts/(?:password/reset/key|confirm-email)/)[^/\s\"'?]+"), r"\1[redacted]"),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with the secrets that URLs carry replaced by ``[redacted]``."""
+    for pattern, replacement in _SECRETS_IN_URLS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class RedactFilter(logging.Filter):
+    """Redacts the message and its string arguments (uvicorn's access line passes the path as one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: redact(arg) if isinstance(arg, str) else arg for key, arg in record.args.items()}
+        return True

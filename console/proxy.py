@@ -45,7 +45,6 @@ import websockets
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.http.request import validate_host
 from django.utils.module_loading import import_string
 from websockets.asyncio.client import connect as websocket_connect
@@ -510,10 +509,12 @@ async def _handoff(scope, send, *, label: str) -> None:
             send, 403, "This sign-in link was used already or has expired. Open the server again from the console."
         )
         return
-    user_id, next_path = redeemed
+    user_id, next_path, session_key = redeemed
     cookie = SimpleCookie()
     name = settings.CONSOLE_PROXY_COOKIE_NAME
-    cookie[name] = proxy_handoff.content_cookie(user_id, label=label)
+    cookie[name] = await database_sync_to_async(proxy_handoff.content_cookie)(
+        user_id, session_key=session_key, label=label
+    )
     cookie[name]["path"] = "/"
     cookie[name]["httponly"] = True
     cookie[name]["samesite"] = "Lax"
@@ -537,13 +538,6 @@ async def _not_found(scope, send) -> None:
         await _simple_response(send, 404, NOT_FOUND)
 
 
-@database_sync_to_async
-def _content_user(user_id: int | None):
-    if user_id is None:
-        return None
-    return get_user_model().objects.filter(pk=user_id, is_active=True).first()
-
-
 async def _proxy_app(scope, receive, send) -> None:
     if _on_proxy_host(scope):
         label = _content_label(scope) or ""
@@ -555,8 +549,11 @@ async def _proxy_app(scope, receive, send) -> None:
             await _not_found(scope, send)
             return
         # Who the visitor is, on this host, is what its own cookie says: never the console's session.
-        user_id = proxy_handoff.content_cookie_user_id(_cookie(scope, settings.CONSOLE_PROXY_COOKIE_NAME), label=label)
-        scope = {**scope, "user": await _content_user(user_id)}
+        # Only while the console session that handed off lasts (its log-out, a password change end it).
+        user = await database_sync_to_async(proxy_handoff.content_cookie_user)(
+            _cookie(scope, settings.CONSOLE_PROXY_COOKIE_NAME), label=label
+        )
+        scope = {**scope, "user": user}
     if scope["type"] == "http":
         await proxy_http(scope, receive, send)
     elif scope["type"] == "websocket":

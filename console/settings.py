@@ -455,7 +455,7 @@ LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "console.logs.ContextFilter"}},
+    "filters": {"context": {"()": "console.logs.ContextFilter"}, "redact": {"()": "console.logs.RedactFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {"()": "console.logs.JsonFormatter"},
@@ -464,11 +464,16 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_FORMAT == "json" else "plain",
-            "filters": ["context"],
+            # Hand-off tokens, share links and reset keys never reach the log (console.logs.RedactFilter).
+            "filters": ["context", "redact"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # uvicorn's access lines (its own handler would write paths as they are): through ours.
+        "uvicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }
 
 # --- The console's own settings -------------------------------------------------------------------

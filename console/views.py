@@ -115,4 +115,10 @@ def proxy_open(request: HttpRequest) -> HttpResponse:
         raise Http404
     if not settings.CONSOLE_PROXY_HOST:
         return redirect(next_path)
-    return redirect(proxy_handoff.handoff_url(user_id=request.user.pk, next_path=next_path, scheme=request.scheme))
+    handoff = proxy_handoff.handoff_url(
+        user_id=request.user.pk,
+        session_key=request.session.session_key or "",
+        next_path=next_path,
+        scheme=request.scheme,
+    )
+    return redirect(handoff)
