@@ -7,10 +7,11 @@ the worker sets it again, with the task's own id, while the task runs (``task_pr
 ``ContextFilter`` puts both on every log record, and ``JsonFormatter`` writes one JSON object a line
 (``LOG_FORMAT=json``) for a log pipeline; the plain format stays the default for people.
 
-``RedactFilter`` takes secrets that travel in URLs out of every record before it is written: the
-proxy hand-off's one-time ``token=``, share links' ``/s-<token>`` (a share link is its token: whoever
-reads the log could open it), password-reset and e-mail confirmation keys. Access logs are where they
-would land: uvicorn's access logger is routed through the same handler (settings' ``LOGGING``).
+``RedactFilter`` takes secrets that travel in URLs out of the records of the loggers that write
+request paths (uvicorn's access lines, ``django.request``; settings' ``LOGGING``): the proxy hand-off's
+one-time ``token=``, share links' ``/s-<token>`` (a share link is its token: whoever reads the log
+could open it), password-reset and e-mail confirmation keys. Other logs are left whole: the
+development mailbox's line gives a confirmation link in full on purpose.
 """
 
 from __future__ import annotations

@@ -464,15 +464,17 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_FORMAT == "json" else "plain",
-            # Hand-off tokens, share links and reset keys never reach the log (console.logs.RedactFilter).
-            "filters": ["context", "redact"],
+            "filters": ["context"],
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
-        # uvicorn's access lines (its own handler would write paths as they are): through ours.
-        "uvicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # The loggers that write request paths: hand-off tokens, share links and reset keys are taken
+        # out first (console.logs.RedactFilter). uvicorn's access lines go through our handler, not
+        # uvicorn's own, which would write them as they are.
+        "uvicorn.access": {"handlers": ["console"], "filters": ["redact"], "level": "INFO", "propagate": False},
+        "django.request": {"filters": ["redact"]},
     },
 }
 
