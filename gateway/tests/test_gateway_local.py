@@ -80,5 +80,5 @@ def test_files_in_and_out_of_a_local_instance_through_the_api(this_host, alice, 
         f"{base}/content/?path=ckpt.bin&offset=500000", payload[500_000:], content_type="application/octet-stream"
     )
     assert rest.json()["size"] == len(payload)
-    assert client.get(f"{base}/content/?path=ckpt.bin").content == payload
+    assert b"".join(client.get(f"{base}/content/?path=ckpt.bin").streaming_content) == payload
     assert "ckpt.bin" in [e["name"] for e in client.get(f"{base}/?path=.").json()]
