@@ -20,6 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("BENCH_DB_NAME", "console_bench_launch_profile")
 os.environ["CELERY_TASK_DEFAULT_QUEUE"] = f"bench-launch-profile-{os.getpid()}"
+os.environ["CELERY_WEBHOOKS_QUEUE"] = os.environ["CELERY_MAIL_QUEUE"] = os.environ["CELERY_TASK_DEFAULT_QUEUE"]
 # One connection for the whole run, as a test does: the pool would hand each request another one.
 os.environ["DATABASE_POOL"] = "0"
 

@@ -68,6 +68,9 @@ ENV = {
     "CONSOLE_VAR_DIR": str(Path(tempfile.gettempdir()) / f"{DB_NAME}-var"),
     "CELERY_TASK_ALWAYS_EAGER": "0",
     "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
+    # Webhooks and mail to the same private queue: these workers serve them, no one else's do.
+    "CELERY_WEBHOOKS_QUEUE": QUEUE,
+    "CELERY_MAIL_QUEUE": QUEUE,
     "SIMULATED_BOOT_DELAY_S": "0",
     "INSTANCES_DEFAULT_GPU_QUOTA": "64",
     "LOG_LEVEL": "WARNING",

@@ -69,6 +69,9 @@ def console_processes(transactional_db):
         "CONSOLE_ENV": "test",
         "CELERY_TASK_ALWAYS_EAGER": "0",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
+        # Webhooks and mail to the same private queue: these workers serve them, no one else's do.
+        "CELERY_WEBHOOKS_QUEUE": queue,
+        "CELERY_MAIL_QUEUE": queue,
         "SIMULATED_BOOT_DELAY_S": "0",
         "LOG_LEVEL": "WARNING",
     }

@@ -90,6 +90,7 @@ def test_a_worker_killed_under_make_run_is_started_again_and_the_console_keeps_s
         for p in psutil.process_iter(["cmdline", "cwd"])
         if p.info["cwd"] == str(made_run.clone)
         and "worker" in (p.info["cmdline"] or [])
+        and "-Q" not in (p.info["cmdline"] or [])  # the main worker, not the one of webhooks and mail
         and any(part.endswith("/celery") for part in p.info["cmdline"] or [])
         and p.parent() is not None
         and "console.run" in " ".join(p.parent().cmdline())

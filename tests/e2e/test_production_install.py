@@ -69,6 +69,21 @@ def production(clone, tmp_path_factory):
         commands = {
             "web": [str(venv / "bin/uvicorn"), "console.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
             "worker": [str(venv / "bin/celery"), "-A", "console", "worker", "--concurrency", "2", "--loglevel", "INFO"],
+            # Webhooks and mail on their own queues and worker, as deploy/ runs them (CELERY_TASK_ROUTES).
+            "notify": [
+                str(venv / "bin/celery"),
+                "-A",
+                "console",
+                "worker",
+                "-Q",
+                "webhooks,mail",
+                "-n",
+                "notify@%h",
+                "--concurrency",
+                "2",
+                "--loglevel",
+                "INFO",
+            ],
             "beat": [
                 str(venv / "bin/celery"),
                 "-A",
@@ -86,6 +101,7 @@ def production(clone, tmp_path_factory):
                 processes[name] = subprocess.Popen(argv, cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
             wait_for_log(logs / "worker.log", "ready.", 60, processes["worker"])
+            wait_for_log(logs / "notify.log", "ready.", 60, processes["notify"])
             url = f"http://127.0.0.1:{port}/"
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
