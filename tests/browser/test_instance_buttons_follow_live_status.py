@@ -182,6 +182,7 @@ def test_a_stop_completing_while_the_first_refresh_is_on_its_way_still_shows_sta
     from instances.services import instance_stop
 
     alice, instance, _ = running
+    page.add_init_script(RECORD_SOCKET_MESSAGES)
     _open(page, console_url, alice, f"/instances/{instance.pk}/", settings)
     header = page.locator("#instance-body .page-header")
     expect(page.locator("html")).to_have_attribute("data-live", "on")
@@ -197,12 +198,15 @@ def test_a_stop_completing_while_the_first_refresh_is_on_its_way_still_shows_sta
 
     page.route(_body_partial, hold_the_first)
     _in_a_worker(lambda: instance_stop(instance=Instance.objects.get(pk=instance.pk)))
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not held and time.monotonic() < deadline:
         page.wait_for_timeout(50)
     assert held, "the page did not ask for its partial after the Stopping event"
     _stop_finishes(instance)
-    page.wait_for_timeout(500)  # the Stopped event reaches the page while its first request is held
+    # The Stopped event reaches the page while its first request is still held.
+    page.wait_for_function(
+        "() => window.__heard.map((d) => JSON.parse(d)).some((m) => m.type === 'instance' && m.status === 'stopped')"
+    )
     route, stale = held[0]
     assert "Stopping" in stale.text()
     route.fulfill(response=stale)
@@ -210,6 +214,20 @@ def test_a_stop_completing_while_the_first_refresh_is_on_its_way_still_shows_sta
     expect(header.locator(".badge")).to_have_text("Stopped")
     assert _buttons(header) == ["Start", "Release"]
 
+
+# Every message the page's live sockets receive, in window.__heard, so a test can wait for one to arrive.
+RECORD_SOCKET_MESSAGES = """
+(() => {
+  const Real = window.WebSocket;
+  window.__heard = [];
+  window.WebSocket = class extends Real {
+    constructor(url, protocols) {
+      super(url, protocols);
+      this.addEventListener("message", (event) => window.__heard.push(event.data));
+    }
+  };
+})();
+"""
 
 # The page's socket opens only when the test says so: what happens before, the page cannot hear.
 HOLD_SOCKETS = """
