@@ -50,7 +50,7 @@ from django.utils.module_loading import import_string
 from websockets.asyncio.client import connect as websocket_connect
 
 from console import proxy_handoff
-from core.proxy import ProxyTarget, label_of_host, path_matches_label
+from core.proxy import ProxyTarget, content_host, instance_of_path, label_of_host, path_matches_label, proxy_link
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,9 @@ WS_REQUEST_DROP = REQUEST_DROP | {
     b"sec-websocket-extensions",
     b"sec-websocket-protocol",
 }
+# Never relayed down: ``Service-Worker-Allowed`` would let a script under one path (a share link's)
+# register a service worker over the whole host, and so over every other server of the instance.
+RESPONSE_DROP = {b"service-worker-allowed"} | HOP_BY_HOP
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 SERVICES = ("lab", "code", "app", "webui")
 # Services a caller may reach with a Bearer key instead of the owner's session (a deployment's API key:
@@ -355,7 +358,7 @@ async def proxy_http(scope, receive, send) -> None:
         headers = []
         for key, value in response.headers.raw:
             lower = key.lower()
-            if lower in HOP_BY_HOP:
+            if lower in RESPONSE_DROP:
                 continue
             text = value.decode("latin-1")
             if lower == b"location":
@@ -560,8 +563,41 @@ async def _proxy_app(scope, receive, send) -> None:
         await proxy_websocket(scope, receive, send)
 
 
+def content_origin_location(scope) -> str | None:
+    """Where ``/i/…`` asked of the console's host goes when user content has hosts of its own: a share
+    link straight to its instance's host (it needs no sign-in), any other server through the console's
+    hand-off (``/open/``, which signs the browser in there); None for a path that names no instance."""
+    parts = _split(scope)
+    if parts is None:
+        return None
+    instance_id, service, _mount, raw = parts
+    query = scope.get("query_string") or b""
+    try:
+        host = content_host(instance_id)
+    except ValueError:
+        return None
+    if service.startswith("s-"):
+        return f"//{host}{raw.decode('latin-1')}" + (f"?{query.decode('latin-1')}" if query else "")
+    return proxy_link(scope["path"] + (f"?{query.decode('latin-1')}" if query else ""))
+
+
+async def _to_content_origin(scope, send) -> None:
+    """User content is never served on the console's origin, where its scripts could use the console's
+    session: an HTTP request there is sent to the instance's own host, a WebSocket refused."""
+    location = content_origin_location(scope) if scope["type"] == "http" and instance_of_path(scope["path"]) else None
+    if location is None:
+        await _not_found(scope, send)
+        return
+    headers = [(b"location", location.encode("latin-1")), (b"cache-control", b"no-store")]
+    await send({"type": "http.response.start", "status": 302, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
 class InstanceProxyRouter:
-    """Sends ``/i/…`` (HTTP and WebSocket) to the proxy, with the session user, and the rest to ``app``."""
+    """Sends ``/i/…`` (HTTP and WebSocket) to the proxy, with the session user, and the rest to ``app``.
+
+    With a user-content host, the proxy answers only there; ``/i/…`` on the console's host only redirects.
+    """
 
     def __init__(self, app) -> None:
         self.app = app
@@ -570,6 +606,8 @@ class InstanceProxyRouter:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] in ("http", "websocket") and self._is_ours(scope):
             await self.proxy(scope, receive, send)
+        elif scope["type"] in ("http", "websocket") and _proxy_host() and is_proxy_path(scope["path"]):
+            await _to_content_origin(scope, send)
         else:
             await self.app(scope, receive, send)
 

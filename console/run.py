@@ -196,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     var = Path(os.environ.get("CONSOLE_VAR_DIR", ROOT / "var"))
     env = dict(os.environ)
     env.setdefault("CONSOLE_ENV", "development")
+    if env["CONSOLE_ENV"] == "development":
+        # User content on hosts of its own, on this port (settings.DEVELOPMENT_CONTENT_HOST): never the
+        # console's origin. Browsers resolve *.localhost to the loopback address without DNS.
+        env.setdefault("CONSOLE_PROXY_HOST", f"apps.localhost:{args.port}")
     env["PYTHONUNBUFFERED"] = "1"
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None

@@ -38,6 +38,34 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+# `make run` serves user content here (console.run passes its port): see CONSOLE_PROXY_HOST.
+DEVELOPMENT_CONTENT_HOST = "apps.localhost:{port}"
+
+
+def content_host_refusal(content_host: str, *, console_hosts: list[str], host_prefixed_cookies: bool) -> str:
+    """Why production must not start with this user-content host ("" when it may).
+
+    Without one, every author's script runs on the console's origin. The console's own name (or an
+    instance's host under it being the console's) would be the same origin again; a subdomain of the
+    console's name may set cookies for the console's domain, which only ``__Host-`` cookies are immune to.
+    """
+    name = content_host.rsplit(":", 1)[0].strip().lower().rstrip(".")
+    if not name:
+        return "CONSOLE_PROXY_HOST must name a domain of its own for user content when CONSOLE_ENV=production."
+    for host in console_hosts:
+        console = host.strip().lower().lstrip(".").rstrip(".")
+        if not console or console == "*":
+            continue
+        if name == console:
+            return f"CONSOLE_PROXY_HOST ({name}) must not be the console's own host."
+        if name.endswith(f".{console}") and not host_prefixed_cookies:
+            return (
+                f"CONSOLE_PROXY_HOST ({name}) is under the console's host ({console}): "
+                "set CONSOLE_COOKIE_HOST_PREFIX=1 (the console's cookies as __Host- cookies) or use another domain."
+            )
+    return ""
+
+
 CONSOLE_ENV = os.environ.get("CONSOLE_ENV", "test" if "pytest" in sys.modules else "development")
 PRODUCTION = CONSOLE_ENV == "production"
 TESTING = CONSOLE_ENV == "test"
@@ -431,6 +459,15 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = not PRODUCTION
 
 # --- Security -------------------------------------------------------------------------------------
+# The console's cookies as ``__Host-`` cookies (Secure, Path=/, no Domain): the browser then refuses any
+# that a sibling or a subdomain (a user-content host under the console's name) tries to set over them,
+# so user content can neither fix a session nor plant a CSRF token. On in production.
+CONSOLE_COOKIE_HOST_PREFIX = env_bool("CONSOLE_COOKIE_HOST_PREFIX", default=PRODUCTION)
+if CONSOLE_COOKIE_HOST_PREFIX:
+    SESSION_COOKIE_NAME = "__Host-sessionid"
+    CSRF_COOKIE_NAME = "__Host-csrftoken"
+    LANGUAGE_COOKIE_NAME = "__Host-django_language"
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = LANGUAGE_COOKIE_SECURE = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -640,8 +677,20 @@ CONSOLE_PROXY_PREFIX = "/i/"
 # resolver is set with the instances settings below (instances.proxy.instance_proxy_target).
 # Origins other than the console's own that may open WebSockets / POST through the proxy.
 CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
-# A separate host for user servers (see console/proxy.py); empty: served on the console's host.
-CONSOLE_PROXY_HOST = os.environ.get("CONSOLE_PROXY_HOST", "")
+# The host of user content (see console/proxy.py): each instance's servers at <label>.<it>, never on the
+# console's own origin, where an author's script could read the console's pages and call its API with
+# the visitor's session. Development defaults to a subdomain of localhost (browsers resolve *.localhost
+# to the loopback address, no DNS needed; `make run` passes its port); production must name one; only
+# the test suite serves user content on the console's host unless a test sets it.
+CONSOLE_PROXY_HOST = os.environ.get(
+    "CONSOLE_PROXY_HOST", "" if TESTING or PRODUCTION else DEVELOPMENT_CONTENT_HOST.format(port=8000)
+)
+if PRODUCTION:
+    _content_host_refusal = content_host_refusal(
+        CONSOLE_PROXY_HOST, console_hosts=ALLOWED_HOSTS, host_prefixed_cookies=CONSOLE_COOKIE_HOST_PREFIX
+    )
+    if _content_host_refusal:
+        raise ImproperlyConfigured(_content_host_refusal)
 # Signing in there (console/proxy_handoff.py): the console's page that hands off, the one-time token's
 # life, and the user host's own cookie (its name and how long it lasts).
 CONSOLE_PROXY_HANDOFF_PATH = "/open/"

@@ -203,7 +203,12 @@ def test_docker_compose_accepts_the_file():
     command = _docker_compose()
     if command is None:
         pytest.skip("the docker compose client is not installed here (docker compose version failed)")
-    env = {**os.environ, "DJANGO_SECRET_KEY": "x" * 50, "POSTGRES_PASSWORD": "test"}
+    env = {
+        **os.environ,
+        "DJANGO_SECRET_KEY": "x" * 50,
+        "POSTGRES_PASSWORD": "test",
+        "CONSOLE_PROXY_HOST": "apps.localhost",
+    }
     result = subprocess.run(
         [*command, "-f", str(DEPLOY / "compose.yaml"), "config", "-q"], capture_output=True, text=True, env=env
     )

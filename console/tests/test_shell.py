@@ -34,6 +34,7 @@ def test_production_settings_pass_the_deploy_check():
         "CONSOLE_ENV": "production",
         "DJANGO_SECRET_KEY": "k" * 20 + "3x9!Qz_vL0pR7mW2sT5yB8nC4dF6gH1jK" + "z" * 10,
         "DJANGO_ALLOWED_HOSTS": "console.example.com",
+        "CONSOLE_PROXY_HOST": "apps.console.example.com",
         # Named, not reached: the check connects to neither.
         "DATABASE_URL": "postgres://console@127.0.0.1:5432/console",
         "REDIS_URL": "redis://127.0.0.1:6379/0",

@@ -52,6 +52,7 @@ def production(clone, tmp_path_factory):
             CONSOLE_ENV="production",
             DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
             DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+            CONSOLE_PROXY_HOST=f"apps.localhost:{port}",
             DJANGO_SECURE_SSL_REDIRECT="0",
             DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
             REDIS_URL=REDIS_URL,
