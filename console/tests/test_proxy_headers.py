@@ -112,9 +112,13 @@ def _route(scope) -> str:
     async def inner(scope, receive, send):
         seen.append("django")
 
+    async def send(message):  # the router's own answer: neither the proxy's nor Django's
+        if message["type"] == "http.response.start":
+            seen.append(f"router {message['status']}")
+
     router = InstanceProxyRouter(inner)
     router.proxy = lambda scope, receive, send: _record(seen)
-    asyncio.run(router(scope, None, None))
+    asyncio.run(router(scope, None, send))
     return seen[0]
 
 
@@ -134,8 +138,12 @@ def test_a_separate_proxy_host_takes_everything_on_that_host_and_nothing_elsewhe
     settings.CONSOLE_PROXY_HOST = "apps.example"
     assert _route(_scope({"Host": "apps.example:443"}, path="/i/abc/lab/")) == "proxy"
     assert _route(_scope({"Host": "apps.example"}, path="/accounts/login/")) == "proxy"  # a 404 there
-    assert _route(_scope({"Host": "console.example"}, path="/i/abc/lab/")) == "django"
+    # On the console's host an instance's path is served by neither: redirected there, or a 404.
+    assert _route(_scope({"Host": "console.example"}, path="/i/abc/lab/")) == "router 404"
+    instance_path = "/i/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d/lab/"
+    assert _route(_scope({"Host": "console.example"}, path=instance_path)) == "router 302"
+    assert _route(_scope({"Host": "console.example"}, path="/instances/")) == "django"
     # Each instance's own host under that domain, and any other name there (a 404), are the proxy's too.
     assert _route(_scope({"Host": "0123456789abcdef.apps.example:443"}, path="/i/abc/lab/")) == "proxy"
     assert _route(_scope({"Host": "a.b.apps.example"}, path="/")) == "proxy"
-    assert _route(_scope({"Host": "apps.example.evil"}, path="/i/abc/lab/")) == "django"
+    assert _route(_scope({"Host": "apps.example.evil"}, path="/i/abc/lab/")) == "router 404"  # not that domain

@@ -85,10 +85,16 @@ def test_the_console_host_serves_no_user_content_and_share_links_live_on_the_ins
     alice_instance, alice, console_url, content_domain, user_server
 ):
     port = port_declare(instance=alice_instance, port=user_server)
-    assert httpx.get(f"{console_url}{port.path}", cookies=session_cookie(alice), timeout=10).status_code == 404
+    # The console's host serves none of it: a server's path there goes to the hand-off.
+    on_console = httpx.get(f"{console_url}{port.path}", cookies=session_cookie(alice), timeout=10)
+    assert on_console.status_code == 302 and not on_console.content
+    assert on_console.headers["location"] == f"/open/?next={port.path}"
     share = share_create(port=port)
     host = content_host(alice_instance.pk)
     assert share.url == f"//{host}{share.path}"
+    shared_on_console = httpx.get(f"{console_url}{share.path}", cookies=session_cookie(alice), timeout=10)
+    assert shared_on_console.status_code == 302 and not shared_on_console.content
+    assert shared_on_console.headers["location"] == share.url
     public = on_content_host(console_url, f"http:{share.url}", host)
     assert public.status_code == 200 and public.text.startswith("path=/")
     # Only on its instance's host: not on the bare domain, not on another instance's host.
