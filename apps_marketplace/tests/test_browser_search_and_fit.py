@@ -43,7 +43,7 @@ def test_typing_in_the_search_box_filters_the_models_without_a_reload(browser_pa
     page.goto(f"{live_server.url}/apps/models/")
     page.evaluate("window.__marker = 'same page'")
     page.fill("#catalogue-search", "codegeex4")
-    page.wait_for_function("document.querySelectorAll('#results tbody tr').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#results tbody tr').length === 1")
     assert "codegeex4-all-9b" in page.inner_text("#results")
     assert page.evaluate("window.__marker") == "same page"  # swapped in place, not navigated
     assert "q=codegeex4" in page.url  # and the address can be shared
@@ -54,6 +54,6 @@ def test_choosing_the_70b_model_redraws_the_fit_table(browser_page, live_server)
     page.goto(f"{live_server.url}/apps/llama-3-instruct-chat/")
     assert "Deploy" in page.inner_text("main")
     page.select_option("form.filters select[name=model]", "meta-llama/Meta-Llama-3-70B-Instruct")
-    page.wait_for_function("document.querySelector('#app-command').textContent.includes('Meta-Llama-3-70B')")
+    page.wait_for_function("() => document.querySelector('#app-command').textContent.includes('Meta-Llama-3-70B')")
     cheapest = page.inner_text(".fit-table tr.cheapest")
     assert "A800 80GB" in cheapest and "¥3.80" in cheapest

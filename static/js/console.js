@@ -23,6 +23,20 @@
       try { document.execCommand("copy"); done(); } finally { area.remove(); }
     }
   });
+  // <form data-confirm="Sure?">: asks first (not inline onsubmit: the Content-Security-Policy allows no
+  // inline script). Captured at the document, so a refusal stops htmx's handler on the form as well.
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.getAttribute("data-confirm"))) {
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  }, true);
+  // <select data-autosubmit>: a choice submits its form (the language switch).
+  document.addEventListener("change", function (event) {
+    var field = event.target.closest("[data-autosubmit]");
+    if (field && field.form) field.form.submit();
+  });
   // Close an open <details class="menu"> when clicking elsewhere.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.menu[open]").forEach(function (menu) {

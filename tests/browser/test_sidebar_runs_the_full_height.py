@@ -28,7 +28,7 @@ def test_the_sidebar_background_reaches_the_bottom_of_a_long_page(
     page.screenshot(path=str(screenshot_dir / "long-page-1366.png"), full_page=True)
 
     page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
-    page.wait_for_function("window.scrollY > 0")
+    page.wait_for_function("() => window.scrollY > 0")
     # What lies under the bottom-left corner of the window is the sidebar, not the page's background...
     assert page.evaluate("!!document.elementFromPoint(5, window.innerHeight - 2).closest('aside.sidebar')")
     # ...and its links have scrolled along.

@@ -85,10 +85,10 @@ def test_a_newcomer_signs_up_verifies_and_adds_an_ssh_key(live_server, page: Pag
     assert page.evaluate("document.documentElement.scrollWidth") <= 390, "the page scrolls sideways on a phone"
     page.get_by_label("Menu").click()
     # The drawer slides in (a CSS transition): wait until it is fully open.
-    page.wait_for_function("document.querySelector('aside.sidebar').getBoundingClientRect().left >= 0")
+    page.wait_for_function("() => document.querySelector('aside.sidebar').getBoundingClientRect().left >= 0")
     expect(sidebar).to_be_in_viewport(ratio=1)
     expect(sidebar.get_by_role("link", name="Instances")).to_be_visible()
     page.screenshot(path=str(screenshot_dir / "dashboard-phone-menu.png"))
     # Tapping beside the drawer closes it again.
     page.mouse.click(370, 400)
-    page.wait_for_function("document.querySelector('aside.sidebar').getBoundingClientRect().right <= 0")
+    page.wait_for_function("() => document.querySelector('aside.sidebar').getBoundingClientRect().right <= 0")
