@@ -51,6 +51,7 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),  # readiness
     path("metrics", prometheus.metrics_view, name="console_metrics"),  # Prometheus; token or internal address
     path("api/v1/", include(api_v1)),  # early: the API's calls are the most frequent, and resolved in order
+    path("admin/login/", views.admin_login, name="admin_login"),  # before the admin's own: the console's log-in
     path("admin/", admin.site.urls),
     path("staff/billing/", include("billing.staff_urls")),
     path("staff/invoices/", include("invoices.staff_urls")),

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 
 from billing import access as billing_access
@@ -122,3 +126,21 @@ def proxy_open(request: HttpRequest) -> HttpResponse:
         scheme=request.scheme,
     )
     return redirect(handoff)
+
+
+@never_cache
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """The admin's log-in page is the console's own: the admin's form has none of its rate limits (nor
+    anything added to it later), so it is never shown. Signed out: to the console's log-in, then back.
+    Signed in as staff: on to the admin. Signed in as anyone else: refused, where the console's log-in
+    (which sends a signed-in visitor on to ``next``) would only send them back here."""
+    next_url = request.GET.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        next_url = reverse("admin:index")
+    if not request.user.is_authenticated:
+        return redirect_to_login(next_url, settings.LOGIN_URL)
+    if request.user.is_active and request.user.is_staff:
+        return redirect(next_url)
+    raise PermissionDenied
