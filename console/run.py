@@ -186,6 +186,14 @@ def _manage(env: dict[str, str], *args: str) -> None:
         raise SystemExit(f"manage.py {' '.join(args)} failed (exit {result.returncode}); see above.")
 
 
+def content_host_default(env: dict[str, str], *, port: int) -> None:
+    """In development, user content on hosts of its own on this port (``apps.localhost:<port>``, as
+    settings.DEVELOPMENT_CONTENT_HOST), never on the console's origin, unless ``CONSOLE_PROXY_HOST`` says
+    otherwise. Browsers resolve every subdomain of localhost to the loopback address without DNS."""
+    if env.get("CONSOLE_ENV") == "development":
+        env.setdefault("CONSOLE_PROXY_HOST", f"apps.localhost:{port}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Start the GPU console: services, web, worker and beat.")
     parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
@@ -196,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     var = Path(os.environ.get("CONSOLE_VAR_DIR", ROOT / "var"))
     env = dict(os.environ)
     env.setdefault("CONSOLE_ENV", "development")
-    if env["CONSOLE_ENV"] == "development":
-        # User content on hosts of its own, on this port (settings.DEVELOPMENT_CONTENT_HOST): never the
-        # console's origin. Browsers resolve *.localhost to the loopback address without DNS.
-        env.setdefault("CONSOLE_PROXY_HOST", f"apps.localhost:{args.port}")
+    content_host_default(env, port=args.port)
     env["PYTHONUNBUFFERED"] = "1"
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None
