@@ -6,7 +6,7 @@ nearest the console), each address is believed only if the one that reported it 
 (``CONSOLE_TRUSTED_PROXIES``, loopback by default). The first address not trusted is the client.
 
 ``TrustedProxyMiddleware`` does this once, first in the chain: ``REMOTE_ADDR`` becomes that client,
-and the header is dropped, so the rest (the ``/metrics`` allow-list, DRF's throttles, allauth's rate
+and the header is dropped (``X-Forwarded-Proto`` too, unless a trusted proxy sent it), so the rest (the ``/metrics`` allow-list, DRF's throttles, allauth's rate
 limits, the security log) all read one address and none can be talked into another. The ASGI server
 runs without its own proxy handling (``--no-proxy-headers``), so this is the only place that decides.
 """
@@ -71,6 +71,11 @@ class TrustedProxyMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         meta = request.META
+        peer = meta.get("REMOTE_ADDR", "")
+        if not proxy_trusted(peer):
+            # Whether the request came over HTTPS is a proxy's word too (``SECURE_PROXY_SSL_HEADER``): a
+            # client that connects straight to the console does not get to say it.
+            meta.pop("HTTP_X_FORWARDED_PROTO", None)
         forwarded_for = meta.pop("HTTP_X_FORWARDED_FOR", "")
-        meta["REMOTE_ADDR"] = client_address(peer=meta.get("REMOTE_ADDR", ""), forwarded_for=forwarded_for)
+        meta["REMOTE_ADDR"] = client_address(peer=peer, forwarded_for=forwarded_for)
         return self.get_response(request)

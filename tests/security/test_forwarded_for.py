@@ -163,3 +163,22 @@ def test_the_image_and_the_pods_believe_forwarded_for_from_no_one_but_the_consol
     for command in (dockerfile_command(), pod_command()):
         assert "*" not in command
         assert "--no-proxy-headers" in command
+
+
+@pytest.mark.parametrize(("peer", "secure"), [(OUTSIDER, False), ("127.0.0.1", True)])
+def test_only_a_trusted_proxy_can_say_the_request_came_over_https(settings, peer, secure):
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from core.proxies import TrustedProxyMiddleware
+
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")  # as production sets it
+    seen = {}
+
+    def view(request):
+        seen["secure"] = request.is_secure()
+        return HttpResponse()
+
+    request = RequestFactory().get("/", REMOTE_ADDR=peer, HTTP_X_FORWARDED_PROTO="https")
+    TrustedProxyMiddleware(view)(request)
+    assert seen["secure"] is secure
