@@ -186,6 +186,25 @@ def _manage(env: dict[str, str], *args: str) -> None:
         raise SystemExit(f"manage.py {' '.join(args)} failed (exit {result.returncode}); see above.")
 
 
+def _celery_worker(bin_dir: Path, *, concurrency: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """The command line of a Celery worker `make run` starts: every one with the same flags, ``extra``
+    naming its queues and node name where it is not the default worker."""
+    return [
+        str(bin_dir / "celery"),
+        "-A",
+        "console",
+        "worker",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        str(concurrency),
+        *extra,
+        "--without-heartbeat",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
 def content_host_default(env: dict[str, str], *, port: int) -> None:
     """In development, user content on hosts of its own on this port (``apps.localhost:<port>``, as
     settings.DEVELOPMENT_CONTENT_HOST), never on the console's origin, unless ``CONSOLE_PROXY_HOST`` says
@@ -262,45 +281,11 @@ def main(argv: list[str] | None = None) -> int:
                 "--no-proxy-headers",
             ],
         )
-        supervisor.add(
-            "worker",
-            [
-                str(bin_dir / "celery"),
-                "-A",
-                "console",
-                "worker",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                str(args.worker_concurrency),
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-        )
+        supervisor.add("worker", _celery_worker(bin_dir, concurrency=args.worker_concurrency))
         # Webhook deliveries and e-mail on their own queues (settings.CELERY_TASK_ROUTES), served by
         # their own worker: a user's slow receivers can fill it, never the worker that runs machines.
         notify_queues = ",".join((env.get("CELERY_WEBHOOKS_QUEUE", "webhooks"), env.get("CELERY_MAIL_QUEUE", "mail")))
-        supervisor.add(
-            "notify",
-            [
-                str(bin_dir / "celery"),
-                "-A",
-                "console",
-                "worker",
-                "--loglevel",
-                "INFO",
-                "--concurrency",
-                "2",
-                "-Q",
-                notify_queues,
-                "-n",
-                "notify@%h",
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-        )
+        supervisor.add("notify", _celery_worker(bin_dir, concurrency=2, extra=("-Q", notify_queues, "-n", "notify@%h")))
         supervisor.add("beat", [str(bin_dir / "celery"), "-A", "console", "beat", "--loglevel", "INFO"])
         gateway_port = int(env.get("GATEWAY_PORT", "2222"))
         gateway = env.get("GATEWAY_ENABLED", "1").strip().lower() in {"1", "true", "yes", "on"}
