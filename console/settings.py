@@ -802,6 +802,12 @@ PROVISIONING_BACKENDS = {
 }
 INSTANCES_DEFAULT_GPU_QUOTA = int(os.environ.get("INSTANCES_DEFAULT_GPU_QUOTA", "8"))  # cards per model
 INSTANCES_DISK_DEFAULT_GB = 50
+# Tenants' own Unix uids and host uid ranges (instances.tenancy): above the host's people (useradd's
+# 1000-59999) and above the subordinate ranges useradd hands out (100000 onwards, 65536 each).
+INSTANCES_TENANT_USER_PREFIX = "gpuc-t"
+INSTANCES_TENANT_UID_START = 70000
+INSTANCES_TENANT_SUBUID_START = 1 << 24
+INSTANCES_TENANT_SUBUID_COUNT = 65536
 # Seconds each process keeps the active regions, GPU models and images (instances/catalogue_cache.py).
 INSTANCES_CATALOGUE_CACHE_S = float(os.environ.get("INSTANCES_CATALOGUE_CACHE_S", "5"))
 # The most nodes one instance (a multi-node cluster) may span; the choices are powers of two up to it.

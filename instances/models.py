@@ -81,6 +81,14 @@ class Image(models.Model):
     os = models.CharField(_("operating system"), max_length=32, default="Ubuntu 22.04")
     sort_order = models.PositiveIntegerField(default=0)
     is_active = models.BooleanField(_("active"), default=True)
+    # The OCI image behind it, as published to the console's registry (``make images``): the
+    # repository and tag it was pushed as, and the digest that tag named then. A launch pins the digest.
+    repository = models.CharField(_("repository"), max_length=200, blank=True)
+    tag = models.CharField(_("tag"), max_length=128, blank=True)
+    digest = models.CharField(_("digest"), max_length=80, blank=True)
+    size_bytes = models.PositiveBigIntegerField(_("size (bytes)"), default=0)
+    # What is inside, as the build recorded it: {"python": "3.11.2", "cuda": "12.4", "torch": "2.5.1", …}.
+    contents = models.JSONField(_("contents"), default=dict, blank=True)
 
     class Meta:
         ordering = ["sort_order", "name"]
@@ -89,6 +97,29 @@ class Image(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def pinned_ref(self) -> str:
+        """``repository@digest`` when the image is published, else ``repository:tag``, else ""."""
+        if not self.repository:
+            return ""
+        if self.digest:
+            return f"{self.repository}@{self.digest}"
+        return f"{self.repository}:{self.tag or 'latest'}"
+
+
+class TenantRange(models.Model):
+    """An account's own Unix uid and host uid range, allocated once and never reused (``instances.tenancy``)."""
+
+    account = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="tenant_range")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = _("tenant uid range")
+        verbose_name_plural = _("tenant uid ranges")
+
+    def __str__(self) -> str:
+        return f"tenant {self.pk} ({self.account_id})"
 
 
 # --- Capacity as the provisioning backends report it -----------------------------------------------
@@ -234,6 +265,9 @@ class Instance(StatusDisplayMixin, models.Model):
     # Nodes the instance spans (a multi-node cluster), each with ``gpu_count`` cards; 1: one machine.
     node_count = models.PositiveSmallIntegerField(_("nodes"), default=1)
     image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="instances")
+    # The image's OCI reference as it was at launch, pinned by digest (``Image.pinned_ref``): every start
+    # boots this one, whatever the tag names since.
+    image_ref = models.CharField(_("image reference"), max_length=300, blank=True)
     disk_gb = models.PositiveIntegerField(_("disk (GB)"))
     ssh_keys = models.ManyToManyField("accounts.SSHKey", blank=True, related_name="instances")
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.REQUESTED)

@@ -62,6 +62,7 @@ from instances.members import member_limits_check
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.quota import quota_check
 from instances.reservations import reservations_admit
+from instances.tenancy import tenant_for
 from instances.volumes import volume_hooks
 from notifications.models import Kind
 from notifications.services import Message, notify
@@ -570,6 +571,7 @@ def instance_launch(
             node_count=node_count,
             extra_nodes=extra,
             image=image,
+            image_ref=image.pinned_ref,
             disk_gb=disk_gb,
             backend_alias=region.backend_alias,
             app_launch=dataclasses.asdict(app) if app is not None else {},
@@ -660,6 +662,10 @@ def _spec(instance: Instance) -> InstanceSpec:
         interruptible=instance.tier == Instance.Tier.INTERRUPTIBLE,
         checkpoint_command=instance.checkpoint_command or "",
         pin=bool(instance.displaced_others),
+        image_ref=instance.image_ref,
+        tenant=tenant_for(account_id=instance.owner_id),
+        cpus=float(instance.gpu_model.cpu_cores_per_card * instance.gpu_count),
+        memory_gb=instance.gpu_model.ram_gb_per_card * instance.gpu_count,
     )
 
 

@@ -104,6 +104,22 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class Tenant:
+    """The account a machine belongs to, as a host isolates it from every other account's machines.
+
+    The console allocates and records these (``instances.tenancy``), so two accounts never share a
+    uid range, whichever engine runs them and however many hosts it has: a host's own ``useradd``
+    hands out overlapping subordinate ranges, and a range is what keeps one tenant's files and
+    processes out of another's reach.
+    """
+
+    name: str  # a Unix user name on hosts that run jobs as the tenant (Slurm), a label elsewhere
+    uid: int  # that Unix user's own uid (and gid): the same on every node
+    uid_base: int  # the first host uid of its range: the container's uid 0 (``--uidmap 0:uid_base:uid_count``)
+    uid_count: int = 65536
+
+
+@dataclass(frozen=True)
 class InstanceSpec:
     """What to create: everything the provider needs, nothing it must look up in the console."""
 
@@ -131,6 +147,14 @@ class InstanceSpec:
     # The console took the cards on ``node`` (and ``peer_nodes``) from machines it preempted: run there,
     # not where the provider would choose (an engine that preempts by itself would take others' too).
     pin: bool = False
+    # The OCI image the owner chose, pinned by digest at launch (``repository@sha256:…``), so a tag that
+    # moves later never changes a machine that runs; empty where the catalogue has no image for it yet.
+    image_ref: str = ""
+    # Whose machine this is, for backends that isolate tenants (uid ranges, Unix users, namespaces).
+    tenant: Tenant | None = None
+    # What the machine may use beside its cards: the catalogue's CPU cores and RAM per card × cards.
+    cpus: float = 0
+    memory_gb: int = 0
 
 
 @dataclass(frozen=True)
