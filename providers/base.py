@@ -166,6 +166,19 @@ class Observation:
     # A new state to persist, when polling taught the provider something (where a queued job landed:
     # its ``node`` and ``gpus``, which the instance page shows). None: keep the state as it is.
     backend_state: dict | None = None
+    # Where a boot has got to, for the instance page's launch timeline: one of ``BOOT_STAGES``
+    # ("" when the provider does not say). A provider reports the stage it is in now; the console
+    # records when each one was first seen, so each stage's duration is measured, not guessed.
+    stage: str = ""
+    # While the image is pulled: bytes fetched so far and in all (0 when unknown), for progress, rate
+    # and time left.
+    pull_bytes_done: int = 0
+    pull_bytes_total: int = 0
+
+
+# The stages of a container boot, in order: waiting for a place, on a node, the image pulled (or found
+# cached), its container started, and JupyterLab / code-server / sshd answering (then RUNNING).
+BOOT_STAGES = ("queued", "placed", "pulling", "image_ready", "container_started", "servers_answering")
 
 
 @dataclass(frozen=True)
