@@ -129,6 +129,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: a request that failed because the database or Redis is down answers 503 with
+    # Retry-After, not 500 (core/unavailable.py).
+    "core.unavailable.DependencyUnavailableMiddleware",
     # Before anything reads the client's address: REMOTE_ADDR as trusted proxies say (core/proxies.py).
     "core.proxies.TrustedProxyMiddleware",
     "console.prometheus.RequestMetricsMiddleware",  # times the whole chain
@@ -514,7 +517,11 @@ LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "console.logs.ContextFilter"}, "redact": {"()": "console.logs.RedactFilter"}},
+    "filters": {
+        "context": {"()": "console.logs.ContextFilter"},
+        "redact": {"()": "console.logs.RedactFilter"},
+        "outage": {"()": "core.unavailable.OutageLogFilter"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         "json": {"()": "console.logs.JsonFormatter"},
@@ -533,11 +540,15 @@ LOGGING = {
         # out first (console.logs.RedactFilter). uvicorn's access lines go through our handler, not
         # uvicorn's own, which would write them as they are.
         "uvicorn.access": {"handlers": ["console"], "filters": ["redact"], "level": "INFO", "propagate": False},
-        "django.request": {"filters": ["redact"]},
+        # A request that failed because a dependency is down is logged once per outage, not with a
+        # traceback each (core.unavailable.OutageLogFilter).
+        "django.request": {"filters": ["redact", "outage"]},
     },
 }
 
 # --- The console's own settings -------------------------------------------------------------------
+# Seconds a client is told to wait (Retry-After) when the database or Redis is down (core/unavailable.py).
+CONSOLE_UNAVAILABLE_RETRY_AFTER_S = 5
 CONSOLE_SITE_NAME = os.environ.get("CONSOLE_SITE_NAME", "GPU Console")
 
 # --- Demo parts: the simulated cloud and the simulated payment gateway (console/demo.py) -----------
