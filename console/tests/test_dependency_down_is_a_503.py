@@ -73,9 +73,7 @@ def test_an_error_of_the_request_itself_is_not_taken_for_an_outage(quiet_client,
     assert quiet_client.get("/api/v1/instances/").status_code == 500
 
 
-def test_an_outage_is_logged_once_and_its_end_once_without_a_traceback_per_request(
-    quiet_client, monkeypatch, caplog
-):
+def test_an_outage_is_logged_once_and_its_end_once_without_a_traceback_per_request(quiet_client, monkeypatch, caplog):
     caplog.set_level(logging.INFO)
     with monkeypatch.context() as down:
         down.setattr(instances_api.selectors, "instance_list_for", database_down)
