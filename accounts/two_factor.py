@@ -8,7 +8,8 @@ adds what is the console's own:
   predates the rule, or a person just made staff) reaches no page but the enrolment, the admin and the
   staff pages included; ``SessionAuthentication`` refuses their session in the API the same way. API
   tokens are not sessions and are not asked: a token is its own credential, made by someone signed in.
-- ``MFAAdapter``: a staff member cannot deactivate their last authenticator app.
+- ``MFAAdapter``: a staff member cannot remove their last second factor (the app, or a passkey:
+  ``remove_webauthn``); the app and the passkey are named after the console.
 - ``authenticate``: the second step of a log-in, whose lockout (too many wrong codes) answers 429 as the
   log-in's does (``accounts.views.ConsoleLoginView``).
 
@@ -19,9 +20,12 @@ The security log's rows (enrolment, removal, codes used or refused) are written 
 from __future__ import annotations
 
 from allauth.core.ratelimit import respond_429
-from allauth.mfa.adapter import DefaultMFAAdapter
+from allauth.mfa.adapter import DefaultMFAAdapter, get_adapter
 from allauth.mfa.base.views import AuthenticateView
 from allauth.mfa.models import Authenticator
+from allauth.mfa.webauthn.views import RemoveWebAuthnView
+from django.conf import settings
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -120,9 +124,17 @@ class MFAAdapter(DefaultMFAAdapter):
     error_messages = {
         **DefaultMFAAdapter.error_messages,
         "cannot_delete_authenticator": _(
-            "Staff accounts need a second factor: add a passkey before you deactivate the authenticator app."
+            "Staff accounts need a second factor: add another one before you remove this one."
         ),
     }
+
+    def get_totp_issuer(self) -> str:
+        """The name an authenticator app lists the account under: the console's, not its host's."""
+        return settings.MFA_TOTP_ISSUER or settings.CONSOLE_SITE_NAME
+
+    def get_public_key_credential_rp_entity(self) -> dict[str, str]:
+        """The passkey's relying party: this host (without its port), named as the console is."""
+        return {**super().get_public_key_credential_rp_entity(), "name": settings.CONSOLE_SITE_NAME}
 
     def can_delete_authenticator(self, authenticator: Authenticator) -> bool:
         user = authenticator.user
@@ -142,3 +154,25 @@ class ConsoleAuthenticateView(AuthenticateView):
 
 
 authenticate = ConsoleAuthenticateView.as_view()
+
+
+class ConsoleRemoveWebAuthnView(RemoveWebAuthnView):
+    """allauth's removal of a passkey, except that it asks the adapter first (allauth asks only for the
+    authenticator app): staff keep their last second factor."""
+
+    def get_context_data(self, **kwargs) -> dict:
+        context = super().get_context_data(**kwargs)
+        adapter = get_adapter()
+        if not adapter.can_delete_authenticator(self.object):
+            context["refusal"] = adapter.error_messages["cannot_delete_authenticator"]
+        return context
+
+    def form_valid(self, form) -> HttpResponse:
+        adapter = get_adapter()
+        if not adapter.can_delete_authenticator(self.get_object()):
+            messages.error(self.request, adapter.error_messages["cannot_delete_authenticator"])
+            return redirect("mfa_list_webauthn")
+        return super().form_valid(form)
+
+
+remove_webauthn = ConsoleRemoveWebAuthnView.as_view()

@@ -370,7 +370,7 @@ ACCOUNT_RATE_LIMITS = {
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes", "webauthn"]
 MFA_ADAPTER = "accounts.two_factor.MFAAdapter"
 MFA_PASSKEY_LOGIN_ENABLED = True
-MFA_TOTP_ISSUER = "GPU Console"
+MFA_TOTP_ISSUER = ""  # the app lists the account under CONSOLE_SITE_NAME (accounts.two_factor.MFAAdapter)
 # One period either side: a phone's clock a few seconds off still signs in; a code is good for 90 s at most.
 MFA_TOTP_TOLERANCE = 1
 # Passwordless passkey log-ins per address (allauth's default, written out: it has no secret to guess).

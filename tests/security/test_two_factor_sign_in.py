@@ -273,6 +273,37 @@ def test_staff_cannot_turn_off_their_only_second_factor(staff):
     assert Authenticator.objects.filter(user=staff, type=Authenticator.Type.TOTP).exists()
 
 
+def passkey(user, name: str = "Laptop") -> Authenticator:
+    """A passkey row as allauth keeps one (its credential is not read on these pages)."""
+    return Authenticator.objects.create(user=user, type=Authenticator.Type.WEBAUTHN, data={"name": name})
+
+
+def test_staff_cannot_remove_their_only_passkey(new_staff, client_for):
+    key = passkey(new_staff)
+    client = client_for(new_staff)
+    path = f"/accounts/2fa/webauthn/keys/{key.pk}/remove/"
+    confirm_password(client, path)
+    page = client.get(path)
+    assert "Staff accounts need a second factor" in page.content.decode()
+    response = client.post(path)
+    assert response.status_code == 302 and response["Location"] == "/accounts/2fa/webauthn/"
+    assert Authenticator.objects.filter(pk=key.pk).exists()
+
+
+def test_staff_with_an_authenticator_app_may_remove_a_passkey(staff, client_for, commits):
+    key = passkey(staff)
+    client = client_for(staff)
+    path = f"/accounts/2fa/webauthn/keys/{key.pk}/remove/"
+    confirm_password(client, path)
+    with commits(execute=True):
+        assert client.post(path).status_code == 302
+    assert not Authenticator.objects.filter(pk=key.pk).exists()
+    assert SecurityEvent.objects.get(user=staff, action=Action.SECOND_FACTOR_REMOVED).details == {
+        "method": "webauthn",
+        "name": "Laptop",
+    }
+
+
 # --- The pages --------------------------------------------------------------------------------------
 
 
