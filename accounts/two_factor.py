@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from allauth.core.ratelimit import respond_429
 from allauth.mfa.adapter import DefaultMFAAdapter, get_adapter
+from allauth.mfa.base import forms as mfa_forms
 from allauth.mfa.base.views import AuthenticateView
 from allauth.mfa.models import Authenticator
+from allauth.mfa.totp.forms import ActivateTOTPForm as AllauthActivateTOTPForm
 from allauth.mfa.webauthn.views import RemoveWebAuthnView
 from django.conf import settings
 from django.contrib import messages
@@ -142,6 +144,32 @@ class MFAAdapter(DefaultMFAAdapter):
             return True
         others = Authenticator.objects.filter(user_id=user.pk, type__in=SECOND_FACTORS).exclude(pk=authenticator.pk)
         return others.exists()
+
+
+def _code_input(form, *, autofocus: bool) -> None:
+    """A phone shows its number pad for the code (recovery codes are digits too)."""
+    form.fields["code"].widget.attrs.update({"inputmode": "numeric", **({"autofocus": True} if autofocus else {})})
+
+
+class AuthenticateForm(mfa_forms.AuthenticateForm):
+    """The log-in's second step (settings.MFA_FORMS): the code field focused, with the number pad."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _code_input(self, autofocus=True)
+
+
+class ReauthenticateForm(mfa_forms.ReauthenticateForm):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _code_input(self, autofocus=True)
+
+
+class ActivateTOTPForm(AllauthActivateTOTPForm):
+    # Not focused: on a phone that would scroll past the QR code and the key the page starts with.
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _code_input(self, autofocus=False)
 
 
 class ConsoleAuthenticateView(AuthenticateView):

@@ -369,6 +369,11 @@ ACCOUNT_RATE_LIMITS = {
 # (allauth keys it "mfa-auth-user-<id>") and per address: the sixth in five minutes answers 429.
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes", "webauthn"]
 MFA_ADAPTER = "accounts.two_factor.MFAAdapter"
+MFA_FORMS = {
+    "authenticate": "accounts.two_factor.AuthenticateForm",
+    "reauthenticate": "accounts.two_factor.ReauthenticateForm",
+    "activate_totp": "accounts.two_factor.ActivateTOTPForm",
+}
 MFA_PASSKEY_LOGIN_ENABLED = True
 MFA_TOTP_ISSUER = ""  # the app lists the account under CONSOLE_SITE_NAME (accounts.two_factor.MFAAdapter)
 # One period either side: a phone's clock a few seconds off still signs in; a code is good for 90 s at most.

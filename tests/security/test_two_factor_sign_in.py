@@ -325,3 +325,7 @@ def test_the_pages_run_no_inline_script(alice_enrolled):
             assert 'src="/static/' in tag or 'type="application/json"' in tag, (path, tag)
     assert 'src="/static/mfa/js/webauthn.js"' in pages["/accounts/2fa/webauthn/add/"].content.decode()
     assert 'id="passkey_login"' in pages[LOGIN].content.decode()
+    # The code's field brings up a phone's number pad, and takes the focus on the log-in's second step.
+    assert re.search(
+        r'<input[^>]*name="code"[^>]*inputmode="numeric"[^>]*autofocus', pages[SECOND_STEP].content.decode()
+    )

@@ -103,6 +103,8 @@ def test_a_person_sets_up_an_authenticator_app_and_signs_in_with_its_code(
     expect(page.get_by_role("heading", name="Two-factor sign-in")).to_be_visible()
     check(page, width, screenshot_dir, "index-off")
     page.locator("#mfa-totp").get_by_role("link", name="Set up").click()
+    expect(page.get_by_role("heading", name="Confirm Access")).to_be_visible()
+    check(page, width, screenshot_dir, "confirm-password")
     confirm_password(page)
 
     expect(page.get_by_role("heading", name="Set up an authenticator app")).to_be_visible()
