@@ -309,7 +309,8 @@ def test_staff_with_an_authenticator_app_may_remove_a_passkey(staff, client_for,
 
 def test_the_pages_run_no_inline_script(alice_enrolled):
     """Every <script> on the second factor's pages is a file of the console's origin or inert JSON data, so
-    SECURE_CSP (script-src 'self') lets them run; allauth's passkey script is served as a static file."""
+    SECURE_CSP (script-src 'self') lets them run: allauth's passkey script is served as a static file and
+    started by the console's (js/passkeys.js), not by allauth's inline blocks."""
     client = browser()
     password_step(client, alice_enrolled)
     pages = {SECOND_STEP: client.get(SECOND_STEP)}
@@ -323,7 +324,9 @@ def test_the_pages_run_no_inline_script(alice_enrolled):
         assert "script-src 'self'" in response["Content-Security-Policy"], path
         for tag in re.findall(r"<script\b[^>]*>", response.content.decode()):
             assert 'src="/static/' in tag or 'type="application/json"' in tag, (path, tag)
-    assert 'src="/static/mfa/js/webauthn.js"' in pages["/accounts/2fa/webauthn/add/"].content.decode()
+    add = pages["/accounts/2fa/webauthn/add/"].content.decode()
+    assert 'src="/static/mfa/js/webauthn.js"' in add and 'src="/static/js/passkeys.js"' in add
+    assert all("data-allauth-onload" not in response.content.decode() for response in pages.values())
     assert 'id="passkey_login"' in pages[LOGIN].content.decode()
     # The code's field brings up a phone's number pad, and takes the focus on the log-in's second step.
     assert re.search(
