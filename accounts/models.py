@@ -194,9 +194,26 @@ class SecurityEvent(AppendOnlyModel):
         TOKEN_CREATED = "token_created", _("API token created")  # on the page, the API or by a device log-in
         TOKEN_REVOKED = "token_revoked", _("API token revoked")
         DEVICE_LOGIN_APPROVED = "device_login_approved", _("Device log-in approved")  # a command line's
+        # Second factors (allauth.mfa; details: "method" totp / recovery_codes / webauthn, a passkey's "name")
+        SECOND_FACTOR_ADDED = "second_factor_added", _("Second factor added")
+        SECOND_FACTOR_REMOVED = "second_factor_removed", _("Second factor removed")
+        RECOVERY_CODES_GENERATED = "recovery_codes_generated", _("New recovery codes generated")
+        # At a log-in (or a passkey's own log-in, "passwordless"), or to confirm a change ("reauthenticated").
+        SECOND_FACTOR_USED = "second_factor_used", _("Second factor used")
+        RECOVERY_CODE_USED = "recovery_code_used", _("Recovery code used")  # details: "left", the codes unused
+        SECOND_FACTOR_FAILED = "second_factor_failed", _("Wrong second-factor code")
 
     # The badge colour of each action: red where someone may be trying the account.
-    ACTION_BADGE = {Action.LOGIN_FAILED: "red", Action.PASSWORD_RESET: "yellow", Action.EMAIL_CHANGED: "yellow"}
+    ACTION_BADGE = {
+        Action.LOGIN_FAILED: "red",
+        Action.PASSWORD_RESET: "yellow",
+        Action.EMAIL_CHANGED: "yellow",
+        Action.SECOND_FACTOR_ADDED: "green",
+        Action.SECOND_FACTOR_REMOVED: "yellow",
+        Action.RECOVERY_CODES_GENERATED: "yellow",
+        Action.RECOVERY_CODE_USED: "yellow",
+        Action.SECOND_FACTOR_FAILED: "red",
+    }
 
     USER_AGENT_MAX = 256  # enough to tell browsers apart; longer strings are cut, not refused
 

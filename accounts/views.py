@@ -21,6 +21,7 @@ from accounts.client import request_client
 from accounts.forms import APITokenForm, ProfileForm, SSHKeyForm, form_add_service_error
 from accounts.language import language_apply
 from accounts.tokens import token_team_choices
+from accounts.two_factor import second_factor_enabled
 
 
 class ConsoleLoginView(LoginView):
@@ -64,6 +65,7 @@ def profile(request: HttpRequest) -> HttpResponse:
         "primary_email": user.email,
         "ssh_key_count": selectors.ssh_key_list_for(user=user).count(),
         "token_count": selectors.api_token_list_for(user=user).filter(revoked_at__isnull=True).count(),
+        "second_factor": second_factor_enabled(user),
     }
     return render(request, "accounts/profile.html", context)
 

@@ -109,6 +109,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "allauth",
     "allauth.account",
+    "allauth.mfa",  # second factors: TOTP, recovery codes, passkeys (accounts/two_factor.py)
     "channels",
     "console",
     "accounts",
@@ -150,6 +151,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    # After authentication and allauth's: staff without a second factor reach only its enrolment.
+    "accounts.two_factor.StaffSecondFactorMiddleware",
     "core.middleware.SynchronousChain",  # last: see its docstring
 ]
 
@@ -363,6 +366,23 @@ ACCOUNT_RATE_LIMITS = {
     "confirm_email": "1/180s/key",
     "manage_email": "10/m/user",
 }
+# Second factors (allauth.mfa, under /accounts/2fa/): an authenticator app (TOTP) with recovery codes, and
+# passkeys (WebAuthn), which also sign in on their own from the log-in page. Optional for users, required for
+# staff (accounts.two_factor). A wrong code counts against ACCOUNT_RATE_LIMITS["login_failed"] per person
+# (allauth keys it "mfa-auth-user-<id>") and per address: the sixth in five minutes answers 429.
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes", "webauthn"]
+MFA_ADAPTER = "accounts.two_factor.MFAAdapter"
+MFA_FORMS = {
+    "authenticate": "accounts.two_factor.AuthenticateForm",
+    "reauthenticate": "accounts.two_factor.ReauthenticateForm",
+    "activate_totp": "accounts.two_factor.ActivateTOTPForm",
+}
+MFA_PASSKEY_LOGIN_ENABLED = True
+MFA_TOTP_ISSUER = ""  # the app lists the account under CONSOLE_SITE_NAME (accounts.two_factor.MFAAdapter)
+# One period either side: a phone's clock a few seconds off still signs in; a code is good for 90 s at most.
+MFA_TOTP_TOLERANCE = 1
+# Passwordless passkey log-ins per address (allauth's default, written out: it has no secret to guess).
+MFA_RATE_LIMITS = {"webauthn_login": "10/m/ip"}
 # The most active (neither revoked nor expired) API tokens, and SSH keys, one person may hold: a cap a
 # script gone wrong (or a stolen session) cannot grow past, each row being checked on sign-ins.
 ACCOUNTS_MAX_API_TOKENS = int(os.environ.get("ACCOUNTS_MAX_API_TOKENS", "50"))
@@ -401,7 +421,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # accounts' token checks (digest, expiry, read-only scope) plus the token's team (teams/authentication.py)
         "teams.authentication.TeamTokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        # DRF's, refusing a staff session without a second factor (accounts/two_factor.py)
+        "accounts.two_factor.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",

@@ -37,6 +37,14 @@
     var field = event.target.closest("[data-autosubmit]");
     if (field && field.form) field.form.submit();
   });
+  // allauth's passkey script (static/mfa/js/webauthn.js) reports a refused or cancelled ceremony as an
+  // "allauth.error" event: say so on the page ([data-webauthn-error]) rather than only in the console.
+  document.addEventListener("allauth.error", function (event) {
+    var note = document.querySelector("[data-webauthn-error]");
+    if (!note) return;
+    note.hidden = false;
+    event.preventDefault();
+  });
   // Close an open <details class="menu"> when clicking elsewhere.
   document.addEventListener("click", function (event) {
     document.querySelectorAll("details.menu[open]").forEach(function (menu) {

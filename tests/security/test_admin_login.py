@@ -8,7 +8,7 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from accounts.tests.factories import DEFAULT_PASSWORD
+from accounts.tests.factories import DEFAULT_PASSWORD, totp_code
 
 CONSOLE_LOGIN = "/accounts/login/"
 
@@ -41,7 +41,10 @@ def test_staff_sign_in_through_the_console_and_reach_the_admin(staff):
     start = browser.get("/admin/", follow=True)
     login_url = start.redirect_chain[-1][0]
     assert login_url.startswith(CONSOLE_LOGIN)
-    signed_in = browser.post(login_url, {"login": staff.email, "password": DEFAULT_PASSWORD}, follow=True)
+    second_step = browser.post(login_url, {"login": staff.email, "password": DEFAULT_PASSWORD}, follow=True)
+    # Staff sign in with a second factor (tests/security/test_two_factor_sign_in.py).
+    assert second_step.redirect_chain[-1][0] == reverse("mfa_authenticate")
+    signed_in = browser.post(reverse("mfa_authenticate"), {"code": totp_code()}, follow=True)
     assert signed_in.redirect_chain[-1][0] == reverse("admin:index")
     assert signed_in.status_code == 200
     assert b"Site administration" in signed_in.content
