@@ -435,8 +435,10 @@ class VolumesCapability:
     # Whether several machines may mount one volume read-write at once (NFS, CephFS, a host path).
     supports_shared_write: bool = False
 
-    def volume_create(self, *, key: str, size_gb: int) -> dict:
-        """Create volume ``key`` of ``size_gb`` GB, or return the one that exists. Returns its state."""
+    def volume_create(self, *, key: str, size_gb: int, owner_ref: str = "") -> dict:
+        """Create volume ``key`` of ``size_gb`` GB, or return the one that exists. Returns its state.
+        ``owner_ref`` is the owner's reference, as ``InstanceSpec.owner_ref`` names it: a provider that
+        keeps each tenant apart (Kubernetes: a namespace each) puts the volume where its machines are."""
         raise NotImplementedError
 
     def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:

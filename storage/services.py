@@ -283,7 +283,7 @@ def volume_create_execute(*, volume_id) -> None:
         return
     backend = get_backend(volume.backend_alias)
     try:
-        state = backend.volume_create(key=volume.key, size_gb=volume.size_gb)
+        state = backend.volume_create(key=volume.key, size_gb=volume.size_gb, owner_ref=f"user-{volume.owner_id}")
     except PermanentBackendError as exc:
         volume_transition(
             volume_id=volume.pk,

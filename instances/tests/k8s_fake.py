@@ -48,6 +48,13 @@ import jsonschema
 import kubernetes_validate
 
 K8S_VERSION = "1.37"
+# The images the tests' regions map (OPTIONS["IMAGES"]): console image slug -> container image.
+IMAGES = {
+    "pytorch-2.5-cu124": "registry.local/workspace/pytorch:2.5.1-cuda12.4",
+    "pytorch": "registry.local/workspace/pytorch:latest",
+    "x": "registry.local/workspace/minimal:1",
+}
+IMAGES_OPTION = tuple(IMAGES.items())
 TOKEN = "fake-cluster-token"
 
 # plural -> (group path, version, kind, namespaced)
@@ -57,6 +64,10 @@ RESOURCES = {
     "secrets": ("", "v1", "Secret", True),
     "persistentvolumeclaims": ("", "v1", "PersistentVolumeClaim", True),
     "nodes": ("", "v1", "Node", False),
+    "namespaces": ("", "v1", "Namespace", False),
+    "resourcequotas": ("", "v1", "ResourceQuota", True),
+    "networkpolicies": ("networking.k8s.io", "v1", "NetworkPolicy", True),
+    "rolebindings": ("rbac.authorization.k8s.io", "v1", "RoleBinding", True),
     "statefulsets": ("apps", "v1", "StatefulSet", True),
     "jobs": ("batch", "v1", "Job", True),
     "podgroups": ("scheduling.x-k8s.io", "v1alpha1", "PodGroup", True),
@@ -132,6 +143,50 @@ def validate_manifest(obj: dict) -> None:
             if request is not None and limit != request:
                 # Extended resources cannot be overcommitted: the API server insists on this.
                 raise ValueError(f"resources.requests[{GPU}]: Invalid value: must be equal to {GPU} limit")
+
+
+def restricted_violations(pod_spec: dict) -> list[str]:
+    """What in ``pod_spec`` the ``restricted`` Pod Security Standard forbids (as the API server's
+    PodSecurity admission checks it in a namespace labelled ``pod-security.kubernetes.io/enforce``)."""
+    found = []
+    pod_ctx = pod_spec.get("securityContext") or {}
+    for flag in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod_spec.get(flag):
+            found.append(f"{flag}=true")
+    allowed_volumes = {
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    }
+    for volume in pod_spec.get("volumes") or []:
+        kinds = set(volume) - {"name"}
+        if not kinds <= allowed_volumes:
+            found.append(f"volume {volume['name']} of type {sorted(kinds)}")
+    for container in [*pod_spec.get("initContainers", []), *pod_spec["containers"]]:
+        ctx = container.get("securityContext") or {}
+        name = container["name"]
+        if ctx.get("privileged"):
+            found.append(f"{name}: privileged")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation != false")
+        caps = ctx.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            found.append(f"{name}: capabilities.drop does not include ALL")
+        if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities.add {caps['add']}")
+        if not ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")):
+            found.append(f"{name}: runAsNonRoot != true")
+        if ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0:
+            found.append(f"{name}: runAsUser=0")
+        seccomp = (ctx.get("seccompProfile") or pod_ctx.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile.type {seccomp!r}")
+    return found
 
 
 def _now() -> str:
@@ -249,6 +304,7 @@ class FakeCluster:
         self.events: list[tuple[int, str, str, dict]] = []  # (rv, type, plural, object)
         self.watchers: list[tuple[str, str, object, queue.Queue]] = []
         self.requests: list[tuple[str, str, str]] = []  # (verb, group, resource) as RBAC names them
+        self.scoped_requests: list[tuple[str, str, str, str]] = []  # and the namespace
         self.bodies: list[dict] = []  # every object the backend sent, as sent
         self.failures: list[int] = []
         self.refused: list[tuple[int, str]] = []  # the 4xx answers to bodies it judged invalid
@@ -265,6 +321,14 @@ class FakeCluster:
         self.events_kept = 1000
         self.stopped = threading.Event()
         self.connections: set = set()
+        # The namespaces a cluster starts with (the console's own, the GPU Operator's, the DNS's).
+        for existing in dict.fromkeys((namespace, "gpu-operator", "kube-system")):
+            self._put(
+                "namespaces",
+                "",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": existing}},
+                "ADDED",
+            )
 
     # --- the tests' levers ------------------------------------------------------------------------------
 
@@ -391,24 +455,38 @@ class FakeCluster:
     def job_admit(self, name: str, namespace: str | None = None) -> None:
         """What Kueue does once the whole Job fits its quota: unsuspend it."""
         with self.lock:
-            namespace = namespace or self.namespace
-            job = copy.deepcopy(self.objects[("jobs", namespace, name)])
+            job = copy.deepcopy(self.get("jobs", name, namespace))
+            namespace = job["metadata"]["namespace"]
             job["spec"]["suspend"] = False
             self._put("jobs", namespace, job, "MODIFIED")
             self._reconcile()
 
-    def add_claim(self, name: str, *, access_modes: tuple[str, ...] = ("ReadOnlyMany",), size: str = "1Ti") -> dict:
+    def add_namespace(self, name: str, labels: dict | None = None) -> dict:
+        """A namespace an administrator made (or a tenant's, made ahead of the backend)."""
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+        with self.lock:
+            return self._put("namespaces", "", namespace, "ADDED")
+
+    def add_claim(
+        self,
+        name: str,
+        *,
+        access_modes: tuple[str, ...] = ("ReadOnlyMany",),
+        size: str = "1Ti",
+        namespace: str | None = None,
+    ) -> dict:
         """A claim an administrator made (the public models' ReadOnlyMany claim), already bound."""
+        namespace = namespace or self.namespace
         claim = {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": {"name": name, "namespace": self.namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": size}}},
         }
         validate_manifest(claim)
         claim["status"] = {"phase": "Bound", "capacity": {"storage": size}}
         with self.lock:
-            self._put("persistentvolumeclaims", self.namespace, claim, "ADDED")
+            self._put("persistentvolumeclaims", namespace, claim, "ADDED")
             self._reconcile()
         return claim
 
@@ -416,8 +494,9 @@ class FakeCluster:
         """The pods a Service sends traffic to, as the EndpointSlice controller picks them: those its
         selector matches, ready ones only unless it publishes not-ready addresses."""
         with self.lock:
-            namespace = namespace or self.namespace
-            svc = self.objects[("services", namespace, service)]
+            svc = self.get("services", service, namespace)
+            assert svc is not None, f"no Service {service}"
+            namespace = svc["metadata"]["namespace"]
             selector = svc["spec"].get("selector") or {}
             if not selector:
                 return []  # a Service without a selector gets no endpoints from the controller
@@ -434,9 +513,17 @@ class FakeCluster:
         self.failures.extend([status] * times)
 
     def get(self, plural: str, name: str, namespace: str | None = None) -> dict | None:
+        """The object ``name``: in ``namespace``, or when none is given the only one of that name in any
+        namespace (tenants' objects live in namespaces of their own; a name in two is an error)."""
         with self.lock:
-            namespace = "" if plural == "nodes" else (namespace or self.namespace)
-            found = self.objects.get((plural, namespace, name))
+            if not RESOURCES[plural][3]:
+                found = self.objects.get((plural, "", name))
+            elif namespace is not None:
+                found = self.objects.get((plural, namespace, name))
+            else:
+                matches = [o for (p, _, n), o in self.objects.items() if p == plural and n == name]
+                assert len(matches) <= 1, f"{plural} {name} is in {len(matches)} namespaces"
+                found = matches[0] if matches else None
             return copy.deepcopy(found) if found else None
 
     def list(self, plural: str) -> list[dict]:
@@ -700,6 +787,8 @@ class FakeCluster:
         if verb == "list" and query.get("watch", [""])[0].lower() in ("true", "1"):
             verb = "watch"
         self.requests.append((verb, group, f"{plural}/{sub}" if sub else plural))
+        # The same, with the namespace it was made in ("" for cluster-scoped and all-namespace requests).
+        self.scoped_requests.append((verb, group, f"{plural}/{sub}" if sub else plural, namespace))
         label = f"{plural}.{group}" if group else plural
         with self.lock:
             if sub == "proxy":
@@ -711,7 +800,9 @@ class FakeCluster:
                 items = [
                     copy.deepcopy(o)
                     for (p, ns, _), o in sorted(self.objects.items())
-                    if p == plural and (not namespaced or ns == namespace) and match(o["metadata"].get("labels"))
+                    if p == plural
+                    and (not namespaced or not namespace or ns == namespace)
+                    and match(o["metadata"].get("labels"))
                 ]
                 return 200, {
                     "kind": f"{kind}List",
@@ -732,6 +823,19 @@ class FakeCluster:
                     self.refused.append((422, str(exc)))
                     return 422, _status(422, "Invalid", f'{kind} "{name}" is invalid: {exc}', name=name, kind=plural)
                 key = (plural, namespace if namespaced else "", name)
+                if namespaced and ("namespaces", "", namespace) not in self.objects:
+                    return 404, _status(404, "NotFound", f'namespaces "{namespace}" not found', kind="namespaces")
+                if kind in ("StatefulSet", "Job", "Pod"):
+                    ns_labels = self.objects[("namespaces", "", namespace)]["metadata"].get("labels") or {}
+                    if ns_labels.get("pod-security.kubernetes.io/enforce") == "restricted":
+                        pod_spec = obj["spec"] if kind == "Pod" else obj["spec"]["template"]["spec"]
+                        if violations := restricted_violations(pod_spec):
+                            self.refused.append((403, "; ".join(violations)))
+                            return 403, _status(
+                                403,
+                                "Forbidden",
+                                f'{kind} "{name}" violates PodSecurity "restricted:latest": ' + "; ".join(violations),
+                            )
                 if key in self.objects:
                     return 409, _status(
                         409, "AlreadyExists", f'{label} "{name}" already exists', name=name, group=group, kind=plural
@@ -902,7 +1006,7 @@ class FakeCluster:
                         initial.append((event, obj))
         else:
             for (p, ns, _), obj in sorted(self.objects.items()):
-                if p == plural and ns in (namespace, "") and match(obj["metadata"].get("labels")):
+                if p == plural and (not namespace or ns in (namespace, "")) and match(obj["metadata"].get("labels")):
                     initial.append(("ADDED", copy.deepcopy(obj)))
         watcher = (plural, namespace, match, sink)
         self.watchers.append(watcher)

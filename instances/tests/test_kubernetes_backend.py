@@ -3,11 +3,12 @@ restart, destroy), repeats that must be harmless, nodes and their health, and an
 
 from __future__ import annotations
 
+import base64
 import threading
 
 import pytest
 
-from instances.tests.k8s_fake import fake_api_server
+from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import (
     AppLaunch,
     InstanceSpec,
@@ -45,7 +46,9 @@ def api(tmp_path):
 
 
 def backend_for(server, **options) -> KubernetesBackend:
-    return KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(server.kubeconfig), "REGION": "k8s-1", **options})
+    return KubernetesBackend(
+        alias="k8s", options={"KUBECONFIG": str(server.kubeconfig), "REGION": "k8s-1", "IMAGES": IMAGES, **options}
+    )
 
 
 @pytest.fixture
@@ -62,7 +65,11 @@ def test_create_makes_a_statefulset_of_one_gpu_pod_pending_then_running(api, bac
     assert sts["metadata"]["labels"]["console.gpu/owner"] == "user-1"
     pod = api.cluster.get("pods", f"{NAME}-0")
     workspace = pod["spec"]["containers"][0]
-    assert workspace["resources"] == {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}
+    assert workspace["resources"] == {
+        "requests": {"nvidia.com/gpu": "2", "ephemeral-storage": "10Gi"},
+        "limits": {"nvidia.com/gpu": "2", "ephemeral-storage": "50Gi"},  # the writable layer: the disk's size
+    }
+    assert pod["metadata"]["namespace"] == "gpuc-user-1"  # its owner's namespace, not the console's
     assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
     assert pod["spec"]["nodeName"] == "gpu-a"  # pinned where the console placed it
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -81,13 +88,21 @@ def test_create_makes_a_statefulset_of_one_gpu_pod_pending_then_running(api, bac
 def test_the_pod_reads_its_secrets_from_a_secret_and_the_state_keeps_them(api, backend):
     state = backend.create(key=KEY, spec=spec())
     secret = api.cluster.get("secrets", f"{NAME}-secrets")
-    import base64
 
     assert base64.b64decode(secret["data"]["jupyter-token"]).decode() == state["secrets"]["lab"]
     assert base64.b64decode(secret["data"]["authorized_keys"]).decode() == "ssh-ed25519 AAAAC3Nza alice@laptop\n"
-    env = {e["name"]: e for e in api.cluster.get("pods", f"{NAME}-0")["spec"]["containers"][0]["env"]}
-    assert env["JUPYTER_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": f"{NAME}-secrets", "key": "jupyter-token"}
-    assert "value" not in env["JUPYTER_TOKEN"]  # never in the manifest itself
+    pod = api.cluster.get("pods", f"{NAME}-0")
+    workspace = pod["spec"]["containers"][0]
+    # Never in the environment (inherited by every child, kept by a saved image): files, read-only.
+    assert not [e for e in workspace["env"] if "valueFrom" in e or "TOKEN" in e["name"] or "PASSWORD" in e["name"]]
+    assert state["secrets"]["lab"] not in str(pod["spec"])
+    mount = next(m for m in workspace["volumeMounts"] if m["mountPath"] == "/etc/console")
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == f"{NAME}-secrets" and volume["secret"]["defaultMode"] == 0o440
+    assert {i["path"] for i in volume["secret"]["items"]} >= {"authorized_keys", "jupyter-token", "code-server.yaml"}
+    code_config = base64.b64decode(secret["data"]["code-server.yaml"]).decode()
+    assert f'hashed-password: "{state["secrets"]["code"]}"' in code_config
 
 
 def test_creating_twice_finds_the_same_machine_after_409s(api, backend):
@@ -97,8 +112,11 @@ def test_creating_twice_finds_the_same_machine_after_409s(api, backend):
     assert second == first  # the tokens were read back from the Secret, not minted again
     assert api.cluster.names("statefulsets") == [NAME]
     assert api.cluster.names("pods") == [f"{NAME}-0"]
-    creates = [r for r in api.cluster.requests if r[0] == "create"]
+    tenant = ("namespaces", "rolebindings", "networkpolicies")
+    creates = [r for r in api.cluster.requests if r[0] == "create" and r[2] not in tenant]
     assert len(creates) == 8  # four objects, each sent twice: the second time 409 AlreadyExists
+    # The tenant's namespace, the console's rights there and its fence once: this process remembers them.
+    assert [r[2] for r in api.cluster.requests if r[2] in tenant] == list(tenant)
 
 
 def test_a_name_taken_by_another_instance_is_refused_not_shared(api, backend):
@@ -133,7 +151,7 @@ def test_start_without_a_spec_keeps_the_template_and_moves_the_pin(api, backend)
     backend.start(key=KEY, state=state, node="gpu-b")
     pod = api.cluster.get("pods", f"{NAME}-0")
     assert pod["spec"]["nodeName"] == "gpu-b"
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
 
 
 def test_restart_replaces_the_pod_and_refuses_a_stopped_machine(api, backend):
@@ -180,7 +198,7 @@ def test_a_pod_that_cannot_be_scheduled_is_pending_with_the_schedulers_reason(ap
 
 
 def test_a_crash_looping_workspace_is_degraded_and_start_replaces_the_pod(api, backend):
-    api.cluster.crashing_images.add("quay.io/jupyter/pytorch-notebook:cuda12-latest")
+    api.cluster.crashing_images.add(IMAGES["pytorch-2.5-cu124"])
     state = backend.create(key=KEY, spec=spec())
     api.cluster.advance()
     observation = backend.poll(key=KEY, state=state)
@@ -205,7 +223,8 @@ def test_an_app_runs_in_its_own_container_with_the_gpus_and_a_readiness_probe(ap
     containers = {c["name"]: c for c in api.cluster.get("pods", f"{NAME}-0")["spec"]["containers"]}
     served = containers["app"]
     assert served["image"] == "vllm/vllm-openai:v0.9.0"
-    assert [*served["command"], *served["args"]] == [
+    assert served["command"][:2] == ["/bin/sh", "-c"]  # reads its key from the mounted Secret, then execs
+    assert served["args"] == [
         "vllm",
         "serve",
         "Qwen/Qwen2.5-7B",
@@ -216,11 +235,13 @@ def test_an_app_runs_in_its_own_container_with_the_gpus_and_a_readiness_probe(ap
     ]
     env = {e["name"]: e.get("value", e.get("valueFrom")) for e in served["env"]}
     assert env["HF_HOME"] == "/workspace/.hf" and env["PORT"] == "8000" and env["APP_BASE_PATH"] == f"/i/{KEY}/app"
-    # The server's own key comes from the instance's Secret; the proxy sends it as a Bearer token.
-    assert env["APP_API_KEY"]["secretKeyRef"] == {"name": f"{NAME}-secrets", "key": "app-api-key", "optional": True}
+    # The server's own key comes from the instance's Secret, as a file (never in the pod's spec); the
+    # proxy sends it as a Bearer token.
+    assert "APP_API_KEY" not in env and "/etc/console/app-api-key" in served["command"][2]
+    assert {"name": "app-key", "mountPath": "/etc/console", "readOnly": True} in served["volumeMounts"]
     assert served["readinessProbe"]["httpGet"] == {"path": f"/i/{KEY}/app/health", "port": 8000}
-    assert served["resources"]["limits"] == {"nvidia.com/gpu": "2"}
-    assert "resources" not in containers["workspace"]  # one container gets the cards
+    assert served["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert "nvidia.com/gpu" not in containers["workspace"]["resources"]["limits"]  # one container gets the cards
     assert {p["name"]: p["port"] for p in api.cluster.get("services", NAME)["spec"]["ports"]}["app"] == 8000
 
     api.cluster.unready_containers.add("app")  # the model is still loading
@@ -230,7 +251,7 @@ def test_an_app_runs_in_its_own_container_with_the_gpus_and_a_readiness_probe(ap
     api.cluster.container_set_ready("app")
     assert backend.poll(key=KEY, state=state).state == Observed.RUNNING
     target = backend.proxy_target(key=KEY, service="app")
-    assert (target.host, target.port, target.strip_prefix) == (f"{NAME}.gpu-console.svc", 8000, False)
+    assert (target.host, target.port, target.strip_prefix) == (f"{NAME}.gpuc-user-1.svc", 8000, False)
     app_key = state["secrets"]["app"]
     assert len(app_key) == 48 and target.headers == (("Authorization", f"Bearer {app_key}"),)
     assert backend.entry_points(key=KEY, state=state).web == ("lab", "code", "app")
@@ -257,12 +278,13 @@ def test_an_apps_separate_webui_runs_in_a_third_container_without_gpus(api, back
     )
     state = backend.create(key=KEY, spec=spec(app=app))
     containers = {c["name"]: c for c in api.cluster.get("pods", f"{NAME}-0")["spec"]["containers"]}
-    assert [*containers["app"]["command"], *containers["app"]["args"]][3:6] == ["--host", "0.0.0.0", "--port"]  # noqa: S104
+    assert containers["app"]["args"][3:6] == ["--host", "0.0.0.0", "--port"]  # noqa: S104
     ui = containers["webui"]
     assert ui["image"] == "ghcr.io/open-webui/open-webui:v0.3.35"
     # Open WebUI's own 8080 is code-server's in the pod: it gets a free port, named in its command.
     assert ui["args"][-1] == "exec env OPENAI_API_BASE_URL=http://127.0.0.1:8000/v1 PORT=18080 bash start.sh"
-    assert "resources" not in ui and containers["app"]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert "nvidia.com/gpu" not in ui["resources"]["limits"]
+    assert containers["app"]["resources"]["limits"]["nvidia.com/gpu"] == "2"
     ports = {p["name"]: p["port"] for p in api.cluster.get("services", NAME)["spec"]["ports"]}
     assert ports["app"] == 8000 and ports["webui"] == 18080
     api.cluster.advance()
@@ -293,8 +315,9 @@ def test_start_with_a_new_spec_replaces_the_app_and_the_service_ports(api, backe
 
 def test_volumes_are_claims_mounted_by_key_and_grow_but_never_shrink(api, backend):
     volume_key = "0b7e0000-aaaa-4bbb-8ccc-000000000001"
-    volume = backend.volume_create(key=volume_key, size_gb=100)
-    assert volume == backend.volume_create(key=volume_key, size_gb=100)  # 409: the same claim
+    volume = backend.volume_create(key=volume_key, size_gb=100, owner_ref="user-1")
+    assert volume == backend.volume_create(key=volume_key, size_gb=100, owner_ref="user-1")  # 409: the same claim
+    assert volume["namespace"] == "gpuc-user-1"  # where its owner's machines can mount it
     assert volume["size_gb"] == 100 and volume["access_mode"] == "ReadWriteOnce"
     assert backend.supports_volumes and not backend.supports_shared_write
 
@@ -325,7 +348,7 @@ def test_a_missing_volume_is_refused_and_rwx_classes_share_writes(api):
     with pytest.raises(PermanentBackendError, match="does not exist"):
         rwx.create(key=KEY, spec=spec(volumes=mounts))
 
-    volume = rwx.volume_create(key="0b7e0000-aaaa-4bbb-8ccc-000000000009", size_gb=10)
+    volume = rwx.volume_create(key="0b7e0000-aaaa-4bbb-8ccc-000000000009", size_gb=10, owner_ref="user-1")
     assert rwx.supports_shared_write and volume["access_mode"] == "ReadWriteMany"
     assert api.cluster.get("persistentvolumeclaims", "vol-0b7e0000-aaaa-4bbb-8ccc-000000000009")["spec"][
         "storageClassName"
@@ -375,7 +398,7 @@ def test_machines_lists_this_backends_statefulsets(api, backend):
     other_key = "7a000000-0000-4000-8000-000000000003"
     backend.create(key=other_key, spec=spec(node="gpu-b", gpu_count=1))
     backend.stop(key=other_key, state={})
-    elsewhere = KubernetesBackend(alias="elsewhere", options={"KUBECONFIG": str(api.kubeconfig)})
+    elsewhere = KubernetesBackend(alias="elsewhere", options={"KUBECONFIG": str(api.kubeconfig), "IMAGES": IMAGES})
     elsewhere.create(key="8b000000-0000-4000-8000-000000000004", spec=spec())
 
     machines = {m.key: m for m in backend.machines()}
@@ -407,6 +430,10 @@ def test_5xx_and_timeouts_are_transient_and_a_refusal_is_permanent_with_its_mess
         backend.create(key=KEY, spec=spec())
     api.cluster.fail_next(500)
     assert backend.poll(key=KEY, state={}).state == Observed.UNKNOWN
+    # A request the API server refuses as invalid (422) is permanent, with the server's message.
+    api.cluster.fail_next(422)
+    with pytest.raises(PermanentBackendError, match="Kubernetes refused the request: injected failure"):
+        backend.create(key=KEY, spec=spec())
 
     # The server stops answering until the test lets it go, so the timeout fires however busy the machine
     # is; only the call that is meant to time out runs with a short one.
@@ -418,10 +445,10 @@ def test_5xx_and_timeouts_are_transient_and_a_refusal_is_permanent_with_its_mess
     finally:
         api.cluster.answering.set()
 
-    # The API server checks label values: an owner label with spaces is refused as invalid (422).
-    with pytest.raises(PermanentBackendError, match=r'Kubernetes refused the request: Secret ".*" is invalid'):
+    # An owner that cannot name a namespace is refused before anything is sent.
+    with pytest.raises(PermanentBackendError, match="cannot name a Kubernetes namespace"):
         backend.create(key=KEY, spec=spec(owner_ref="user one"))
-    assert api.cluster.refused and api.cluster.names("secrets") == []
+    assert api.cluster.names("secrets") == []
 
 
 def test_wrong_credentials_are_a_plain_permanent_error(api, tmp_path):
@@ -438,8 +465,9 @@ def test_every_body_the_backend_sent_was_valid(api, backend):
     backend.stop(key=KEY, state=state)
     backend.start(key=KEY, state=state, node="gpu-b", spec=spec(node="gpu-b"))
     backend.restart(key=KEY, state=state, spec=spec(node="gpu-b"))
-    # The fake validated each against the schema (and the patched results) and refused none.
-    assert [r[0] for r in api.cluster.requests].count("create") == 4
+    # The fake validated each against the schema (and the patched results) and refused none: the
+    # tenant's namespace, its RoleBinding and NetworkPolicy, then the machine's four objects.
+    assert [r[0] for r in api.cluster.requests].count("create") == 7
     assert [r[0] for r in api.cluster.requests].count("patch") == 5  # scale, pin+scale, service, template, …
     assert api.cluster.refused == []
 
@@ -538,7 +566,7 @@ def test_the_public_models_and_datasets_are_mounted_read_only_unless_a_volume_ta
     from providers.base import VolumeMount
 
     backend = backend_for(api, PUBLIC_VOLUMES={"/models": "public-models", "/datasets": "public-datasets"})
-    backend.volume_create(key="0b7e11", size_gb=10)
+    backend.volume_create(key="0b7e11", size_gb=10, owner_ref="user-1")
     backend.create(key=KEY, spec=spec(volumes=(VolumeMount(key="0b7e11", path="/datasets/mine", read_only=True),)))
     pod = api.cluster.get("pods", f"{NAME}-0")["spec"]
     claims = {v["name"]: v.get("persistentVolumeClaim") for v in pod["volumes"]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from instances.tests.k8s_fake import fake_api_server
+from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import InstanceSpec, Observed
 from providers.kubernetes import KubernetesBackend, cluster_name, instance_name
 
@@ -26,7 +26,7 @@ def api(tmp_path):
 
 
 def backend_for(api, **options) -> KubernetesBackend:
-    return KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), **options})
+    return KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), "IMAGES": IMAGES, **options})
 
 
 def pods(api) -> dict[str, str]:

@@ -57,7 +57,7 @@ def test_two_nodes_of_eight_are_a_head_and_a_worker_that_stop_start_and_are_rele
     # The console's proxy reaches JupyterLab on the head, with the token from the instance's Secret.
     target = instance_proxy_target(instance_id=str(instance.pk), service="lab", user=rich_alice)
     token = base64.b64decode(cluster.cluster.get("secrets", f"{head}-secrets")["data"]["jupyter-token"]).decode()
-    assert (target.host, target.port) == (f"{head}.gpu-console.svc", 8888)
+    assert (target.host, target.port) == (f"{head}.gpuc-user-{rich_alice.pk}.svc", 8888)
     assert target.headers == (("Authorization", f"token {token}"),)
     assert cluster.cluster.endpoints(head) == [f"{head}-0"]  # the Service sends to the head only
 

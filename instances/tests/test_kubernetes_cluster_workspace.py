@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from instances.tests.k8s_fake import fake_api_server, parse_selector
+from instances.tests.k8s_fake import IMAGES, fake_api_server, parse_selector
 from providers.base import AppLaunch, InstanceSpec, Observed, PermanentBackendError, VolumeMount
 from providers.kubernetes import KubernetesBackend, cluster_name, instance_name
 
@@ -38,12 +38,21 @@ def api(tmp_path):
     with fake_api_server(tmp_path) as server:
         server.cluster.add_node("gpu-a", gpus=8)
         server.cluster.add_node("gpu-b", gpus=8)
-        server.cluster.add_claim("public-models")
+        # The public claim, where the tenant's pods can mount it: in the tenant's namespace.
+        server.cluster.add_namespace(
+            "gpuc-user-1", labels={"app.kubernetes.io/managed-by": "gpu-console", "console.gpu/tenant": "user-1"}
+        )
+        server.cluster.add_claim("public-models", namespace="gpuc-user-1")
         yield server
 
 
 def backend_for(api, **options) -> KubernetesBackend:
-    options = {"KUBECONFIG": str(api.kubeconfig), "PUBLIC_VOLUMES": {"/models": "public-models"}, **options}
+    options = {
+        "KUBECONFIG": str(api.kubeconfig),
+        "PUBLIC_VOLUMES": {"/models": "public-models"},
+        "IMAGES": IMAGES,
+        **options,
+    }
     return KubernetesBackend(alias="k8s", options=options)
 
 
@@ -68,7 +77,7 @@ def the_pods(api) -> tuple[dict, list[dict]]:
 
 def test_the_head_has_the_home_disk_and_the_servers_and_every_pod_the_volumes(api):
     backend = backend_for(api)
-    backend.volume_create(key=VOLUME, size_gb=100)  # ReadWriteOnce: mounted read-only on a cluster
+    backend.volume_create(key=VOLUME, size_gb=100, owner_ref="user-1")  # ReadWriteOnce: mounted read-only on a cluster
     state = backend.create(key=KEY, spec=spec(read_only=True))
     assert backend.create(key=KEY, spec=spec(read_only=True))["secrets"] == state["secrets"]  # a retry: same tokens
     api.cluster.advance()
@@ -96,7 +105,7 @@ def test_the_head_has_the_home_disk_and_the_servers_and_every_pod_the_volumes(ap
     assert backend.entry_points(key=KEY, state=state).web == ("lab", "code")
     target = backend.proxy_target(key=KEY, service="lab")
     token = base64.b64decode(api.cluster.get("secrets", f"{HEAD}-secrets")["data"]["jupyter-token"]).decode()
-    assert (target.host, target.port) == (f"{HEAD}.gpu-console.svc", 8888)
+    assert (target.host, target.port) == (f"{HEAD}.gpuc-user-1.svc", 8888)
     assert target.headers == (("Authorization", f"token {token}"),) and token == state["secrets"]["lab"]
     code = backend.proxy_target(key=KEY, service="code")
     assert code.port == 8080 and code.cookies[0][1] == state["secrets"]["code"]
@@ -125,7 +134,7 @@ def test_the_head_has_the_home_disk_and_the_servers_and_every_pod_the_volumes(ap
 
 def test_a_read_write_once_volume_written_from_several_nodes_is_refused(api):
     backend = backend_for(api)
-    backend.volume_create(key=VOLUME, size_gb=100)
+    backend.volume_create(key=VOLUME, size_gb=100, owner_ref="user-1")
     with pytest.raises(PermanentBackendError, match="read-only") as refused:
         backend.create(key=KEY, spec=spec(read_only=False))
     assert "ReadWriteOnce" in str(refused.value)
@@ -135,7 +144,7 @@ def test_a_read_write_once_volume_written_from_several_nodes_is_refused(api):
 
 def test_a_shared_volume_is_written_from_every_node(api):
     backend = backend_for(api, VOLUME_RWX=True)
-    backend.volume_create(key=VOLUME, size_gb=100)
+    backend.volume_create(key=VOLUME, size_gb=100, owner_ref="user-1")
     backend.create(key=KEY, spec=spec(read_only=False))
     head, workers = the_pods(api)
     assert claims(head)["/data"] == claims(workers[0])["/data"] == (f"vol-{VOLUME}", False)
@@ -150,7 +159,7 @@ def test_a_clusters_app_is_served_from_the_head(api):
         serves_base_path=False,
     )
     backend = backend_for(api)
-    backend.volume_create(key=VOLUME, size_gb=100)
+    backend.volume_create(key=VOLUME, size_gb=100, owner_ref="user-1")
     state = backend.create(key=KEY, spec=spec(read_only=True, app=app))
     api.cluster.advance()
     assert backend.poll(key=KEY, state=state).state == Observed.RUNNING

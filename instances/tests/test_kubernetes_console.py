@@ -37,7 +37,13 @@ def cluster(settings, tmp_path, catalogue):
             **backends(),
             "k8s": {
                 "BACKEND": "providers.kubernetes.backend.KubernetesBackend",
-                "OPTIONS": {"KUBECONFIG": str(api.kubeconfig), "REGION": "k8s-1", "REGION_NAME": "Kubernetes"},
+                "OPTIONS": {
+                    "KUBECONFIG": str(api.kubeconfig),
+                    "REGION": "k8s-1",
+                    "REGION_NAME": "Kubernetes",
+                    # The images this region has; the catalogue's others are refused at launch.
+                    "IMAGES": {"pytorch-2.5-cu124": "registry.local/workspace/pytorch:2.5.1-cuda12.4"},
+                },
             },
         }
         settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
@@ -76,7 +82,8 @@ def test_an_instance_runs_stops_starts_restarts_and_is_released(cluster, rich_al
 
     target = instance_proxy_target(instance_id=str(instance.pk), service="lab", user=rich_alice)
     token = base64.b64decode(cluster.cluster.get("secrets", f"{name}-secrets")["data"]["jupyter-token"]).decode()
-    assert (target.host, target.port) == (f"{name}.gpu-console.svc", 8888)
+    # Its Service is in its owner's namespace, where the console's proxy reaches it.
+    assert (target.host, target.port) == (f"{name}.gpuc-user-{rich_alice.pk}.svc", 8888)
     assert target.headers == (("Authorization", f"token {token}"),)
     assert instance_proxy_target(instance_id=str(instance.pk), service="lab", user=charlie) is None
 
@@ -115,6 +122,20 @@ def test_an_instance_runs_stops_starts_restarts_and_is_released(cluster, rich_al
     for plural in ("statefulsets", "pods", "services", "secrets", "persistentvolumeclaims"):
         assert cluster.cluster.list(plural) == [], plural
     assert cluster.cluster.refused == []  # every body the console's backend sent was valid
+    # The tenant's namespace stays, fenced, for their next machine (and their volumes).
+    assert cluster.cluster.get("networkpolicies", "tenant-fence", f"gpuc-user-{rich_alice.pk}") is not None
+
+
+def test_an_image_the_region_lacks_fails_the_launch_with_its_name_and_nothing_is_made(cluster, rich_alice):
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="k8s-1", image="jax-0.4-cu124")
+    instance.refresh_from_db()
+    assert instance.status == S.FAILED
+    assert "jax-0.4-cu124" in instance.status_reason_text and "not available" in instance.status_reason_text
+    # Refused before anything was made: no tenant namespace, and nothing ran under another image.
+    assert not [n for n in cluster.cluster.names("namespaces") if n.startswith("gpuc-")]
+    for plural in ("statefulsets", "pods", "secrets"):
+        assert cluster.cluster.list(plural) == [], plural
 
 
 def test_a_node_that_stops_reporting_changes_nothing_and_a_removed_one_loses_the_instance(cluster, rich_alice):

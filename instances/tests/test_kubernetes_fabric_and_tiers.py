@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from instances.tests.k8s_fake import fake_api_server, validate_manifest
+from instances.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 from providers.base import InstanceSpec, Observed, PermanentBackendError
 from providers.kubernetes import (
     KubeOptions,
@@ -21,13 +21,16 @@ from providers.kubernetes import (
 KEY = "6f1c2a9b-03de-4f00-9000-000000000009"
 RDMA = "rdma/hca_shared_devices_a"
 OPTIONS = {
+    "IMAGES": IMAGES,
     "NCCL_ENV": {"NCCL_SOCKET_IFNAME": "net1", "NCCL_IB_HCA": "mlx5"},
     "RDMA_RESOURCE": RDMA,
     "RDMA_PER_POD": 1,
     "PRIORITY_CLASSES": {"on-demand": "gpu-on-demand", "interruptible": "gpu-spot"},
     "KUEUE_PRIORITY_CLASSES": {"on-demand": "wl-on-demand", "interruptible": "wl-spot"},
 }
-SPEC = InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="pytorch-2.5-cu124", disk_gb=50, nodes=2)
+SPEC = InstanceSpec(
+    node="", gpu_model="h200", gpu_count=8, image="pytorch-2.5-cu124", disk_gb=50, nodes=2, owner_ref="user-1"
+)
 
 
 def opts(**options) -> KubeOptions:
@@ -104,12 +107,12 @@ def test_pods_carry_their_tiers_class_and_a_kueue_job_its_workload_priority(inte
 
 
 def test_without_the_options_nothing_is_added():
-    manifests = build(KubeOptions(namespace="gpu-console"))
+    manifests = build(KubeOptions(namespace="gpu-console", images=tuple(IMAGES.items())))
     job = by_kind(manifests, "Job")
     assert "priorityClassName" not in job["spec"]["template"]["spec"]
     assert "kueue.x-k8s.io/priority-class" not in job["metadata"]["labels"]
     [rank] = gpu_containers(job["spec"]["template"]["spec"])
-    assert list(rank["resources"]["limits"]) == ["nvidia.com/gpu"]
+    assert list(rank["resources"]["limits"]) == ["nvidia.com/gpu", "ephemeral-storage"]  # no RDMA
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 
-from instances.tests.k8s_fake import validate_manifest
+from instances.tests.k8s_fake import IMAGES_OPTION, validate_manifest
 from providers.base import AppLaunch, InstanceSpec, PermanentBackendError, VolumeMount
 from providers.kubernetes import (
     KubeOptions,
@@ -48,6 +49,7 @@ OPTS = KubeOptions(
     cpu_per_gpu="12",
     memory_per_gpu="96Gi",
     image_pull_secrets=("registry-cred",),
+    images=IMAGES_OPTION,
 )
 
 
@@ -58,7 +60,9 @@ def instance_manifests(opts: KubeOptions = OPTS, spec: InstanceSpec = SPEC) -> l
         service_manifest(opts, alias="k8s", key=KEY, spec=spec),
         secret_manifest(opts, alias="k8s", key=KEY, spec=spec, tokens=tokens),
         home_pvc_manifest(opts, alias="k8s", key=KEY, spec=spec),
-        volume_pvc_manifest(opts, alias="k8s", key="0b7e0000-aaaa-4bbb-8ccc-000000000001", size_gb=500),
+        volume_pvc_manifest(
+            opts, alias="k8s", key="0b7e0000-aaaa-4bbb-8ccc-000000000001", size_gb=500, owner_ref=spec.owner_ref
+        ),
     ]
 
 
@@ -81,6 +85,7 @@ def cluster(gang: str = "", spec: InstanceSpec = CLUSTER_SPEC, **changes) -> lis
         gang_scheduling=gang,
         kueue_queue="team-a" if gang == "kueue" else "",
         public_volumes=(("/models", "public-models"),),
+        images=IMAGES_OPTION,
         **changes,
     )
     return cluster_manifests(
@@ -100,7 +105,10 @@ def cluster(gang: str = "", spec: InstanceSpec = CLUSTER_SPEC, **changes) -> lis
     "manifest",
     [
         *instance_manifests(),
-        *instance_manifests(KubeOptions(namespace="n", pin_to_node=False), InstanceSpec("", "rtx-4090", 1, "x", 20)),
+        *instance_manifests(
+            KubeOptions(namespace="n", pin_to_node=False, images=IMAGES_OPTION),
+            InstanceSpec("", "rtx-4090", 1, "x", 20, owner_ref="user-8"),
+        ),
         *cluster(""),
         *cluster("kueue"),
         *cluster("coscheduling"),
@@ -149,8 +157,8 @@ def test_the_pod_requests_its_gpus_and_resources_and_is_placed_by_gpu_model_and_
     pod = instance_manifests()[0]["spec"]["template"]["spec"]
     app = next(c for c in pod["containers"] if c["name"] == "app")
     assert app["resources"] == {
-        "requests": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "768Gi"},
-        "limits": {"nvidia.com/gpu": "8", "memory": "768Gi"},
+        "requests": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "768Gi", "ephemeral-storage": "10Gi"},
+        "limits": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "768Gi", "ephemeral-storage": "200Gi"},
     }
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -159,7 +167,13 @@ def test_the_pod_requests_its_gpus_and_resources_and_is_placed_by_gpu_model_and_
     assert app["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}  # the proxy strips the prefix
 
     loose = statefulset_manifest(
-        KubeOptions(namespace="n", pin_to_node=False, gpu_label="example.com/gpu", gpu_models=(("h200", "H200"),)),
+        KubeOptions(
+            namespace="n",
+            pin_to_node=False,
+            gpu_label="example.com/gpu",
+            gpu_models=(("h200", "H200"),),
+            images=IMAGES_OPTION,
+        ),
         alias="k8s",
         key=KEY,
         spec=SPEC,
@@ -167,15 +181,21 @@ def test_the_pod_requests_its_gpus_and_resources_and_is_placed_by_gpu_model_and_
     assert "affinity" not in loose and loose["nodeSelector"] == {"example.com/gpu": "H200"}
 
 
-def test_images_map_from_slugs_with_a_default():
+def test_images_map_from_slugs_and_an_unknown_one_is_refused_by_name_never_replaced():
     opts = KubeOptions(images=(("pytorch-2.5-cu124", "registry.local/pytorch:2.5.1-cuda12.4"),))
-    plain = InstanceSpec("n", "h200", 1, "pytorch-2.5-cu124", 20)
+    plain = InstanceSpec("n", "h200", 1, "pytorch-2.5-cu124", 20, owner_ref="user-7")
     assert statefulset_manifest(opts, alias="k", key=KEY, spec=plain)["spec"]["template"]["spec"]["containers"][0][
         "image"
     ] == ("registry.local/pytorch:2.5.1-cuda12.4")
-    other = InstanceSpec("n", "h200", 1, "jax-0.4-cu124", 20)
-    workspace = statefulset_manifest(opts, alias="k", key=KEY, spec=other)["spec"]["template"]["spec"]["containers"][0]
-    assert workspace["image"] == "quay.io/jupyter/pytorch-notebook:cuda12-latest"
+    other = InstanceSpec("n", "h200", 1, "jax-0.4-cu124", 20, owner_ref="user-7")
+    with pytest.raises(PermanentBackendError, match=r"'jax-0\.4-cu124' is not available"):
+        statefulset_manifest(opts, alias="k", key=KEY, spec=other)
+    # A cluster's workers too, and the option that used to stand in for any image is not read.
+    with pytest.raises(PermanentBackendError, match=r"jax-0\.4-cu124"):
+        cluster_manifests(
+            opts, alias="k", key=KEY, spec=replace(other, nodes=2), nodes=2, gpus_per_node=1, command=("x",)
+        )
+    assert not hasattr(KubeOptions.from_options({"DEFAULT_IMAGE": "any:1"}, namespace="n", alias="a"), "default_image")
 
 
 def test_a_cluster_is_a_head_and_an_indexed_job_of_workers_that_find_each_other():
@@ -190,18 +210,18 @@ def test_a_cluster_is_a_head_and_an_indexed_job_of_workers_that_find_each_other(
     # The head's pod is <statefulset>-0 under the headless Service (its serviceName).
     assert head["spec"]["serviceName"] == service["metadata"]["name"]
     assert env["MASTER_ADDR"] == f"{head['metadata']['name']}-0.{service['metadata']['name']}"
-    assert worker["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert worker["resources"]["limits"] == {"nvidia.com/gpu": "8", "ephemeral-storage": "100Gi"}
     # Workers' ranks are 1..3: the Job's index plus one, computed by the shell, the command's argv intact.
     assert worker["command"][:2] == ["/bin/sh", "-c"] and "JOB_COMPLETION_INDEX + 1" in worker["command"][2]
     assert worker["args"] == ["torchrun", "--nnodes=4", "train.py"]
     # Every pod has the user's volume and the public claim; only the head has the home disk.
-    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
     assert claims == {"vol-0b7e0000-aaaa-4bbb-8ccc-000000000001", "public-models"}
     head_pod = head["spec"]["template"]["spec"]
     head_claims = {v["persistentVolumeClaim"]["claimName"] for v in head_pod["volumes"] if "persistentVolumeClaim" in v}
     assert head_claims == claims | {"inst-6f1c2a9b03de-home"}
     workspace = head_pod["containers"][0]
-    assert workspace["name"] == "workspace" and workspace["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert workspace["name"] == "workspace" and workspace["resources"]["limits"]["nvidia.com/gpu"] == "8"
     head_env = {e["name"]: e.get("value") for e in workspace["env"]}
     assert (head_env["NODE_RANK"], head_env["NNODES"], head_env["MASTER_ADDR"]) == ("0", "4", env["MASTER_ADDR"])
     # Both carry the cluster's label (the headless Service's selector); only the head the instance's.
@@ -233,7 +253,7 @@ def test_a_clusters_app_runs_on_the_head_behind_the_proxy_and_on_every_worker():
         node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=50, app=APP, nodes=2, owner_ref="user-7"
     )
     _service, head, job = cluster_manifests(
-        KubeOptions(namespace="gpu-console"),
+        KubeOptions(namespace="gpu-console", images=IMAGES_OPTION),
         alias="k8s",
         key=KEY,
         spec=app_spec,
@@ -246,7 +266,7 @@ def test_a_clusters_app_runs_on_the_head_behind_the_proxy_and_on_every_worker():
     containers = {c["name"]: c for c in head["spec"]["template"]["spec"]["containers"]}
     assert "nvidia.com/gpu" not in containers["workspace"].get("resources", {}).get("limits", {})
     assert containers["app"]["resources"]["limits"]["nvidia.com/gpu"] == "8"
-    assert containers["app"]["args"] == ["serve", "m", "--port", "8000"]
+    assert containers["app"]["args"] == ["vllm", "serve", "m", "--port", "8000"]
     assert {"name": "NODE_RANK", "value": "0"} in containers["app"]["env"]
     # The workers run the command with the app's placeholders filled as on the head.
     worker = job["spec"]["template"]["spec"]["containers"][0]

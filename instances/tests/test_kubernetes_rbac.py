@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from instances.tests.k8s_fake import fake_api_server, validate_manifest
+from instances.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 from providers.base import AppLaunch, InstanceSpec, VolumeMount
 from providers.kubernetes import KubernetesBackend
 
@@ -21,19 +21,43 @@ def documents() -> list[dict]:
     return [doc for doc in yaml.safe_load_all(RBAC.read_text()) if doc]
 
 
-def granted() -> set[tuple[str, str, str, str]]:
-    """(scope, group, resource, verb) for every rule: scope "namespace" (Role) or "cluster"."""
-    rules = set()
-    for doc in documents():
-        if doc["kind"] not in ("Role", "ClusterRole"):
-            continue
-        scope = "namespace" if doc["kind"] == "Role" else "cluster"
-        for rule in doc["rules"]:
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    for verb in rule["verbs"]:
-                        rules.add((scope, group, resource, verb))
-    return rules
+def _rules(doc: dict) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in doc["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+TENANT_ROLE = "gpu-console-tenant"  # the backend's OPTIONS["TENANT_ROLE"] default, bound in each tenant's namespace
+
+
+def granted() -> dict[str, set[tuple[str, str, str]]]:
+    """(group, resource, verb) by where it holds: "cluster" (a ClusterRole bound cluster-wide, so in
+    every namespace too), a namespace (a Role or ClusterRole bound there), "tenant" (the ClusterRole the
+    backend binds in each tenant's namespace)."""
+    docs = documents()
+    roles = {(d["kind"], d["metadata"]["name"]): _rules(d) for d in docs if d["kind"] in ("Role", "ClusterRole")}
+    scopes: dict[str, set] = {"cluster": set(), "tenant": roles[("ClusterRole", TENANT_ROLE)]}
+    for binding in docs:
+        if binding["kind"] == "ClusterRoleBinding":
+            scopes["cluster"] |= roles[("ClusterRole", binding["roleRef"]["name"])]
+        elif binding["kind"] == "RoleBinding":
+            scope = scopes.setdefault(binding["metadata"]["namespace"], set())
+            scope |= roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
+    return scopes
+
+
+def allowed(verb: str, group: str, resource: str, namespace: str) -> bool:
+    scopes = granted()
+    if (group, resource, verb) in scopes["cluster"]:
+        return True
+    if not namespace:
+        return False
+    scope = scopes["tenant"] if namespace.startswith("gpuc-") else scopes.get(namespace, set())
+    return (group, resource, verb) in scope
 
 
 @pytest.mark.parametrize("document", documents(), ids=lambda d: f"{d['kind']}-{d['metadata']['name']}")
@@ -57,10 +81,11 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         api.cluster.add_node("gpu-a", gpus=8)
         api.cluster.add_node("gpu-b", gpus=8)
         backend = KubernetesBackend(
-            alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), "GANG_SCHEDULING": "coscheduling"}
+            alias="k8s",
+            options={"KUBECONFIG": str(api.kubeconfig), "GANG_SCHEDULING": "coscheduling", "IMAGES": IMAGES},
         )
         key = "6f1c2a9b-03de-4f00-9000-000000000001"
-        volume = backend.volume_create(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", size_gb=10)
+        volume = backend.volume_create(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", size_gb=10, owner_ref="user-1")
         backend.volume_resize(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", state=volume, size_gb=20)
         app = AppLaunch(name="a", argv=("serve", "{port}"), image="a:1", port=7000)
         spec = InstanceSpec(
@@ -69,6 +94,7 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
             gpu_count=1,
             image="x",
             disk_gb=20,
+            owner_ref="user-1",
             app=app,
             volumes=(VolumeMount(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", path="/data"),),
         )
@@ -97,19 +123,31 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         backend.start(key=key, state=cluster, node="", spec=cluster_spec)
         backend.cluster_destroy(key=key, state=cluster)
         backend.volume_destroy(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", state=volume)
-        made = set(api.cluster.requests)
+        made = set(api.cluster.scoped_requests)
+        bindings = [b for b in api.cluster.list("rolebindings") if b["metadata"]["namespace"].startswith("gpuc-")]
 
-    rules = granted()
-    missing = {
-        (verb, group, resource)
-        for verb, group, resource in made
-        if (("cluster" if resource.startswith("nodes") else "namespace"), group, resource, verb) not in rules
-    }
+    missing = {request for request in made if not allowed(*request)}
     assert missing == set()
     assert {r[2] for r in made} >= {"statefulsets", "pods", "services", "secrets", "persistentvolumeclaims", "jobs"}
-    assert ("watch", "", "pods") in made
-    assert ("get", "", "pods/proxy") in made  # the DCGM exporter's metrics (Role gpu-console-dcgm)
+    assert ("watch", "", "pods", "") in made  # one watch across the tenants' namespaces
+    assert ("get", "", "pods/proxy", "gpu-operator") in made  # the DCGM exporter's metrics (Role gpu-console-dcgm)
+    # The machine's objects were made in its tenant's namespace, where the backend bound the tenant role.
+    assert ("create", "apps", "statefulsets", "gpuc-user-1") in made
+    assert [(b["roleRef"]["kind"], b["roleRef"]["name"], b["subjects"]) for b in bindings] == [
+        ("ClusterRole", TENANT_ROLE, [{"kind": "ServiceAccount", "name": "gpu-console", "namespace": "gpu-console"}])
+    ]
+
+
+def test_no_secret_nor_pod_of_any_namespace_is_writable_or_readable_cluster_wide():
+    cluster = granted()["cluster"]
+    assert not [rule for rule in cluster if rule[1] in ("secrets", "networkpolicies", "resourcequotas")]
+    assert not [
+        rule
+        for rule in cluster
+        if rule[1] in ("pods", "services", "statefulsets", "jobs") and rule[2] not in ("list", "watch")
+    ]
+    assert ("", "namespaces", "delete") not in cluster
 
 
 def test_the_kubelet_proxy_is_not_granted_by_default():
-    assert not any(resource == "nodes/proxy" for _scope, _group, resource, _verb in granted())
+    assert not any(resource == "nodes/proxy" for rules in granted().values() for _group, resource, _verb in rules)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from instances.tests.k8s_fake import fake_api_server
+from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import GpuSample, InstanceSpec
 from providers.kubernetes import KubernetesBackend, instance_name
 from providers.kubernetes.dcgm import parse_exposition, samples_by_pod
@@ -58,8 +58,12 @@ def api(tmp_path):
 
 
 def _running(api) -> tuple[KubernetesBackend, dict]:
-    backend = KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), "REGION": "k8s-1"})
-    spec = InstanceSpec(node="gpu-a", gpu_model="h200", gpu_count=2, image="pytorch-2.5-cu124", disk_gb=20)
+    backend = KubernetesBackend(
+        alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), "REGION": "k8s-1", "IMAGES": IMAGES}
+    )
+    spec = InstanceSpec(
+        node="gpu-a", gpu_model="h200", gpu_count=2, image="pytorch-2.5-cu124", disk_gb=20, owner_ref="user-1"
+    )
     state = backend.create(key=KEY, spec=spec)
     api.cluster.advance()
     return backend, state
@@ -67,7 +71,9 @@ def _running(api) -> tuple[KubernetesBackend, dict]:
 
 def test_the_backend_reads_the_exporter_of_the_node_its_pod_runs_on(api):
     backend, state = _running(api)
-    api.cluster.add_dcgm_exporter("gpu-a", RECORDING.replace("{pod}", POD))
+    # The instance's pod runs in its tenant's namespace, as the exporter labels it.
+    recording = RECORDING.replace("{pod}", POD).replace('namespace="gpu-console"', 'namespace="gpuc-user-1"')
+    api.cluster.add_dcgm_exporter("gpu-a", recording)
     samples = backend.gpu_samples(machines=[(KEY, state), ("never-made", {})], at=NOW)
     assert list(samples) == [KEY]
     assert [(s.card, s.utilization_pct, s.memory_total_mib) for s in samples[KEY]] == [(0, 97, 143771), (1, 41, 143771)]

@@ -50,6 +50,7 @@ from providers.kubernetes.manifests import (
     secret_manifest,
     service_manifest,
     statefulset_manifest,
+    tenant_manifests,
     volume_pvc_manifest,
 )
 from providers.kubernetes.names import (
@@ -66,6 +67,7 @@ from providers.kubernetes.names import (
     LABEL_CLUSTER,
     LABEL_INSTANCE,
     LABEL_MANAGED,
+    LABEL_TENANT,
     LABEL_VOLUME,
     MANAGED_BY,
     SSH,
@@ -136,6 +138,8 @@ class KubernetesBackend(
         self._api_objects: tuple | None = None
         self._opts: KubeOptions | None = None
         self._targets: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._namespaces: dict[str, str] = {}  # machine key -> its tenant's namespace, as found
+        self._tenants: set[str] = set()  # tenants' namespaces made (or found) fenced by this process
 
     # --- the client -------------------------------------------------------------------------------
 
@@ -182,10 +186,11 @@ class KubernetesBackend(
 
     @property
     def namespace(self) -> str:
+        """The console's own namespace (``NAMESPACE``); tenants' machines live in their own."""
         return self.opts.namespace
 
     def _apis(self):
-        """The four API groups the backend uses, made once (building them imports the whole client)."""
+        """The API groups the backend uses, made once (building them imports the whole client)."""
         if self._api_objects is None:
             self._connect()
             self._api_objects = (
@@ -193,6 +198,8 @@ class KubernetesBackend(
                 client.AppsV1Api(self._api_client),
                 client.BatchV1Api(self._api_client),
                 client.CustomObjectsApi(self._api_client),
+                client.NetworkingV1Api(self._api_client),
+                client.RbacAuthorizationV1Api(self._api_client),
             )
         return self._api_objects
 
@@ -211,6 +218,14 @@ class KubernetesBackend(
     @property
     def custom(self):
         return self._apis()[3]
+
+    @property
+    def networking(self):
+        return self._apis()[4]
+
+    @property
+    def rbac(self):
+        return self._apis()[5]
 
     def _call(self, method: Callable, *args, _text: bool = False, **kwargs):
         """Call the API; return the answer as a plain dict (as the API server wrote it).
@@ -244,11 +259,12 @@ class KubernetesBackend(
     def _create(self, method: Callable, read: Callable, manifest: dict, *, key: str = "", label: str = LABEL_INSTANCE):
         """Create ``manifest``; if it exists, return the existing object (it must belong to ``key``)."""
         name = manifest["metadata"]["name"]
+        namespace = manifest["metadata"]["namespace"]
         try:
-            return self._call(method, self.namespace, manifest)
+            return self._call(method, namespace, manifest)
         except _AlreadyExists:
             try:
-                existing = self._call(read, name, self.namespace)
+                existing = self._call(read, name, namespace)
             except _NotFound as exc:  # deleted between the two calls: let the retry create it
                 raise TransientBackendError(f"{name} was being deleted; try again.") from exc
             owner = ((existing.get("metadata") or {}).get("labels") or {}).get(label)
@@ -258,9 +274,80 @@ class KubernetesBackend(
                 ) from None
             return existing
 
-    def _delete(self, method: Callable, name: str, **kwargs) -> None:
+    def _delete(self, method: Callable, name: str, *, namespace: str, **kwargs) -> None:
         with contextlib.suppress(_NotFound):
-            self._call(method, name, self.namespace, **kwargs)
+            self._call(method, name, namespace, **kwargs)
+
+    # --- tenants' namespaces ---------------------------------------------------------------------------
+
+    def _ns(self, key: str, state: dict | None = None, spec: InstanceSpec | None = None) -> str:
+        """The namespace machine ``key`` lives in: the one its state recorded (a machine made before
+        tenants had namespaces recorded the console's), else its owner's (``names.tenant_namespace``)
+        when the spec is at hand, else the one this process saw it in, else where the API finds its
+        Service (one list across namespaces, then remembered: a machine never moves)."""
+        if (state or {}).get("namespace"):
+            namespace = state["namespace"]
+        elif spec is not None:
+            namespace = self.opts.tenant_namespace(spec.owner_ref)
+        elif key in self._namespaces:
+            return self._namespaces[key]
+        else:
+            found = self._call(
+                self.core.list_service_for_all_namespaces, label_selector=self._selector(f"{LABEL_INSTANCE}={key}")
+            )
+            items = (found or {}).get("items") or []
+            if not items:
+                return self.namespace  # not (or no longer) anywhere: reads answer "gone"
+            namespace = items[0]["metadata"]["namespace"]
+        self._namespaces[key] = namespace
+        return namespace
+
+    def _tenant_ensure(self, owner_ref: str) -> str:
+        """The tenant's namespace and its fence (``manifests.tenant_manifests``), made before any of its
+        objects: a pod never runs there unfenced. What exists is kept, the policy brought up to date (the
+        options may have changed); a namespace of that name that is not this console's is refused."""
+        manifests = tenant_manifests(self.opts, owner_ref=owner_ref)
+        namespace = manifests[0]["metadata"]["name"]
+        if namespace in self._tenants:
+            return namespace
+        try:
+            self._call(self.core.create_namespace, manifests[0])
+        except _AlreadyExists:
+            try:
+                existing = self._call(self.core.read_namespace, namespace)
+            except _NotFound as exc:
+                raise TransientBackendError(f"The namespace {namespace} was being deleted; try again.") from exc
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            if labels.get(LABEL_MANAGED) != MANAGED_BY or labels.get(LABEL_TENANT) != owner_ref:
+                raise PermanentBackendError(f"The namespace {namespace} exists and is not this tenant's.") from None
+        for manifest in manifests[1:]:
+            create, patch = {
+                "RoleBinding": (self.rbac.create_namespaced_role_binding, self.rbac.patch_namespaced_role_binding),
+                "NetworkPolicy": (
+                    self.networking.create_namespaced_network_policy,
+                    self.networking.patch_namespaced_network_policy,
+                ),
+                "ResourceQuota": (
+                    self.core.create_namespaced_resource_quota,
+                    self.core.patch_namespaced_resource_quota,
+                ),
+            }[manifest["kind"]]
+            try:
+                self._call(create, namespace, manifest)
+            except _AlreadyExists:
+                self._call(
+                    patch,
+                    manifest["metadata"]["name"],
+                    namespace,
+                    {
+                        "metadata": {"labels": manifest["metadata"]["labels"]},
+                        # Everything but the kind and the roleRef (immutable): the spec, or the subjects.
+                        **{k: v for k, v in manifest.items() if k not in ("apiVersion", "kind", "metadata", "roleRef")},
+                    },
+                    _content_type="application/merge-patch+json",
+                )
+        self._tenants.add(namespace)
+        return namespace
 
     def _selector(self, extra: str = "") -> str:
         base = f"{LABEL_MANAGED}={MANAGED_BY},{LABEL_BACKEND}={self.alias}"
@@ -304,6 +391,7 @@ class KubernetesBackend(
         The Secret first: a retry reads the tokens it holds instead of minting new ones. A cluster
         (``spec.nodes`` > 1) is its head and workers instead (``cluster_create``).
         """
+        self.opts.image_for(spec.image)  # an image this region lacks is refused before anything is made
         if spec.nodes > 1:
             return self._cluster_start(key, spec)
         self._volumes_check(spec)
@@ -315,12 +403,13 @@ class KubernetesBackend(
             key=key,
         )
         node = ((sts.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE, spec.node)
-        return self._state(key, node=node, gpus=spec.gpu_count, tokens=tokens)
+        return self._state(key, node=node, gpus=spec.gpu_count, tokens=tokens, namespace=self._ns(key, spec=spec))
 
-    def _state(self, key: str, *, node: str, gpus: int, tokens: dict) -> dict:
+    def _state(self, key: str, *, node: str, gpus: int, tokens: dict, namespace: str) -> dict:
+        ns = namespace
         return {
             "v": STATE_VERSION,
-            "namespace": self.namespace,
+            "namespace": ns,
             "name": instance_name(key),
             "node": node,
             "gpus": gpus,
@@ -328,20 +417,21 @@ class KubernetesBackend(
         }
 
     def _volumes_check(self, spec: InstanceSpec) -> None:
+        ns = self.opts.tenant_namespace(spec.owner_ref)
         for mount in spec.volumes:
             try:
-                self._call(self.core.read_namespaced_persistent_volume_claim, volume_name(mount.key), self.namespace)
+                self._call(self.core.read_namespaced_persistent_volume_claim, volume_name(mount.key), ns)
             except _NotFound as exc:
                 raise PermanentBackendError(f"The volume {mount.key} does not exist in this region.") from exc
 
-    def _read_sts(self, key: str) -> dict:
+    def _read_sts(self, key: str, ns: str) -> dict:
         try:
-            return self._call(self.apps.read_namespaced_stateful_set, instance_name(key), self.namespace)
+            return self._call(self.apps.read_namespaced_stateful_set, instance_name(key), ns)
         except _NotFound as exc:
             raise PermanentBackendError("The machine no longer exists.") from exc
 
-    def _pods(self, key: str) -> list[dict]:
-        found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_INSTANCE}={key}")
+    def _pods(self, key: str, ns: str) -> list[dict]:
+        found = self._call(self.core.list_namespaced_pod, ns, label_selector=f"{LABEL_INSTANCE}={key}")
         return found.get("items") or []
 
     # --- GPU samples: the DCGM exporter of each node, through the API server (providers.kubernetes.dcgm) ---
@@ -353,8 +443,9 @@ class KubernetesBackend(
         if not self.opts.dcgm_namespace:
             return {}
         wanted = {key for key, _state in machines}
-        found = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=self._selector()) or {}
-        owners: dict[str, tuple[str, int]] = {}  # pod name -> (instance key, rank)
+        # Every tenant's namespace at once: the pods carry the alias's labels wherever they are.
+        found = self._call(self.core.list_pod_for_all_namespaces, label_selector=self._selector()) or {}
+        owners: dict[tuple[str, str], tuple[str, int]] = {}  # (namespace, pod name) -> (instance key, rank)
         nodes: set[str] = set()
         for pod in found.get("items") or []:
             labels = pod["metadata"].get("labels") or {}
@@ -364,7 +455,7 @@ class KubernetesBackend(
                 continue
             index = labels.get(JOB_INDEX_LABEL, "0")
             rank = 0 if labels.get(LABEL_INSTANCE) else 1 + (int(index) if index.isdigit() else 0)
-            owners[pod["metadata"]["name"]] = (key, rank)
+            owners[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = (key, rank)
             nodes.add(node)
         exporters = (
             self._call(self.core.list_namespaced_pod, self.opts.dcgm_namespace, label_selector=self.opts.dcgm_selector)
@@ -375,7 +466,8 @@ class KubernetesBackend(
             for p in exporters.get("items") or []
             if (p.get("status") or {}).get("phase") == "Running"
         }
-        by_pod: dict[str, list[GpuSample]] = {}
+        by_pod: dict[tuple[str, str], list[GpuSample]] = {}
+        namespaces = {namespace for namespace, _pod in owners}
         for node in sorted(nodes):
             if node not in exporter_on:
                 continue
@@ -390,7 +482,10 @@ class KubernetesBackend(
             except (BackendError, _NotFound):
                 logger.warning("the DCGM exporter on %s did not answer", node, exc_info=True)
                 continue
-            by_pod.update(samples_by_pod(text, namespace=self.namespace))
+            for namespace in namespaces:
+                by_pod.update(
+                    ((namespace, pod), cards) for pod, cards in samples_by_pod(text, namespace=namespace).items()
+                )
         samples: dict[str, list[GpuSample]] = {}
         for pod_name, (key, _rank) in sorted(owners.items(), key=lambda item: (item[1][1], item[0])):
             if pod_name not in by_pod:
@@ -413,18 +508,21 @@ class KubernetesBackend(
         A Job still being deleted (a stop or restart a moment ago) cannot be made again yet: a
         transient error, so the task retries once Kubernetes has finished deleting it.
         """
+        ns = self._ns(key, spec=spec)
         try:
-            job = self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
+            job = self._call(self.batch.read_namespaced_job, cluster_name(key), ns)
         except _NotFound:
             job = None
         if job is not None and (job.get("metadata") or {}).get("deletionTimestamp"):
             raise TransientBackendError("The cluster's previous run is still ending; try again shortly.")
         if job is not None and condition(job, "Failed").get("status") == "True":
             # A failed run (a rank died) is replaced on start: delete it now, make it at the retry.
-            self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background")
+            self._delete(
+                self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background", namespace=ns
+            )
             raise TransientBackendError("The cluster's failed run is being removed; try again shortly.")
         self._forget(key)
-        self._cluster_mark_stopped(key, False)
+        self._cluster_mark_stopped(key, False, ns)
         command = self._cluster_command(spec)
         state = self.cluster_create(key=key, nodes=spec.nodes, gpus_per_node=spec.gpu_count, spec=spec, command=command)
         # The head outlives a stop (scaled to zero): bring it back with this start's template (app,
@@ -439,26 +537,26 @@ class KubernetesBackend(
         self._call(
             self.apps.patch_namespaced_stateful_set,
             instance_name(key),
-            self.namespace,
+            ns,
             [
                 {"op": "replace", "path": "/spec/template", "value": head["spec"]["template"]},
                 {"op": "replace", "path": "/spec/replicas", "value": 1},
             ],
         )
-        self._replace_service_ports(key, spec)
-        for pod in self._pods(key):
+        self._replace_service_ports(key, spec, ns)
+        for pod in self._pods(key, ns):
             if observe_pod(pod).state == Observed.DEGRADED:
-                self._delete(self.core.delete_namespaced_pod, pod["metadata"]["name"])
+                self._delete(self.core.delete_namespaced_pod, pod["metadata"]["name"], namespace=ns)
         return {**state, "cluster": True, "gpus": spec.gpu_count}
 
-    def _cluster_mark_stopped(self, key: str, stopped: bool) -> None:
+    def _cluster_mark_stopped(self, key: str, stopped: bool, ns: str) -> None:
         """Say on the cluster's Service that it was stopped on purpose: the console does not keep the
         state a stop returns, so the provider is where a poll tells "stopped" from "its Job was lost"."""
         with contextlib.suppress(_NotFound):
             self._call(
                 self.core.patch_namespaced_service,
                 cluster_name(key),
-                self.namespace,
+                ns,
                 {"metadata": {"annotations": {ANNOTATION_STOPPED: "true" if stopped else None}}},
                 _content_type="application/merge-patch+json",
             )
@@ -466,14 +564,15 @@ class KubernetesBackend(
     def _cluster_stop(self, key: str, state: dict) -> dict:
         """Delete the workers' Job and scale the head to zero (the pods, and their cards, go); the
         Services, the Secret and the head's home disk stay for the next start."""
+        ns = self._ns(key, state)
         self._forget(key)
-        self._cluster_mark_stopped(key, True)
-        self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background")
+        self._cluster_mark_stopped(key, True, ns)
+        self._delete(self.batch.delete_namespaced_job, cluster_name(key), propagation_policy="Background", namespace=ns)
         with contextlib.suppress(_NotFound):
             self._call(
                 self.apps.patch_namespaced_stateful_set,
                 instance_name(key),
-                self.namespace,
+                ns,
                 {"spec": {"replicas": 0}},
                 _content_type="application/merge-patch+json",
             )
@@ -483,7 +582,7 @@ class KubernetesBackend(
                     self.custom.delete_namespaced_custom_object,
                     "scheduling.x-k8s.io",
                     "v1alpha1",
-                    self.namespace,
+                    ns,
                     "podgroups",
                     cluster_name(key),
                 )
@@ -491,7 +590,8 @@ class KubernetesBackend(
 
     def _cluster_observe(self, key: str, state: dict) -> Observation:
         try:
-            service = self._call(self.core.read_namespaced_service, cluster_name(key), self.namespace)
+            ns = self._ns(key, state)
+            service = self._call(self.core.read_namespaced_service, cluster_name(key), ns)
         except _NotFound:
             service = None
         except TransientBackendError as exc:
@@ -500,9 +600,9 @@ class KubernetesBackend(
         if not stopped:
             return self.cluster_poll(key=key, state=state)
         try:
-            self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
+            self._call(self.batch.read_namespaced_job, cluster_name(key), ns)
         except _NotFound:
-            if not self._pods(key):  # the head's pod too
+            if not self._pods(key, ns):  # the head's pod too
                 return Observation(Observed.STOPPED)
         except TransientBackendError as exc:
             return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
@@ -519,15 +619,16 @@ class KubernetesBackend(
             if spec is None:
                 raise PermanentBackendError("A cluster starts only with its spec.")
             return {**state, **self._cluster_start(key, spec)}
+        ns = self._ns(key, state, spec)
         self._forget(key)
-        sts = self._read_sts(key)
+        sts = self._read_sts(key, ns)
         name = instance_name(key)
         ops: list[dict] = []
         if spec is not None:
             spec = _with_node(spec, node)
             self._volumes_check(spec)
             ops.append({"op": "replace", "path": "/spec/template", "value": self._template(key, spec)})
-            self._replace_service_ports(key, spec)
+            self._replace_service_ports(key, spec, ns)
         elif node:
             template = ((sts.get("spec") or {}).get("template") or {}).get("spec") or {}
             if self.opts.pin_to_node:
@@ -542,23 +643,24 @@ class KubernetesBackend(
             }
         )
         ops.append({"op": "replace", "path": "/spec/replicas", "value": 1})
-        self._call(self.apps.patch_namespaced_stateful_set, name, self.namespace, ops)
-        for pod in self._pods(key):
+        self._call(self.apps.patch_namespaced_stateful_set, name, ns, ops)
+        for pod in self._pods(key, ns):
             if observe_pod(pod).state == Observed.DEGRADED:
-                self._delete(self.core.delete_namespaced_pod, pod["metadata"]["name"])
+                self._delete(self.core.delete_namespaced_pod, pod["metadata"]["name"], namespace=ns)
         gpus = int(annotations.get(ANNOTATION_GPUS) or state.get("gpus") or 0)
-        return {**self._state(key, node=node, gpus=gpus, tokens=self._tokens(key, state)), **_extra(state)}
+        tokens = self._tokens(key, state)
+        return {**self._state(key, node=node, gpus=gpus, tokens=tokens, namespace=ns), **_extra(state)}
 
     def _template(self, key: str, spec: InstanceSpec) -> dict:
         return pod_template(self.opts, alias=self.alias, key=key, spec=spec)
 
-    def _replace_service_ports(self, key: str, spec: InstanceSpec) -> None:
+    def _replace_service_ports(self, key: str, spec: InstanceSpec, ns: str) -> None:
         ports = service_manifest(self.opts, alias=self.alias, key=key, spec=spec)["spec"]["ports"]
         try:
             self._call(
                 self.core.patch_namespaced_service,
                 instance_name(key),
-                self.namespace,
+                ns,
                 [{"op": "replace", "path": "/spec/ports", "value": ports}],
             )
         except _NotFound:
@@ -575,12 +677,13 @@ class KubernetesBackend(
         A cluster's Job is deleted instead (see the class's docstring)."""
         if state.get("cluster"):
             return self._cluster_stop(key, state)
+        ns = self._ns(key, state)
         self._forget(key)
         try:
             self._call(
                 self.apps.patch_namespaced_stateful_set,
                 instance_name(key),
-                self.namespace,
+                ns,
                 {"spec": {"replicas": 0}},
                 _content_type="application/merge-patch+json",
             )
@@ -598,8 +701,9 @@ class KubernetesBackend(
                 raise PermanentBackendError("A cluster restarts only with its spec.")
             stopped = self._cluster_stop(key, state)
             return {**stopped, **self._cluster_start(key, spec)}
+        ns = self._ns(key, state, spec)
         self._forget(key)
-        sts = self._read_sts(key)
+        sts = self._read_sts(key, ns)
         if not (sts.get("spec") or {}).get("replicas"):
             raise PermanentBackendError("Only a running machine can be restarted.")
         if spec is not None:
@@ -609,11 +713,11 @@ class KubernetesBackend(
             self._call(
                 self.apps.patch_namespaced_stateful_set,
                 instance_name(key),
-                self.namespace,
+                ns,
                 [{"op": "replace", "path": "/spec/template", "value": self._template(key, spec)}],
             )
-            self._replace_service_ports(key, spec)
-        self._delete(self.core.delete_namespaced_pod, f"{instance_name(key)}-0")
+            self._replace_service_ports(key, spec, ns)
+        self._delete(self.core.delete_namespaced_pod, f"{instance_name(key)}-0", namespace=ns)
         return dict(state)
 
     def destroy(self, *, key: str, state: dict) -> None:
@@ -624,12 +728,13 @@ class KubernetesBackend(
             self.cluster_destroy(key=key, state=state)
             if state:
                 return
+        ns = self._ns(key, state)
         self._forget(key)
         name = instance_name(key)
-        self._delete(self.apps.delete_namespaced_stateful_set, name, propagation_policy="Background")
-        self._delete(self.core.delete_namespaced_service, name)
-        self._delete(self.core.delete_namespaced_secret, f"{name}-secrets")
-        self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{name}-home")
+        self._delete(self.apps.delete_namespaced_stateful_set, name, propagation_policy="Background", namespace=ns)
+        self._delete(self.core.delete_namespaced_service, name, namespace=ns)
+        self._delete(self.core.delete_namespaced_secret, f"{name}-secrets", namespace=ns)
+        self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{name}-home", namespace=ns)
 
     def poll(self, *, key: str, state: dict) -> Observation:
         if state.get("cluster"):
@@ -638,18 +743,18 @@ class KubernetesBackend(
             except (TransientBackendError, PermanentBackendError) as exc:
                 return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
         try:
-            return self._poll(key)
+            return self._poll(key, self._ns(key, state))
         except (TransientBackendError, PermanentBackendError) as exc:
             # Unreachable, or refusing the console's credentials or configuration: it cannot tell,
             # and a machine it cannot see is not thereby gone.
             return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
 
-    def _poll(self, key: str) -> Observation:
+    def _poll(self, key: str, ns: str) -> Observation:
         try:
-            sts = self._call(self.apps.read_namespaced_stateful_set, instance_name(key), self.namespace)
+            sts = self._call(self.apps.read_namespaced_stateful_set, instance_name(key), ns)
         except _NotFound:
             return Observation(Observed.GONE)
-        pods = self._pods(key)
+        pods = self._pods(key, ns)
         return self._observe(sts, pods[0] if pods else None, self._read_node)
 
     def _read_node(self, name: str) -> dict | None:
@@ -662,8 +767,9 @@ class KubernetesBackend(
         return observe_machine(sts, pod, node_of, pin_to_node=self.opts.pin_to_node)
 
     def machines(self) -> list[MachineInfo]:
-        sets = self._call(self.apps.list_namespaced_stateful_set, self.namespace, label_selector=self._selector())
-        pods = self._call(self.core.list_namespaced_pod, self.namespace, label_selector=self._selector(LABEL_INSTANCE))
+        """Every tenant's machines: one list of each kind across namespaces, by this alias's labels."""
+        sets = self._call(self.apps.list_stateful_set_for_all_namespaces, label_selector=self._selector())
+        pods = self._call(self.core.list_pod_for_all_namespaces, label_selector=self._selector(LABEL_INSTANCE))
         nodes = {n["metadata"]["name"]: n for n in (self._call(self.core.list_node) or {}).get("items") or []}
         by_key: dict[str, dict] = {}
         for pod in pods.get("items") or []:
@@ -675,6 +781,7 @@ class KubernetesBackend(
             key = (meta.get("labels") or {}).get(LABEL_INSTANCE)
             if not key:
                 continue
+            self._namespaces[key] = meta.get("namespace") or self.namespace
             if LABEL_CLUSTER in (meta.get("labels") or {}):
                 heads[key] = sts  # a cluster's head: one machine with its workers (below)
                 continue
@@ -687,11 +794,11 @@ class KubernetesBackend(
                     node=((pod or {}).get("spec") or {}).get("nodeName") or annotations.get(ANNOTATION_NODE, ""),
                     cards=int(annotations.get(ANNOTATION_GPUS) or 0),
                     observed=observed,
-                    extra={"name": meta.get("name"), "namespace": self.namespace},
+                    extra={"name": meta.get("name"), "namespace": meta.get("namespace")},
                 )
             )
         # Clusters (their workers' Jobs and heads): running once every pod is ready, as ``cluster_poll`` says.
-        jobs = self._call(self.batch.list_namespaced_job, self.namespace, label_selector=self._selector(LABEL_CLUSTER))
+        jobs = self._call(self.batch.list_job_for_all_namespaces, label_selector=self._selector(LABEL_CLUSTER))
         for job in jobs.get("items") or []:
             key = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER)
             if not key:
@@ -706,7 +813,7 @@ class KubernetesBackend(
                     observed=observe_cluster_job(job, head=head_seen),
                     extra={
                         "name": (job.get("metadata") or {}).get("name"),
-                        "namespace": self.namespace,
+                        "namespace": (job.get("metadata") or {}).get("namespace"),
                         "cluster": True,
                     },
                 )
@@ -723,7 +830,7 @@ class KubernetesBackend(
                     observed=Observed.STOPPED
                     if self._observe(head, by_key.get(key), nodes.get).state == Observed.STOPPED
                     else Observed.GONE,
-                    extra={"name": meta.get("name"), "namespace": self.namespace, "cluster": True},
+                    extra={"name": meta.get("name"), "namespace": meta.get("namespace"), "cluster": True},
                 )
             )
         return machines
@@ -745,7 +852,8 @@ class KubernetesBackend(
         if resource_version:
             kwargs["resource_version"] = resource_version
         try:
-            for event in stream.stream(self.core.list_namespaced_pod, self.namespace, **kwargs):
+            # Every tenant's namespace: one watch across them, by this alias's labels.
+            for event in stream.stream(self.core.list_pod_for_all_namespaces, **kwargs):
                 pod = event["object"]
                 meta = pod.get("metadata") or {}
                 yield PodEvent(
@@ -772,7 +880,7 @@ class KubernetesBackend(
         ssh_port = None
         service = {}
         with contextlib.suppress(_NotFound, TransientBackendError, PermanentBackendError):
-            service = self._call(self.core.read_namespaced_service, instance_name(key), self.namespace)
+            service = self._call(self.core.read_namespaced_service, instance_name(key), self._ns(key, state))
         named = {port.get("name"): port for port in (service.get("spec") or {}).get("ports") or []}
         # A deployment's app (and its WebUI) are served wherever the Service has their ports.
         web += tuple(s for s in (APP, WEBUI) if s in named)
@@ -788,15 +896,16 @@ class KubernetesBackend(
         if SSH not in self.opts.services:
             return None
         name = instance_name(key)
+        ns = self._ns(key)
         try:
-            svc = self._call(self.core.read_namespaced_service, name, self.namespace)
+            svc = self._call(self.core.read_namespaced_service, name, ns)
         except _NotFound:
             return None
         port = next((p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("name") == SSH), None)
         number = (port or {}).get("nodePort") if self.opts.service_type == "NodePort" else (port or {}).get("port")
         if not number:
             return None
-        host = self.opts.proxy_host.format(service=name, namespace=self.namespace, key=key)
+        host = self.opts.proxy_host.format(service=name, namespace=ns, key=key)
         return SshTarget(host=host, port=int(number), user=self.opts.ssh_user)
 
     def proxy_target(self, *, key: str, service: str):
@@ -816,21 +925,22 @@ class KubernetesBackend(
         if service not in (LAB, CODE, APP, WEBUI) or (service in (LAB, CODE) and service not in self.opts.services):
             return None
         name = instance_name(key)
+        ns = self._ns(key)
         try:
-            svc = self._call(self.core.read_namespaced_service, name, self.namespace)
+            svc = self._call(self.core.read_namespaced_service, name, ns)
         except _NotFound:
             return None
         port = next((p for p in (svc.get("spec") or {}).get("ports") or [] if p.get("name") == service), None)
         if port is None:
             return None
-        host = self.opts.proxy_host.format(service=name, namespace=self.namespace, key=key)
+        host = self.opts.proxy_host.format(service=name, namespace=ns, key=key)
         # A console outside the cluster reaches a NodePort Service on a node's address (PROXY_HOST).
         number = port.get("nodePort") if self.opts.service_type == "NodePort" else port["port"]
         if not number:
             return None
         tokens = self._tokens(key, {})
         if service in (APP, WEBUI):
-            sts = self._read_sts(key)
+            sts = self._read_sts(key, ns)
             template_meta = sts["spec"]["template"].get("metadata") or {}
             annotation = ANNOTATION_APP_BASE if service == APP else ANNOTATION_WEBUI_BASE
             serves_base = (template_meta.get("annotations") or {}).get(annotation) == "true"
@@ -857,7 +967,7 @@ class KubernetesBackend(
         if (state.get("secrets") or {}).get(LAB):
             return state["secrets"]
         try:
-            secret = self._call(self.core.read_namespaced_secret, f"{instance_name(key)}-secrets", self.namespace)
+            secret = self._call(self.core.read_namespaced_secret, f"{instance_name(key)}-secrets", self._ns(key, state))
         except _NotFound as exc:
             raise PermanentBackendError("The machine's secrets are gone.") from exc
         return _secret_tokens(secret)
@@ -868,39 +978,44 @@ class KubernetesBackend(
 
     # --- volumes --------------------------------------------------------------------------------------------
 
-    def volume_create(self, *, key: str, size_gb: int) -> dict:
+    def volume_create(self, *, key: str, size_gb: int, owner_ref: str = "") -> dict:
+        """The volume's claim, in its owner's namespace (``names.tenant_namespace``), where their machines
+        mount it; no other tenant's pod can name it."""
+        ns = self._tenant_ensure(owner_ref)
         pvc = self._create(
             self.core.create_namespaced_persistent_volume_claim,
             self.core.read_namespaced_persistent_volume_claim,
-            volume_pvc_manifest(self.opts, alias=self.alias, key=key, size_gb=size_gb),
+            volume_pvc_manifest(self.opts, alias=self.alias, key=key, size_gb=size_gb, owner_ref=owner_ref),
             key=key,
             label=LABEL_VOLUME,
         )
-        return _volume_state(pvc, self.namespace)
+        return _volume_state(pvc, ns)
 
     def volume_resize(self, *, key: str, state: dict, size_gb: int) -> dict:
         """Patch the claim's storage request; the storage class must allow expansion (the API says if not)."""
+        ns = state.get("namespace") or self.namespace
         try:
-            pvc = self._call(self.core.read_namespaced_persistent_volume_claim, volume_name(key), self.namespace)
+            pvc = self._call(self.core.read_namespaced_persistent_volume_claim, volume_name(key), ns)
         except _NotFound as exc:
             raise PermanentBackendError("The volume no longer exists.") from exc
         current = _gib(pvc["spec"]["resources"]["requests"]["storage"])
         if size_gb < current:
             raise PermanentBackendError(f"A volume can only grow: it has {current} GB.")
         if size_gb == current:
-            return _volume_state(pvc, self.namespace)
+            return _volume_state(pvc, ns)
         pvc = self._call(
             self.core.patch_namespaced_persistent_volume_claim,
             volume_name(key),
-            self.namespace,
+            ns,
             {"spec": {"resources": {"requests": {"storage": f"{size_gb}Gi"}}}},
             _content_type="application/merge-patch+json",
         )
-        return _volume_state(pvc, self.namespace)
+        return _volume_state(pvc, ns)
 
     def volume_destroy(self, *, key: str, state: dict) -> None:
         """Delete the claim. Kubernetes keeps it (Terminating) until no pod mounts it, then deletes it."""
-        self._delete(self.core.delete_namespaced_persistent_volume_claim, volume_name(key))
+        ns = state.get("namespace") or self.namespace
+        self._delete(self.core.delete_namespaced_persistent_volume_claim, volume_name(key), namespace=ns)
 
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         """Bytes used, from the kubelet's stats of a running pod that mounts it (``VOLUME_USAGE_FROM_KUBELET``).
@@ -911,10 +1026,9 @@ class KubernetesBackend(
         if not self.opts.volume_usage_from_kubelet:
             return None
         claim = volume_name(key)
+        ns = state.get("namespace") or self.namespace
         try:
-            pods = self._call(
-                self.core.list_namespaced_pod, self.namespace, label_selector=self._selector(LABEL_INSTANCE)
-            )
+            pods = self._call(self.core.list_namespaced_pod, ns, label_selector=self._selector(LABEL_INSTANCE))
             for pod in pods.get("items") or []:
                 node = (pod.get("spec") or {}).get("nodeName")
                 claims = {
@@ -927,7 +1041,7 @@ class KubernetesBackend(
                 for pod_stats in summary.get("pods") or []:
                     for volume in pod_stats.get("volume") or []:
                         ref = volume.get("pvcRef") or {}
-                        if ref.get("name") == claim and ref.get("namespace") == self.namespace:
+                        if ref.get("name") == claim and ref.get("namespace") == ns:
                             return int(volume.get("usedBytes") or 0)
         except (_NotFound, TransientBackendError, PermanentBackendError):
             return None
@@ -954,6 +1068,7 @@ class KubernetesBackend(
         What exists is kept: the Secret first, so a retry reads the tokens it holds. The volumes are
         checked first: a ReadWriteOnce claim cannot be written from several nodes.
         """
+        ns = self._ns(key, spec=spec)
         self._cluster_volumes_check(spec, nodes)
         head_spec = _with_node(spec, "")
         tokens = self._ensure_workspace(key, head_spec)
@@ -972,15 +1087,17 @@ class KubernetesBackend(
             self._create(create, read, manifest, key=key, label=label)
         return {
             "v": STATE_VERSION,
-            "namespace": self.namespace,
+            "namespace": ns,
             "name": cluster_name(key),
             "nodes": nodes,
             "secrets": {LAB: tokens[LAB], CODE: tokens[CODE], APP: tokens.get(APP, "")},
         }
 
     def _ensure_workspace(self, key: str, spec: InstanceSpec) -> dict:
-        """The Secret, the home disk and the instance's Service, shared by a machine and a cluster's head."""
+        """The tenant's fenced namespace, then the Secret, the home disk and the instance's Service, shared
+        by a machine and a cluster's head."""
         opts = self.opts
+        self._tenant_ensure(spec.owner_ref)
         tokens = {LAB: secrets.token_hex(24), CODE: secrets.token_hex(32), APP: secrets.token_hex(24)}
         secret = self._create(
             self.core.create_namespaced_secret,
@@ -1009,11 +1126,10 @@ class KubernetesBackend(
         A ReadWriteOnce claim attaches to one node: the other ranks' pods would wait forever
         ("Multi-Attach error"), so the cluster is refused up front with the reason.
         """
+        ns = self.opts.tenant_namespace(spec.owner_ref)
         for mount in spec.volumes:
             try:
-                pvc = self._call(
-                    self.core.read_namespaced_persistent_volume_claim, volume_name(mount.key), self.namespace
-                )
+                pvc = self._call(self.core.read_namespaced_persistent_volume_claim, volume_name(mount.key), ns)
             except _NotFound as exc:
                 raise PermanentBackendError(f"The volume {mount.key} does not exist in this region.") from exc
             modes = (pvc.get("spec") or {}).get("accessModes") or []
@@ -1038,7 +1154,8 @@ class KubernetesBackend(
         """RUNNING only when every node's pod (the head's and the workers') runs; a partial start is
         PENDING with how many are up; the head crash-looping is DEGRADED, as a single machine's pod."""
         try:
-            job = self._call(self.batch.read_namespaced_job, cluster_name(key), self.namespace)
+            ns = self._ns(key, state)
+            job = self._call(self.batch.read_namespaced_job, cluster_name(key), ns)
         except _NotFound:
             return Observation(Observed.GONE)
         except TransientBackendError as exc:
@@ -1048,7 +1165,7 @@ class KubernetesBackend(
         if failed.get("status") == "True":
             return Observation(Observed.GONE, detail=f"the cluster's job failed: {failed.get('message', '')}"[:200])
         try:
-            self._call(self.apps.read_namespaced_stateful_set, instance_name(key), self.namespace)
+            self._call(self.apps.read_namespaced_stateful_set, instance_name(key), ns)
         except _NotFound:
             return Observation(Observed.GONE, detail="the cluster's head was deleted")
         except TransientBackendError as exc:
@@ -1057,31 +1174,31 @@ class KubernetesBackend(
         if (job.get("spec") or {}).get("suspend"):
             return Observation(Observed.PENDING, detail="queued: waiting for the whole cluster to be admitted")
         try:
-            pods = self._call(
-                self.core.list_namespaced_pod, self.namespace, label_selector=f"{LABEL_CLUSTER}={key}"
-            ).get("items")
+            pods = self._call(self.core.list_namespaced_pod, ns, label_selector=f"{LABEL_CLUSTER}={key}").get("items")
         except TransientBackendError as exc:
             return Observation(Observed.UNKNOWN, detail=str(exc)[:200])
         return observe_cluster_pods(pods or [], wanted=wanted)
 
     def cluster_destroy(self, *, key: str, state: dict) -> None:
-        """Delete the Job, the head, both Services, the Secret and the home disk (and the PodGroup)."""
+        """Delete the Job, the head, both Services, the Secret and the home disk (and the PodGroup), in
+        the tenant's namespace; the namespace stays (the tenant's other machines and volumes live there)."""
+        ns = self._ns(key, state)
         self._forget(key)
         name = cluster_name(key)
         head = instance_name(key)
-        self._delete(self.batch.delete_namespaced_job, name, propagation_policy="Background")
-        self._delete(self.apps.delete_namespaced_stateful_set, head, propagation_policy="Background")
-        self._delete(self.core.delete_namespaced_service, name)
-        self._delete(self.core.delete_namespaced_service, head)
-        self._delete(self.core.delete_namespaced_secret, f"{head}-secrets")
-        self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{head}-home")
+        self._delete(self.batch.delete_namespaced_job, name, propagation_policy="Background", namespace=ns)
+        self._delete(self.apps.delete_namespaced_stateful_set, head, propagation_policy="Background", namespace=ns)
+        self._delete(self.core.delete_namespaced_service, name, namespace=ns)
+        self._delete(self.core.delete_namespaced_service, head, namespace=ns)
+        self._delete(self.core.delete_namespaced_secret, f"{head}-secrets", namespace=ns)
+        self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{head}-home", namespace=ns)
         if self.opts.gang_scheduling == "coscheduling":
             with contextlib.suppress(_NotFound):
                 self._call(
                     self.custom.delete_namespaced_custom_object,
                     "scheduling.x-k8s.io",
                     "v1alpha1",
-                    self.namespace,
+                    ns,
                     "podgroups",
                     name,
                 )

@@ -17,6 +17,7 @@ from providers.kubernetes.names import (
     APP,
     CODE,
     CONTAINER_PORTS,
+    CONTRACT_UID,
     GPU_RESOURCE,
     KUEUE_LABEL,
     KUEUE_PRIORITY_LABEL,
@@ -26,9 +27,11 @@ from providers.kubernetes.names import (
     LABEL_INSTANCE,
     LABEL_MANAGED,
     LABEL_OWNER,
+    LABEL_TENANT,
     LABEL_VOLUME,
     MANAGED_BY,
     POD_GROUP_LABEL,
+    SECRETS_MOUNT,
     SERVICE_PORTS,
     WEBUI,
     cluster_name,
@@ -37,13 +40,20 @@ from providers.kubernetes.names import (
 )
 from providers.kubernetes.options import TIER_INTERRUPTIBLE, TIER_ON_DEMAND, KubeOptions
 
-FILES_MOUNT = "/etc/console"
+FILES_MOUNT = SECRETS_MOUNT
+# Every namespace carries its own name as this label (Kubernetes sets it): a policy selects one by it.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+# The Secret's keys the workspace reads as files under FILES_MOUNT (mode 0440, group CONTRACT_UID):
+# never as environment variables, which a process's children inherit and a saved image would keep.
+SECRET_FILES = ("authorized_keys", "jupyter-token", "jupyter_server_config.py", "code-server.yaml")
 
 # The workspace container's start command: start whichever of the configured servers the image has,
 # and exit when one of them dies, so the kubelet restarts the container and a server that keeps dying
 # shows as CrashLoopBackOff (poll: DEGRADED) instead of a pod that looks fine with nothing inside.
-# Secrets never reach argv: Jupyter reads its token from the environment (its config file, mounted
-# from the Secret, pops it so kernels never inherit it); code-server reads HASHED_PASSWORD.
+# Secrets never reach argv nor the environment: Jupyter's config file (mounted from the Secret) reads
+# its token from the mounted file; code-server reads its password hash from its mounted config file.
+# The servers run as the image's user (uid 1000, the pod's securityContext); their runtime files and
+# sshd's host key live on /run, a tmpfs, so none of them is ever saved into an image.
 WORKSPACE_SCRIPT = r"""
 home="${CONSOLE_HOME:-/workspace}"
 mkdir -p "$home" 2>/dev/null
@@ -51,7 +61,7 @@ pids=""
 want() { case " $CONSOLE_SERVICES " in *" $1 "*) return 0;; esac; return 1; }
 if want lab; then
   if command -v jupyter >/dev/null 2>&1; then
-    jupyter lab --no-browser --allow-root --ServerApp.ip=0.0.0.0 --ServerApp.port=8888 \
+    jupyter lab --no-browser --ServerApp.ip=0.0.0.0 --ServerApp.port=8888 \
       --ServerApp.port_retries=0 "--ServerApp.base_url=$CONSOLE_LAB_BASE_URL" \
       "--ServerApp.root_dir=$home" --ServerApp.allow_remote_access=True \
       --LabApp.news_url= --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
@@ -61,19 +71,21 @@ if want lab; then
 fi
 if want code; then
   if command -v code-server >/dev/null 2>&1; then
-    code-server --bind-addr 0.0.0.0:8080 --auth password --disable-telemetry \
-      --disable-update-check --disable-workspace-trust "$home" &
+    code-server --config /etc/console/code-server.yaml --bind-addr 0.0.0.0:8080 --auth password \
+      --disable-telemetry --disable-update-check --disable-workspace-trust "$home" &
     pids="$pids $!"
   else echo "console: this image has no code-server; VS Code is off" >&2; fi
 fi
 if want ssh; then
   sshd_bin="$(command -v sshd || echo /usr/sbin/sshd)"
   if [ -x "$sshd_bin" ]; then
-    # The host key lives on the instance's disk: a new pod (a stop and start) shows the key the console's
-    # gateway pinned at its first connection, which refuses any other.
+    # The host key is made once, on the instance's disk (outside the image), so a new pod (a stop and
+    # start) shows the key the console's gateway pinned at its first connection, which refuses any
+    # other; sshd reads it from /run (tmpfs), the copy private to the user it runs as (no privilege).
     mkdir -p "$home/.console-ssh" /run/sshd 2>/dev/null
     [ -f "$home/.console-ssh/host_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$home/.console-ssh/host_key"
-    "$sshd_bin" -D -e -p 2222 -h "$home/.console-ssh/host_key" \
+    install -m 600 "$home/.console-ssh/host_key" /run/sshd/host_key
+    "$sshd_bin" -D -e -p 2222 -h /run/sshd/host_key -o PidFile=/run/sshd/sshd.pid \
       -o AuthorizedKeysFile=/etc/console/authorized_keys -o PasswordAuthentication=no \
       -o KbdInteractiveAuthentication=no -o StrictModes=no &
     pids="$pids $!"
@@ -86,11 +98,14 @@ while :; do
 done
 """
 
+# An app's container: its key from the mounted Secret into its own environment, then its command.
+APP_KEY_SCRIPT = 'APP_API_KEY="$(cat /etc/console/app-api-key 2>/dev/null)"; export APP_API_KEY; exec "$@"'
+
 # The same Jupyter config the local runtime writes (providers.local.runtime.servers.JUPYTER_CONFIG).
 JUPYTER_CONFIG = """# Written by the console's Kubernetes backend.
-import os
+import pathlib
 
-c.IdentityProvider.token = os.environ.pop("JUPYTER_TOKEN", "")
+c.IdentityProvider.token = pathlib.Path("/etc/console/jupyter-token").read_text().strip()
 
 
 def _without_token(handler, page_config):
@@ -118,19 +133,79 @@ def _quantity_times(value: str, count: int) -> str:
     return f"{int(number) if number.is_integer() else number}{match[2]}"
 
 
-def _resources(opts: KubeOptions, gpus: int, *, fabric: bool = False) -> dict:
-    """The GPUs (and CPU, memory per GPU) a container asks for; ``fabric``: a cluster's rank, which also
-    asks for the RDMA device plugin's resource (its HCAs) when ``RDMA_RESOURCE`` names one."""
+def _resources(opts: KubeOptions, spec: InstanceSpec, gpus: int, *, fabric: bool = False) -> dict:
+    """What the machine's main container asks for and may use: its GPUs, and the catalogue's CPU cores
+    and RAM for them (``spec.cpus``, ``spec.memory_gb``; else ``CPU_PER_GPU`` / ``MEMORY_PER_GPU`` × the
+    cards), requested and limited alike, so a process over its memory is killed in its own container
+    and never starves another tenant's; the writable layer (ephemeral storage) is limited to the disk
+    the owner pays for. ``fabric``: a cluster's rank, which also asks for the RDMA device plugin's
+    resource (its HCAs) when ``RDMA_RESOURCE`` names one."""
     limits = {GPU_RESOURCE: str(gpus)}
     if fabric and opts.rdma_resource:
         limits[opts.rdma_resource] = str(opts.rdma_per_pod)  # extended resources: requests == limits
+    # A cluster's rank has the spec of the whole machine per node: its share is per card.
+    share = gpus / spec.gpu_count if spec.gpu_count else 1
+    if spec.cpus:
+        limits["cpu"] = _quantity(spec.cpus * share)
+    elif opts.cpu_per_gpu:
+        limits["cpu"] = _quantity_times(opts.cpu_per_gpu, gpus)
+    if spec.memory_gb:
+        limits["memory"] = f"{_quantity(spec.memory_gb * share)}Gi"
+    elif opts.memory_per_gpu:
+        limits["memory"] = _quantity_times(opts.memory_per_gpu, gpus)
     requests = dict(limits)
-    if opts.cpu_per_gpu:
-        requests["cpu"] = _quantity_times(opts.cpu_per_gpu, gpus)
-    if opts.memory_per_gpu:
-        requests["memory"] = _quantity_times(opts.memory_per_gpu, gpus)
-        limits["memory"] = requests["memory"]
+    if spec.disk_gb:
+        limits["ephemeral-storage"] = f"{spec.disk_gb}Gi"
+        # Asked for: what a node must have free to place it (the layer grows later, up to the limit).
+        requests["ephemeral-storage"] = f"{min(spec.disk_gb, EPHEMERAL_REQUEST_GB)}Gi"
     return {"requests": requests, "limits": limits}
+
+
+def _quantity(number: float) -> str:
+    number = round(number, 3)
+    return str(int(number)) if float(number).is_integer() else str(number)
+
+
+# The writable layer each machine asks a node for (its limit is the owner's disk_gb).
+EPHEMERAL_REQUEST_GB = 10
+# The small containers beside the machine (an app's WebUI): bounded too, so no container is unlimited.
+SIDECAR_RESOURCES = {
+    "requests": {"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "1Gi"},
+    "limits": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "10Gi"},
+}
+
+
+def container_security_context() -> dict:
+    """Every container of a tenant: the image's unprivileged user, no privilege to gain, no capability.
+
+    sshd needs none: it runs as the user it logs in (uid 1000), on port 2222 (above 1024), never
+    switching users, so neither SETUID/SETGID nor NET_BIND_SERVICE is added back."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": CONTRACT_UID,
+        "runAsGroup": CONTRACT_UID,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security_context() -> dict:
+    """The pod's: the contract's user and group, its volumes' files group-owned by that group."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": CONTRACT_UID,
+        "runAsGroup": CONTRACT_UID,
+        "fsGroup": CONTRACT_UID,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+# /run: a tmpfs (counted in the pod's memory) for the servers' runtime files and sshd's host key.
+RUN_VOLUME = {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}
+RUN_MOUNT = {"name": "run", "mountPath": "/run"}
 
 
 def _placement(opts: KubeOptions, *, gpu_model: str, node: str) -> dict:
@@ -232,13 +307,10 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
     name = instance_name(key)
     labels = _labels(alias=alias, key=key, owner_ref=spec.owner_ref)
     base = f"{opts.proxy_prefix}{key}"
-    secret_env = [
-        {"name": "JUPYTER_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "jupyter-token"}}},
-        {"name": "HASHED_PASSWORD", "valueFrom": {"secretKeyRef": {"name": f"{name}-secrets", "key": "code-hash"}}},
-    ]
     mounts = [
         {"name": "home", "mountPath": opts.disk_path},
         {"name": "console", "mountPath": FILES_MOUNT, "readOnly": True},
+        RUN_MOUNT,
         *_volume_mounts(spec, opts),
     ]
     services = [s for s in opts.services if s in CONTAINER_PORTS]
@@ -251,10 +323,10 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
             {"name": "CONSOLE_SERVICES", "value": " ".join(services)},
             {"name": "CONSOLE_HOME", "value": opts.disk_path},
             {"name": "CONSOLE_LAB_BASE_URL", "value": f"{base}/{LAB}/"},
-            *secret_env,
         ],
         "ports": [{"name": s, "containerPort": CONTAINER_PORTS[s], "protocol": "TCP"} for s in services],
         "volumeMounts": mounts,
+        "securityContext": container_security_context(),
         # The last lines of the log become the termination message: poll shows why it crashed.
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -266,8 +338,10 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
         }
     containers = [workspace]
     if spec.app is None:
-        workspace["resources"] = _resources(opts, spec.gpu_count)
+        workspace["resources"] = _resources(opts, spec, spec.gpu_count)
     else:
+        workspace["resources"] = SIDECAR_RESOURCES
+    if spec.app is not None:
         app = spec.app
         taken = {CONTAINER_PORTS[s]: s for s in services}
         if app.port in taken:
@@ -288,26 +362,25 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
             {
                 "name": "app",
                 "image": app.image or opts.image_for(spec.image),
-                "command": argv[:1],
-                "args": argv[1:],
+                # The server's own key (vLLM's --api-key $APP_API_KEY), which the console's proxy sends,
+                # is read from the mounted Secret into the server's environment only: it is never in
+                # the pod's spec, where anyone who may read the pod would see it.
+                "command": ["/bin/sh", "-c", APP_KEY_SCRIPT, "console-app"],
+                "args": argv,
                 "env": [
                     *({"name": k, "value": fill(v)} for k, v in app.env),
                     {"name": "PORT", "value": str(app.port)},
                     {"name": "APP_BASE_PATH", "value": base_path},
-                    # The server's own key (vLLM's --api-key $APP_API_KEY); the console's proxy sends it.
-                    {
-                        "name": "APP_API_KEY",
-                        "valueFrom": {
-                            "secretKeyRef": {"name": f"{name}-secrets", "key": "app-api-key", "optional": True}
-                        },
-                    },
                 ],
                 "ports": [{"name": APP, "containerPort": app.port, "protocol": "TCP"}],
-                "resources": _resources(opts, spec.gpu_count),
+                "resources": _resources(opts, spec, spec.gpu_count),
                 "volumeMounts": [
                     {"name": "home", "mountPath": opts.disk_path},
+                    {"name": "app-key", "mountPath": FILES_MOUNT, "readOnly": True},
+                    RUN_MOUNT,
                     *_volume_mounts(spec, opts),
                 ],
+                "securityContext": container_security_context(),
                 # A model server may take minutes to load its weights: readiness, not liveness.
                 "readinessProbe": {
                     "httpGet": {"path": health, "port": app.port},
@@ -335,6 +408,8 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
                     ],
                     "ports": [{"name": WEBUI, "containerPort": ui_port, "protocol": "TCP"}],
                     # No GPUs: the WebUI talks to the server over the pod's loopback.
+                    "resources": SIDECAR_RESOURCES,
+                    "securityContext": container_security_context(),
                     "readinessProbe": {
                         "httpGet": {"path": webui_health, "port": ui_port},
                         "periodSeconds": 5,
@@ -349,21 +424,32 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
             "name": "console",
             "secret": {
                 "secretName": f"{name}-secrets",
-                "defaultMode": 0o444,
-                "items": [
-                    {"key": "authorized_keys", "path": "authorized_keys"},
-                    {"key": "jupyter_server_config.py", "path": "jupyter_server_config.py"},
-                ],
+                # Readable by the image's user (the pod's fsGroup), by nobody else, written by nobody.
+                "defaultMode": 0o440,
+                "items": [{"key": item, "path": item} for item in SECRET_FILES],
             },
         },
+        RUN_VOLUME,
         *_user_volumes(opts, spec),
     ]
+    if spec.app is not None:
+        volumes.append(
+            {
+                "name": "app-key",
+                "secret": {
+                    "secretName": f"{name}-secrets",
+                    "defaultMode": 0o440,
+                    "items": [{"key": "app-api-key", "path": "app-api-key"}],
+                },
+            }
+        )
     pod_spec: dict[str, Any] = {
         "containers": containers,
         "volumes": volumes,
         # User code must not get the namespace's API credentials, nor every Service as env vars.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": pod_security_context(),
         "terminationGracePeriodSeconds": 30,
         **_placement(opts, gpu_model=spec.gpu_model, node=spec.node),
         **_priority(opts, spec),
@@ -420,7 +506,7 @@ def statefulset_manifest(opts: KubeOptions, *, alias: str, key: str, spec: Insta
         "kind": "StatefulSet",
         "metadata": {
             "name": name,
-            "namespace": opts.namespace,
+            "namespace": opts.tenant_namespace(spec.owner_ref),
             "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
             "annotations": {ANNOTATION_NODE: spec.node, ANNOTATION_GPUS: str(spec.gpu_count)},
         },
@@ -450,7 +536,7 @@ def service_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceS
         "kind": "Service",
         "metadata": {
             "name": instance_name(key),
-            "namespace": opts.namespace,
+            "namespace": opts.tenant_namespace(spec.owner_ref),
             "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
         },
         "spec": {"type": opts.service_type, "selector": {LABEL_INSTANCE: key}, "ports": ports},
@@ -463,7 +549,7 @@ def secret_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSp
         "kind": "Secret",
         "metadata": {
             "name": f"{instance_name(key)}-secrets",
-            "namespace": opts.namespace,
+            "namespace": opts.tenant_namespace(spec.owner_ref),
             "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
         },
         "type": "Opaque",
@@ -473,6 +559,8 @@ def secret_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSp
             "app-api-key": tokens.get(APP, ""),
             "authorized_keys": "".join(k.strip() + "\n" for k in spec.ssh_public_keys if k.strip()),
             "jupyter_server_config.py": JUPYTER_CONFIG,
+            # code-server's own config file (--config): its password hash, read from the mount.
+            "code-server.yaml": f'auth: password\nhashed-password: "{tokens[CODE]}"\n',
         },
     }
 
@@ -489,14 +577,15 @@ def home_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, spec: Instance
         "kind": "PersistentVolumeClaim",
         "metadata": {
             "name": f"{instance_name(key)}-home",
-            "namespace": opts.namespace,
+            "namespace": opts.tenant_namespace(spec.owner_ref),
             "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
         },
         "spec": pvc_spec,
     }
 
 
-def volume_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, size_gb: int) -> dict:
+def volume_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, size_gb: int, owner_ref: str) -> dict:
+    """A volume's claim, in its owner's namespace: only that tenant's pods can mount it."""
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteMany" if opts.volume_rwx else "ReadWriteOnce"],
         "resources": {"requests": {"storage": f"{size_gb}Gi"}},
@@ -508,7 +597,7 @@ def volume_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, size_gb: int
         "kind": "PersistentVolumeClaim",
         "metadata": {
             "name": volume_name(key),
-            "namespace": opts.namespace,
+            "namespace": opts.tenant_namespace(owner_ref),
             "labels": {LABEL_MANAGED: MANAGED_BY, LABEL_BACKEND: alias, LABEL_VOLUME: key},
         },
         "spec": pvc_spec,
@@ -573,7 +662,7 @@ def cluster_manifests(
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": name, "namespace": opts.namespace, "labels": labels},
+            "metadata": {"name": name, "namespace": opts.tenant_namespace(spec.owner_ref), "labels": labels},
             "spec": {
                 "clusterIP": "None",
                 "selector": {LABEL_CLUSTER: key},
@@ -601,7 +690,7 @@ def cluster_manifests(
         c for c in template["spec"]["containers"] if GPU_RESOURCE in c.get("resources", {}).get("limits", {})
     )
     gpu_container["ports"] = [*gpu_container.get("ports", []), rendezvous_port]
-    gpu_container["resources"] = _resources(opts, gpus_per_node, fabric=True)  # with the ranks' RDMA
+    gpu_container["resources"] = _resources(opts, head_spec, gpus_per_node, fabric=True)  # with the ranks' RDMA
 
     worker_argv = list(command)
     worker_env = list(env)
@@ -614,6 +703,7 @@ def cluster_manifests(
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": pod_security_context(),
         "containers": [
             {
                 "name": "worker",
@@ -622,17 +712,22 @@ def cluster_manifests(
                 "args": worker_argv,
                 "env": [*cluster_env, *({"name": k, "value": v} for k, v in worker_env)],
                 "ports": [rendezvous_port],
-                "resources": _resources(opts, gpus_per_node, fabric=True),
-                "volumeMounts": _volume_mounts(spec, opts),
+                "resources": _resources(opts, spec, gpus_per_node, fabric=True),
+                "volumeMounts": [RUN_MOUNT, *_volume_mounts(spec, opts)],
+                "securityContext": container_security_context(),
             }
         ],
-        "volumes": _user_volumes(opts, spec),
+        "volumes": [RUN_VOLUME, *_user_volumes(opts, spec)],
         **_placement(opts, gpu_model=spec.gpu_model, node=""),
         **_priority(opts, spec),
     }
     if opts.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in opts.image_pull_secrets]
-    job_metadata: dict[str, Any] = {"name": name, "namespace": opts.namespace, "labels": dict(labels)}
+    job_metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": opts.tenant_namespace(spec.owner_ref),
+        "labels": dict(labels),
+    }
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": nodes - 1,
@@ -658,10 +753,118 @@ def cluster_manifests(
             {
                 "apiVersion": "scheduling.x-k8s.io/v1alpha1",
                 "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": opts.namespace, "labels": labels},
+                "metadata": {"name": name, "namespace": opts.tenant_namespace(spec.owner_ref), "labels": labels},
                 "spec": {"minMember": nodes, "scheduleTimeoutSeconds": 600},
             }
         )
     manifests.append(head)
     manifests.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": job_metadata, "spec": job_spec})
     return manifests
+
+
+# --- a tenant's namespace and its fence ------------------------------------------------------------------
+
+FENCE_POLICY = "tenant-fence"
+DNS_PORT = 53
+
+
+def _selector(labels: tuple[tuple[str, str], ...]) -> dict:
+    return {"matchLabels": dict(labels)}
+
+
+def tenant_manifests(opts: KubeOptions, *, owner_ref: str) -> list[dict]:
+    """A tenant's namespace, in creation order: the Namespace, the console's RoleBinding there (with
+    ``TENANT_ROLE``: the console's rights in the namespace, and nowhere else), its NetworkPolicy, and,
+    with ``TENANT_QUOTA``, its ResourceQuota.
+
+    The Namespace enforces the ``restricted`` Pod Security Standard, which the tenant's pods meet (the
+    image's user, no privilege, no capability, RuntimeDefault seccomp): the API server refuses any pod
+    there that does not, whoever makes it.
+
+    The NetworkPolicy selects every pod of the namespace, for both directions, so whatever it does not
+    allow is denied (a selected pod's traffic is allowed only by a policy that selects it):
+
+    - **ingress** only from the console's own pods (``PROXY_POD_LABELS`` in the console's namespace:
+      its proxy and SSH gateway) and from the tenant's own pods (a cluster's ranks). Denied: every other
+      namespace, other tenants included, and anything outside the cluster.
+    - **egress** to the cluster's DNS (``DNS_POD_LABELS`` in ``DNS_NAMESPACE``, port 53), to the tenant's
+      own pods, and to any address outside ``EGRESS_DENY_CIDRS`` (the internet). Denied: the private
+      and shared ranges where the cluster's pods, Services and nodes live (so the console's namespace,
+      other tenants, the API server on a private address and the nodes' kubelets), and the link-local
+      range of the clouds' metadata services. Kubernetes applies the policy after a Service's address
+      is translated to its pods', so a Service is reached exactly when its pods are.
+    """
+    namespace = opts.tenant_namespace(owner_ref)
+    labels = {LABEL_MANAGED: MANAGED_BY, LABEL_TENANT: owner_ref}
+    console_pods = {
+        "namespaceSelector": _selector(((NAMESPACE_NAME_LABEL, opts.namespace),)),
+        "podSelector": _selector(opts.proxy_pod_labels),
+    }
+    own_pods = {"podSelector": {}}  # a peer with only a podSelector: pods of this same namespace
+    internet = []
+    if opts.egress_deny_cidrs:
+        internet.append({"ipBlock": {"cidr": "0.0.0.0/0", "except": list(opts.egress_deny_cidrs)}})
+    if opts.egress_deny_cidrs_v6:
+        internet.append({"ipBlock": {"cidr": "::/0", "except": list(opts.egress_deny_cidrs_v6)}})
+    made: list[dict] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {
+                    **labels,
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                },
+            },
+        },
+    ]
+    if opts.tenant_role and opts.service_account:
+        made.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "gpu-console", "namespace": namespace, "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": opts.tenant_role},
+                "subjects": [{"kind": "ServiceAccount", "name": opts.service_account, "namespace": opts.namespace}],
+            }
+        )
+    made.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": FENCE_POLICY, "namespace": namespace, "labels": labels},
+            "spec": {
+                "podSelector": {},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{"from": [console_pods, own_pods]}],
+                "egress": [
+                    {
+                        "to": [
+                            {
+                                "namespaceSelector": _selector(((NAMESPACE_NAME_LABEL, opts.dns_namespace),)),
+                                "podSelector": _selector(opts.dns_pod_labels),
+                            }
+                        ],
+                        "ports": [
+                            {"protocol": "UDP", "port": DNS_PORT},
+                            {"protocol": "TCP", "port": DNS_PORT},
+                        ],
+                    },
+                    {"to": [own_pods]},
+                    *([{"to": internet}] if internet else []),
+                ],
+            },
+        }
+    )
+    if opts.tenant_quota:
+        made.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "tenant-quota", "namespace": namespace, "labels": labels},
+                "spec": {"hard": dict(opts.tenant_quota)},
+            }
+        )
+    return made

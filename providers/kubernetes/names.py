@@ -16,6 +16,7 @@ LABEL_INSTANCE = "console.gpu/instance"
 LABEL_OWNER = "console.gpu/owner"
 LABEL_VOLUME = "console.gpu/volume"
 LABEL_CLUSTER = "console.gpu/cluster"
+LABEL_TENANT = "console.gpu/tenant"  # on a tenant's namespace: whose it is (``InstanceSpec.owner_ref``)
 ANNOTATION_STOPPED = "console.gpu/stopped"  # on a cluster's Service: its Job was deleted by a stop
 ANNOTATION_NODE = "console.gpu/node"
 ANNOTATION_GPUS = "console.gpu/gpus"
@@ -28,6 +29,11 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 JOB_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 LAB, CODE, SSH, APP, WEBUI = "lab", "code", "ssh", "app", "webui"
+# The image contract: JupyterLab, code-server and sshd run as this user (and group) inside the image.
+CONTRACT_UID = 1000
+TENANT_NAMESPACE_PREFIX = "gpuc-"
+# Where the console mounts the instance's secrets (read-only) and its start script's runtime files (tmpfs).
+SECRETS_MOUNT = "/etc/console"
 # Ports inside the pod; sshd listens on 2222 so an image that runs as a user can start it too.
 CONTAINER_PORTS = {LAB: 8888, CODE: 8080, SSH: 2222}
 SERVICE_PORTS = {LAB: 8888, CODE: 8080, SSH: 22}
@@ -54,3 +60,18 @@ def volume_name(key: str) -> str:
 
 def cluster_name(key: str) -> str:
     return "clu-" + instance_name(key)[len("inst-") :]
+
+
+def tenant_namespace(owner_ref: str, *, prefix: str = TENANT_NAMESPACE_PREFIX) -> str:
+    """The namespace of one tenant's machines, volumes and secrets: ``prefix`` and the owner's reference
+    (``user-42`` → ``gpuc-user-42``), as a DNS label. The one place the name is derived: every object of
+    the tenant is made, found and deleted there.
+
+    No owner, no namespace: a machine without a tenant would have to share one, so it is refused. The
+    reference is used as it is, never folded (``User_1`` and ``user-1`` must not share a namespace)."""
+    if not owner_ref:
+        raise PermanentBackendError("An instance needs an owner to get a namespace of its own.")
+    name = f"{prefix}{owner_ref}"
+    if len(name) > 63 or not _DNS_LABEL.match(name):
+        raise PermanentBackendError(f"The owner {owner_ref!r} cannot name a Kubernetes namespace.")
+    return name

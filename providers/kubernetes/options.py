@@ -9,8 +9,21 @@
     "REGION": "k8s-1", "REGION_NAME": "…",     # the console region this cluster is
     "GPU_LABEL": "nvidia.com/gpu.product",     # the node label that names a node's GPU model
     "GPU_MODELS": {"h200": "NVIDIA-H200"},     # console GPU slug -> that label's value
-    "IMAGES": {"pytorch-2.5-cu124": "registry/pytorch:2.5"},  # console image slug -> container image
-    "DEFAULT_IMAGE": "quay.io/jupyter/pytorch-notebook:cuda12-latest",
+    "IMAGES": {"pytorch-2.5-cu124": "registry/pytorch:2.5"},  # console image slug -> container image;
+                                               # an image not named here is refused, never replaced
+    # Each tenant's machines live in a namespace of their own, <prefix><owner> (names.tenant_namespace),
+    # fenced by a NetworkPolicy (manifests.tenant_manifests): ingress only from the console's pods that
+    # PROXY_POD_LABELS select in NAMESPACE, egress to DNS (DNS_NAMESPACE / DNS_POD_LABELS) and to any
+    # address outside EGRESS_DENY_CIDRS (the private ranges: the cluster's pods and Services, the nodes,
+    # the cloud's metadata service), plus the tenant's own pods (a cluster's ranks talk to each other).
+    "TENANT_NAMESPACE_PREFIX": "gpuc-",
+    "PROXY_POD_LABELS": {"app.kubernetes.io/name": "gpu-console"},
+    "DNS_NAMESPACE": "kube-system", "DNS_POD_LABELS": {"k8s-app": "kube-dns"},
+    "EGRESS_DENY_CIDRS": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"],
+    "TENANT_QUOTA": {"requests.nvidia.com/gpu": "16"},  # optional: a ResourceQuota's hard limits per tenant
+    # The console's rights in a tenant's namespace: a RoleBinding there of this ClusterRole to this service
+    # account of NAMESPACE (deploy/kubernetes/console-rbac.yaml); "" when the console has them cluster-wide.
+    "TENANT_ROLE": "gpu-console-tenant", "SERVICE_ACCOUNT": "gpu-console",
     "STORAGE_CLASS": "", "VOLUME_STORAGE_CLASS": "", "VOLUME_RWX": False,
     "PUBLIC_VOLUMES": {"/models": "public-models"},  # ReadOnlyMany claims mounted read-only in every pod
     "SERVICES": ["lab", "code", "ssh"],        # what the workspace container starts
@@ -32,13 +45,17 @@
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from providers.base import PermanentBackendError
-from providers.kubernetes.names import CODE, CONTAINER_PORTS, LAB, SSH
+from providers.kubernetes.names import CODE, CONTAINER_PORTS, LAB, SSH, TENANT_NAMESPACE_PREFIX, tenant_namespace
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_GPU_MODELS = {
     # Values as NVIDIA's GPU Feature Discovery writes nvidia.com/gpu.product (spaces become dashes).
@@ -50,7 +67,12 @@ DEFAULT_GPU_MODELS = {
     "rtx-4090": "NVIDIA-GeForce-RTX-4090",
     "rtx-3090": "NVIDIA-GeForce-RTX-3090",
 }
-DEFAULT_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-latest"
+# What a tenant's pods may not reach (EGRESS_DENY_CIDRS): the private and shared address ranges, where
+# a cluster's pods, Services and nodes live, and the link-local range of the clouds' metadata services.
+DEFAULT_EGRESS_DENY = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16")
+DEFAULT_EGRESS_DENY_V6 = ("fc00::/7", "fe80::/10")
+DEFAULT_PROXY_POD_LABELS = (("app.kubernetes.io/name", "gpu-console"),)
+DEFAULT_DNS_POD_LABELS = (("k8s-app", "kube-dns"),)
 # The console's tiers, as the options name them (``InstanceSpec.interruptible`` says which).
 TIER_ON_DEMAND, TIER_INTERRUPTIBLE = "on-demand", "interruptible"
 TIERS = (TIER_ON_DEMAND, TIER_INTERRUPTIBLE)
@@ -65,7 +87,15 @@ class KubeOptions:
     gpu_label: str = "nvidia.com/gpu.product"
     gpu_models: tuple[tuple[str, str], ...] = tuple(DEFAULT_GPU_MODELS.items())
     images: tuple[tuple[str, str], ...] = ()
-    default_image: str = DEFAULT_IMAGE
+    tenant_namespace_prefix: str = TENANT_NAMESPACE_PREFIX
+    proxy_pod_labels: tuple[tuple[str, str], ...] = DEFAULT_PROXY_POD_LABELS
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: tuple[tuple[str, str], ...] = DEFAULT_DNS_POD_LABELS
+    egress_deny_cidrs: tuple[str, ...] = DEFAULT_EGRESS_DENY
+    egress_deny_cidrs_v6: tuple[str, ...] = DEFAULT_EGRESS_DENY_V6
+    tenant_quota: tuple[tuple[str, str], ...] = ()
+    tenant_role: str = "gpu-console-tenant"
+    service_account: str = "gpu-console"
     storage_class: str = ""
     volume_storage_class: str = ""
     volume_rwx: bool = False
@@ -130,13 +160,36 @@ class KubeOptions:
                     f"{option} names the tiers on-demand and interruptible, not {', '.join(unknown)}."
                 )
             tiers[option] = tuple(sorted(names.items()))
+        if options.get("DEFAULT_IMAGE"):
+            # Not fatal (the running machines must still be watched), but said: launches of an image
+            # missing from IMAGES now fail instead of starting this one.
+            logger.warning(
+                "%s: DEFAULT_IMAGE is no longer read: an image the owner chose is never replaced. "
+                "Name every image of this region in IMAGES.",
+                alias,
+            )
+        deny_v4, deny_v6 = [], []
+        for cidr in options.get("EGRESS_DENY_CIDRS") or (*DEFAULT_EGRESS_DENY, *DEFAULT_EGRESS_DENY_V6):
+            try:
+                network = ipaddress.ip_network(str(cidr))
+            except ValueError as exc:
+                raise PermanentBackendError(f"EGRESS_DENY_CIDRS: {cidr!r} is not a network.") from exc
+            (deny_v4 if network.version == 4 else deny_v6).append(str(network))
         return cls(
             namespace=namespace,
             region=options.get("REGION") or alias,
             gpu_label=options.get("GPU_LABEL", cls.gpu_label),
             gpu_models=tuple((options.get("GPU_MODELS") or DEFAULT_GPU_MODELS).items()),
             images=tuple((options.get("IMAGES") or {}).items()),
-            default_image=options.get("DEFAULT_IMAGE", DEFAULT_IMAGE),
+            tenant_namespace_prefix=str(options.get("TENANT_NAMESPACE_PREFIX", TENANT_NAMESPACE_PREFIX)),
+            proxy_pod_labels=tuple(sorted((options.get("PROXY_POD_LABELS") or dict(DEFAULT_PROXY_POD_LABELS)).items())),
+            dns_namespace=str(options.get("DNS_NAMESPACE", "kube-system")),
+            dns_pod_labels=tuple(sorted((options.get("DNS_POD_LABELS") or dict(DEFAULT_DNS_POD_LABELS)).items())),
+            egress_deny_cidrs=tuple(deny_v4),
+            egress_deny_cidrs_v6=tuple(deny_v6),
+            tenant_quota=tuple(sorted((str(k), str(v)) for k, v in (options.get("TENANT_QUOTA") or {}).items())),
+            tenant_role=str(options.get("TENANT_ROLE", cls.tenant_role) or ""),
+            service_account=str(options.get("SERVICE_ACCOUNT", cls.service_account) or ""),
             storage_class=options.get("STORAGE_CLASS", ""),
             volume_storage_class=options.get("VOLUME_STORAGE_CLASS", options.get("STORAGE_CLASS", "")),
             volume_rwx=bool(options.get("VOLUME_RWX", False)),
@@ -181,4 +234,16 @@ class KubeOptions:
         return value
 
     def image_for(self, slug: str) -> str:
-        return dict(self.images).get(slug) or self.default_image
+        """The container image of the console's image ``slug``. One this region does not map is refused
+        with its name: the owner chose it, and a machine of another image would not be what they chose."""
+        image = dict(self.images).get(slug)
+        if not image:
+            raise PermanentBackendError(f"The image {slug!r} is not available in this region.")
+        return image
+
+    def has_image(self, slug: str) -> bool:
+        return bool(dict(self.images).get(slug))
+
+    def tenant_namespace(self, owner_ref: str) -> str:
+        """The namespace of ``owner_ref``'s machines (``names.tenant_namespace``)."""
+        return tenant_namespace(owner_ref, prefix=self.tenant_namespace_prefix)

@@ -319,7 +319,7 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
 
     # --- volumes ----------------------------------------------------------------------------------------
 
-    def volume_create(self, *, key: str, size_gb: int) -> dict:
+    def volume_create(self, *, key: str, size_gb: int, owner_ref: str = "") -> dict:
         path = self._call(self.runtime.volume_create, key)
         return {"v": VOLUME_STATE_VERSION, "path": str(path), "size_gb": size_gb}
 

@@ -493,7 +493,7 @@ class SimulatedBackend(
     def _volume_state(volume) -> dict:
         return {"v": VOLUME_STATE_VERSION, "volume": volume.pk, "size_gb": volume.size_gb}
 
-    def volume_create(self, *, key: str, size_gb: int) -> dict:
+    def volume_create(self, *, key: str, size_gb: int, owner_ref: str = "") -> dict:
         self._bug("volume_create")
         self._reachable()
         existing = self._volumes().filter(key=key).first()

@@ -219,7 +219,7 @@ def _slurm(request) -> World:
 
 
 def _kubernetes(request) -> World:
-    from instances.tests.k8s_fake import fake_api_server
+    from instances.tests.k8s_fake import IMAGES, fake_api_server
     from providers.kubernetes import KubernetesBackend, instance_name
 
     stack = contextlib.ExitStack()
@@ -227,7 +227,9 @@ def _kubernetes(request) -> World:
     api = stack.enter_context(fake_api_server(request.getfixturevalue("tmp_path")))
     api.cluster.add_node("gpu-a", product="NVIDIA-H200", gpus=8)
     api.cluster.add_node("gpu-b", product="NVIDIA-H200", gpus=8)
-    backend = KubernetesBackend(alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), "REGION": "k8s-1"})
+    backend = KubernetesBackend(
+        alias="k8s", options={"KUBECONFIG": str(api.kubeconfig), "REGION": "k8s-1", "IMAGES": IMAGES}
+    )
 
     def unreachable() -> ProvisioningBackend:
         api.stop()
@@ -487,9 +489,9 @@ def volumes(world) -> ProvisioningBackend:
 
 def test_volume_create_repeated_makes_one_and_destroy_counts_gone_as_done(world, volumes):
     key = world.key()
-    state = volumes.volume_create(key=key, size_gb=1)
+    state = volumes.volume_create(key=key, size_gb=1, owner_ref="user-1")
     assert isinstance(state, dict)
-    assert isinstance(volumes.volume_create(key=key, size_gb=1), dict)
+    assert isinstance(volumes.volume_create(key=key, size_gb=1, owner_ref="user-1"), dict)
     usage = volumes.volume_usage(key=key, state=state)
     assert usage is None or (isinstance(usage, int) and usage >= 0)
     volumes.volume_destroy(key=key, state=state)
@@ -499,7 +501,7 @@ def test_volume_create_repeated_makes_one_and_destroy_counts_gone_as_done(world,
 
 def test_a_volume_only_grows(world, volumes):
     key = world.key()
-    state = volumes.volume_create(key=key, size_gb=1)
+    state = volumes.volume_create(key=key, size_gb=1, owner_ref="user-1")
     state = volumes.volume_resize(key=key, state=state, size_gb=2)
     with pytest.raises(PermanentBackendError):
         volumes.volume_resize(key=key, state=state, size_gb=1)
@@ -510,7 +512,7 @@ def test_a_volume_files_dir_is_none_or_its_folder_which_goes_with_it(world, volu
     """``volume_files_dir``: None (the files are not on the console's host), or the volume's own folder
     there, whose files count in its usage and are deleted with it."""
     key = world.key()
-    state = volumes.volume_create(key=key, size_gb=1)
+    state = volumes.volume_create(key=key, size_gb=1, owner_ref="user-1")
     folder = volumes.volume_files_dir(key=key, state=state)
     if folder is None:
         volumes.volume_destroy(key=key, state=state)
