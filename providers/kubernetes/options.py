@@ -175,6 +175,13 @@ class KubeOptions:
             except ValueError as exc:
                 raise PermanentBackendError(f"EGRESS_DENY_CIDRS: {cidr!r} is not a network.") from exc
             (deny_v4 if network.version == 4 else deny_v6).append(str(network))
+        # The same IPv4 ranges through a NAT64 gateway (64:ff9b::/96 + the IPv4 address) and as IPv4-mapped
+        # addresses: a pod of an IPv6 cluster must not reach them that way either.
+        for cidr in deny_v4:
+            network = ipaddress.ip_network(cidr)
+            for prefix in ("64:ff9b::", "::ffff:0:0"):
+                base = int(ipaddress.IPv6Address(prefix)) + int(network.network_address)
+                deny_v6.append(str(ipaddress.IPv6Network((base, 96 + network.prefixlen))))
         return cls(
             namespace=namespace,
             region=options.get("REGION") or alias,
