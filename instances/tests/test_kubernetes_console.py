@@ -70,7 +70,16 @@ def test_an_instance_runs_stops_starts_restarts_and_is_released(cluster, rich_al
     assert instance.backend_alias == "k8s" and instance.status == S.PROVISIONING
     assert set(Node.objects.filter(backend_alias="k8s").values_list("name", flat=True)) == {"gpu-a", "gpu-b"}
     placed = instance.node.name
-    assert cluster.cluster.get("pods", f"{name}-0")["spec"]["nodeName"] == placed
+    pod = cluster.cluster.get("pods", f"{name}-0")
+    assert pod["spec"]["nodeName"] == placed
+    # The catalogue's CPU cores and RAM per H200 card (16, 200 GB), for two cards: requested and limited.
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert {k: resources["limits"][k] for k in ("cpu", "memory", "nvidia.com/gpu")} == {
+        "cpu": "32",
+        "memory": "400Gi",
+        "nvidia.com/gpu": "2",
+    }
+    assert resources["requests"]["cpu"] == "32" and resources["requests"]["memory"] == "400Gi"
 
     instance_provision(instance_id=instance.pk)  # a redelivered task: 409s, the same machine
     assert cluster.cluster.names("statefulsets") == [name]

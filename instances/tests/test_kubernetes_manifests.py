@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES_OPTION, validate_manifest
+from instances.tests.k8s_fake import IMAGES_OPTION, restricted_violations, validate_manifest
 from providers.base import AppLaunch, InstanceSpec, PermanentBackendError, VolumeMount
 from providers.kubernetes import (
     KubeOptions,
     cluster_manifests,
     home_pvc_manifest,
+    pod_template,
     secret_manifest,
     service_manifest,
     statefulset_manifest,
@@ -284,3 +285,74 @@ def test_bad_options_and_specs_are_refused_plainly():
         cluster_manifests(OPTS, alias="k", key=KEY, spec=CLUSTER_SPEC, nodes=2, gpus_per_node=8, command=())
     with pytest.raises(PermanentBackendError, match="two nodes"):
         cluster_manifests(OPTS, alias="k", key=KEY, spec=CLUSTER_SPEC, nodes=1, gpus_per_node=8, command=("x",))
+
+
+def test_every_container_runs_as_the_image_user_without_privilege_and_the_pod_meets_restricted():
+    for pod in (
+        instance_manifests()[0]["spec"]["template"]["spec"],  # a deployment: workspace and app
+        *(m["spec"]["template"]["spec"] for m in cluster("") if m["kind"] in ("StatefulSet", "Job")),
+    ):
+        assert restricted_violations(pod) == []
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert (context["runAsUser"], context["allowPrivilegeEscalation"]) == (1000, False)
+            assert context["capabilities"] == {"drop": ["ALL"]}  # sshd too: it never switches users
+            assert "limits" in container["resources"] and "requests" in container["resources"]
+            assert not [e for e in container.get("env", []) if "valueFrom" in e]  # no secret in the environment
+        run = next(v for v in pod["volumes"] if v["name"] == "run")
+        assert run["emptyDir"]["medium"] == "Memory"
+
+
+def test_the_restricted_check_can_fail():
+    pod = copy.deepcopy(instance_manifests()[0]["spec"]["template"]["spec"])
+    pod["containers"][0]["securityContext"]["capabilities"]["add"] = ["SYS_ADMIN"]
+    pod["securityContext"]["runAsUser"] = 0
+    del pod["containers"][1]["securityContext"]["allowPrivilegeEscalation"]
+    assert len(restricted_violations(pod)) == 2  # the added capability, the escalation (runAsUser: per container)
+    pod["volumes"].append({"name": "host", "hostPath": {"path": "/"}})
+    assert any("hostPath" in v for v in restricted_violations(pod))
+
+
+def test_cpu_and_memory_come_from_the_catalogue_and_the_disk_bounds_the_writable_layer():
+    spec = InstanceSpec("n", "h200", 2, "x", 80, owner_ref="user-7", cpus=32, memory_gb=400)
+    workspace = pod_template(KubeOptions(images=IMAGES_OPTION), alias="k", key=KEY, spec=spec)["spec"]["containers"][0]
+    assert workspace["resources"] == {
+        "requests": {"nvidia.com/gpu": "2", "cpu": "32", "memory": "400Gi", "ephemeral-storage": "10Gi"},
+        "limits": {"nvidia.com/gpu": "2", "cpu": "32", "memory": "400Gi", "ephemeral-storage": "80Gi"},
+    }
+
+
+def test_the_tenant_namespace_is_named_once_from_the_owner_and_refuses_what_could_collide():
+    from providers.kubernetes.names import tenant_namespace
+
+    assert tenant_namespace("user-42") == "gpuc-user-42"
+    assert KubeOptions(tenant_namespace_prefix="t-").tenant_namespace("user-42") == "t-user-42"
+    for bad in ("", "User-42", "user_42", "user 42", "u" * 60):
+        with pytest.raises(PermanentBackendError):
+            tenant_namespace(bad)
+    # Every object of a machine goes to its owner's namespace, never the console's.
+    assert {m["metadata"]["namespace"] for m in instance_manifests()} == {"gpuc-user-7"}
+    assert {m["metadata"]["namespace"] for m in cluster("coscheduling")} == {"gpuc-user-7"}
+
+
+def test_the_tenants_namespace_enforces_restricted_and_every_object_of_it_is_valid():
+    from providers.kubernetes.manifests import tenant_manifests
+
+    made = tenant_manifests(
+        KubeOptions(namespace="gpu-console", tenant_quota=(("requests.nvidia.com/gpu", "16"),)), owner_ref="user-7"
+    )
+    assert [m["kind"] for m in made] == ["Namespace", "RoleBinding", "NetworkPolicy", "ResourceQuota"]
+    for manifest in made:
+        validate_manifest(manifest)
+    labels = made[0]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert labels["console.gpu/tenant"] == "user-7"
