@@ -218,6 +218,8 @@ def test_kubernetes_from_dcgm(rich_alice, cluster, stopped):  # noqa: F811
         text = text.replace('pod="{pod}"', 'pod="someone-else-0"').replace("inst-0b7e5d1c9a22-0", pod)
     else:
         text = text.replace("{pod}", pod)
+    # The pod runs in its owner's namespace, as the exporter labels it.
+    text = text.replace('namespace="gpu-console"', f'namespace="gpuc-user-{rich_alice.pk}"')
     for node in ("gpu-a", "gpu-b"):
         cluster.cluster.add_dcgm_exporter(node, text)
     now = timezone.now()

@@ -1,6 +1,9 @@
-"""A Kubernetes namespace as a provider: an instance is a StatefulSet of one GPU pod.
+"""A Kubernetes cluster as a provider: an instance is a StatefulSet of one GPU pod.
 
-What each console object is in the cluster (all in one namespace, all labelled
+Each tenant's objects live in a namespace of their own, ``gpuc-<owner_ref>`` (``names.tenant_namespace``),
+made before their first object with the console's RoleBinding, a default-deny NetworkPolicy and the
+``restricted`` Pod Security Standard (``manifests.tenant_manifests``); a release deletes the instance's
+objects and leaves the namespace. What each console object is in it (all labelled
 ``app.kubernetes.io/managed-by=gpu-console``, ``console.gpu/backend=<alias>`` and
 ``console.gpu/instance=<key>``)::
 
@@ -12,7 +15,7 @@ What each console object is in the cluster (all in one namespace, all labelled
                          Service      inst-6f1c2a9b03de   ClusterIP: lab 8888, code 8080, ssh 22,
                                       app <spec.app.port>
                          Secret       inst-6f1c2a9b03de-secrets   the Jupyter token, code-server's
-                                      password hash, the SSH keys (read by the pod as env and files)
+                                      password hash, the SSH keys (mounted read-only as files, never env)
     volume key 0b7e…     PVC          vol-0b7e…   ReadWriteMany when VOLUME_RWX, else ReadWriteOnce
 
 A StatefulSet (not a bare pod, not a Deployment) because it gives the pod a stable name and lets
