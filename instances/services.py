@@ -493,6 +493,12 @@ def instance_launch(
     ):
         if not obj.is_active:
             raise LaunchInvalid(label, field=field)
+    if not get_backend(region.backend_alias).has_image(image.slug):
+        # The owner's choice is never replaced by another image: a region without it refuses the launch.
+        raise LaunchInvalid(
+            _("The image %(image)s is not available in %(region)s.") % {"image": image.name, "region": region.name},
+            field="image",
+        )
     actor = actor if actor is not None else user
     ssh_keys = list(ssh_keys)
     if any(key.user_id != actor.pk for key in ssh_keys):

@@ -295,6 +295,12 @@ class ProvisioningBackend:
         Raises ``TransientBackendError`` when the provider cannot be asked right now."""
         raise NotImplementedError
 
+    def has_image(self, slug: str) -> bool:
+        """Whether this provider can run the console's image ``slug``, from its configuration alone (no
+        call to the provider: the launch asks it). A provider that maps images (Kubernetes: ``IMAGES``)
+        says no for one it lacks, so the launch is refused before anything is made; never replaced."""
+        return True
+
     def machines(self) -> list[MachineInfo]:
         """Every machine this alias has at the provider, stopped ones included, each key once: what
         the reconciler compares with the console's records. Raises ``TransientBackendError`` when

@@ -5,10 +5,12 @@ reconciler makes of a lost node and of an API that does not answer."""
 from __future__ import annotations
 
 import base64
+from unittest import mock
 
 import pytest
 
 from instances.catalogue import catalogue_seed
+from instances.errors import LaunchInvalid
 from instances.models import Instance, Node
 from instances.proxy import instance_proxy_target
 from instances.reconciler import instances_reconcile
@@ -22,6 +24,7 @@ from instances.services import (
 )
 from instances.tests.conftest import backends, committed, launch
 from instances.tests.k8s_fake import fake_api_server
+from providers import get_backend
 from providers.kubernetes import instance_name
 
 S = Instance.Status
@@ -135,16 +138,29 @@ def test_an_instance_runs_stops_starts_restarts_and_is_released(cluster, rich_al
     assert cluster.cluster.get("networkpolicies", "tenant-fence", f"gpuc-user-{rich_alice.pk}") is not None
 
 
-def test_an_image_the_region_lacks_fails_the_launch_with_its_name_and_nothing_is_made(cluster, rich_alice):
-    with committed():
-        instance = launch(rich_alice, gpu="h200", region="k8s-1", image="jax-0.4-cu124")
-    instance.refresh_from_db()
-    assert instance.status == S.FAILED
-    assert "jax-0.4-cu124" in instance.status_reason_text and "not available" in instance.status_reason_text
+def test_an_image_the_region_lacks_is_refused_at_launch_by_name_and_nothing_is_made(cluster, rich_alice):
+    with committed(), pytest.raises(LaunchInvalid, match=r"JAX 0\.4\.30") as refused:
+        launch(rich_alice, gpu="h200", region="k8s-1", image="jax-0.4-cu124")
+    assert refused.value.field == "image" and "not available in Kubernetes" in str(refused.value)
+    assert not Instance.objects.filter(owner=rich_alice).exists()
     # Refused before anything was made: no tenant namespace, and nothing ran under another image.
     assert not [n for n in cluster.cluster.names("namespaces") if n.startswith("gpuc-")]
     for plural in ("statefulsets", "pods", "secrets"):
         assert cluster.cluster.list(plural) == [], plural
+
+
+def test_an_image_unmapped_after_the_launch_fails_it_with_the_images_name_never_another_image(
+    cluster, rich_alice, settings
+):
+    """The backend refuses too (the options changed between the launch and its task): the instance
+    fails with a reason naming the image."""
+    backend = get_backend("k8s")
+    with committed(), mock.patch.object(type(backend), "has_image", return_value=True):
+        instance = launch(rich_alice, gpu="h200", region="k8s-1", image="jax-0.4-cu124")
+    instance.refresh_from_db()
+    assert instance.status == S.FAILED
+    assert "'jax-0.4-cu124' is not available" in instance.status_reason_text
+    assert cluster.cluster.list("pods") == [] and cluster.cluster.list("statefulsets") == []
 
 
 def test_a_node_that_stops_reporting_changes_nothing_and_a_removed_one_loses_the_instance(cluster, rich_alice):

@@ -353,6 +353,10 @@ class KubernetesBackend(
         base = f"{LABEL_MANAGED}={MANAGED_BY},{LABEL_BACKEND}={self.alias}"
         return f"{base},{extra}" if extra else base
 
+    def has_image(self, slug: str) -> bool:
+        """Whether ``IMAGES`` maps ``slug``: read from the options, without connecting."""
+        return bool((self.options.get("IMAGES") or {}).get(slug))
+
     # --- nodes ------------------------------------------------------------------------------------------
 
     def nodes(self) -> list[NodeInfo]:
