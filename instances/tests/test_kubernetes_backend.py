@@ -575,3 +575,33 @@ def test_the_public_models_and_datasets_are_mounted_read_only_unless_a_volume_ta
     assert claims[mounts["/models"]["name"]] == {"claimName": "public-models", "readOnly": True}
     # The user's volume at /datasets/mine takes /datasets: a read-only mount cannot hold its mount point.
     assert "/datasets" not in mounts and mounts["/datasets/mine"]["readOnly"] is True
+
+
+def test_a_process_that_never_saw_the_machine_finds_its_tenants_namespace_for_every_call(api, backend):
+    """The proxy, the gateway and the reconciler's leak clean-up ask by key alone: a fresh backend (another
+    process) finds each machine in its owner's namespace by its labels, and two tenants stay apart."""
+    state = backend.create(key=KEY, spec=spec())
+    other = "7a000000-0000-4000-8000-000000000005"
+    backend.create(key=other, spec=spec(owner_ref="user-2", node="gpu-b"))
+    api.cluster.advance()
+    fresh = backend_for(api)
+    assert fresh.proxy_target(key=KEY, service="lab").host == f"{NAME}.gpuc-user-1.svc"
+    assert fresh.ssh_target(key=other).host == f"{instance_name(other)}.gpuc-user-2.svc"
+    machines = {m.key: m.extra["namespace"] for m in fresh.machines()}
+    assert machines == {KEY: "gpuc-user-1", other: "gpuc-user-2"}
+    events = {e.key for e in fresh.watch_pods(timeout_s=1)}  # wall-clock: the first events are the pods that exist
+    assert events == {KEY, other}
+
+    # A leaked machine (no state: the reconciler's) is deleted in its own namespace; the namespace stays.
+    backend_for(api).destroy(key=other, state={})
+    assert api.cluster.list("statefulsets")[0]["metadata"]["labels"]["console.gpu/instance"] == KEY
+    assert api.cluster.get("namespaces", "gpuc-user-2") is not None
+    assert backend_for(api).poll(key=other, state={}).state == Observed.GONE
+    assert fresh.poll(key=KEY, state=state).state == Observed.RUNNING
+
+
+def test_a_namespace_of_that_name_that_is_not_the_tenants_is_refused(api, backend):
+    api.cluster.add_namespace("gpuc-user-1", labels={"team": "someone-elses"})
+    with pytest.raises(PermanentBackendError, match="not this tenant's"):
+        backend.create(key=KEY, spec=spec())
+    assert api.cluster.list("statefulsets") == []

@@ -87,7 +87,7 @@ if want ssh; then
     install -m 600 "$home/.console-ssh/host_key" /run/sshd/host_key
     "$sshd_bin" -D -e -p 2222 -h /run/sshd/host_key -o PidFile=/run/sshd/sshd.pid \
       -o AuthorizedKeysFile=/etc/console/authorized_keys -o PasswordAuthentication=no \
-      -o KbdInteractiveAuthentication=no -o StrictModes=no &
+      -o KbdInteractiveAuthentication=no -o StrictModes=no -o UsePAM=no &
     pids="$pids $!"
   else echo "console: this image has no sshd; SSH is off" >&2; fi
 fi
