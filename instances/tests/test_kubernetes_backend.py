@@ -605,3 +605,15 @@ def test_a_namespace_of_that_name_that_is_not_the_tenants_is_refused(api, backen
     with pytest.raises(PermanentBackendError, match="not this tenant's"):
         backend.create(key=KEY, spec=spec())
     assert api.cluster.list("statefulsets") == []
+
+
+def test_a_tenants_namespace_deleted_by_hand_is_made_again_fenced_on_the_retry(api, backend):
+    backend.create(key=KEY, spec=spec())
+    with api.cluster.lock:  # an administrator deletes the namespace (and, with it, everything in it)
+        for key in [k for k in api.cluster.objects if k[1] == "gpuc-user-1" or k == ("namespaces", "", "gpuc-user-1")]:
+            api.cluster.objects.pop(key)
+    with pytest.raises(TransientBackendError, match="gpuc-user-1 is missing"):
+        backend.create(key=KEY, spec=spec())
+    backend.create(key=KEY, spec=spec())  # the task's retry
+    assert api.cluster.get("networkpolicies", "tenant-fence", "gpuc-user-1") is not None
+    assert api.cluster.get("statefulsets", NAME, "gpuc-user-1") is not None

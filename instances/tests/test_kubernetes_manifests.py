@@ -309,6 +309,10 @@ def test_every_container_runs_as_the_image_user_without_privilege_and_the_pod_me
             assert "limits" in container["resources"] and "requests" in container["resources"]
             assert not [e for e in container.get("env", []) if "valueFrom" in e]  # no secret in the environment
         run = next(v for v in pod["volumes"] if v["name"] == "run")
+        workspace = next((c for c in pod["containers"] if c["name"] == "workspace"), None)
+        if workspace is not None:  # under the image's tini when it has one (the contract's PID 1)
+            assert workspace["command"][:4] == ["/bin/sh", "-c", workspace["command"][2], "console-init"]
+            assert "exec tini -s --" in workspace["command"][2]
         assert run["emptyDir"]["medium"] == "Memory"
 
 

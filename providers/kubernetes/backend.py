@@ -262,6 +262,10 @@ class KubernetesBackend(
         namespace = manifest["metadata"]["namespace"]
         try:
             return self._call(method, namespace, manifest)
+        except _NotFound as exc:
+            # Its namespace is gone (deleted by hand since this process made it): the retry makes it again.
+            self._tenants.discard(namespace)
+            raise TransientBackendError(f"The namespace {namespace} is missing; it is made again on retry.") from exc
         except _AlreadyExists:
             try:
                 existing = self._call(read, name, namespace)

@@ -98,6 +98,14 @@ while :; do
 done
 """
 
+# The image contract's PID 1 is tini (it reaps the servers' orphans and forwards signals); the console's
+# start script replaces the image's entrypoint, so it runs under the image's tini when there is one, and
+# under the shell alone in an image built without it.
+INIT_SCRIPT = (
+    'if command -v tini >/dev/null 2>&1; then exec tini -s -- /bin/sh -c "$1" console-workspace; fi; '
+    'exec /bin/sh -c "$1" console-workspace'
+)
+
 # An app's container: its key from the mounted Secret into its own environment, then its command.
 APP_KEY_SCRIPT = 'APP_API_KEY="$(cat /etc/console/app-api-key 2>/dev/null)"; export APP_API_KEY; exec "$@"'
 
@@ -317,7 +325,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
     workspace: dict[str, Any] = {
         "name": "workspace",
         "image": opts.image_for(spec.image),
-        "command": ["/bin/sh", "-c", WORKSPACE_SCRIPT],
+        "command": ["/bin/sh", "-c", INIT_SCRIPT, "console-init", WORKSPACE_SCRIPT],
         "workingDir": opts.disk_path,
         "env": [
             {"name": "CONSOLE_SERVICES", "value": " ".join(services)},
