@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -883,6 +884,9 @@ def port_forward(
     for option in ssh_options:
         argv += ["-o", option]
     argv += ["-L", f"{address}:{local}:127.0.0.1:{remote}", f"{login}@{host}"]
+    # Stopped by a signal, gpuctl stops its ssh too (the finally below), instead of leaving it forwarding.
+    for stop in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, lambda *_: sys.exit(0))
     tunnel = subprocess.Popen(argv)  # noqa: S603 - the user's own ssh, with arguments as a list
     try:
         if not _wait_listening(tunnel, address, local):
