@@ -117,9 +117,7 @@ class Group(click.Group):
         except ApiError as error:
             as_json = bool(ctx.obj and ctx.obj.as_json)
             _fail(_exit_code(error), error.message, error.code, as_json, error.fields)
-        except (OSError, ValueError) as error:  # a local file, a folder without -r
-            if isinstance(error, ApiError):
-                raise
+        except OSError as error:  # a local file: unreadable, a folder without -r
             as_json = bool(ctx.obj and ctx.obj.as_json)
             _fail(EXIT_REFUSED, str(error), "local_error", as_json)
 
@@ -456,7 +454,9 @@ def resize(ctx: Context, ref: str, node_count: int) -> None:
 def ssh(ctx: Context, ref: str, print_only: bool) -> None:
     """Open a shell on an instance (through the console's SSH entry)."""
     instance = _resolve(ctx, ref)
-    command = (instance.get("entry_points") or {}).get("ssh_command")
+    entries = instance.get("entry_points") or {}
+    # Direct SSH where the provider serves it, else the console's SSH gateway (every backend).
+    command = entries.get("ssh_command") or entries.get("gateway_command")
     if not command:
         _fail(
             EXIT_FAILED,

@@ -3,8 +3,8 @@ that turns a typed method signature into one call of the console's REST API (``/
 
 Every non-2xx answer becomes an :class:`ApiError` (a subclass per status) carrying the console's one
 error body (``{"error": {"code", "message", "fields"}}``), so callers branch on ``code``, never on text.
-A 429 or 503 is retried with exponential backoff, waiting at least what ``Retry-After`` says; a
-connection that could not be opened is retried too (nothing was sent). Every POST carries an
+A 429 or 503 is retried with exponential backoff, waiting at least what ``Retry-After`` says (a
+console that cannot be reached at all is reported at once: ``Unavailable`` with status 0). Every POST carries an
 ``Idempotency-Key`` (random, or the caller's ``idempotency_key=``), so a retry never creates twice.
 """
 
@@ -194,10 +194,10 @@ class Transport:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _wait(self, attempt: int, response: httpx.Response | None) -> None:
+    def _wait(self, attempt: int, response: httpx.Response) -> None:
         # Full jitter, so many clients told to wait do not come back in one burst; never less than Retry-After.
         backoff = random.uniform(0, self.backoff_s * 2**attempt)
-        told = retry_after_s(response) if response is not None else None
+        told = retry_after_s(response)
         self._sleep(min(self.max_wait_s, max(backoff, told or 0.0)))
 
     def _send(self, method: str, path: str, *, stream: bool = False, **kwargs: Any) -> httpx.Response:
@@ -206,12 +206,6 @@ class Transport:
             try:
                 request = self._http.build_request(method, path, **kwargs)
                 response = self._http.send(request, stream=stream)
-            except httpx.ConnectError as exc:
-                if attempt >= self.max_retries:
-                    raise Unavailable(0, "unreachable", f"{self.url}: {exc}") from exc
-                self._wait(attempt, None)
-                attempt += 1
-                continue
             except httpx.HTTPError as exc:
                 raise Unavailable(0, "unreachable", f"{self.url}: {exc}") from exc
             if response.status_code in RETRY_STATUSES and attempt < self.max_retries:
