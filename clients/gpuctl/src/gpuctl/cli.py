@@ -797,11 +797,10 @@ def ssh_config(ctx: Context, output: Path | None, identity_file: str | None, pre
     Each instance is named by its name (when no other running instance has it) and by the first
     8 characters of its id. Run it again after launching: only running instances are reachable.
     """
-    running = [row for row in ctx.client.instances_list(status=["running"])]
+    running = list(ctx.client.instances_list(status=["running"]))
     names = [row["name"] for row in running]
     entries = []
-    for row in running:
-        instance = ctx.client.instances_get(row["id"])
+    for instance in running:
         gateway = _gateway(instance)
         if gateway is None:
             continue
