@@ -139,6 +139,12 @@ SecurityEventActionEnum = Literal[
     "token_created",
     "token_revoked",
     "device_login_approved",
+    "second_factor_added",
+    "second_factor_removed",
+    "recovery_codes_generated",
+    "second_factor_used",
+    "recovery_code_used",
+    "second_factor_failed",
 ]
 
 SourceEnum = Literal["huggingface", "modelscope"]
