@@ -31,7 +31,7 @@ def console(live_server, settings, alice, tmp_path, monkeypatch):
     marketplace_catalogue_load()
     fund(alice, 1_000_000)
     _token, secret = api_token_create(user=alice, name="gpuctl", expires_at=None)
-    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "config.json"))
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("GPUCTL_POLL_S", "0.05")
     monkeypatch.delenv("GPUCTL_URL", raising=False)
     monkeypatch.delenv("GPUCTL_TOKEN", raising=False)

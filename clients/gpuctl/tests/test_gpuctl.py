@@ -129,7 +129,7 @@ def test_messages_in_chinese(logged_in, gpuctl, monkeypatch):
 
 
 def test_an_unreachable_console_is_exit_code_7(gpuctl, monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "none.json"))
+    monkeypatch.setenv("GPUCTL_CONFIG", str(tmp_path / "none.toml"))
     monkeypatch.setenv("GPUCTL_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("GPUCTL_TOKEN", "x")
     run = gpuctl("--json", "balance")
@@ -177,7 +177,7 @@ def test_login_through_the_browser_with_a_device_code(console, gpuctl, alice):
 
 
 def test_version_and_help_need_no_console(gpuctl):
-    assert gpuctl("--version").stdout.strip() == "gpuctl, version 0.1.0"
+    assert gpuctl("--version").stdout.strip() == "gpuctl, version 0.2.0"
     assert "launch" in gpuctl("--help").stdout
 
 

@@ -41,6 +41,21 @@ ZH = {
     "Change": "变化",
     "Kind": "类型",
     "Reason": "原因",
+    "Forgot {name}.": "已删除配置 {name}。",
+    "Forwarding {url} → {name}:{port}. Ctrl-C stops.": "正在转发 {url} → {name}:{port}。按 Ctrl-C 停止。",
+    "Give one local path and one remote (INSTANCE:PATH or volume/VOLUME:PATH).": "请给出一个本地路径和一个远程路径（实例:路径 或 volume/存储卷:路径）。",
+    "No profile {name!r}.": "没有名为 {name!r} 的配置。",
+    "No volume matches {ref!r}.": "没有与 {ref!r} 匹配的存储卷。",
+    "PORTS is REMOTE or LOCAL:REMOTE, numbers.": "PORTS 应为 远程端口 或 本地端口:远程端口（数字）。",
+    "Team": "团队",
+    "Using {name}.": "正在使用 {name}。",
+    "Wrote {count} hosts to {path}.": "已将 {count} 个主机写入 {path}。",
+    "ssh could not open the forward (exit {code}).": "ssh 无法建立转发（退出码 {code}）。",
+    "ssh ended with exit {code}.": "ssh 已退出，退出码 {code}。",
+    "{copied} copied ({bytes} bytes), {skipped} already complete.": "已复制 {copied} 个（{bytes} 字节），{skipped} 个已完整。",
+    "{name} cannot be reached through the console's SSH gateway now (is it running?).": "现在无法通过控制台的 SSH 网关连接 {name}（它在运行吗？）。",
+    "{path}: no such file.": "{path}：没有这个文件。",
+    "{ref!r} matches several volumes.": "{ref!r} 匹配多个存储卷。",
 }
 
 
