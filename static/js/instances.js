@@ -243,13 +243,21 @@
         });
       });
     }
+    // Each image says whether the chosen region's nodes hold it (no pull) or it will be pulled.
+    function imageCacheForRegion() {
+      var region = value("region");
+      form.querySelectorAll("[data-image-cache-region]").forEach(function (line) {
+        line.hidden = line.getAttribute("data-image-cache-region") !== region;
+      });
+    }
     form.addEventListener("change", function (event) {
-      if (event.target && event.target.name === "region") { pickAvailable(); volumesForRegion(); }
+      if (event.target && event.target.name === "region") { pickAvailable(); volumesForRegion(); imageCacheForRegion(); }
       update();
     });
     form.addEventListener("input", update);
     pickAvailable();
     volumesForRegion();
+    imageCacheForRegion();
     update();
   }
 })();
