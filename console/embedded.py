@@ -350,6 +350,10 @@ class EmbeddedRegistry:
     root: Path
     port: int = DEFAULT_REGISTRY_PORT
 
+    @staticmethod
+    def installed() -> bool:
+        return bool(shutil.which("docker-registry") or shutil.which("registry"))
+
     @property
     def binary(self) -> str:
         found = shutil.which("docker-registry") or shutil.which("registry")

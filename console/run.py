@@ -223,6 +223,11 @@ def registry_default(env: dict[str, str], *, var: Path) -> EmbeddedRegistry | No
         env.setdefault("CONSOLE_REGISTRY_TLS_VERIFY", "1")
         return None
     registry = EmbeddedRegistry(var / "registry", port=int(env.get("EMBEDDED_REGISTRY_PORT", DEFAULT_REGISTRY_PORT)))
+    if not registry.installed():
+        # The console runs without one (the simulated cloud needs no images); publishing says what is missing.
+        say("console", "Registry: none (docker-registry is not installed: scripts/container-deps.sh installs it)")
+        env["CONSOLE_REGISTRY"], env["CONSOLE_REGISTRY_TLS_VERIFY"] = "", "1"
+        return None
     env["CONSOLE_REGISTRY"] = registry.address
     env["CONSOLE_REGISTRY_TLS_VERIFY"] = "0"  # plain HTTP on the loopback address
     return registry
@@ -277,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             # Supervised like web and the workers: started again if it dies.
             supervisor.add("registry", registry.argv())
             say("console", f"Registry (private docker-registry, var/registry) on {registry.address}")
-        else:
-            say("console", f"Registry: CONSOLE_REGISTRY ({env.get('CONSOLE_REGISTRY', '')})")
+        elif env.get("CONSOLE_REGISTRY"):
+            say("console", f"Registry: CONSOLE_REGISTRY ({env['CONSOLE_REGISTRY']})")
         run_dir = var / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
         services_env = run_dir / "services.env"

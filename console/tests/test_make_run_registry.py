@@ -68,3 +68,10 @@ def test_a_port_taken_by_another_program_is_refused_with_a_way_out(tmp_path):
         busy.listen()
         with pytest.raises(EmbeddedServiceError, match="EMBEDDED_REGISTRY_PORT"):
             EmbeddedRegistry(tmp_path / "registry", port=busy.getsockname()[1]).argv()
+
+
+def test_without_docker_registry_installed_the_console_runs_with_no_registry(tmp_path, monkeypatch):
+    monkeypatch.setattr(EmbeddedRegistry, "installed", staticmethod(lambda: False))
+    env: dict[str, str] = {}
+    assert registry_default(env, var=tmp_path) is None
+    assert env["CONSOLE_REGISTRY"] == ""
