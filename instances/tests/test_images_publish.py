@@ -90,6 +90,11 @@ def oci_layout(root, *, os_release: str, tag: str = "1") -> str:
     return f"oci:{root}:{tag}"
 
 
+def _head(registry, path: str, tag: str) -> int:
+    headers = {"Accept": ", ".join(MANIFEST_TYPES)}
+    return httpx.head(f"http://{registry.address}/v2/{path}/manifests/{tag}", headers=headers).status_code
+
+
 def _record(records, name: str, **fields) -> None:
     records.mkdir(exist_ok=True)
     (records / f"{name}.json").write_text(json.dumps({"name": name, **fields}))
@@ -174,3 +179,37 @@ def test_without_a_registry_the_command_says_how_to_name_one(settings, tmp_path)
     _record(tmp_path, "x", source="oci:/nowhere:1")
     with pytest.raises(CommandError, match="CONSOLE_REGISTRY"):
         call_command("images_publish", "--records", str(tmp_path))
+
+
+def test_a_build_record_as_scripts_images_writes_it_is_named_from_its_ref_and_contents(registry, tmp_path, catalogue):
+    records = tmp_path / "records"
+    contents = {"os": "Debian GNU/Linux 12 (bookworm)", "python": "3.11.2", "jupyterlab": "4.6.6"}
+    _record(
+        records,
+        "minimal",
+        source=oci_layout(tmp_path / "m", os_release="m\n"),
+        ref="localhost/console/minimal:latest",
+        image_id="0" * 64,
+        contract=True,
+        contents=contents,
+    )
+    _record(
+        records,
+        "base",
+        source=oci_layout(tmp_path / "b", os_release="b\n"),
+        ref="localhost/console/base:bookworm",
+        contract=False,
+        contents={"python": "3.11.2", "jupyterlab": None},
+    )
+
+    call_command("images_publish", "--records", str(records))
+
+    image = Image.objects.get(slug="python-3.11-minimal")
+    assert image.repository == f"{registry.address}/console/minimal" and image.tag == "latest"
+    assert image.name == "Python 3.11 (minimal)" and image.is_active and image.contents == contents
+    assert not Image.objects.filter(slug__contains="base").exists()  # the base is no instance image
+    assert _head(registry, "console/base", "bookworm") == 404
+
+    call_command("images_publish", "base", "--records", str(records))  # named: pushed, still not offered
+    assert _head(registry, "console/base", "bookworm") == 200
+    assert not Image.objects.filter(slug__contains="base").exists()

@@ -25,6 +25,7 @@ class Command(BaseCommand):
         var_dir = Path(settings.VAR_DIR)
         records = Path(options["records"]) if options["records"] else var_dir / "images"
         images_dir = Path(settings.BASE_DIR) / "images"
+        named = bool(options["names"])
         names = options["names"] or sorted(p.stem for p in records.glob("*.json"))
         if not names:
             raise CommandError(f"No built images in {records}: build one first (scripts/images.py build <name>).")
@@ -40,16 +41,19 @@ class Command(BaseCommand):
                 failed.append(name)
                 continue
             try:
-                done = image_publish(
-                    record=build_record(path, images_dir=images_dir), registry=registry, var_dir=var_dir
-                )
+                record = build_record(path, images_dir=images_dir)
+                if record.get("contract") is False and not named:
+                    self.stdout.write(f"{name}: not an instance image (a base); name it to publish it")
+                    continue
+                done = image_publish(record=record, registry=registry, var_dir=var_dir)
             except RegistryError as exc:
                 self.stderr.write(f"{name}: {exc}")
                 failed.append(name)
                 continue
             verb = "created" if done.created else "updated"
+            catalogue = f"; image {done.slug} {verb}" if done.slug else ""
             self.stdout.write(
-                f"{name}: {done.repository}:{done.tag} @ {done.digest} ({done.size_bytes} bytes); image {done.slug} {verb}"
+                f"{name}: {done.repository}:{done.tag} @ {done.digest} ({done.size_bytes} bytes){catalogue}"
             )
         if failed:
             raise CommandError(f"Not published: {', '.join(failed)}")
