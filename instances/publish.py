@@ -89,6 +89,8 @@ def image_publish(*, record: dict, registry: Registry, var_dir: Path) -> Publish
     if pushed and pushed != digest:
         raise RegistryError(f"skopeo pushed {pushed} but the registry names {digest} for {repository}:{tag}.")
     contents = {k: v for k, v in (record.get("contents") or {}).items() if v not in (None, "")}
+    if record.get("size_bytes"):  # unpacked, as the build's store counts it; ``size`` is what a pull fetches
+        contents["disk_bytes"] = int(record["size_bytes"])
     if record.get("contract") is False:  # pushed (it is what the others are built on), not offered
         return Published(slug="", repository=repository, tag=tag, digest=digest, size_bytes=size, created=False)
     python = ".".join(str(contents.get("python") or "").split(".")[:2])
