@@ -130,3 +130,29 @@ def test_a_failed_pull_says_why_and_bills_nothing(rich_alice, alice_client):
     assert not Meter.objects.filter(ref__startswith=f"instance:{instance.pk}:").exists()
     assert gpu_meter_ref(instance.pk).startswith(f"instance:{instance.pk}:")
     assert all(node.free_cards == node.total_cards for node in Node.objects.all())
+
+
+def test_the_api_gives_the_pinned_image_the_boot_stages_and_the_pull(rich_alice, alice_client):
+    options = {"PULL_BYTES_PER_S": GB, "BOOT_DELAY_S": 10}
+    t0 = timezone.now()
+    with simulate(**options), mock.patch("django.utils.timezone.now", return_value=t0), committed():
+        instance = launch(rich_alice)
+    for seconds in (3, 5):
+        at = t0 + timedelta(seconds=seconds)
+        with simulate(**options), mock.patch("django.utils.timezone.now", return_value=at), committed():
+            instance_sync(instance_id=instance.pk)
+
+    body = alice_client.get(f"/api/v1/instances/{instance.pk}/").json()
+    assert [s["stage"] for s in body["boot"]["stages"]] == ["queued", "placed", "pulling"]
+    assert body["boot"]["stages"][1]["seconds"] == 3.0 and body["boot"]["stages"][2]["seconds"] is None
+    assert body["boot"]["pull"] == {
+        "bytes_done": 4 * GB,
+        "bytes_total": 8_900_000_000,
+        "bytes_per_second": 1.0 * GB,
+        "seconds_left": pytest.approx(4.9),
+    }
+    listed = alice_client.get("/api/v1/instances/").json()["results"][0]
+    assert listed["boot"] == body["boot"]
+
+    images = {i["slug"]: i for i in alice_client.get("/api/v1/catalogue/").json()["images"]}
+    assert images["pytorch-2.5-cu124"]["size_bytes"] == 8_900_000_000
