@@ -201,13 +201,15 @@ def launch_options_for(*, user) -> dict:
 
 
 def launch_images(*, regions: list[Region]) -> list[dict]:
-    """The catalogue's images as the launch page lists them: size, contents, and per region how many of
-    its healthy nodes hold the image in their cache (a launch there needs no pull), from what the
-    reconciler stored (``Node.cached_images``), never asked of a provider. Two queries."""
-    nodes = Node.objects.filter(region__in=regions, is_healthy=True).values_list("region_id", "cached_images")
-    per_region: dict[int, list[set]] = {r.pk: [] for r in regions}
-    for region_id, cached in nodes:
-        per_region[region_id].append(set(cached or ()))
+    """The catalogue's images as the launch page lists them: size, contents, and for each region and GPU
+    model how many of its healthy nodes hold the image in their cache (a launch there needs no pull),
+    from what the reconciler stored (``Node.cached_images``), never asked of a provider. Two queries."""
+    nodes = Node.objects.filter(region__in=regions, is_healthy=True).values_list(
+        "region_id", "gpu_model_id", "cached_images"
+    )
+    groups: dict[tuple[int, int], list[set]] = {}
+    for region_id, gpu_model_id, cached in nodes:
+        groups.setdefault((region_id, gpu_model_id), []).append(set(cached or ()))
     rows = []
     for image in Image.objects.filter(is_active=True):
         key = image.cache_key
@@ -218,11 +220,12 @@ def launch_images(*, regions: list[Region]) -> list[dict]:
                 "contents": image_contents(image),
                 "cache": [
                     {
-                        "region_id": region.pk,
-                        "cached": sum(1 for held in per_region[region.pk] if key in held),
-                        "nodes": len(per_region[region.pk]),
+                        "region_id": region_id,
+                        "gpu_model_id": gpu_model_id,
+                        "cached": sum(1 for held in group if key in held),
+                        "nodes": len(group),
                     }
-                    for region in regions
+                    for (region_id, gpu_model_id), group in sorted(groups.items())
                 ],
             }
         )

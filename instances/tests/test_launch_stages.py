@@ -22,9 +22,11 @@ S = Instance.Status
 GB = 1_000_000_000
 
 
-def _cache_line(body: str, image: Image, region_id: int) -> str:
+def _cache_line(body: str, image: Image, node: Node) -> str:
+    """What the image's card says of the nodes of ``node``'s region and GPU model."""
     block = body.split(f'data-image="{image.pk}"', 1)[1].split("</label>", 1)[0]
-    match = re.search(rf'data-image-cache-region="{region_id}">([^<]*)<', block)
+    where = f'data-image-cache-region="{node.region_id}" data-image-cache-gpu="{node.gpu_model_id}"'
+    match = re.search(rf"{where}(?: hidden)?>([^<]*)<", block)
     assert match, block
     return match.group(1)
 
@@ -39,15 +41,17 @@ def test_the_launch_page_lists_each_images_size_contents_and_whether_the_regions
     jax = Image.objects.get(slug="jax-0.4-cu124")
     with simulate(PRECACHED=[torch.cache_key]):
         nodes_sync(alias="default")
-    north = Node.objects.filter(region__slug="cn-north-1").first().region
+    north_a800 = Node.objects.filter(region__slug="cn-north-1", gpu_model__slug="a800-80g").first()
 
     body = alice_client.get("/instances/launch/").content.decode()
 
     torch_card = body.split(f'data-image="{torch.pk}"', 1)[1].split("</label>", 1)[0]
     assert filesizeformat(9 * GB) in torch_card
     assert "Python 3.12.7" in torch_card and "CUDA 12.4" in torch_card and "PyTorch 2.5.1" in torch_card
-    assert _cache_line(body, torch, north.pk) == "Cached on every node here: starts without a pull"
-    assert _cache_line(body, jax, north.pk) == f"Not cached here: the first boot pulls {filesizeformat(jax.size_bytes)}"
+    assert _cache_line(body, torch, north_a800) == "Cached on every node of this model here: starts without a pull"
+    assert (
+        _cache_line(body, jax, north_a800) == f"Not cached here: the first boot pulls {filesizeformat(jax.size_bytes)}"
+    )
 
 
 def test_a_node_that_pulled_an_image_counts_as_holding_it_on_the_launch_page_at_once(rich_alice, alice_client):
@@ -62,7 +66,8 @@ def test_a_node_that_pulled_an_image_counts_as_holding_it_on_the_launch_page_at_
     assert instance.status == S.RUNNING
 
     body = alice_client.get("/instances/launch/").content.decode()
-    assert _cache_line(body, image, instance.region_id) == "Cached on 1 of 3 nodes here; elsewhere it is pulled first"
+    node = Node.objects.get(pk=instance.node_id)
+    assert _cache_line(body, image, node) == "Cached on 1 of 2 nodes of this model here; elsewhere it is pulled first"
     assert Node.objects.get(pk=instance.node_id).cached_images == [image.cache_key]
 
 

@@ -51,7 +51,9 @@ def test_the_launch_page_says_which_images_the_chosen_regions_nodes_hold(
         card = page.locator(f'.image-choice[data-image="{torch.pk}"]')
         expect(card.locator(".image-meta")).to_contain_text("Python 3.12.7")
         expect(card.locator(".image-meta")).to_contain_text("PyTorch 2.5.1")
-        expect(card.locator(".image-cache:visible")).to_have_text("Cached on every node here: starts without a pull")
+        expect(card.locator(".image-cache:visible")).to_have_text(
+            "Cached on every node of this model here: starts without a pull"
+        )
         jax = page.locator(".image-choice", has_text="JAX")
         expect(jax.locator(".image-cache:visible")).to_contain_text("Not cached here: the first boot pulls")
         page.locator(f'.region-choice[data-region="{east.pk}"]').click()
