@@ -215,3 +215,66 @@ def test_a_build_record_as_scripts_images_writes_it_is_named_from_its_ref_and_co
     call_command("images_publish", "base", "--records", str(records))  # named: pushed, still not offered
     assert _head(registry, "console/base", "bookworm") == 200
     assert not Image.objects.filter(slug__contains="base").exists()
+
+
+def test_behind_token_auth_the_client_fetches_a_bearer_token_with_its_credentials(settings):
+    """A registry configured with ``auth: token`` answers 401 with a Bearer challenge naming its token
+    service; the client asks that service with its credentials and the challenge's scope, then retries."""
+    import base64
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlparse
+
+    body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_TYPES[0], "config": {"size": 7}, "layers": []})
+    digest = "sha256:" + hashlib.sha256(body.encode()).hexdigest()
+    asked = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _answer(self, with_body: bool):
+            url = urlparse(self.path)
+            if url.path == "/token":
+                asked.append(parse_qs(url.query))
+                good = "Basic " + base64.b64encode(b"console:s3cret").decode()
+                payload = b'{"token": "tok"}' if self.headers.get("Authorization") == good else b"{}"
+                self.send_response(200 if payload != b"{}" else 401)
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            if self.headers.get("Authorization") != "Bearer tok":
+                self.send_response(401)
+                port = self.server.server_address[1]
+                self.send_header(
+                    "WWW-Authenticate",
+                    f'Bearer realm="http://127.0.0.1:{port}/token",service="registry",'
+                    'scope="repository:console/minimal:pull"',
+                )
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Docker-Content-Digest", digest)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if with_body:
+                self.wfile.write(body.encode())
+
+        def do_HEAD(self):
+            self._answer(False)
+
+        def do_GET(self):
+            self._answer(True)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        client = Registry(address=address, username="console", password="s3cret", tls_verify=False)
+        assert client.image_size(f"{address}/console/minimal", "latest") == (digest, len(body) + 7)
+        assert asked[0] == {"service": ["registry"], "scope": ["repository:console/minimal:pull"]}
+        wrong = Registry(address=address, username="console", password="wrong", tls_verify=False)
+        with pytest.raises(RegistryError, match="token service refused"):
+            wrong.manifest(f"{address}/console/minimal", "latest")
+    finally:
+        server.shutdown()
