@@ -331,3 +331,71 @@ class EmbeddedRedis:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+DEFAULT_REGISTRY_PORT = 55055
+
+
+@dataclass
+class EmbeddedRegistry:
+    """A private OCI registry (Debian's ``docker-registry``: distribution 2.8) for the catalogue's images,
+    with its blobs under ``root`` (``var/registry``). `make run` supervises it like its other processes:
+    ``argv`` is what the supervisor runs (in the foreground), and restarts when it dies.
+
+    It listens on 127.0.0.1 only, without TLS or log-in: nothing outside this machine reaches it.
+    Deleting manifests is allowed (``images_publish`` replaces a tag's image, a garbage collection
+    reclaims the rest). Production names a registry of its own (``CONSOLE_REGISTRY``; README).
+    """
+
+    root: Path
+    port: int = DEFAULT_REGISTRY_PORT
+
+    @staticmethod
+    def installed() -> bool:
+        return bool(shutil.which("docker-registry") or shutil.which("registry"))
+
+    @property
+    def binary(self) -> str:
+        found = shutil.which("docker-registry") or shutil.which("registry")
+        if not found:
+            raise EmbeddedServiceError(
+                "docker-registry is not installed: `apt-get install docker-registry` (Debian's distribution "
+                "2.8), or set CONSOLE_REGISTRY to a registry you run."
+            )
+        return found
+
+    @property
+    def address(self) -> str:
+        """``host:port``, as ``CONSOLE_REGISTRY`` names a registry."""
+        return f"127.0.0.1:{self.port}"
+
+    def config(self) -> Path:
+        """Write the registry's configuration (its storage, its address, delete enabled); return its path."""
+        data = self.root / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        secret = _secret(self.root / "http-secret")
+        path = self.root / "config.yml"
+        path.write_text(
+            "version: 0.1\n"
+            "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {data}\n  delete:\n    enabled: true\n"
+            "  maintenance:\n    uploadpurging:\n      enabled: true\n      age: 168h\n      interval: 24h\n"
+            "      dryrun: false\n"
+            f"http:\n  addr: 127.0.0.1:{self.port}\n  secret: {secret}\n"
+            "  headers:\n    X-Content-Type-Options: [nosniff]\n"
+        )
+        path.chmod(0o600)
+        return path
+
+    def argv(self) -> list[str]:
+        """Check the port is free, write the configuration; the command that serves the registry."""
+        if _port_taken(self.port):
+            raise EmbeddedServiceError(
+                f"Port {self.port} is taken by another program, so the private registry cannot listen there. "
+                "Set EMBEDDED_REGISTRY_PORT to a free port, or CONSOLE_REGISTRY to a registry you run."
+            )
+        return [self.binary, "serve", str(self.config())]
+
+    def wait(self, timeout: float = 15, proc: subprocess.Popen | None = None) -> bool:
+        """Whether it answers on its port within ``timeout`` seconds."""
+        return _wait_for_port(self.port, timeout, proc)

@@ -7,6 +7,8 @@
    use are written to ``var/run/services.env`` so that ``manage.py`` commands run by hand meanwhile
    (``shell``, ``createsuperuser``) find the same servers.
 2. Schema and demo data: ``migrate`` and ``seed_demo``.
+   A private OCI registry (``docker-registry``, storage in ``var/registry``) for the catalogue's
+   images starts with the processes below, supervised like them, unless ``CONSOLE_REGISTRY`` names one.
 3. Web (uvicorn), worker, notify (the worker of the webhook and mail queues) and beat (Celery) and
    the SSH gateway (``python -m gateway``, on
    ``GATEWAY_PORT``, 2222 unless set; left out when ``GATEWAY_ENABLED=0``), supervised: a process that exits on its own is started
@@ -34,8 +36,10 @@ from pathlib import Path
 from console.embedded import (
     DEFAULT_PG_PORT,
     DEFAULT_REDIS_PORT,
+    DEFAULT_REGISTRY_PORT,
     EmbeddedPostgres,
     EmbeddedRedis,
+    EmbeddedRegistry,
     EmbeddedServiceError,
 )
 
@@ -213,6 +217,22 @@ def content_host_default(env: dict[str, str], *, port: int) -> None:
         env.setdefault("CONSOLE_PROXY_HOST", f"apps.localhost:{port}")
 
 
+def registry_default(env: dict[str, str], *, var: Path) -> EmbeddedRegistry | None:
+    """The private registry `make run` starts (and names in ``env``) unless ``CONSOLE_REGISTRY`` names one."""
+    if env.get("CONSOLE_REGISTRY"):
+        env.setdefault("CONSOLE_REGISTRY_TLS_VERIFY", "1")
+        return None
+    registry = EmbeddedRegistry(var / "registry", port=int(env.get("EMBEDDED_REGISTRY_PORT", DEFAULT_REGISTRY_PORT)))
+    if not registry.installed():
+        # The console runs without one (the simulated cloud needs no images); publishing says what is missing.
+        say("console", "Registry: none (docker-registry is not installed: scripts/container-deps.sh installs it)")
+        env["CONSOLE_REGISTRY"], env["CONSOLE_REGISTRY_TLS_VERIFY"] = "", "1"
+        return None
+    env["CONSOLE_REGISTRY"] = registry.address
+    env["CONSOLE_REGISTRY_TLS_VERIFY"] = "0"  # plain HTTP on the loopback address
+    return registry
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Start the GPU console: services, web, worker and beat.")
     parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
@@ -257,10 +277,20 @@ def main(argv: list[str] | None = None) -> int:
             say("console", f"Redis (private Valkey, var/redis) on 127.0.0.1:{redis.port}")
         else:
             say("console", "Redis: REDIS_URL")
+        registry = registry_default(env, var=var)
+        if registry is not None:
+            # Supervised like web and the workers: started again if it dies.
+            supervisor.add("registry", registry.argv())
+            say("console", f"Registry (private docker-registry, var/registry) on {registry.address}")
+        elif env.get("CONSOLE_REGISTRY"):
+            say("console", f"Registry: CONSOLE_REGISTRY ({env['CONSOLE_REGISTRY']})")
         run_dir = var / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
         services_env = run_dir / "services.env"
-        services_env.write_text(f"DATABASE_URL={env['DATABASE_URL']}\nREDIS_URL={env['REDIS_URL']}\n")
+        services_env.write_text(
+            f"DATABASE_URL={env['DATABASE_URL']}\nREDIS_URL={env['REDIS_URL']}\n"
+            f"CONSOLE_REGISTRY={env['CONSOLE_REGISTRY']}\nCONSOLE_REGISTRY_TLS_VERIFY={env['CONSOLE_REGISTRY_TLS_VERIFY']}\n"
+        )
         services_env.chmod(0o600)
 
         _manage(env, "migrate", "--noinput")

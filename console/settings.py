@@ -829,11 +829,29 @@ PROVISIONING_BACKENDS = {
             "DISK_FOLLOWS": True,
             # Volumes' files, for the file browser (the simulated machines never see them).
             "VOLUMES_DIR": str(VAR_DIR / "simulated-volumes"),
+            # Images a node has not cached are pulled at 400 MB/s (an 8.9 GB PyTorch image: 22 s, shown
+            # as progress on the instance page); every node starts with the first catalogue image.
+            "PULL_BYTES_PER_S": 0 if TESTING else 400_000_000,
+            "PRECACHED": [] if TESTING else ["pytorch-2.5-cu124"],
         },
     },
 }
 INSTANCES_DEFAULT_GPU_QUOTA = int(os.environ.get("INSTANCES_DEFAULT_GPU_QUOTA", "8"))  # cards per model
 INSTANCES_DISK_DEFAULT_GB = 50
+# The OCI registry the catalogue's images are published to (``images_publish``) and machines pull from:
+# ``host:port`` with an optional path prefix (``registry.example.com/console``). `make run` starts a
+# private one on 127.0.0.1 and records it in var/run/services.env; production names its own (README).
+CONSOLE_REGISTRY = os.environ.get("CONSOLE_REGISTRY") or (
+    "" if TESTING else _recorded_services.get("CONSOLE_REGISTRY", "")
+)
+CONSOLE_REGISTRY_USERNAME = os.environ.get("CONSOLE_REGISTRY_USERNAME", "")
+CONSOLE_REGISTRY_PASSWORD = os.environ.get("CONSOLE_REGISTRY_PASSWORD", "")
+# Off only for a registry on plain HTTP (make run's, on the loopback address): every other one has TLS.
+_registry_recorded = not os.environ.get("CONSOLE_REGISTRY") and not TESTING  # make run's own, from services.env
+CONSOLE_REGISTRY_TLS_VERIFY = env_bool(
+    "CONSOLE_REGISTRY_TLS_VERIFY",
+    default=not (_registry_recorded and _recorded_services.get("CONSOLE_REGISTRY_TLS_VERIFY") == "0"),
+)
 # Tenants' own Unix uids and host uid ranges (instances.tenancy): above the host's people (useradd's
 # 1000-59999) and above the subordinate ranges useradd hands out (100000 onwards, 65536 each).
 INSTANCES_TENANT_USER_PREFIX = "gpuc-t"

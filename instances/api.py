@@ -34,10 +34,12 @@ from core.api import ServiceError, SlugRelatedField
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, reservations, resize, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
+from instances.boot import boot_timeline
 from instances.catalogue_cache import catalogue_active
 from instances.filters import InstanceFilter
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
 from instances.volumes import volume_hooks
+from providers.base import BOOT_STAGES
 
 
 def _raise(exc: errors.InstanceError):
@@ -59,6 +61,7 @@ class InstanceSerializer(serializers.ModelSerializer):
     status_reason = serializers.CharField(source="status_reason_text", read_only=True)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     entry_points = serializers.SerializerMethodField()
+    boot = serializers.SerializerMethodField()
 
     class Meta:
         model = Instance
@@ -83,6 +86,8 @@ class InstanceSerializer(serializers.ModelSerializer):
             "status_changed_at",
             "running_since",
             "entry_points",
+            "image_ref",
+            "boot",
         ]
         read_only_fields = fields
 
@@ -113,6 +118,61 @@ class InstanceSerializer(serializers.ModelSerializer):
             "status_changed_at": when(instance.status_changed_at),
             "running_since": when(instance.running_since) if instance.running_since else None,
             "entry_points": self.get_entry_points(instance),
+            "image_ref": instance.image_ref,
+            "boot": self.get_boot(instance),
+        }
+
+    @extend_schema_field(
+        inline_serializer(
+            "Boot",
+            {
+                "stages": inline_serializer(
+                    "BootStage",
+                    {
+                        "stage": serializers.ChoiceField(choices=BOOT_STAGES),
+                        "started_at": serializers.DateTimeField(),
+                        "seconds": serializers.FloatField(allow_null=True),
+                        "failed": serializers.BooleanField(),
+                    },
+                    many=True,
+                ),
+                "pull": inline_serializer(
+                    "ImagePull",
+                    {
+                        "bytes_done": serializers.IntegerField(),
+                        "bytes_total": serializers.IntegerField(),
+                        "bytes_per_second": serializers.FloatField(allow_null=True),
+                        "seconds_left": serializers.FloatField(allow_null=True),
+                    },
+                    allow_null=True,
+                ),
+                "total_seconds": serializers.FloatField(allow_null=True),
+            },
+            allow_null=True,
+        )
+    )
+    def get_boot(self, instance: Instance) -> dict | None:
+        """The current (or last) boot's stages as the provider's polls reported them: each one's start and
+        length (null while it is the stage now), the image pull's progress while it runs."""
+        timeline = boot_timeline(instance=instance)
+        if timeline is None:
+            return None
+        when = _DATETIME.to_representation
+        pull = timeline.pull
+        return {
+            "stages": [
+                {"stage": s.key, "started_at": when(s.started_at), "seconds": s.seconds, "failed": s.failed}
+                for s in timeline.stages
+            ],
+            "pull": {
+                "bytes_done": pull.done,
+                "bytes_total": pull.total,
+                "bytes_per_second": pull.rate_bytes_s,
+                "seconds_left": pull.seconds_left,
+            }
+            if pull
+            else None,
+            "total_seconds": timeline.total_seconds,
         }
 
     @extend_schema_field(
@@ -154,6 +214,9 @@ LIST_FIELDS = (
     "owner_id",
     "entry_points",  # saved by the worker: the list asks no provider
     "entry_points_at",
+    "image_ref",
+    "boot_stages",  # the launch timeline, as the worker recorded it
+    "boot_pull",
 )
 
 
@@ -306,7 +369,21 @@ class ImageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Image
-        fields = ["slug", "name", "framework", "framework_version", "cuda_version", "python_version", "os"]
+        fields = [
+            "slug",
+            "name",
+            "framework",
+            "framework_version",
+            "cuda_version",
+            "python_version",
+            "os",
+            # As published to the console's registry (``images_publish``): what a launch pins and pulls.
+            "repository",
+            "tag",
+            "digest",
+            "size_bytes",
+            "contents",
+        ]
 
 
 class RegionSerializer(serializers.ModelSerializer):

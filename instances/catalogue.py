@@ -38,6 +38,18 @@ IMAGES = [
     ("cuda-12.4-ubuntu22.04", "CUDA 12.4 · Ubuntu 22.04", "CUDA", "", "12.4", "3.10"),
 ]
 
+# What each demo image weighs (bytes), as images of these contents do: the launch page shows it and the
+# simulated cloud's pulls take as long as it says. ``images_publish`` records a built image's real size
+# (and digest), which this never overwrites.
+IMAGE_SIZES = {
+    "pytorch-2.5-cu124": 8_900_000_000,
+    "pytorch-2.3-cu121": 8_400_000_000,
+    "pytorch-2.1-cu118": 7_600_000_000,
+    "tensorflow-2.16-cu123": 6_200_000_000,
+    "jax-0.4-cu124": 5_300_000_000,
+    "cuda-12.4-ubuntu22.04": 3_100_000_000,
+}
+
 
 def backend_regions() -> dict[str, dict]:
     """The regions backends declare in their OPTIONS (``REGION`` and ``REGION_NAME``), by slug.
@@ -92,3 +104,4 @@ def catalogue_seed() -> None:
                 "sort_order": order,
             },
         )
+        Image.objects.filter(slug=slug, digest="", size_bytes=0).update(size_bytes=IMAGE_SIZES.get(slug, 0))

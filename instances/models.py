@@ -107,6 +107,12 @@ class Image(models.Model):
             return f"{self.repository}@{self.digest}"
         return f"{self.repository}:{self.tag or 'latest'}"
 
+    @property
+    def cache_key(self) -> str:
+        """How a node's image cache names it (``providers.base.image_cache_key``): its digest once
+        published, its slug before."""
+        return self.digest or self.slug
+
 
 class TenantRange(models.Model):
     """An account's own Unix uid and host uid range, allocated once and never reused (``instances.tenancy``)."""
@@ -152,6 +158,10 @@ class Node(models.Model):
     # the provider does not say, and all its nodes count as one block.
     block = models.CharField(_("network block"), max_length=64, blank=True)
     last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
+    # The images this node holds, as its provider last reported them (``NodeInfo.images``: digests, or
+    # slugs for images never published) and as launches pulled them since: the launch page reads this
+    # to say "cached on this node", never the provider (``nodes_sync`` refreshes it).
+    cached_images = models.JSONField(_("cached images"), default=list, blank=True)
 
     class Meta:
         ordering = ["region", "gpu_model", "name"]
@@ -311,6 +321,11 @@ class Instance(StatusDisplayMixin, models.Model):
     # Asked before ``running_since``: they were an earlier boot's, and are not shown.
     entry_points = models.JSONField(_("entry points"), default=dict, blank=True)
     entry_points_at = models.DateTimeField(_("entry points asked"), null=True, blank=True)
+    # The current (or last) boot, as the provider's polls reported it (``instances.boot``): when it began
+    # (``since``) and when each of ``providers.base.BOOT_STAGES`` was first seen (``seen``), for the
+    # instance page's launch timeline; and, while its image is pulled, the last two progress readings.
+    boot_stages = models.JSONField(_("boot stages"), default=dict, blank=True)
+    boot_pull = models.JSONField(_("image pull"), default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -16,6 +16,7 @@ from django.utils import timezone
 from billing.models import Entry, Transaction
 from billing.selectors import runway_get
 from core.proxy import proxy_link
+from instances.boot import image_contents
 from instances.entry_points import entry_points_saved
 from instances.models import (
     GpuModel,
@@ -197,6 +198,38 @@ def launch_options_for(*, user) -> dict:
         "disk_price_fen_per_gb_day": settings.INSTANCES_DISK_PRICE_FEN_PER_GB_DAY,
         "preemption_grace_s": getattr(settings, "INSTANCES_PREEMPTION_GRACE_S", 30),
     }
+
+
+def launch_images(*, regions: list[Region]) -> list[dict]:
+    """The catalogue's images as the launch page lists them: size, contents, and for each region and GPU
+    model how many of its healthy nodes hold the image in their cache (a launch there needs no pull),
+    from what the reconciler stored (``Node.cached_images``), never asked of a provider. Two queries."""
+    nodes = Node.objects.filter(region__in=regions, is_healthy=True).values_list(
+        "region_id", "gpu_model_id", "cached_images"
+    )
+    groups: dict[tuple[int, int], list[set]] = {}
+    for region_id, gpu_model_id, cached in nodes:
+        groups.setdefault((region_id, gpu_model_id), []).append(set(cached or ()))
+    rows = []
+    for image in Image.objects.filter(is_active=True):
+        key = image.cache_key
+        rows.append(
+            {
+                "id": image.pk,
+                "image": image,
+                "contents": image_contents(image),
+                "cache": [
+                    {
+                        "region_id": region_id,
+                        "gpu_model_id": gpu_model_id,
+                        "cached": sum(1 for held in group if key in held),
+                        "nodes": len(group),
+                    }
+                    for (region_id, gpu_model_id), group in sorted(groups.items())
+                ],
+            }
+        )
+    return rows
 
 
 def instance_last_choice_for(*, user) -> dict | None:

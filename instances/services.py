@@ -36,6 +36,7 @@ from core.memo import process_memo_register
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
+from instances.boot import boot_changes, boot_failed, node_image_cached
 from instances.capacity import beneficiary_drive, gang_reserve, gang_take_by_preempting, gpus_take_by_preempting
 from instances.entry_points import running_changes
 from instances.errors import (
@@ -137,6 +138,7 @@ def nodes_sync(*, alias: str) -> int:
                     "health_detail": detail,
                     "health_changed_at": None if info.healthy else now,
                     "block": info.block[:64],
+                    "cached_images": sorted(info.images),
                 },
             )
             continue
@@ -152,6 +154,8 @@ def nodes_sync(*, alias: str) -> int:
             _node_health_set(node=node, healthy=info.healthy, detail=detail, at=now)
         if info.free_cards is not None and node.provider_free_cards != info.free_cards:
             Node.objects.filter(pk=node.pk).update(provider_free_cards=info.free_cards)
+        if sorted(info.images) != sorted(node.cached_images or ()):
+            Node.objects.filter(pk=node.pk).update(cached_images=sorted(info.images))
     Node.objects.filter(backend_alias=alias, name__in=seen).update(last_seen_at=now)
     for node in Node.objects.filter(backend_alias=alias).exclude(name__in=seen).exclude(health_detail=_MISSING):
         _node_health_set(node=node, healthy=False, detail=_MISSING, at=now)
@@ -672,6 +676,7 @@ def _spec(instance: Instance) -> InstanceSpec:
         tenant=tenant_for(account_id=instance.owner_id),
         cpus=float(instance.gpu_model.cpu_cores_per_card * instance.gpu_count),
         memory_gb=instance.gpu_model.ram_gb_per_card * instance.gpu_count,
+        image_bytes=instance.image.size_bytes,
     )
 
 
@@ -821,6 +826,16 @@ def instance_sync(*, instance_id, instance: Instance | None = None, observation=
         # Only inside the launch transaction; seen from outside it means that request died mid-way.
         if overdue:
             instance_abandon(instance=instance, reason=overdue_reason(status))
+        return False
+    if status in (S.PROVISIONING, S.STARTING, S.RESTARTING) and boot_failed(observation):
+        # The image could not be pulled, or its container would not start: it never ran, so nothing
+        # was billed; a launch fails (its machine destroyed), a start or restart ends stopped.
+        reason = (
+            stored(gettext_noop("Boot failed: %(r)s"), r=observation.detail)
+            if observation.detail
+            else stored(gettext_noop("Boot failed"))
+        )
+        instance_abandon(instance=instance, reason=reason)
         return False
     if status == S.PROVISIONING:
         if seen == Observed.RUNNING:
@@ -1080,12 +1095,19 @@ def _instance_observe(*, instance: Instance, observation) -> None:
     waiting = instance.status in (S.PROVISIONING, S.STARTING, S.RESTARTING) and observation.state == Observed.PENDING
     if waiting and observation.detail and observation.detail[:255] != instance.status_reason:
         changes["status_reason"] = observation.detail[:255]
+    # The launch timeline: when each boot stage was first seen, and the image pull's progress.
+    changes.update(boot_changes(instance=instance, observation=observation))
     if not changes:
         return
+    past_pull = "boot_stages" in changes and any(
+        stage in changes["boot_stages"]["seen"] for stage in ("image_ready", "container_started", "servers_answering")
+    )
     if Instance.objects.filter(pk=instance.pk, status=instance.status).update(**changes):
         for name, value in changes.items():
             setattr(instance, name, value)
         transaction.on_commit(lambda: instance_notify(instance))
+        if past_pull:
+            node_image_cached(instance=instance)
     placed = (new_state or {}).get("node")
     if not (placed and instance.node_id and instance.node) or instance.status == S.PREEMPTING:
         # Preempting, a cluster's cards are split by the console (those taken are the new work's, the

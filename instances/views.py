@@ -26,6 +26,7 @@ from instances.acting import (
     require_quota_request,
     require_view,
 )
+from instances.boot import boot_timeline
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm, ResizeForm
 from instances.gpu_metrics import gpu_metrics_hooks
 from instances.models import Instance, QuotaRequest, Region
@@ -118,10 +119,16 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         form = LaunchForm(
             user=request.user, account=principal, initial={k: v for k, v in initial.items() if v is not None}
         )
+    regions = list(Region.objects.filter(pk__in=[r["id"] for r in options["regions"]]))
     return render(
         request,
         "instances/launch.html",
-        {"form": form, "options": options, "has_ssh_key": request.user.ssh_keys.exists()},
+        {
+            "form": form,
+            "options": options,
+            "images": selectors.launch_images(regions=regions),
+            "has_ssh_key": request.user.ssh_keys.exists(),
+        },
     )
 
 
@@ -153,6 +160,8 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         else None,
         "ssh_keys": instance.ssh_keys.all(),
         "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
+        # The launch timeline and the image pull's progress, as the worker recorded them.
+        "boot": boot_timeline(instance=instance),
         "mounts": _mounts(instance),
         # Panels of the apps above (GPU charts; a spending limit: INSTANCES_DETAIL_PANELS).
         "gpu_panels": [

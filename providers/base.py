@@ -155,6 +155,8 @@ class InstanceSpec:
     # What the machine may use beside its cards: the catalogue's CPU cores and RAM per card × cards.
     cpus: float = 0
     memory_gb: int = 0
+    # The image's size as published (bytes, 0: unknown), for progress where the engine cannot tell.
+    image_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,17 @@ class Observation:
 # The stages of a container boot, in order: waiting for a place, on a node, the image pulled (or found
 # cached), its container started, and JupyterLab / code-server / sshd answering (then RUNNING).
 BOOT_STAGES = ("queued", "placed", "pulling", "image_ready", "container_started", "servers_answering")
+# A boot that cannot succeed (the image could not be pulled, its container would not start): ``poll``
+# reports it as ``Observation(PENDING or GONE, stage=BOOT_FAILED, detail=why)``; the console settles the
+# instance with ``detail`` as its reason (a launch fails and nothing is billed).
+BOOT_FAILED = "failed"
+
+
+def image_cache_key(*, image_ref: str, image: str) -> str:
+    """How a node's cache names a spec's image (``NodeInfo.images``): the digest ``image_ref`` pins,
+    or the catalogue slug ``image`` when the image has no digest yet."""
+    _name, at, digest = image_ref.rpartition("@")
+    return digest if at else image
 
 
 @dataclass(frozen=True)
@@ -249,6 +262,10 @@ class NodeInfo:
     # The network block (leaf switch, InfiniBand island; Slurm's topology SwitchName, a Kubernetes
     # node label) it belongs to: clusters are placed in as few blocks as they fit in. Empty: unknown.
     block: str = ""
+    # The images the node holds in its cache, by digest (``sha256:…``; the image's slug for one never
+    # published): the console stores them (``Node.cached_images``) so its pages can say which launch
+    # needs a pull without asking the provider.
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,18 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "VOLUMES_DIR": None,           # a directory on the console's host keeping volumes' files (one
                                        # folder per volume, for the console's file browser); None: no files
         "BUG_IN": [],                  # contract methods that raise SimulatedBug: an error no one declared
+        "PULL_BYTES_PER_S": 0,         # how fast a node pulls an image it has not cached (0: at once,
+                                       # no "pulling" stage); the size is the spec's ``image_bytes``,
+        "IMAGE_BYTES": 0,              # or this when the spec does not say
+        "PRECACHED": [],               # images (digests or slugs) every node of a new fleet holds
+        "FAIL_PULL": 0.0,              # share of pulls that fail half-way (the boot fails: nothing billed)
     }
+
+A boot goes through the contract's stages (``BOOT_STAGES``) as a container host's would: placed,
+pulling the image (unless the node has it: each node keeps the images it pulled, ``SimulatedNode.images``,
+reported by ``nodes``), image ready, container started, servers answering, then running. The pull takes
+``image_bytes / PULL_BYTES_PER_S`` seconds, reported as bytes done; the other stages share
+``BOOT_DELAY_S`` (10 %, 20 %, 30 %, 40 %).
 
 GPU samples (``gpu_samples``, for the console's charts) come from ``providers.simulated.gpus``: a
 plausible series per card, with idle stretches, the same every time for a machine and a tick.
@@ -58,6 +69,7 @@ from django.utils import timezone
 
 from core import sql
 from providers.base import (
+    BOOT_FAILED,
     ClusterResizeCapability,
     ClustersCapability,
     GpuMetricsCapability,
@@ -73,6 +85,7 @@ from providers.base import (
     TransientBackendError,
     VolumeMount,
     VolumesCapability,
+    image_cache_key,
 )
 from providers.simulated.gpus import simulated_sample
 from providers.simulated.models import SimulatedMachine, SimulatedNode, SimulatedVolume
@@ -123,8 +136,48 @@ class SimulatedBackend(
         if self.options.get("UNREACHABLE"):
             raise TransientBackendError("The provider's API did not answer in time.")
 
-    def _boot_ready_at(self):
-        return timezone.now() + timedelta(seconds=float(self.options.get("BOOT_DELAY_S", 0)))
+    def _boot_plan(self, *, node, machine_spec: dict) -> tuple[dict, object]:
+        """A boot starting now on ``node``: its pull (none when the node holds the image), whether the
+        pull fails (``FAIL_PULL``), and when the machine is up. Returns the plan and ``ready_at``."""
+        now = timezone.now()
+        key = machine_spec.get("image_key", "")
+        size = int(machine_spec.get("image_bytes") or self.options.get("IMAGE_BYTES") or 0)
+        rate = float(self.options.get("PULL_BYTES_PER_S") or 0)
+        cached = node is None or key in (node.images or [])
+        pull_s = 0.0 if cached or rate <= 0 else size / rate
+        plan = {"at": now.isoformat(), "pull_s": pull_s, "bytes": size, "fails": pull_s > 0 and self._roll("FAIL_PULL")}
+        return plan, now + timedelta(seconds=pull_s + float(self.options.get("BOOT_DELAY_S", 0)))
+
+    def _boot_stage(self, machine, now) -> tuple[str, int, int]:
+        """Where the machine's boot is at ``now``: (stage, bytes pulled, bytes in all)."""
+        plan = (machine.spec or {}).get("boot") or {}
+        if not plan:
+            return "", 0, 0
+        delay = float(self.options.get("BOOT_DELAY_S", 0))
+        elapsed = (now - datetime.fromisoformat(plan["at"])).total_seconds()
+        pull_s = float(plan.get("pull_s") or 0)
+        if elapsed < 0.1 * delay:
+            return "placed", 0, 0
+        if elapsed < 0.1 * delay + pull_s:
+            done = int(plan["bytes"] * min(1.0, (elapsed - 0.1 * delay) / pull_s))
+            return "pulling", done, int(plan["bytes"])
+        after = elapsed - 0.1 * delay - pull_s
+        if after < 0.2 * delay:
+            return "image_ready", 0, 0
+        if after < 0.5 * delay:
+            return "container_started", 0, 0
+        return "servers_answering", 0, 0
+
+    def _node_cache(self, machine) -> None:
+        """The node keeps the image its machine pulled (the next boot there needs no pull)."""
+        key = (machine.spec or {}).get("image_key", "")
+        if machine.node is not None and key and key not in (machine.node.images or []):
+            with transaction.atomic():
+                node = SimulatedNode.objects.select_for_update().get(pk=machine.node.pk)
+                if key not in node.images:
+                    node.images = [*node.images, key]
+                    node.save(update_fields=["images"])
+            machine.node.images = [*(machine.node.images or []), key]
 
     def _machines(self):
         return SimulatedMachine.objects.filter(backend_alias=self.alias)
@@ -142,6 +195,7 @@ class SimulatedBackend(
                 gpu_slug=group["gpu"],
                 cards=int(group.get("cards", 8)),
                 block=f"{group['region']}-{group['gpu']}-b{(index - 1) // per_block + 1}",
+                images=list(self.options.get("PRECACHED") or ()),
             )
             for group in fleet
             for index in range(1, int(group.get("nodes", 1)) + 1)
@@ -246,10 +300,31 @@ class SimulatedBackend(
                 return Observation(Observed.GONE, detail=f"node {peer.name} of the cluster was lost")
         if machine.power == "off":
             return Observation(Observed.STOPPED)
+        stage, done, total = self._boot_stage(machine, now) if machine.ready_at is not None else ("", 0, 0)
+        plan = (machine.spec or {}).get("boot") or {}
+        if stage == "pulling" and plan.get("fails") and done * 2 >= total:
+            image = (machine.spec or {}).get("image_ref") or (machine.spec or {}).get("image", "")
+            return Observation(
+                Observed.PENDING,
+                stage=BOOT_FAILED,
+                detail=f"pulling {image} failed: the registry closed the connection (simulated)",
+            )
+        if stage not in ("", "placed", "pulling"):
+            self._node_cache(machine)
         if machine.ready_at is None or machine.ready_at > now:
-            return Observation(Observed.PENDING, detail="booting")
+            return Observation(
+                Observed.PENDING,
+                detail="booting",
+                stage=stage,
+                pull_bytes_done=done if stage == "pulling" else 0,
+                pull_bytes_total=total if stage == "pulling" else 0,
+            )
         idle_from = max(machine.last_active_at, machine.ready_at)
-        return Observation(Observed.RUNNING, idle_seconds=max(0, int((now - idle_from).total_seconds())))
+        return Observation(
+            Observed.RUNNING,
+            idle_seconds=max(0, int((now - idle_from).total_seconds())),
+            stage="servers_answering" if plan else "",
+        )
 
     # --- GPU samples ----------------------------------------------------------------------------------
 
@@ -285,6 +360,7 @@ class SimulatedBackend(
                 healthy=self._health(n)[0],
                 detail=self._health(n)[1],
                 block=n.block,
+                images=tuple(n.images or ()),
             )
             for n in SimulatedNode.objects.filter(backend_alias=self.alias).order_by("name")
         ]
@@ -301,12 +377,20 @@ class SimulatedBackend(
         try:
             with transaction.atomic():
                 node = self._place_all(machine_cards=spec.gpu_count, head=spec.node, peers=peers, key=key)
+                machine_spec = {
+                    "image_key": image_cache_key(image_ref=spec.image_ref, image=spec.image),
+                    "image_ref": spec.image_ref,
+                    "image_bytes": spec.image_bytes,
+                }
+                plan, ready_at = self._boot_plan(node=node, machine_spec=machine_spec)
                 machine = SimulatedMachine(
                     backend_alias=self.alias,
                     key=key,
                     node=node,
                     cards=spec.gpu_count,
                     spec={
+                        **machine_spec,
+                        "boot": plan,
                         "gpu_model": spec.gpu_model,
                         "image": spec.image,
                         "disk_gb": spec.disk_gb,
@@ -316,7 +400,7 @@ class SimulatedBackend(
                         "nodes": spec.nodes,
                         "peers": list(peers),
                     },
-                    ready_at=None if self._roll("HANG_CREATE") else self._boot_ready_at(),
+                    ready_at=None if self._roll("HANG_CREATE") else ready_at,
                 )
                 sql.insert(machine)
         except IntegrityError:  # a twin request created it first: that machine is ours
@@ -355,7 +439,8 @@ class SimulatedBackend(
             machine.node = self._place_all(machine_cards=machine.cards, head=node, peers=peers)
             machine.spec = {**machine.spec, "peers": list(peers)}
             machine.power = "on"
-            machine.ready_at = self._boot_ready_at()
+            plan, machine.ready_at = self._boot_plan(node=machine.node, machine_spec=machine.spec or {})
+            machine.spec = {**machine.spec, "boot": plan}
             machine.last_active_at = timezone.now()
             if spec is not None:  # booted with the volumes attached now
                 machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}
@@ -384,7 +469,8 @@ class SimulatedBackend(
             machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
             if machine is None or machine.power != "on" or (machine.node and self._is_lost(machine.node)):
                 raise PermanentBackendError("Only a running machine can be restarted.")
-            machine.ready_at = self._boot_ready_at()
+            plan, machine.ready_at = self._boot_plan(node=machine.node, machine_spec=machine.spec or {})
+            machine.spec = {**machine.spec, "boot": plan}
             machine.last_active_at = timezone.now()
             if spec is not None:
                 machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}

@@ -23,6 +23,7 @@ class SimulatedNode(models.Model):
     is_lost = models.BooleanField(default=False)
     is_draining = models.BooleanField(default=False)  # its machines run on; it takes no new ones
     block = models.CharField(max_length=64, blank=True, default="")  # its leaf switch (BLOCK_NODES per block)
+    images = models.JSONField(default=list, blank=True)  # the images it holds (digests or slugs): no pull
 
     class Meta:
         db_table = "instances_simulatednode"

@@ -243,13 +243,24 @@
         });
       });
     }
+    // Each image says whether the nodes of the chosen region and GPU model hold it (no pull) or not.
+    function imageCacheForRegion() {
+      var region = value("region");
+      var gpu = value("gpu_model");
+      form.querySelectorAll("[data-image-cache-region]").forEach(function (line) {
+        line.hidden =
+          line.getAttribute("data-image-cache-region") !== region || line.getAttribute("data-image-cache-gpu") !== gpu;
+      });
+    }
     form.addEventListener("change", function (event) {
       if (event.target && event.target.name === "region") { pickAvailable(); volumesForRegion(); }
+      imageCacheForRegion();
       update();
     });
     form.addEventListener("input", update);
     pickAvailable();
     volumesForRegion();
+    imageCacheForRegion();
     update();
   }
 })();
