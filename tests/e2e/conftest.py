@@ -175,27 +175,33 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
         yield console
 
 
-def share_local_deps(clone: Path) -> None:
+@contextmanager
+def local_deps_shared(clone: Path) -> Iterator[None]:
     """The clone finds the local backend's servers this checkout's `make local-deps` installed (`make test`
     runs it first): its var/local-deps is a link to them, so the clone's own `make local-deps` finds them
-    in place in under a second instead of installing GBs again. Without them, the clone installs its own."""
+    in place in under a second instead of installing GBs again. Without them, the clone installs its own.
+    The link goes again at the end."""
     installed = (ROOT / "var/local-deps").resolve()
-    target = clone / "var/local-deps"
-    if installed.is_dir() and not target.exists() and not target.is_symlink():
-        target.parent.mkdir(exist_ok=True)
-        target.symlink_to(installed, target_is_directory=True)
+    link = clone / "var/local-deps"
+    made = installed.is_dir() and not link.exists() and not link.is_symlink()
+    if made:
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(installed, target_is_directory=True)
+    try:
+        yield
+    finally:
+        if made:
+            link.unlink()
 
 
 @pytest.fixture(scope="module")
 def made_run_local(clone, tmp_path_factory) -> Iterator[Console]:
     """`CONSOLE_LOCAL_BACKEND=1 make run` (README, "The local backend") in the same clone, beside any other
     `make run` there: its own port, private servers, files and instances' disks (CONSOLE_VAR_DIR)."""
-    share_local_deps(clone)
     var = clone / "var-local-backend"
     log = tmp_path_factory.mktemp("e2e-logs") / "make-run-local.log"
-    with make_run(
-        clone, log, CONSOLE_LOCAL_BACKEND="1", CONSOLE_VAR_DIR=str(var), LOCAL_RUNTIME_ROOT=str(var / "instances")
-    ) as console:
+    env = {"CONSOLE_LOCAL_BACKEND": "1", "CONSOLE_VAR_DIR": str(var), "LOCAL_RUNTIME_ROOT": str(var / "instances")}
+    with local_deps_shared(clone), make_run(clone, log, **env) as console:
         if "could not all be installed" in console.log_text():
             pytest.skip("the local backend's servers could not be installed (make local-deps)")
         yield console
