@@ -194,6 +194,14 @@ def local_deps_shared(clone: Path) -> Iterator[None]:
             link.unlink()
 
 
+DESTROY_LOCAL_INSTANCES = """
+from instances.models import Instance
+from providers import get_backend
+for instance in Instance.objects.filter(backend_alias="local"):
+    get_backend("local").destroy(key=instance.key, state=instance.backend_state)
+"""
+
+
 @pytest.fixture(scope="module")
 def made_run_local(clone, tmp_path_factory) -> Iterator[Console]:
     """`CONSOLE_LOCAL_BACKEND=1 make run` (README, "The local backend") in the same clone, beside any other
@@ -204,7 +212,12 @@ def made_run_local(clone, tmp_path_factory) -> Iterator[Console]:
     with local_deps_shared(clone), make_run(clone, log, **env) as console:
         if "could not all be installed" in console.log_text():
             pytest.skip("the local backend's servers could not be installed (make local-deps)")
-        yield console
+        try:
+            yield console
+        finally:
+            # A test that failed half-way leaves its instance running, and a local instance outlives the
+            # console (as a cloud's machines do): destroy every one, through the provider's contract.
+            console.manage("shell", stdin=DESTROY_LOCAL_INSTANCES)
 
 
 # Module-scoped, and not pytest-playwright's `browser`: a sync Playwright keeps an asyncio loop running in
