@@ -37,3 +37,11 @@ def live_fallback_poll() -> str:
     only while the page has no live socket (static/js/instances.js sets ``data-live="on"`` once it opens)."""
     every = settings.CONSOLE_LIVE_FALLBACK_POLL_S
     return f"every {every}s [document.documentElement.getAttribute('data-live') !== 'on']"
+
+
+@register.simple_tag(takes_context=True)
+def absolute_url(context, location: str) -> str:
+    """``location`` as a full URL (``http://host/path``), for a link a person copies out of the page to
+    give someone: a path or a scheme-relative ``//host/path`` means nothing pasted into a chat."""
+    request = context.get("request")
+    return request.build_absolute_uri(location) if request is not None else location

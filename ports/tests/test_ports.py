@@ -13,6 +13,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from console.tests.conftest import session_cookie
+from core.proxy import content_host
 from ports.models import InstancePort, PortShare
 from ports.services import port_declare, share_create
 
@@ -91,6 +92,15 @@ def test_an_expired_share_link_is_a_404(alice_instance, console_url, user_server
     assert httpx.get(f"{console_url}{share.url}", timeout=10).status_code == 404
     guessed = f"{console_url}/i/{alice_instance.pk}/s-{'a' * 32}/"
     assert httpx.get(guessed, timeout=10).status_code == 404
+
+
+def test_the_page_offers_a_share_link_to_copy_as_a_full_url(alice_instance, alice, client_for, settings):
+    """Copied out of the page into a chat, the link opens as it is: scheme, the instance's own host, path."""
+    settings.CONSOLE_PROXY_HOST = "apps.localhost:8000"
+    share = share_create(port=port_declare(instance=alice_instance, port=6006))
+    card = client_for(alice).get(f"/instances/{alice_instance.pk}/ports/").content.decode()
+    shown = f"http://{content_host(alice_instance.pk)}{share.path}"
+    assert f'<code id="share-url-{share.pk}">{shown}</code>' in card
 
 
 def test_the_page_adds_a_port_makes_and_revokes_a_share_link(alice_instance, alice, client_for):

@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,7 @@ class Console:
     log: Path
     process: subprocess.Popen | None = None
     gateway_port: int = 0  # the SSH gateway's (GATEWAY_PORT)
+    settings_env: dict[str, str] = field(default_factory=dict)  # what finds its files (CONSOLE_VAR_DIR)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -99,7 +101,7 @@ class Console:
         result = subprocess.run(
             [str(self.clone / ".venv/bin/python"), "manage.py", *args],
             cwd=self.clone,
-            env=env or clean_env(),
+            env=env or clean_env(**self.settings_env),
             input=stdin,
             capture_output=True,
             text=True,
@@ -123,14 +125,16 @@ def clone() -> Iterator[Path]:
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def made_run(clone, tmp_path_factory) -> Iterator[Console]:
+@contextmanager
+def make_run(clone: Path, log: Path, **extra_env: str) -> Iterator[Console]:
     """`make run` exactly as the README says, in the background; Ctrl-C (SIGINT to its group) at the end."""
     port = free_port()
-    log = tmp_path_factory.mktemp("e2e-logs") / "make-run.log"
     gateway_port = free_port()
     env = clean_env(
-        EMBEDDED_PG_PORT=str(free_port()), EMBEDDED_REDIS_PORT=str(free_port()), GATEWAY_PORT=str(gateway_port)
+        EMBEDDED_PG_PORT=str(free_port()),
+        EMBEDDED_REDIS_PORT=str(free_port()),
+        GATEWAY_PORT=str(gateway_port),
+        **extra_env,
     )
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -141,7 +145,14 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    console = Console(url=f"http://127.0.0.1:{port}/", clone=clone, log=log, process=process, gateway_port=gateway_port)
+    console = Console(
+        url=f"http://127.0.0.1:{port}/",
+        clone=clone,
+        log=log,
+        process=process,
+        gateway_port=gateway_port,
+        settings_env=extra_env,
+    )
     try:
         # A fresh clone creates its virtualenv first: minutes on a cold pip cache.
         wait_for_log(log, "GPU Console is running", timeout=900, process=process)
@@ -155,6 +166,58 @@ def made_run(clone, tmp_path_factory) -> Iterator[Console]:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         sys.stdout.write(f"\n[make run log: {log}]\n")
+
+
+@pytest.fixture(scope="session")
+def made_run(clone, tmp_path_factory) -> Iterator[Console]:
+    """`make run` in the clone, the simulated cloud its only provider."""
+    with make_run(clone, tmp_path_factory.mktemp("e2e-logs") / "make-run.log") as console:
+        yield console
+
+
+@contextmanager
+def local_deps_shared(clone: Path) -> Iterator[None]:
+    """The clone finds the local backend's servers this checkout's `make local-deps` installed (`make test`
+    runs it first): its var/local-deps is a link to them, so the clone's own `make local-deps` finds them
+    in place in under a second instead of installing GBs again. Without them, the clone installs its own.
+    The link goes again at the end."""
+    installed = (ROOT / "var/local-deps").resolve()
+    link = clone / "var/local-deps"
+    made = installed.is_dir() and not link.exists() and not link.is_symlink()
+    if made:
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(installed, target_is_directory=True)
+    try:
+        yield
+    finally:
+        if made:
+            link.unlink()
+
+
+DESTROY_LOCAL_INSTANCES = """
+from instances.models import Instance
+from providers import get_backend
+for instance in Instance.objects.filter(backend_alias="local"):
+    get_backend("local").destroy(key=instance.key, state=instance.backend_state)
+"""
+
+
+@pytest.fixture(scope="module")
+def made_run_local(clone, tmp_path_factory) -> Iterator[Console]:
+    """`CONSOLE_LOCAL_BACKEND=1 make run` (README, "The local backend") in the same clone, beside any other
+    `make run` there: its own port, private servers, files and instances' disks (CONSOLE_VAR_DIR)."""
+    var = clone / "var-local-backend"
+    log = tmp_path_factory.mktemp("e2e-logs") / "make-run-local.log"
+    env = {"CONSOLE_LOCAL_BACKEND": "1", "CONSOLE_VAR_DIR": str(var), "LOCAL_RUNTIME_ROOT": str(var / "instances")}
+    with local_deps_shared(clone), make_run(clone, log, **env) as console:
+        if "could not all be installed" in console.log_text():
+            pytest.skip("the local backend's servers could not be installed (make local-deps)")
+        try:
+            yield console
+        finally:
+            # A test that failed half-way leaves its instance running, and a local instance outlives the
+            # console (as a cloud's machines do): destroy every one, through the provider's contract.
+            console.manage("shell", stdin=DESTROY_LOCAL_INSTANCES)
 
 
 # Module-scoped, and not pytest-playwright's `browser`: a sync Playwright keeps an asyncio loop running in

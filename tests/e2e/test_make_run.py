@@ -9,21 +9,12 @@ import os
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
 
-from tests.e2e.flow import newcomer_first_session
+from tests.e2e.flow import newcomer_first_session, open_link_from_the_mailbox
 from tests.e2e.soak import SEED_USERS, STABLE, soak
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 SOAK_S = float(os.environ.get("E2E_SOAK_S", "180"))
-
-
-def open_link_from_the_mailbox(page: Page, email: str) -> None:
-    """The development mailbox, linked from the "Check your inbox" page: the newest message's link."""
-    page.get_by_role("link", name=re.compile("mailbox", re.I)).first.click()
-    page.get_by_role("link", name=re.compile("Confirm", re.I)).first.click()
-    expect(page.locator("body")).to_contain_text(email)
-    page.get_by_role("link", name=re.compile("confirm-email")).first.click()
 
 
 def test_a_newcomer_signs_up_launches_stops_starts_releases_and_reads_the_bill(made_run, chromium, shots):
