@@ -77,7 +77,7 @@ local-deps:
 	  || echo "WARNING: the local backend's servers could not all be installed; tests marked 'local' will skip" >&2
 
 # The local backend runs each instance in a container of its image (rootful podman with runc):
-# Debian's podman, runc, buildah, skopeo, uidmap, mmdebstrap, netavark, slirp4netns, tini and
+# Debian's podman, runc, buildah, skopeo, uidmap, mmdebstrap, netavark, iptables, slirp4netns, tini and
 # docker-registry (about 30 s the first time, under a second after), and the console's own
 # containers.conf / storage.conf under var/containers (scripts/container-deps.sh).
 container-deps:

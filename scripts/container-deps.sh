@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CONF_DIR="${CONTAINERS_DIR:-$ROOT/var/containers}"
-PACKAGES=(podman runc buildah skopeo uidmap mmdebstrap netavark slirp4netns docker-registry tini)
+PACKAGES=(podman runc buildah skopeo uidmap mmdebstrap netavark slirp4netns iptables docker-registry tini)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
