@@ -543,7 +543,7 @@ class ContainerRuntime:
             meta["stage"] = "image_ready"
             self._save_meta(paths, meta)
             return
-        if "/" not in image.split("@")[0].split(":")[0] and not image.startswith("localhost"):
+        if "/" not in image.split("@")[0]:
             raise LocalRuntimeError(f"the image {image} is not on this host and names no registry")
         log = paths.run / "pull.log"
         sizes = self._layer_sizes(image)
