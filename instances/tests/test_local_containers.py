@@ -84,11 +84,14 @@ def _exec(backend, key: str, command: str) -> subprocess.CompletedProcess:
 def test_the_owner_reaches_jupyterlab_in_a_container_and_stop_start_release_keep_what_they_should(
     in_containers, rich_alice, charlie
 ):
-    backend = in_containers(services=("lab",))
+    backend = in_containers(services=("lab", "ssh"))
     with committed():
         instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
     wait_running(instance, timeout=BOOT_S)
     key = instance.key
+    host_key = backend.runtime.host_key(key)
+    assert host_key.startswith("ssh-ed25519 ")
+    assert _exec(backend, key, "cat /run/console-hostkeys/ssh_host_ed25519_key").returncode != 0  # root's only
     assert backend.runtime.meta(key)["image"] == MINIMAL
     pid = backend.runtime.container_pid(key)
     uid_map = Path(f"/proc/{pid}/uid_map").read_text().split()
@@ -118,6 +121,11 @@ def test_the_owner_reaches_jupyterlab_in_a_container_and_stop_start_release_keep
         instance_start(instance=instance)
     wait_running(instance, timeout=BOOT_S)
     assert _exec(backend, key, "cat ~/notes.txt").stdout.strip() == "kept"
+    # The same host key after a start, so the SSH gateway's pin (trust on first use) still holds.
+    served = backend.runtime.podman.run(
+        "exec", backend.runtime.container_name(key), "cat", "/run/console/ssh/ssh_host_ed25519_key.pub"
+    )
+    assert served.stdout.split()[:2] == host_key.split()[:2]
 
     base = backend.runtime.paths(key).base
     with committed():

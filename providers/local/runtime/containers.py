@@ -64,6 +64,7 @@ CONTAINER_PORTS = {LAB: 8888, CODE: 8080, SSH: 2222}
 CONTRACT_LABEL = "org.gpu-console.contract"
 INSTANCE_LABEL = "org.gpu-console.instance"
 SECRETS_PATH = "/run/console-secrets"
+HOSTKEYS_PATH = "/run/console-hostkeys"
 HOME_PATH = "/home/user"
 LOGIN_USER = "user"
 CONTAINER_UID = 1000
@@ -102,6 +103,10 @@ class ContainerPaths:
         return self.base / "home"
 
     @property
+    def hostkeys(self) -> Path:
+        return self.base / "hostkeys"
+
+    @property
     def home_image(self) -> Path:
         return self.base / "home.img"
 
@@ -137,6 +142,7 @@ def run_argv(
     ports: Mapping[str, int],
     secrets_dir: str,
     home_dir: str,
+    hostkeys_dir: str = "",
     mounts: Sequence[Mount] = (),
     public_mounts: Mapping[str, str] | None = None,
     gpu_devices: Sequence[str] = (),
@@ -192,6 +198,8 @@ def run_argv(
     for service, port in sorted(ports.items()):
         argv += ["-p", f"{bind}:{int(port)}:{CONTAINER_PORTS[service]}"]
     argv += ["-v", f"{secrets_dir}:{SECRETS_PATH}:ro", "-v", f"{home_dir}:{HOME_PATH}"]
+    if hostkeys_dir:
+        argv += ["-v", f"{hostkeys_dir}:{HOSTKEYS_PATH}:ro"]
     for path, source in sorted((public_mounts or {}).items()):
         argv += ["-v", f"{source}:{path}:ro"]
     for mount in mounts:
@@ -427,6 +435,7 @@ class ContainerRuntime:
                     ports=ports,
                     secrets_dir=str(paths.secrets),
                     home_dir=str(paths.home),
+                    hostkeys_dir=str(paths.hostkeys) if SSH in self.services else "",
                     mounts=[Mount(**m) for m in meta.get("mounts", [])],
                     public_mounts=self.public_mounts,
                     gpu_devices=meta.get("gpu_devices", []),
@@ -668,6 +677,28 @@ class ContainerRuntime:
             os.replace(tmp, target)
         os.chown(folder, owner, owner)
         os.chmod(folder, 0o500)
+        if SSH in self.services:
+            self._hostkey_ensure(key, paths, meta)
+
+    def _hostkey_ensure(self, key: str, paths: ContainerPaths, meta: dict) -> None:
+        """The sshd's host key, made once per instance on the host and mounted read-only for the
+        container's root only (not uid 1000): the same key after every start, so the SSH gateway's
+        pin holds, and never part of the image (a bind mount is not saved by a commit)."""
+        folder = paths.hostkeys
+        private = folder / "ssh_host_ed25519_key"
+        root = int(meta["tenant"]["uid_base"])
+        if not private.exists():
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, 0o700)
+            _run_checked(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"instance-{key}", "-f", str(private)],
+                "the instance's SSH host key could not be made",
+            )
+        for path in (private, private.with_suffix(".pub")):
+            os.chown(path, root, root)
+        os.chmod(private, 0o400)
+        os.chown(folder, root, root)
+        os.chmod(folder, 0o500)
 
     # --- checks after start -----------------------------------------------------------------------
 
@@ -815,12 +846,9 @@ class ContainerRuntime:
         )
 
     def host_key(self, key: str) -> str:
-        """The sshd's public host key, read from the container's /run (made at each start)."""
-        pid = self.container_pid(key)
-        if not pid:
-            return ""
-        with contextlib.suppress(OSError):
-            return Path(f"/proc/{pid}/root/run/console/host_key.pub").read_text().strip()
+        """The sshd's public host key ("" before the first start)."""
+        with contextlib.suppress(OSError, LocalRuntimeError):
+            return (self.paths(key).hostkeys / "ssh_host_ed25519_key.pub").read_text().strip()
         return ""
 
     def idle_seconds(self, key: str, *, gpu_busy: bool = False, now: float | None = None) -> int | None:
