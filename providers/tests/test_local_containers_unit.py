@@ -123,3 +123,35 @@ def test_a_machine_without_a_tenant_is_refused_before_anything_runs(tmp_path):
         backend.create(key="k1", spec=spec)
     assert not (tmp_path / "k1").exists()
     assert Tenant(name="t", uid=1, uid_base=2).uid_count == 65536
+
+
+class _NoContainers:
+    """A podman that has no container (a first start still pulling its image)."""
+
+    conf_dir = Path("/nonexistent")
+
+    def inspect(self, kind, name):
+        return None
+
+    def missing(self):
+        return ""
+
+
+def test_while_the_image_is_pulled_poll_says_pulling_with_the_bytes_so_far(tmp_path):
+    import json
+
+    from providers.base import Observed
+    from providers.local.runtime.containers import ContainerRuntime
+
+    backend = LocalBackend(alias="local", options={"ROOT": str(tmp_path), "ENGINE": "podman"})
+    backend._runtime = ContainerRuntime(root=tmp_path, podman=_NoContainers(), services=("lab",))
+    run = tmp_path / "k1" / "run"
+    run.mkdir(parents=True)
+    layers = {"sha256:" + "1" * 64: 300, "sha256:" + "2" * 64: 700}
+    (run / "pull.log").write_text(f"Copying blob sha256:{'1' * 64}\nCopying blob {'1' * 12} done\n")
+    meta = {"key": "k1", "tenant": TENANT, "stage": "pulling", "pull": {"log": str(run / "pull.log"), "layers": layers}}
+    (run / "meta.json").write_text(json.dumps(meta))
+
+    observation = backend.poll(key="k1", state={})
+    assert (observation.state, observation.stage) == (Observed.PENDING, "pulling")
+    assert (observation.pull_bytes_done, observation.pull_bytes_total) == (300, 1000)

@@ -777,9 +777,12 @@ class ContainerRuntime:
         ports = self.ports.get(key)
         servers_: dict[str, ServerStatus] = {}
         running = state.get("Status") == "running"
+        booting = "should_run" not in meta  # its first start is under way (the image pulled, the container made)
         for service in self.services:
             port = ports.get(service)
-            if running and port:
+            if booting and not running:
+                servers_[service] = ServerStatus(service, ServerState.STARTING, port)
+            elif running and port:
                 up = self._answers(key, service, port, meta)
                 servers_[service] = ServerStatus(service, ServerState.RUNNING if up else ServerState.STARTING, port)
             elif meta.get("should_run") and info is not None and state.get("Status") in ("exited", "stopped"):
