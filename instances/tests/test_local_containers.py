@@ -15,6 +15,7 @@ The images are built once per session (``scripts/images.py build``, cached by th
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 from pathlib import Path
 
@@ -264,3 +265,57 @@ def test_a_pull_that_fails_says_why_and_bills_nothing(in_containers, rich_alice)
     assert "could not be pulled" in str(instance.status_reason)
     assert not Meter.objects.filter(ref__startswith=f"instance:{instance.pk}").exists()
     assert balance_get(user=rich_alice).total == before
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """Debian's registry (distribution) on a free 127.0.0.1 port, storage in ``tmp_path``."""
+    import shutil
+    import socket
+
+    from instances.tests.local_helpers import free_port
+
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.skip("docker-registry is not installed (make container-deps)")
+    port = free_port()
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'registry'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    process = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_until(listening, timeout=30, what="the registry to listen")
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_launch_runs_the_image_its_pinned_digest_names_pulled_from_the_registry(in_containers, rich_alice, registry):
+    backend = in_containers(services=("lab",))
+    podman = backend.runtime.podman
+    podman.run("push", "--tls-verify=false", ALT, f"{registry}/console/minimal-alt:v1", timeout=300)
+    digest = json.loads(
+        subprocess.run(
+            ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/console/minimal-alt:v1"],
+            capture_output=True, text=True, check=True, env=podman.env(),
+        ).stdout
+    )["Digest"]  # fmt: skip
+    Image.objects.filter(slug="pytorch-2.3-cu121").update(repository=f"{registry}/console/minimal-alt", digest=digest)
+
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", image="pytorch-2.3-cu121", disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    pinned = f"{registry}/console/minimal-alt@{digest}"
+    assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned
+    assert "Console minimal-alt" in _exec(backend, instance.key, "cat /etc/os-release").stdout

@@ -106,6 +106,10 @@ def test_pull_progress_counts_the_layers_podman_says_are_done():
         f"Copying blob {'3' * 12} skipped: already exists\n"
     )
     assert pull_progress(log, layers) == 1200
+    # What it has downloaded so far counts when it is more (podman says nothing per blob off a tty).
+    assert pull_progress(log, layers, downloaded=4000) == 4000
+    assert pull_progress(log, layers, downloaded=99_999) == 6200  # never past the image's size
+    assert pull_progress(log + "Writing manifest to image destination\n", layers) == 6200
 
 
 def test_a_machine_without_a_tenant_is_refused_before_anything_runs(tmp_path):

@@ -247,9 +247,14 @@ def uid_map_check(uid_map: str, *, uid_base: int, uid_count: int) -> str:
     return ""
 
 
-def pull_progress(log_text: str, layer_sizes: Mapping[str, int]) -> int:
-    """Bytes of the image fetched, from ``podman pull``'s output: the layers it says are done or
-    already present ("Copying blob sha256:… done", "… skipped: already exists")."""
+def pull_progress(log_text: str, layer_sizes: Mapping[str, int], downloaded: int = 0) -> int:
+    """Bytes of the image fetched: what ``podman pull`` has downloaded so far (``downloaded``, the
+    size of its download folder), or the layers its output says are done or already present
+    ("Copying blob sha256:… done", "… skipped: already exists"), whichever is more; once it writes
+    the manifest, all of them."""
+    total = sum(layer_sizes.values())
+    if "Writing manifest" in log_text:
+        return total
     done = 0
     for digest, size in layer_sizes.items():
         short = digest.removeprefix("sha256:")
@@ -257,7 +262,7 @@ def pull_progress(log_text: str, layer_sizes: Mapping[str, int]) -> int:
             if short[:12] in line and ("done" in line or "skipped" in line or "already exists" in line):
                 done += size
                 break
-    return done
+    return min(total, max(done, downloaded)) if total else max(done, downloaded)
 
 
 class ContainerRuntime:
@@ -564,7 +569,7 @@ class ContainerRuntime:
             or _registry_of(image).split(":")[0] in self.registries_insecure
         ):
             args.append("--tls-verify=false")
-        process = self.podman.popen([*args, image], log=log)
+        process = self.podman.popen([*args, image], log=log, tmpdir=paths.run / "pull-tmp")
         try:
             returncode = process.wait(timeout=1800)
         except subprocess.TimeoutExpired:
@@ -579,6 +584,7 @@ class ContainerRuntime:
         meta.pop("pull", None)
         meta["stage"] = "image_ready"
         self._save_meta(paths, meta)
+        shutil.rmtree(paths.run / "pull-tmp", ignore_errors=True)
 
     def _layer_sizes(self, image: str) -> dict[str, int]:
         """``{digest: size}`` of the image's layers, from its manifest (skopeo), for pull progress."""
@@ -833,7 +839,8 @@ class ContainerRuntime:
             except OSError:
                 text = ""
             layers = pull.get("layers") or {}
-            return "pulling", pull_progress(text, layers), sum(layers.values())
+            downloaded = _folder_bytes(self.paths(key).run / "pull-tmp")
+            return "pulling", pull_progress(text, layers, downloaded), sum(layers.values())
         return meta.get("stage", ""), 0, 0
 
     def upstream(self, key: str, service: str) -> Upstream | None:
@@ -971,6 +978,15 @@ def _gpu_devices(cards: Sequence[str], spec_dirs: Sequence[str]) -> list[str]:
         return cdi_devices(cards, spec_dirs=spec_dirs)
     except CdiError as exc:
         raise LocalRuntimeError(str(exc)) from exc
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
 
 
 def _network_name(tenant: Mapping) -> str:

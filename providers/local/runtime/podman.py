@@ -91,15 +91,20 @@ class Podman:
             )
         return result
 
-    def popen(self, args: Sequence[str], *, log: Path) -> subprocess.Popen:
-        """A podman command in the background (a pull), its output in ``log``; it outlives the caller."""
+    def popen(self, args: Sequence[str], *, log: Path, tmpdir: Path | None = None) -> subprocess.Popen:
+        """A podman command in the background (a pull), its output in ``log``; ``tmpdir``: where it
+        downloads (a pull's blobs land there before they are applied, so their size is its progress)."""
+        env = self.env()
+        if tmpdir is not None:
+            tmpdir.mkdir(parents=True, exist_ok=True)
+            env["TMPDIR"] = str(tmpdir)
         with open(log, "wb") as out:
             return subprocess.Popen(  # noqa: S603
                 [self.binary, *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=self.env(),
+                env=env,
                 cwd=self.workdir,
                 start_new_session=True,
             )
