@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test test-under-load setup setup-run setup-dev services browser-deps local-deps slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
+.PHONY: help run test test-under-load setup setup-run setup-dev services browser-deps local-deps container-deps images slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -47,7 +47,7 @@ setup-dev: $(VENV)/.installed-dev
 
 # CONSOLE_LOCAL_BACKEND=1 make run: this host is a provider too (README, "The local backend");
 # CONSOLE_SLURM_BACKEND=1: and a Slurm cluster on this host as well (README, "The Slurm backend").
-run: setup-run $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps) $(if $(filter 1 true yes on,$(CONSOLE_SLURM_BACKEND)),local-deps slurm)
+run: setup-run $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps container-deps images) $(if $(filter 1 true yes on,$(CONSOLE_SLURM_BACKEND)),local-deps slurm)
 	@# PostgreSQL and Redis: DATABASE_URL / REDIS_URL, or private servers under var/ (console/run.py).
 	$(BIN)/python -m console.run --host $(HOST) --port $(PORT)
 
@@ -76,6 +76,21 @@ local-deps:
 	@PYTHON="$(PYTHON)" scripts/local-deps.sh \
 	  || echo "WARNING: the local backend's servers could not all be installed; tests marked 'local' will skip" >&2
 
+# The local backend runs each instance in a container of its image (rootful podman with runc):
+# Debian's podman, runc, buildah, skopeo, uidmap, mmdebstrap, netavark, iptables, slirp4netns, tini and
+# docker-registry (about 30 s the first time, under a second after), and the console's own
+# containers.conf / storage.conf under var/containers (scripts/container-deps.sh).
+container-deps:
+	@scripts/container-deps.sh \
+	  || echo "WARNING: podman could not be installed; tests marked 'containers' will skip" >&2
+
+# The instance images (images/*: a Debian bookworm base from this machine's mirror, the minimal
+# JupyterLab image and a variant for tests), cached by a hash of their inputs; var/images/<name>.json
+# describes each (scripts/images.py). About 4 minutes cold, a second or two cached.
+images: container-deps setup
+	@$(BIN)/python scripts/images.py build \
+	  || echo "WARNING: the instance images could not be built; tests marked 'containers' will skip" >&2
+
 # A real 3-node Slurm cluster on this host with simulated GPUs (scripts/slurm-cluster.sh; Debian's
 # Slurm 22.05 from apt, about 15 s the first time, under a second when it already runs). The tests
 # marked `slurm` skip, saying why, without it. `scripts/slurm-cluster.sh stop` stops it.
@@ -83,7 +98,7 @@ slurm:
 	@scripts/slurm-cluster.sh start \
 	  || echo "WARNING: the local Slurm cluster could not be started; tests marked 'slurm' will skip" >&2
 
-test: setup-dev services browser-deps local-deps slurm deps-check imports-check wallclock-check
+test: setup-dev services browser-deps local-deps container-deps images slurm deps-check imports-check wallclock-check
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -44,7 +44,7 @@ def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
     alice_key, charlie_key = str(uuid.uuid4()), str(uuid.uuid4())
     # Instances started straight on the runtime, without Instance rows: the runtime's own resolver.
     with override_settings(
-        LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services)},
+        LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services), "ENGINE": "process"},
         CONSOLE_PROXY_RESOLVER="providers.local.runtime.registry.proxy_target_for",
     ):
         registry.get_runtime.cache_clear()

@@ -12,7 +12,7 @@ from providers.local.runtime.servers import Paths
 
 @pytest.fixture
 def runtime(tmp_path, settings):
-    settings.LOCAL_RUNTIME = {"ROOT": tmp_path, "SERVICES": ["lab", "code"]}
+    settings.LOCAL_RUNTIME = {"ROOT": tmp_path, "SERVICES": ["lab", "code"], "ENGINE": "process"}
     registry.get_runtime.cache_clear()
     yield registry.get_runtime()
     registry.get_runtime.cache_clear()

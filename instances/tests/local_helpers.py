@@ -92,7 +92,8 @@ def asgi_server() -> Iterator[str]:
 
 def local_backends(root: Path, *, services=("lab",), **options) -> dict:
     """A PROVISIONING_BACKENDS value: the small simulated fleet ("default") and this host ("local",
-    its own region, two simulated H200 cards) with a runtime in ``root``."""
+    its own region, two simulated H200 cards) with a runtime in ``root``: the process engine (servers
+    as processes, as Slurm jobs run them) unless ``ENGINE="podman"`` (containers)."""
     from instances.tests.conftest import backends
 
     return {
@@ -108,6 +109,7 @@ def local_backends(root: Path, *, services=("lab",), **options) -> dict:
                 "NVIDIA_SMI": "/nonexistent/nvidia-smi",  # simulated cards, even on a host with a GPU
                 "SIMULATED_GPUS": 2,
                 "SIMULATED_GPU_NAME": "NVIDIA H200",
+                "ENGINE": "process",
                 **options,
             },
         },

@@ -43,7 +43,12 @@ def test_the_hosts_real_cards_are_its_inventory(tmp_path):
 
 
 def test_a_host_missing_a_server_is_an_unhealthy_node(tmp_path):
-    options = {"ROOT": str(tmp_path), "NVIDIA_SMI": "/nonexistent", "JUPYTER_BIN": "/nonexistent/jupyter"}
+    options = {
+        "ROOT": str(tmp_path),
+        "NVIDIA_SMI": "/nonexistent",
+        "JUPYTER_BIN": "/nonexistent/jupyter",
+        "ENGINE": "process",
+    }
     [node] = LocalBackend(alias="local", options=options).nodes()
     assert node.healthy is False
 

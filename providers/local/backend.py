@@ -56,7 +56,9 @@ from providers.base import (
     VolumesCapability,
 )
 from providers.local.runtime import registry
+from providers.local.runtime.containers import ContainerRuntime
 from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover, gpu_read
+from providers.local.runtime.podman import PodmanError
 from providers.local.runtime.ports import NoFreePort
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError, Mount
@@ -75,6 +77,12 @@ RUNTIME_KEYS = (
     "NODE_BIN",
     "SSHD_BIN",
     "PUBLIC_MOUNTS",
+    "ENGINE",
+    "IMAGES",
+    "DEFAULT_IMAGE",
+    "LIMITS",
+    "CDI_SPEC_DIRS",
+    "CONTAINERS_DIR",
 )
 SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
 
@@ -101,8 +109,12 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         )
 
     @property
-    def runtime(self) -> LocalRuntime:
+    def runtime(self) -> LocalRuntime | ContainerRuntime:
         return self._runtime or registry.get_runtime()
+
+    @property
+    def containers(self) -> bool:
+        return isinstance(self.runtime, ContainerRuntime)
 
     # --- the node -----------------------------------------------------------------------------------------
 
@@ -146,7 +158,7 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             state = self.runtime.start(key, **kwargs)
         except NoFreePort as exc:
             raise TransientBackendError(f"No free port on this host: {exc}") from exc
-        except LocalRuntimeError as exc:
+        except (LocalRuntimeError, PodmanError) as exc:
             raise PermanentBackendError(str(exc)) from exc
         return {**state, "v": STATE_VERSION, "gpus": list(kwargs.get("gpus", ()))}
 
@@ -156,13 +168,30 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         """The spec's volumes as the runtime's mounts; None (keep what the machine had) without a spec."""
         if spec is None:
             return None
-        return [
+        mounts = [
             Mount(source=str(self._call(self.runtime.volume_path, v.key)), path=v.path, read_only=v.read_only)
             for v in spec.volumes
         ]
+        if self.containers and spec.tenant is not None:
+            for mount in mounts:  # the tenant's uid 1000 owns its volumes (read-only ones are mounted :ro)
+                self.runtime.volume_own(mount.source, asdict(spec.tenant))
+        return mounts
 
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         cards = self._cards(key, spec.gpu_count)
+        extra = {}
+        if self.containers:
+            if spec.tenant is None:
+                raise PermanentBackendError(
+                    "This host runs every machine in its owner's own uid range, and this one has none."
+                )
+            extra = {
+                "tenant": asdict(spec.tenant),
+                "image": self.runtime.image_for(image_ref=spec.image_ref, image_slug=spec.image),
+                "cpus": spec.cpus,
+                "memory_gb": spec.memory_gb,
+                "disk_gb": spec.disk_gb,
+            }
         return self._start(
             key,
             owner_ref=spec.owner_ref,
@@ -170,6 +199,7 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             ssh_public_keys=spec.ssh_public_keys,
             mounts=self._mounts(spec),
             app=_app(spec),
+            **extra,
         )
 
     def app_check(self, app: AppLaunch) -> str | None:
@@ -182,6 +212,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         meta = self._meta(key)
         if meta is None:
             raise PermanentBackendError("This machine no longer exists on this host.")
+        if self.containers:
+            self.runtime.oom_acknowledge(key)  # a repair after an OOM kill: the owner has been told
         cards = self._cards(key, len(meta.get("gpus") or state.get("gpus") or ()))
         return self._start(
             key,
@@ -209,10 +241,24 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         self._call(self.runtime.destroy, key)
 
     def poll(self, *, key: str, state: dict) -> Observation:
-        status = self._call(self.runtime.status, key)
+        try:
+            status = self._call(self.runtime.status, key)
+        except PodmanError as exc:
+            return Observation(Observed.UNKNOWN, detail=str(exc))
         observed = _OVERALL[status.overall]
+        if self.containers and observed in (Observed.RUNNING, Observed.PENDING):
+            killed = self.runtime.out_of_memory(key)
+            if killed:
+                limit = ((self._meta(key) or {}).get("limits") or {}).get("memory_gb", "?")
+                return Observation(
+                    Observed.DEGRADED,
+                    detail=f"Out of memory: the kernel killed {killed} process(es) over the machine's {limit} GB limit",
+                )
         if observed == Observed.RUNNING:
-            return Observation(observed, idle_seconds=self._idle_seconds(key))
+            return Observation(observed, idle_seconds=self._idle_seconds(key), stage="servers_answering")
+        if observed == Observed.PENDING and self.containers:
+            stage, done, total = self.runtime.stage(key)
+            return Observation(observed, stage=stage, pull_bytes_done=done, pull_bytes_total=total)
         if observed != Observed.DEGRADED:
             return Observation(observed)
         crashed = [s for s in status.servers.values() if s.state == "crashed"]
@@ -302,8 +348,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         return registry.proxy_target(self.runtime, key=key, service=service)
 
     def port_target(self, *, key: str, port: int):
-        if not self._meta(key):
-            return None
+        if not self._meta(key) or self.containers:
+            return None  # a container's own ports are not published (only its servers' are)
         bind = self.runtime.bind  # the machine's processes share this host's network
         host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104 (a comparison)
         return ProxyTarget(host=host, port=int(port), strip_prefix=True)
@@ -352,6 +398,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             return method(key)
         except LocalRuntimeError as exc:
             raise PermanentBackendError(str(exc)) from exc
+        except PodmanError as exc:
+            raise TransientBackendError(f"podman: {exc}") from exc
 
 
 def _last_words(log_tail: str, lines: int = 3, limit: int = 160) -> str:

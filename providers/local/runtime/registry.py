@@ -8,19 +8,47 @@ Instance model: the ownership record is the ``owner_ref`` the runtime stored at 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from core.proxy import ProxyTarget
+from providers.local.runtime.containers import ContainerRuntime
 from providers.local.runtime.gpus import GpuInventory, gpu_discover
+from providers.local.runtime.podman import Podman
 from providers.local.runtime.servers import APP, CODE, CODE_SERVER_COOKIE, LAB, WEBUI
 from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError
 
 
-def runtime_from_options(options: dict) -> LocalRuntime:
-    """A runtime from a settings-style dict (upper-case keys, as ``LOCAL_RUNTIME`` and backend OPTIONS)."""
+def runtime_from_options(options: dict) -> LocalRuntime | ContainerRuntime:
+    """A runtime from a settings-style dict (upper-case keys, as ``LOCAL_RUNTIME`` and backend OPTIONS).
+
+    ``ENGINE``: "podman" (the default: each instance a container of its image, in its tenant's uid
+    range) or "process" (the servers as processes of the console's account: a single-tenant host)."""
+    if options.get("ENGINE", "podman") == "podman":
+        kwargs = {
+            "root": options.get("ROOT") or settings.BASE_DIR / "var/instances",
+            "podman": Podman(conf_dir=options.get("CONTAINERS_DIR", "")),
+            "port_low": options.get("PORT_LOW", 20000),
+            "port_high": options.get("PORT_HIGH", 29999),
+            "url_prefix": getattr(settings, "CONSOLE_PROXY_PREFIX", "/i/"),
+            "public_mounts": options.get("PUBLIC_MOUNTS") or {},
+            "images": options.get("IMAGES") or {},
+            "limits": options.get("LIMITS") or {},
+            "code_server_dir": str(Path(options["CODE_SERVER_ENTRY"]).parents[4])
+            if options.get("CODE_SERVER_ENTRY")
+            else "",
+            "node_bin": options.get("NODE_BIN", ""),
+        }
+        if options.get("DEFAULT_IMAGE"):
+            kwargs["default_image"] = options["DEFAULT_IMAGE"]
+        if "CDI_SPEC_DIRS" in options:
+            kwargs["cdi_spec_dirs"] = tuple(options["CDI_SPEC_DIRS"])
+        if "SERVICES" in options:
+            kwargs["services"] = tuple(options["SERVICES"])
+        return ContainerRuntime(**kwargs)
     kwargs = {
         "root": options.get("ROOT") or settings.BASE_DIR / "var/instances",
         "jupyter_bin": options.get("JUPYTER_BIN", ""),
@@ -38,7 +66,7 @@ def runtime_from_options(options: dict) -> LocalRuntime:
 
 
 @cache
-def get_runtime() -> LocalRuntime:
+def get_runtime() -> LocalRuntime | ContainerRuntime:
     return runtime_from_options(getattr(settings, "LOCAL_RUNTIME", {}))
 
 
@@ -62,7 +90,7 @@ def owner_ref_for(user) -> str:
     return f"user-{user.pk}"  # the same label as the instances app's InstanceSpec.owner_ref
 
 
-def proxy_target(runtime: LocalRuntime, *, key: str, service: str) -> ProxyTarget | None:
+def proxy_target(runtime: LocalRuntime | ContainerRuntime, *, key: str, service: str) -> ProxyTarget | None:
     """The proxy target of one server of ``key`` (no ownership check: callers do that)."""
     try:
         upstream = runtime.upstream(key, service)
