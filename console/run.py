@@ -16,6 +16,9 @@
    One process dying never takes the others down, unlike a Procfile runner that stops everything.
 4. When the web server answers ``/healthz``, a banner says where to open it.
 
+The private PostgreSQL and Redis are watched too (``ServiceWatch``): one that dies is started again,
+with its data, and the log says when it went and when it came back.
+
 Ctrl-C (or SIGTERM) stops web, worker and beat, then the private servers, in that order.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -32,6 +36,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from console.embedded import (
     DEFAULT_PG_PORT,
@@ -48,6 +53,7 @@ DEMO_STAFF = ("admin@example.com", os.environ.get("CONSOLE_DEMO_PASSWORD", "gpu-
 # A process that stayed up this long before dying starts again at once; quicker deaths back off.
 STABLE_AFTER_S = 30.0
 MAX_BACKOFF_S = 30.0
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 _print_lock = threading.Lock()
 
@@ -149,6 +155,90 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.process.pid, signal.SIGKILL)
                 child.process.wait()
+
+
+class Service(Protocol):
+    """A private server ``make run`` started (``console.embedded``): it says whether it is alive, and starts."""
+
+    def alive(self) -> bool: ...
+
+    def start(self) -> str: ...
+
+
+@dataclass
+class Watched:
+    name: str
+    service: Service
+    failures: int = 0  # checks in a row that found it dead
+    down_since: float = 0.0
+    backoff_s: float = 1.0
+    next_try: float = 0.0
+
+
+class ServiceWatch:
+    """Keeps the private PostgreSQL and Redis up, as the supervisor keeps web and the workers up.
+
+    A server killed under the console used to stay down (and, for Redis, a zombie: nothing reaped it)
+    until someone started it by hand, while every request failed. Here each is checked every
+    ``every_s``; one found dead twice in a row is started again (its data kept: PostgreSQL's cluster,
+    Redis's append-only file), backing off while it keeps failing, and the log says when it went and
+    when it came back. PostgreSQL's postmaster is not our child (``pg_ctl`` starts it and exits):
+    ``reap_orphans`` collects what it leaves, because this process is their subreaper (``main``).
+    """
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        self.every_s = every_s
+        self.watched: list[Watched] = []
+        self._next_check = 0.0
+
+    def add(self, name: str, service: Service) -> None:
+        self.watched.append(Watched(name, service))
+
+    def check(self, *, force: bool = False) -> None:
+        now = time.monotonic()  # wall-clock: the watch's own period and back-off
+        if not force and now < self._next_check:
+            return
+        self._next_check = now + self.every_s
+        for item in self.watched:
+            if item.service.alive():
+                if item.down_since:
+                    say("console", f"{item.name} is back after {now - item.down_since:.0f} s")
+                item.failures, item.down_since, item.backoff_s = 0, 0.0, 1.0
+                continue
+            item.failures += 1
+            if item.failures < 2 or now < item.next_try:
+                continue  # one missed check may be a busy server; a second one is not
+            if not item.down_since:
+                item.down_since = now
+                say("console", f"{item.name} stopped; starting it again")
+            try:
+                item.service.start()
+            except EmbeddedServiceError as exc:
+                item.next_try = now + item.backoff_s
+                say("console", f"{item.name} did not start ({exc}); trying again in {item.backoff_s:.0f} s")
+                item.backoff_s = min(item.backoff_s * 2, MAX_BACKOFF_S)
+
+
+def reap_orphans(known: set[int]) -> None:
+    """Collect the exit status of children that are not the supervisor's (a killed postmaster and its
+    backends, handed to this process as their subreaper): left alone they stay zombies, and a zombie's
+    pid in ``postmaster.pid`` stops PostgreSQL from starting again."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid in known:
+            return  # nothing to collect, or a supervised child: its own poll() collects it
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, os.WNOHANG)
+
+
+def _become_subreaper() -> None:
+    """Orphans of our children (PostgreSQL's postmaster, started by ``pg_ctl``) become ours to reap."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _announce(url: str, mailbox: bool, ssh: str = "") -> None:
@@ -254,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    _become_subreaper()
+    services = ServiceWatch()
     try:
         notes: list[str] = []
         if not env.get("DATABASE_URL"):
@@ -264,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             env["DATABASE_URL"] = postgres.start()
             for note in notes:
                 say("console", note)
+            services.add("PostgreSQL", postgres)
             say(
                 "console",
                 f"PostgreSQL (private, var/postgres) on 127.0.0.1:{postgres.port}, "
@@ -274,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         if not env.get("REDIS_URL"):
             redis = EmbeddedRedis(var / "redis", port=int(env.get("EMBEDDED_REDIS_PORT", DEFAULT_REDIS_PORT)))
             env["REDIS_URL"] = redis.start()
+            services.add("Redis", redis)
             say("console", f"Redis (private Valkey, var/redis) on 127.0.0.1:{redis.port}")
         else:
             say("console", "Redis: REDIS_URL")
@@ -333,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
             say("console", f"The web server did not answer at {url}; see its log above. Still trying.")
         while not supervisor.stopping.is_set():
             supervisor.watch_once()
+            services.check()
+            reap_orphans({child.process.pid for child in supervisor.children if child.process is not None})
             time.sleep(0.2)
         say("console", "stopping web, worker, beat and the gateway")
         return 0

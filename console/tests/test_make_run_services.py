@@ -16,7 +16,7 @@ import redis
 from django.conf import settings
 
 from console.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError
-from console.run import Supervisor
+from console.run import ServiceWatch, Supervisor, _become_subreaper, reap_orphans
 
 
 def _free_port() -> int:
@@ -121,3 +121,73 @@ def test_manage_py_finds_the_servers_make_run_recorded(tmp_path):
     )
     result = _check({}, tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def _until(condition, *, watch: ServiceWatch, seconds: float = 60) -> bool:
+    """Run the watch (as make run's loop does, without its period) until ``condition`` holds."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        watch.check(force=True)
+        reap_orphans(set())
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_killed_private_redis_comes_back_by_itself_with_the_queue_it_held(tmp_path, capsys):
+    server = EmbeddedRedis(tmp_path / "redis", port=_free_port())
+    url = server.start()
+    watch = ServiceWatch()
+    watch.add("Redis", server)
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        client.lpush("celery", "a launch's task")
+        client.bgrewriteaof()  # on disk now, whatever fsync's second says
+        assert _until(lambda: client.info("persistence")["aof_rewrite_in_progress"] == 0, watch=watch)
+        killed = server.process
+        killed.send_signal(signal.SIGKILL)
+
+        def answers() -> bool:
+            try:
+                return redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+            except redis.ConnectionError:
+                return False
+
+        assert _until(lambda: server.process is not killed and answers(), watch=watch)
+        assert killed.poll() == -signal.SIGKILL  # reaped: no zombie left behind
+        assert redis.Redis.from_url(url).lrange("celery", 0, -1) == [b"a launch's task"]
+        watch.check(force=True)
+        out = capsys.readouterr().out
+        assert "Redis stopped; starting it again" in out and "Redis is back after" in out
+    finally:
+        server.stop()
+
+
+def test_a_killed_private_postgresql_comes_back_by_itself_with_its_data(tmp_path, capsys):
+    _become_subreaper()  # as make run does: the killed postmaster is ours to reap
+    server = EmbeddedPostgres(tmp_path / "postgres", port=_free_port())
+    url = server.start()
+    watch = ServiceWatch()
+    watch.add("PostgreSQL", server)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (note text)")
+            conn.execute("INSERT INTO kept VALUES ('before the crash')")
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+
+        def answers() -> bool:
+            try:
+                with psycopg.connect(url, connect_timeout=2) as conn:
+                    return conn.execute("SELECT note FROM kept").fetchone() == ("before the crash",)
+            except psycopg.OperationalError:
+                return False
+
+        assert _until(answers, watch=watch, seconds=120)
+        assert int((server.data / "postmaster.pid").read_text().split()[0]) != postmaster
+        watch.check(force=True)
+        out = capsys.readouterr().out
+        assert "PostgreSQL stopped; starting it again" in out and "PostgreSQL is back after" in out
+    finally:
+        server.stop()
