@@ -695,3 +695,102 @@ def test_page(world, db, name, context, principal):
     assert _answer(response) == want, f"{principal} {route.method} {url} ({context}): {response.status_code}"
     if response.status_code == 200:
         assert STRANGER_MARK not in response.content.decode(errors="replace"), f"{url} shows a stranger's object"
+
+
+# --- The ways in outside the API and the pages -----------------------------------------------------------
+#
+# The proxy (an instance's servers and declared ports on the user-content host) and the SSH gateway ask
+# per person, in no acting context: whoever operates the instance, in any of their contexts. Each person
+# holds a key chosen for every instance, so the gateway's answer turns on that alone.
+#                     personal team_a team_b
+OPERATORS = {
+    "alice": "ok       ok     404",  # her own, and her team's as its owner
+    "ada": "404      ok     404",  # an admin operates every team instance
+    "mel": "404      404    404",  # a member sees a colleague's instance but opens nothing of it
+    "bill": "404      404    404",  # a billing viewer
+    "fred": "404      404    404",  # removed from team A
+    "charlie": "404      404    ok",  # team B's owner
+}
+
+
+def _operators_cells():
+    for person in OPERATORS:
+        for context in CONTEXTS:
+            yield pytest.param(person, context, id=f"{person}-{context}")
+
+
+@pytest.fixture
+def upstream(monkeypatch):
+    """The simulated cloud serves every server and port at ``upstream``: only the access decision is left."""
+    from providers.simulated.backend import SimulatedBackend
+
+    monkeypatch.setattr(SimulatedBackend, "proxy_target", lambda self, *, key, service: "upstream", raising=False)
+    monkeypatch.setattr(SimulatedBackend, "port_target", lambda self, *, key, port: "upstream", raising=False)
+
+
+def _want(person: str, context: str) -> str:
+    return OPERATORS[person].split()[CONTEXTS.index(context)]
+
+
+@pytest.mark.parametrize(("person", "context"), list(_operators_cells()))
+def test_proxy(world, db, upstream, person, context):
+    from apps_marketplace.proxy import deployment_proxy_target
+    from ports.proxy import port_proxy_target
+
+    instance = world.contexts[context].objects["instance"]
+    user = world.people[person]
+    server = deployment_proxy_target(instance_id=str(instance.pk), service="lab", user=user)
+    port = port_proxy_target(instance_id=str(instance.pk), service="p8080", user=user)
+    want = _want(person, context)
+    assert ("ok" if server == "upstream" else "404") == want
+    assert ("ok" if port == "upstream" else "404") == want
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_proxy_share_links_open_to_anyone_while_their_maker_operates(world, db, upstream, context):
+    share = world.contexts[context].objects["share"]
+    from ports.proxy import port_proxy_target
+
+    assert (
+        port_proxy_target(instance_id=str(share.port.instance_id), service=f"s-{share.token}", user=None) == "upstream"
+    )
+
+
+@pytest.mark.parametrize(("person", "context"), list(_operators_cells()))
+def test_ssh_gateway(world, db, person, context):
+    from gateway.selectors import gateway_verdict
+
+    instance = world.contexts[context].objects["instance"]
+    verdict = gateway_verdict(login=str(instance.pk), fingerprint=world.keys[person])
+    assert verdict is not None
+    assert ("ok" if verdict.allowed else "404") == _want(person, context), verdict.refusal
+
+
+# --- The README's rendering --------------------------------------------------------------------------------
+
+
+def policy_markdown() -> str:
+    """The API's table as the README shows it: a row per kind and action, a cell per principal giving
+    its answer for an object of the personal context / team A / team B (one answer where the route
+    names no account's object)."""
+    lines = [
+        "| kind | action | " + " | ".join(PRINCIPALS) + " |",
+        "|---|---|" + "---|" * len(PRINCIPALS),
+    ]
+    for kind in sorted(POLICY):
+        for action, rows in POLICY[kind].items():
+            cells = [
+                "/".join(rows[context].split()[n] if context in rows else "·" for context in CONTEXTS)
+                if "-" not in rows
+                else rows["-"].split()[n]
+                for n in range(len(PRINCIPALS))
+            ]
+            lines.append(f"| {kind} | {action} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_the_readme_shows_this_table():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert policy_markdown() in readme, "README's table of who may do what differs: paste policy_markdown()"
