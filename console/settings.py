@@ -1096,6 +1096,9 @@ STORAGE_VOLUME_QUOTA_GB = int(os.environ.get("STORAGE_VOLUME_QUOTA_GB", "4096"))
 # Where volumes may be mounted in an instance: at one of these directories or below it.
 STORAGE_MOUNT_ROOTS = ("/mnt", "/data", "/datasets", "/models", "/workspace")
 STORAGE_USAGE_REFRESH_S = int(os.environ.get("STORAGE_USAGE_REFRESH_S", "300"))
+# A volume file browser's call that walks folders (a listing, the size check before a chunk) gives up
+# with a 504 after this long, so a volume of millions of files cannot hold a web request's lane.
+STORAGE_FILES_DEADLINE_S = int(os.environ.get("STORAGE_FILES_DEADLINE_S", "30"))
 # Instances mount the volumes attached to them: storage answers the instances app's questions.
 INSTANCES_VOLUME_HOOKS = "storage.hooks.StorageVolumeHooks"
 CELERY_BEAT_SCHEDULE.update(

@@ -2,7 +2,8 @@
 
 Another user's notification or endpoint is a 404 (every query is scoped to the caller). An endpoint's
 ``secret`` is in the answer to its creation only. A token scoped to a team reads the person's
-preferences and endpoints but changes none of them (a 403 ``team_token``).
+inbox, preferences and endpoints but changes none of them, marking news read included (a 403
+``team_token``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ MARKED = inline_serializer("NotificationsMarked", {"marked": serializers.Integer
     retrieve=extend_schema(summary="Get one notification", tags=TAG),
 )
 class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    permission_classes = PERSONAL_SETTINGS  # the inbox is its person's: a team's token only reads it
     serializer_class = NotificationSerializer
     queryset = Notification.objects.none()  # the schema's types; get_queryset scopes to the caller
     lookup_value_regex = r"\d+"

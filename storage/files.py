@@ -15,6 +15,15 @@ between two calls. Links are listed, and may be deleted, but not opened.
 The quota: a chunk that would take the volume's files past its size is refused (``volume_full``)
 before a byte is written, counting what the volume's files take now, under the volume's row lock so
 two uploads at once cannot both pass the check.
+
+Limits, as the instance file browser's (``gateway.files``): whatever an instance wrote on the volume
+must not hold a web request's lane. Only regular files are opened, and the check is made on what was
+opened (``O_NONBLOCK``, then ``fstat``), since a FIFO opened for reading or writing blocks until its
+other end is opened and a device may never end. Each call that walks folders has a deadline
+(``STORAGE_FILES_DEADLINE_S``), so a volume of millions of files answers 504 instead of holding the
+lane. A download streams at most the bytes the file had when it was opened, and a file larger than the
+volume itself (a sparse file) is refused: an instance appending to a file, or a hole of a terabyte,
+cannot make a download that never ends.
 """
 
 from __future__ import annotations
@@ -23,9 +32,11 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.template.defaultfilters import filesizeformat
@@ -39,6 +50,27 @@ from storage.models import Volume, VolumeAttachment
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 PIECE = 1024 * 1024  # how much of a chunk's body is read and written at a time
+
+
+class Deadline:
+    """When a call must give up (``STORAGE_FILES_DEADLINE_S`` from its start): ``check()`` is a 504."""
+
+    def __init__(self) -> None:
+        self.seconds = settings.STORAGE_FILES_DEADLINE_S
+        self.at = time.monotonic() + self.seconds
+
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            raise FilesRefused(
+                _("The volume's files took longer than %(seconds)d seconds to go through; try a smaller folder.")
+                % {"seconds": self.seconds},
+                code="timeout",
+                status=504,
+            )
+
+
+def _not_a_file() -> FilesRefused:
+    return FilesRefused(_("Only regular files can be read or written here."), code="not_a_file", status=400)
 
 
 # --- Paths ---------------------------------------------------------------------------------------------
@@ -150,11 +182,13 @@ def _entry(name: str, st: os.stat_result) -> Entry:
     return Entry(name=name, type=kind, size=st.st_size if kind == "file" else 0, modified=int(st.st_mtime))
 
 
-def _usage(root: Path) -> int:
+def _usage(root: Path, deadline: Deadline | None = None) -> int:
     """Bytes the volume's regular files hold (apparent sizes; links and what they point at count nothing)."""
     total = 0
+    deadline = deadline or Deadline()
     with _folder(root, ()) as fd:
         for _top, _dirs, names, dir_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            deadline.check()
             for name in names:
                 try:
                     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -179,10 +213,13 @@ def volume_files_list(*, volume: Volume, path: str) -> tuple[str, list[Entry]]:
     """A folder's volume path and its entries, folders first, then by name."""
     parts = volume_path_clean(path)
     root = _root(volume)
+    deadline = Deadline()
     with _folder(root, parts) as fd:
         entries = []
         try:
-            for item in os.scandir(fd):
+            for n, item in enumerate(os.scandir(fd)):
+                if not n % 1024:
+                    deadline.check()
                 try:
                     entries.append(_entry(item.name, item.stat(follow_symlinks=False)))
                 except FileNotFoundError:
@@ -205,23 +242,54 @@ def volume_file_stat(*, volume: Volume, path: str) -> Entry:
             raise _refusal(exc) from exc
 
 
-def volume_file_open(*, volume: Volume, path: str):
-    """A file opened for reading (the caller streams and closes it) and its entry. A link is refused."""
+class CappedReader:
+    """A file's first ``cap`` bytes, then its end, however the file grows meanwhile; closed by whoever
+    streams it (``FileResponse``)."""
+
+    def __init__(self, handle, cap: int) -> None:
+        self.handle, self.left = handle, cap
+
+    def read(self, size: int = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        block = self.handle.read(self.left if size is None or size < 0 else min(size, self.left))
+        self.left -= len(block)
+        return block
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def volume_file_open(*, volume: Volume, path: str) -> tuple[CappedReader, Entry]:
+    """A regular file opened for reading and its entry: the reader stops at the size the file had when
+    opened (the caller streams and closes it). A link, a folder, a FIFO or a device is refused, and so
+    is a file larger than the volume (a sparse one: its holes would stream as zeros without end)."""
     parts = volume_path_clean(path)
     if not parts:
         raise FilesRefused(_("Only a file can be downloaded."), code="invalid", status=400)
     root = _root(volume)
     with _folder(root, parts[:-1]) as fd:
         try:
+            # O_NONBLOCK: opening a FIFO does not wait for a writer; what was opened is checked below.
             handle = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)
         except OSError as exc:
             raise _refusal(exc) from exc
     st = os.fstat(handle)
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISDIR(st.st_mode):
         os.close(handle)
         raise FilesRefused(_("Only a file can be downloaded."), code="invalid", status=400)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(handle)
+        raise _not_a_file()
+    if st.st_size > volume.size_bytes:
+        os.close(handle)
+        raise FilesRefused(
+            _("This file is larger than the volume itself (a sparse file): it cannot be downloaded here."),
+            code="too_large",
+            status=413,
+        )
     os.set_blocking(handle, True)
-    return os.fdopen(handle, "rb"), _entry(parts[-1], st)
+    return CappedReader(os.fdopen(handle, "rb"), st.st_size), _entry(parts[-1], st)
 
 
 def volume_browse_elsewhere(*, volume: Volume) -> list[VolumeAttachment]:
@@ -284,6 +352,8 @@ def volume_file_write(*, volume: Volume, path: str, offset: int, length: int, bo
                 raise _refusal(exc) from exc
             if st is not None and not stat.S_ISREG(st.st_mode):
                 kind = _kind(st.st_mode)
+                if kind == "other":
+                    raise _not_a_file()
                 raise _refusal(OSError(errno.EISDIR if kind == "dir" else errno.ELOOP, kind))
             current = st.st_size if st is not None else 0
             if offset > current or (offset and st is None):
@@ -296,12 +366,21 @@ def volume_file_write(*, volume: Volume, path: str, offset: int, length: int, bo
             used = _usage(root)
             if growth > 0 and used + growth > locked.size_bytes:
                 raise _full(locked, used=used, growth=growth)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if offset == 0 else 0)
+            # O_NONBLOCK: a FIFO swapped in since the stat above does not wait for a reader (ENXIO), and
+            # whatever was opened is checked before a byte is written or the file is truncated.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
             try:
                 handle = os.open(name, flags, 0o644, dir_fd=fd)
             except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    raise _not_a_file() from exc
                 raise _refusal(exc) from exc
             try:
+                if not stat.S_ISREG(os.fstat(handle).st_mode):
+                    raise _not_a_file()
+                os.set_blocking(handle, True)
+                if offset == 0:
+                    os.ftruncate(handle, 0)
                 os.lseek(handle, offset, os.SEEK_SET)
                 left = length
                 for piece in body:

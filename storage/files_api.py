@@ -49,9 +49,12 @@ def _volume(request, volume_id, *, change: bool = False) -> Volume:
 
 _TAGS = ["storage"]
 _refusals = {
-    400: OpenApiResponse(description="invalid_path (e.g. ..), link (a symbolic link is not followed)"),
+    400: OpenApiResponse(
+        description="invalid_path (e.g. ..), link (a symbolic link is not followed), not_a_file (a FIFO, a device)"
+    ),
     404: OpenApiResponse(description="No such volume, file or folder"),
     409: OpenApiResponse(description="invalid_state, unavailable (files not on the console's host)"),
+    504: OpenApiResponse(description="timeout (more than STORAGE_FILES_DEADLINE_S going through the volume)"),
 }
 
 
@@ -107,13 +110,19 @@ class VolumeFileContentView(APIView):
 
     @extend_schema(
         parameters=[PATH],
-        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, **_refusals},
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            413: OpenApiResponse(description="too_large (a file larger than the volume: a sparse file)"),
+            **_refusals,
+        },
         summary="Download a file of a volume (streamed)",
         tags=_TAGS,
     )
     def get(self, request, volume_id):
         handle, entry = call(files.volume_file_open, volume=_volume(request, volume_id), path=query_path(request))
+        # Streamed off the request's lane (console.handlers), and no further than the file's size at open.
         response = FileResponse(handle, as_attachment=True, filename=entry.name)
+        response["Content-Length"] = str(entry.size)
         response.block_size = DOWNLOAD_BLOCK
         return response
 

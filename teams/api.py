@@ -14,14 +14,14 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext_lazy as _
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import exceptions, mixins, serializers, status, viewsets
+from rest_framework import exceptions, mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import APIToken
 from billing.selectors import balance_get, runway_get
-from core.api import ServiceError
+from core.api import PersonalTokenForChanges, ServiceError
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from teams import selectors, services
 from teams.errors import TeamError
@@ -146,6 +146,8 @@ class _InTeam:
 )
 @extend_schema(tags=["teams"])
 class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    # A token scoped to a team acts for that team: it cannot found another in its maker's name.
+    permission_classes = [permissions.IsAuthenticated, PersonalTokenForChanges]
     serializer_class = TeamSerializer
     lookup_field = "slug"
     lookup_value_regex = "[-a-zA-Z0-9_]+"
