@@ -23,7 +23,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BASE="${SLURM_LOCAL_DIR:-$ROOT/var/slurm}"
+# The real path: the config reads the same from every worktree whose var/ links to this one.
+BASE="$(readlink -f "${SLURM_LOCAL_DIR:-$ROOT/var/slurm}")"
 NODES="${SLURM_LOCAL_NODES:-3}"
 GPUS="${SLURM_LOCAL_GPUS:-8}"
 GPU_TYPE="${SLURM_LOCAL_GPU_TYPE:-h200}"
@@ -62,6 +63,9 @@ port_listens() { # port
 
 client_env() {
   echo "SLURM_CONF=$CONF"
+  # The Python the tenants' jobs run, when the console's own is out of their reach (tenant_python).
+  if [[ -x "$BASE/venvs/console/bin/python3" ]]; then echo "SLURM_LOCAL_PYTHON=$BASE/venvs/console/bin/python3"; fi
+  if [[ -x "$BASE/venvs/jupyter/bin/jupyter" ]]; then echo "SLURM_LOCAL_JUPYTER=$BASE/venvs/jupyter/bin/jupyter"; fi
 }
 
 # --- install -------------------------------------------------------------------------------------------
@@ -172,6 +176,66 @@ Name=gpu Type=$GPU_TYPE File=$BASE/dev/nvidia[0-$((GPUS - 1))]
 EOF
 )
   if [[ -n "$changed" ]]; then echo changed; fi
+}
+
+# --- the tenants' Python ------------------------------------------------------------------------------
+
+# Jobs run as each tenant's own Unix user (gpuc-t<N>, never root), and they run the console's job
+# program and JupyterLab with the console's virtualenvs. Where those point at an interpreter no
+# unprivileged user may reach (pyenv under a 0700 /root), the tenants get a copy of the interpreter
+# under $BASE/python and twin virtualenvs under $BASE/venvs that use it and share the packages
+# (site-packages is a symlink; the scripts' first lines name the twin). Opening /root is not an
+# option: it holds the host's own secrets. A production cluster instead installs the console and its
+# Python where every node's users can read them (the backend's PYTHON and CONSOLE_DIR).
+venv_twin() { # source-venv name
+  local src="$1" dst="$BASE/venvs/$2" version f first
+  [[ -f "$src/pyvenv.cfg" ]] || return 0
+  version="$(sed -n 's/^version = \([0-9]*\.[0-9]*\).*/\1/p' "$src/pyvenv.cfg")"
+  mkdir -p "$dst/bin" "$dst/lib/python$version"
+  printf 'home = %s\ninclude-system-site-packages = false\nversion = %s\n' "$BASE/python/bin" \
+    "$(sed -n 's/^version = //p' "$src/pyvenv.cfg")" >"$dst/pyvenv.cfg"
+  ln -sfn "$BASE/python/bin/python$version" "$dst/bin/python3"
+  ln -sfn python3 "$dst/bin/python"
+  ln -sfn "$(readlink -f "$src/lib/python$version/site-packages")" "$dst/lib/python$version/site-packages"
+  for f in "$src"/bin/*; do
+    [[ -f "$f" && ! -L "$f" ]] || continue
+    first="$(head -c 200 "$f" | tr -d '\0' | head -n 1)"
+    case "$first" in
+      "#!$src/bin/python"* | "#!$(readlink -f "$src")/bin/python"*)
+        { echo "#!$dst/bin/python3"; tail -n +2 "$f"; } >"$dst/bin/$(basename "$f")"
+        chmod 755 "$dst/bin/$(basename "$f")" ;;
+    esac
+  done
+  chmod -R go+rX "$dst"
+}
+
+tenant_python() {
+  local venv="$ROOT/.venv" home
+  [[ -f "$venv/pyvenv.cfg" ]] || return 0
+  home="$(sed -n 's/^home = //p' "$venv/pyvenv.cfg")"
+  if runuser -u nobody -- test -x "$home/python3" 2>/dev/null; then
+    return 0 # every user reaches the console's interpreter: nothing to do
+  fi
+  if [[ ! -x "$BASE/python/bin/python3" ]]; then
+    say "copying the console's Python ($(dirname "$home")) to $BASE/python for the tenants' jobs"
+    rm -rf "$BASE/python.tmp"
+    cp -a "$(dirname "$home")" "$BASE/python.tmp"
+    chmod -R go+rX "$BASE/python.tmp"
+    # The interpreter finds libpython through a RUNPATH that names the original prefix: point it at
+    # the copy's own lib (\$ORIGIN/../lib is shorter, so it is patched in place, padded with NULs).
+    "$venv/bin/python3" - "$BASE/python.tmp/bin/python$(sed -n 's/^version = \([0-9]*\.[0-9]*\).*/\1/p' "$venv/pyvenv.cfg")" \
+      "$(dirname "$home")/lib" <<'PY'
+import sys
+path, old = sys.argv[1], sys.argv[2].encode()
+data = open(path, "rb").read()
+new = b"$ORIGIN/../lib"
+if old in data and len(new) <= len(old):
+    open(path, "wb").write(data.replace(old + b"\0", new + b"\0" * (len(old) - len(new) + 1)))
+PY
+    mv "$BASE/python.tmp" "$BASE/python"
+  fi
+  venv_twin "$venv" console
+  venv_twin "$ROOT/var/local-deps/jupyter" jupyter
 }
 
 # --- daemons -------------------------------------------------------------------------------------------
@@ -290,6 +354,7 @@ all_up() {
 
 cmd_start() {
   install_packages
+  tenant_python
   local changed
   changed="$(write_config)"
   if [[ -n "$changed" ]] && pid_alive "$RUN/slurmctld.run"; then

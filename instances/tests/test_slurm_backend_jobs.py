@@ -12,7 +12,7 @@ from django.test import Client
 from instances.services import instance_release, instance_sync
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_until
-from instances.tests.slurm_helpers import PREFIX
+from instances.tests.slurm_helpers import PREFIX, tenant
 from providers import InstanceSpec, Observed
 from providers.slurm.job import report_path, report_write
 
@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
 
 def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", image="cuda", disk_gb=20, **{"gpu_count": 1, **kwargs})
+    return InstanceSpec(
+        node="", gpu_model="h200", image="cuda", disk_gb=20, **{"gpu_count": 1, "tenant": tenant(9001), **kwargs}
+    )
 
 
 def _until(backend, key, state, wanted: Observed, *, timeout=20.0):
@@ -48,6 +50,7 @@ def test_a_two_machine_cluster_gets_two_nodes_and_cancels_cleanly(on_slurm, slur
     _observation, state = _until(backend, key, state, Observed.RUNNING)
     job = slurm_cluster.job(state["job_id"])
     assert job["node_count"] == 2 and job["tres_per_node"] == "gres:gpu:h200:2"
+    assert job["user_name"] == tenant(9001).name  # submitted as the tenant (its token, or sbatch --uid)
     hosts = state["hosts"]
     assert len({h["node"] for h in hosts}) == 2  # both nodes reported, each with its own two cards
     assert all(len(h["gpus"]) == 2 for h in hosts)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from metrics.tests.test_idle_stop_engines import NVIDIA_SMI_SCRIPT
-from providers.base import GpuProcess, GpuSample, InstanceSpec
+from providers.base import GpuProcess, GpuSample, InstanceSpec, Tenant
 from providers.local.runtime.gpus import parse_nvidia_smi_samples
 from providers.slurm.backend import SlurmBackend, _processes
 from providers.slurm.job import job_cards, report_path, report_read, report_write
-from providers.tests.slurm_fake import FakeSlurm
+from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
 RECORDING = (Path(__file__).parent / "recordings" / "nvidia-smi-sample-8xH200.csv").read_text()
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
@@ -55,11 +55,13 @@ def slurm(tmp_path):
     )
     fake = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))
     backend.api = fake
+    backend.tenants = FakeTenantAccounts()
     return backend, fake
 
 
 def _running(backend, fake, *, nodes: int = 1) -> dict:
-    spec = InstanceSpec(node="gpu01", gpu_model="h200", gpu_count=1, image="x", disk_gb=10, nodes=nodes)
+    tenant = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
+    spec = InstanceSpec(node="gpu01", gpu_model="h200", gpu_count=1, image="x", disk_gb=10, nodes=nodes, tenant=tenant)
     state = backend.create(key=KEY, spec=spec)
     fake.advance()
     return backend.poll(key=KEY, state=state).backend_state or state

@@ -36,11 +36,20 @@ The console's proxy reads that report to reach the servers.
             # over the same nodes (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, GraceTime).
             "SPOT_PARTITION": "spot",
             "SBATCH_ARGS": ["--account=ml", "--qos=normal"],  # anything else the site requires
-            # The REST path (slurmrestd with JWT); leave REST_URL empty to use the command-line tools.
+            # Jobs run as each tenant's own Unix user (``providers.slurm.tenants``), never root: the
+            # site provisions gpuc-t<N> with the console's uid ("site": LDAP/SSSD), or the console
+            # creates them on this host ("create": useradd, subuid/subgid, homes under TENANT_HOME_ROOT).
+            "TENANT_USERS": "site",
+            "TENANT_HOME_ROOT": "/shared/console/tenants",
+            # The REST path (slurmrestd with JWT); leave REST_URL empty to use the command-line tools
+            # (which submit with ``sbatch --uid``: the console runs as root there).
             "REST_URL": "http://slurm-head:6820",
-            "REST_USER": "console",              # X-SLURM-USER-NAME: the account jobs run as
-            "JWT_TOKEN": "",                     # a fixed token, or a command that mints one:
-            "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"],
+            "REST_USER": "console",              # reads (jobs, nodes) as this user; root is refused
+            # Each tenant's job is submitted with a token for that tenant: minted with the cluster's
+            # JWT key, or by a command with {user} in it (run as root or SlurmUser).
+            "JWT_KEY_FILE": "/etc/console/slurm-jwt.key",
+            "JWT_COMMAND": ["scontrol", "token", "username={user}", "lifespan=3600"],
+            "JWT_TOKEN": "",                     # a fixed token: REST_USER's reads only
             # The command-line path: where the tools are and which slurm.conf they read.
             "SLURM_CONF": "/etc/slurm/slurm.conf",
             "BIN_DIR": "",                       # default: found on PATH
@@ -103,10 +112,12 @@ from providers.base import (
     PermanentBackendError,
     ProvisioningBackend,
     SshTarget,
+    Tenant,
     TransientBackendError,
 )
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
 from providers.slurm.job import report_path, report_read
+from providers.slurm.tenants import TenantAccounts, check_tenant, jwt_mint, refuse_root_user
 
 STATE_VERSION = 1
 DEFAULT_SERVICES = ("lab", "code", "ssh")
@@ -181,6 +192,9 @@ class SlurmCli:
         args = ["--parsable", f"--job-name={job['name']}", f"--nodes={job['nodes']}", "--ntasks-per-node=1"]
         args += [f"--gres={job['gres']}", f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
         args += [f"--output={job['output']}", "--export=NONE"]
+        if job.get("uid"):
+            # As the tenant: only root may name another user's uid (``sbatch --uid``).
+            args += [f"--uid={job['uid']}", f"--gid={job['uid']}"]
         # A requeued run appends to the log instead of truncating the previous run's.
         args += ["--requeue", "--open-mode=append"] if job.get("requeue") else ["--no-requeue"]
         if job.get("partition"):
@@ -188,7 +202,15 @@ class SlurmCli:
         if job.get("comment"):
             args.append(f"--comment={job['comment']}")
         args += list(job.get("extra", ()))
-        out = self._run("sbatch", *args, stdin=script).strip()
+        try:
+            out = self._run("sbatch", *args, stdin=script).strip()
+        except PermanentBackendError as exc:
+            if job.get("uid") and re.search(r"uid|root", str(exc), re.I):
+                raise PermanentBackendError(
+                    f"{exc}. The command-line path submits each job as its tenant (sbatch --uid), which needs the "
+                    "console to run as root; otherwise use slurmrestd (REST_URL with JWT_KEY_FILE)."
+                ) from exc
+            raise
         try:
             return int(out.split(";")[0])
         except ValueError as exc:
@@ -197,7 +219,7 @@ class SlurmCli:
     def jobs(self) -> list[dict]:
         return _json(self._run("squeue", "--json"), "squeue").get("jobs", [])
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, user: str = "") -> None:
         self._run("scancel", str(job_id))
 
     def nodes(self) -> list[dict]:
@@ -207,8 +229,13 @@ class SlurmCli:
 class SlurmRest:
     """slurmrestd (OpenAPI ``v0.0.38`` in Slurm 22.05) with JWT: ``X-SLURM-USER-NAME`` and ``-TOKEN``.
 
-    The token is ``JWT_TOKEN``, or minted by ``JWT_COMMAND`` (``scontrol token username=… lifespan=…``)
-    and minted again when it nears its end or slurmrestd refuses it.
+    Reads (jobs, nodes) go as ``user`` (``REST_USER``: an unprivileged account, never root). A job is
+    submitted, and cancelled, as its tenant: v0.0.38 runs a job as the user the token names and has
+    no field to name another, so the console needs a token per tenant. It mints them with the
+    cluster's JWT key (``JWT_KEY_FILE``, ``providers.slurm.tenants.jwt_mint``), or runs ``JWT_COMMAND``
+    with ``{user}`` in it replaced (``scontrol token username={user}``, as root or SlurmUser); a
+    fixed ``JWT_TOKEN`` serves ``REST_USER`` only. A token is minted again when it nears its end or
+    slurmrestd refuses it.
     """
 
     def __init__(
@@ -219,6 +246,7 @@ class SlurmRest:
         token: str = "",
         token_command: list[str] | None = None,
         token_lifespan: int = 3600,
+        jwt_key_file: str = "",
         api: str = "v0.0.38",
         slurm_conf: str = "",
         timeout: float = 15.0,
@@ -228,41 +256,56 @@ class SlurmRest:
         self.fixed_token = token
         self.token_command = list(token_command or [])
         self.token_lifespan = token_lifespan
+        self.jwt_key_file = jwt_key_file
         self.env = {**os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {})}
         self.timeout = timeout
-        self._token = ""
-        self._token_until = 0.0
+        self._tokens: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
 
-    def token(self, *, fresh: bool = False) -> str:
-        if self.fixed_token:
+    def token(self, user: str = "", *, fresh: bool = False) -> str:
+        user = user or self.user
+        if self.fixed_token and user == self.user:
             return self.fixed_token
         with self._lock:
-            if fresh or not self._token or time.time() > self._token_until:
-                if not self.token_command:
-                    raise PermanentBackendError("The Slurm backend has REST_URL but neither JWT_TOKEN nor JWT_COMMAND.")
-                try:
-                    out = subprocess.run(  # noqa: S603 (the operator's configured command)
-                        self.token_command,
-                        capture_output=True,
-                        text=True,
-                        env=self.env,
-                        timeout=self.timeout,
-                        check=True,
-                    ).stdout
-                except (OSError, subprocess.SubprocessError) as exc:
-                    raise TransientBackendError(f"Could not get a Slurm token: {exc}") from exc
-                self._token = out.strip().split("=", 1)[-1]
-                lifespan = self.token_lifespan
-                match = re.search(r"lifespan=(\d+)", " ".join(self.token_command))
-                if match:
-                    lifespan = int(match[1])
-                self._token_until = time.time() + max(30, lifespan - 60)
-            return self._token
+            token, until = self._tokens.get(user, ("", 0.0))
+            if fresh or not token or time.time() > until:
+                token, lifespan = self._mint(user)
+                until = time.time() + max(30, lifespan - 60)
+                self._tokens[user] = (token, until)
+            return token
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+    def _mint(self, user: str) -> tuple[str, int]:
+        if self.jwt_key_file:
+            try:
+                key = Path(self.jwt_key_file).read_bytes()
+            except OSError as exc:
+                raise PermanentBackendError(f"The Slurm backend cannot read JWT_KEY_FILE: {exc.strerror}.") from exc
+            return jwt_mint(key=key, user=user, lifespan=self.token_lifespan), self.token_lifespan
+        if not self.token_command:
+            raise PermanentBackendError("The Slurm backend has REST_URL but neither JWT_KEY_FILE nor JWT_COMMAND.")
+        templated = any("{user}" in part for part in self.token_command)
+        if user != self.user and not templated:
+            raise PermanentBackendError(
+                "Jobs run as each tenant's own user: give the Slurm backend JWT_KEY_FILE, or a JWT_COMMAND "
+                "with {user} in it (scontrol token username={user})."
+            )
+        command = [part.replace("{user}", user) for part in self.token_command]
+        try:
+            out = subprocess.run(  # noqa: S603 (the operator's configured command)
+                command, capture_output=True, text=True, env=self.env, timeout=self.timeout, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise TransientBackendError(f"Could not get a Slurm token: {exc}") from exc
+        lifespan = self.token_lifespan
+        match = re.search(r"lifespan=(\d+)", " ".join(command))
+        if match:
+            lifespan = int(match[1])
+        return out.strip().split("=", 1)[-1], lifespan
+
+    def _request(self, method: str, path: str, body: dict | None = None, *, user: str = "") -> dict:
+        user = user or self.user
         for attempt in range(2):
-            headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token(fresh=attempt > 0)}
+            headers = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self.token(user, fresh=attempt > 0)}
             try:
                 response = httpx.request(method, f"{self.base}{path}", json=body, headers=headers, timeout=self.timeout)
             except httpx.HTTPError as exc:
@@ -303,7 +346,7 @@ class SlurmRest:
         if job.get("comment"):
             desc["comment"] = job["comment"]
         desc.update(job.get("rest_extra") or {})
-        data = self._request("POST", "/job/submit", {"script": script, "job": desc})
+        data = self._request("POST", "/job/submit", {"script": script, "job": desc}, user=job.get("user") or "")
         try:
             return int(data["job_id"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -312,9 +355,10 @@ class SlurmRest:
     def jobs(self) -> list[dict]:
         return self._request("GET", "/jobs").get("jobs", [])
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, user: str = "") -> None:
+        """Cancel as the job's own user (``REST_USER`` is no operator: it may cancel no one else's)."""
         try:
-            self._request("DELETE", f"/job/{job_id}")
+            self._request("DELETE", f"/job/{job_id}", user=user)
         except PermanentBackendError as exc:
             if "already completing or completed" in str(exc).lower() or "invalid job id" in str(exc).lower():
                 return  # already gone counts as done
@@ -401,12 +445,21 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         self.services = tuple(o.get("SERVICES", DEFAULT_SERVICES))  # () is allowed: a job that only holds cards
         self.secret = str(o.get("SECRET") or settings.SECRET_KEY)
         timeout = float(o.get("TIMEOUT_S", 15))
+        # Each tenant's jobs run as its own Unix user (``providers.slurm.tenants``): made by the console
+        # ("create", on a cluster whose nodes read this host's users) or by the site ("site": LDAP/SSSD).
+        self.tenants = TenantAccounts(
+            mode=str(o.get("TENANT_USERS") or "site"),
+            home_root=Path(o.get("TENANT_HOME_ROOT") or self.root / ".tenants"),
+        )
         if o.get("REST_URL"):
+            refuse_root_user(str(o.get("REST_USER") or ""), option="REST_USER")
             self.api: SlurmCli | SlurmRest = SlurmRest(
                 url=o["REST_URL"],
-                user=o.get("REST_USER") or "root",
+                user=str(o["REST_USER"]),
                 token=o.get("JWT_TOKEN", ""),
                 token_command=o.get("JWT_COMMAND"),
+                token_lifespan=int(o.get("JWT_LIFESPAN_S", 3600)),
+                jwt_key_file=str(o.get("JWT_KEY_FILE") or ""),
                 api=o.get("REST_API", "v0.0.38"),
                 slurm_conf=o.get("SLURM_CONF", ""),
                 timeout=timeout,
@@ -433,14 +486,20 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             raise PermanentBackendError(f"invalid instance key {key!r}")
         return self.root / key
 
-    def _prepare(self, key: str, spec: InstanceSpec | None) -> None:
+    def _prepare(self, key: str, spec: InstanceSpec | None, tenant: Tenant) -> None:
         """Write what the job needs into the instance's directory: its metadata (the servers' secrets,
-        SSH keys, app, volumes) in the local runtime's format, and the report secret (0600)."""
+        SSH keys, app, volumes) in the local runtime's format, and the report secret (0600).
+
+        The directory is the tenant's: owned by its user, mode 0700, so another tenant's job can
+        neither list nor read it (``ROOT`` itself is 0711: every tenant passes through, none lists it)."""
         base = self._dir(key)
         run = base / "run"
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o711)  # noqa: S103 (tenants pass through to their own directory; none lists it)
         (base / "home").mkdir(parents=True, exist_ok=True)
         run.mkdir(parents=True, exist_ok=True)
-        os.chmod(run, 0o700)
+        for path in (base, base / "home", run):
+            self.tenants.hand_over(path, tenant)
         meta_path = run / "meta.json"
         try:
             meta = json.loads(meta_path.read_text())
@@ -466,11 +525,12 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             )
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=1))
-        os.chmod(tmp, 0o600)
+        self.tenants.hand_over(tmp, tenant, mode=0o600)
         os.replace(tmp, meta_path)
         secret_path = run / "report.key"
         with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
             handle.write(self.report_secret(key))
+        self.tenants.hand_over(secret_path, tenant, mode=0o600)
         for old in run.glob("slurm-report-*.json"):
             old.unlink(missing_ok=True)  # a previous job's reports: the new job writes its own
 
@@ -482,7 +542,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             raise PermanentBackendError(f"NCCL_ENV names must be environment variable names, not {', '.join(bad)}.")
         return env
 
-    def _script(self, key: str, *, nodes: int = 1) -> str:
+    def _script(self, key: str, *, tenant: Tenant, nodes: int = 1) -> str:
         o = self.options
         python = o.get("PYTHON") or sys.executable
         console_dir = str(o.get("CONSOLE_DIR") or settings.BASE_DIR)
@@ -514,6 +574,11 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "#!/bin/bash\n"
             f"# The console's instance {key}: its servers on the first node, every node reporting.\n"
             "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            # A node that does not know the tenant's user (site-provisioned users) says so, and a job
+            # never goes on as anyone else.
+            f'if [ "$(id -u)" != {tenant.uid} ] || [ "$(id -u)" = 0 ]; then\n'
+            f'  echo "console: this job must run as {tenant.name} (uid {tenant.uid}), not $(id -un) (uid $(id -u))" >&2\n'
+            "  exit 1\nfi\n"
             "export SLURM_EXPORT_ENV=ALL\n"
             f"{fabric if nodes > 1 else ''}"
             f"cd {shlex.quote(console_dir)}\n"
@@ -522,7 +587,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         )
 
     def _submit(self, key: str, spec: InstanceSpec, *, nodes: int) -> dict:
-        self._prepare(key, spec)
+        tenant = check_tenant(spec.tenant)
+        self.tenants.ensure(tenant)
+        self._prepare(key, spec, tenant)
         gpu_type = self._gres_type(spec.gpu_model)
         job = {
             "name": f"{self.prefix}{key}",
@@ -538,6 +605,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "comment": spec.owner_ref,
             "extra": list(self.options.get("SBATCH_ARGS") or ()),
             "rest_extra": dict(self.options.get("REST_JOB") or {}),
+            # Whose job it is: sbatch --uid on the command line, the tenant's own token over REST.
+            "uid": tenant.uid,
+            "user": tenant.name,
         }
         if nodes > 1:
             job["extra"] += list(self.options.get("CLUSTER_SBATCH_ARGS") or ())
@@ -553,9 +623,10 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             names = [spec.node, *spec.peer_nodes] if spec.pin else [spec.node]
             job["extra"].append(f"--nodelist={','.join(names)}")
             job["rest_extra"]["required_nodes"] = names
-        job_id = self.api.submit(script=self._script(key, nodes=nodes), job=job)
+        job_id = self.api.submit(script=self._script(key, tenant=tenant, nodes=nodes), job=job)
         return {
             "v": STATE_VERSION,
+            "tenant": dataclasses.asdict(tenant),
             "job_id": job_id,
             "nodes": nodes,
             "gpu_count": spec.gpu_count,
@@ -584,6 +655,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         if existing is not None:
             return {
                 "v": STATE_VERSION,
+                "tenant": dataclasses.asdict(spec.tenant) if spec.tenant else None,
                 "job_id": int(existing["job_id"]),
                 "nodes": spec.nodes,
                 "gpu_count": spec.gpu_count,
@@ -619,6 +691,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             disk_gb=0,
             nodes=int(state.get("nodes") or 1),
             interruptible=bool(state.get("interruptible")),
+            tenant=Tenant(**state["tenant"]) if state.get("tenant") else None,
         )
 
     def _repair_request(self, key: str) -> None:
@@ -646,6 +719,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             meta["checkpoint_command"] = command
             tmp = meta_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(meta, indent=1))
+            owner = meta_path.stat()
+            os.chown(tmp, owner.st_uid, owner.st_gid)  # the tenant's, as the console wrote it at submit
             os.chmod(tmp, 0o600)
             os.replace(tmp, meta_path)
         path = run / "slurm-checkpoint"
@@ -676,7 +751,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         """Cancel the job (its servers stop, its cards go back to Slurm); the directory stays."""
         for job in self.api.jobs():
             if job_key(job, self.prefix) == key and job_state(job) in ACTIVE - {"COMPLETING"}:
-                self.api.cancel(int(job["job_id"]))
+                self.api.cancel(int(job["job_id"]), user=str(job.get("user_name") or ""))
         return {**state, "stopped": True, "ports": {}, "host": ""}
 
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -48,7 +49,7 @@ import sys
 import time
 from pathlib import Path
 
-from providers.local.runtime.gpus import GpuDiscoveryError, GpuReading, gpu_read
+from providers.local.runtime.gpus import GpuDiscoveryError, GpuReading, GpuRegistry, gpu_read
 from providers.local.runtime.ports import PortRegistry
 from providers.local.runtime.supervisor import LocalRuntime
 
@@ -115,6 +116,17 @@ def job_cards(readings: dict[int, GpuReading], gpus: list[str]) -> list[GpuReadi
     return []
 
 
+class NodeRuntime(LocalRuntime):
+    """The local runtime as a tenant's job runs it: the job may write only its own instance's
+    directory (the instances' root is the console's, 0711), so the instance's lock lives there."""
+
+    @contextlib.contextmanager
+    def _lock(self, key: str):
+        with open(self.paths(key).run / ".runtime.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+
 class Job:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -124,7 +136,7 @@ class Job:
         self.restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         self.node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         self.gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        self.runtime = LocalRuntime(
+        self.runtime = NodeRuntime(
             root=args.root,
             services=[s for s in args.services.split(",") if s],
             port_low=args.port_low,
@@ -137,10 +149,19 @@ class Job:
             public_mounts=dict(item.split("=", 1) for item in args.public_mount),
         )
         # Ports are per host, not per instance root: every job on this host (several Slurm nodes may
-        # share one host, as in the test cluster) takes its ports from one registry on local disk.
+        # share one host, as in the test cluster) takes its ports from registries on local disk.
+        # Each tenant's job runs as its own user: one registry file per user in a sticky directory
+        # that every user may create files in (as /tmp), so no tenant writes another's records; the
+        # bind test before every allocation keeps two users' jobs off one port.
         ports_dir = Path(args.ports_dir)
-        ports_dir.mkdir(parents=True, exist_ok=True)
-        self.runtime.ports = PortRegistry(ports_dir / "ports.json", low=args.port_low, high=args.port_high)
+        with contextlib.suppress(FileExistsError):
+            ports_dir.mkdir(parents=True)
+            os.chmod(ports_dir, 0o1777)  # noqa: S103 (sticky, as /tmp: every tenant its own file)
+        self.runtime.ports = PortRegistry(
+            ports_dir / f"ports-{os.getuid()}.json", low=args.port_low, high=args.port_high
+        )
+        # Slurm allocates the cards; the runtime's own card registry is the job's alone.
+        self.runtime.gpus = GpuRegistry(ports_dir / f"gpus-{os.getuid()}.json")
         self.paths = self.runtime.paths(self.key)
         self.secret = (self.paths.run / "report.key").read_text().strip()
         self.stopping = False

@@ -19,6 +19,22 @@ from providers.slurm.job import report_path, report_write
 ACTIVE = ("PENDING", "RUNNING")
 
 
+class FakeTenantAccounts:
+    """The host's users, as the backend sees them (``SlurmBackend.tenants``): every tenant exists, and
+    a directory handed over keeps its owner (a test need not run as root)."""
+
+    def __init__(self) -> None:
+        self.ensured: list = []
+        self.handed: dict[Path, object] = {}
+
+    def ensure(self, tenant) -> None:
+        self.ensured.append(tenant)
+
+    def hand_over(self, path: Path, tenant, *, mode: int = 0o700) -> None:
+        self.handed[Path(path)] = tenant
+        Path(path).chmod(mode)
+
+
 class FakeSlurm:
     def __init__(
         self, *, prefix: str = "console-", nodes: tuple[str, ...] = ("gpu01", "gpu02"), cards: int = 8
@@ -66,7 +82,7 @@ class FakeSlurm:
         self._reachable()
         return [dict(j) for j in self.queue]
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, user: str = "") -> None:
         self._reachable()
         for job in self.queue:
             if job["job_id"] == job_id and job["job_state"] in ACTIVE:

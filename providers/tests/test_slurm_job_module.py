@@ -33,10 +33,12 @@ def test_the_job_program_runs_under_its_name_and_its_old_one():
 
 
 def test_the_backend_submits_the_new_name(tmp_path):
+    from providers.base import Tenant
     from providers.slurm.backend import SlurmBackend
 
     backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": []})
-    script = backend._script("6f1c2a9b-03de-4f00-9000-000000000001")
+    tenant = Tenant(name="gpuc-t7", uid=70007, uid_base=1 << 24, uid_count=65536)
+    script = backend._script("6f1c2a9b-03de-4f00-9000-000000000001", tenant=tenant)
     assert " -m providers.slurm.job " in script
 
 
