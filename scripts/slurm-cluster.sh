@@ -11,7 +11,7 @@
 # Debian's Slurm 22.05 (munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin, from apt)
 # runs SLURM_LOCAL_NODES nodes gpu01..gpuNN, each one `slurmd -N gpuNN` on 127.0.0.1 with its own port
 # and spool, and SLURM_LOCAL_GPUS simulated GPUs of GRES type SLURM_LOCAL_GPU_TYPE: gres.conf names
-# device files that are symlinks to /dev/null (AutoDetect=off), so Slurm allocates and binds them and
+# character devices of the NVIDIA driver's major number (AutoDetect=off), so Slurm allocates and binds them and
 # a job's CUDA_VISIBLE_DEVICES is set exactly as on a real GPU node. slurmrestd serves the REST API
 # on 127.0.0.1:SLURM_LOCAL_REST_PORT with JWT authentication (as nobody: it refuses to run as root).
 #
@@ -104,10 +104,17 @@ write_config() {
   chmod 755 "$BASE" "$ETC"
   local n changed="" hostname
   hostname="$(hostname -s)"
-  # Simulated cards: device files Slurm can open and bind (symlinks to /dev/null; regular files and a
-  # bare Count= make Slurm drop the GPUs).
+  # Simulated cards: character devices with the NVIDIA driver's major number (195) and the card's
+  # index as minor, which Slurm can stat and bind (regular files and a bare Count= make it drop the
+  # GPUs). Not symlinks to /dev/null, as they once were: with ConstrainDevices, Slurm denies a job the
+  # cards it was not given, by major:minor, and that denied /dev/null itself (slurmstepd then fails
+  # with "Could not open stdin file /dev/null: Operation not permitted"). Without the driver, opening
+  # one answers ENXIO; nothing here opens them.
   for i in $(seq 0 $((GPUS - 1))); do
-    [[ -L "$BASE/dev/nvidia$i" ]] || ln -sfn /dev/null "$BASE/dev/nvidia$i"
+    if [[ ! -c "$BASE/dev/nvidia$i" ]] || [[ -L "$BASE/dev/nvidia$i" ]]; then
+      rm -f "$BASE/dev/nvidia$i"
+      mknod -m 666 "$BASE/dev/nvidia$i" c 195 "$i"
+    fi
   done
   if [[ ! -s "$ETC/jwt.key" ]]; then
     (umask 077 && dd if=/dev/urandom bs=32 count=1 status=none >"$ETC/jwt.key")
@@ -135,12 +142,18 @@ SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# Limits and clean-up from the kernel's cgroups (see cgroup.conf below): every job's processes are in
+# its own cgroup, which Slurm kills as a whole on scancel (nothing of an instance outlives its job),
+# and its memory (--mem) and devices (its GRES) are enforced there.
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# Memory is a consumable resource, so a job's --mem becomes its cgroup's limit (with CR_Core alone
+# Slurm allocates 0 MB and the limit is the whole host's). A job that names none gets DefMemPerCPU.
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
 GresTypes=gpu
 MpiDefault=none
 MailProg=/bin/true
@@ -169,8 +182,32 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=
 PartitionName=spot Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE
 EOF
 )
+  changed+=$(write_if_changed "$ETC/cgroup.conf" <<EOF
+# Written by scripts/slurm-cluster.sh. This host is cgroup v1 "hybrid" (v1 controllers under
+# /sys/fs/cgroup/<controller>, a v2 mount at /sys/fs/cgroup/unified with no controllers), with no
+# systemd as PID 1 and root without CAP_SYS_RESOURCE: Slurm's v1 plugin, on the controllers as mounted
+# (CgroupAutomount finds them there; nothing to mount), creates slurm/uid_<uid>/job_<id>/step_<n>.
+CgroupPlugin=cgroup/v1
+CgroupAutomount=yes
+CgroupMountpoint=/sys/fs/cgroup
+# The job's memory (--mem) is a hard limit: a process over it is killed by the kernel's OOM killer
+# and the instance says so (providers/slurm/job.py reads the job cgroup's oom_kill count).
+ConstrainRAMSpace=yes
+AllowedRAMSpace=100
+ConstrainSwapSpace=yes
+AllowedSwapSpace=0
+# Only the job's own cards (its GRES device files) can be opened.
+ConstrainDevices=yes
+# The job's cores (--cpus-per-task) as a cpuset. On a real node that pins the job to its cores. Here
+# the simulated nodes claim SLURM_LOCAL_CPUS cores each, three nodes on one host with fewer CPUs
+# (2 where this was written): a job given cores the host has is pinned to them (cpuset "0"), while
+# one given cores beyond them gets every CPU of the host (seen: cores 4-7 of gpu02 -> cpuset "0-1").
+# So cores are enforced only where they exist, and three nodes share the host's CPUs.
+ConstrainCores=yes
+EOF
+)
   changed+=$(write_if_changed "$ETC/gres.conf" <<EOF
-# Simulated GPUs: device files that are symlinks to /dev/null.
+# Simulated GPUs: character devices 195:<index> (no driver behind them).
 AutoDetect=off
 Name=gpu Type=$GPU_TYPE File=$BASE/dev/nvidia[0-$((GPUS - 1))]
 EOF

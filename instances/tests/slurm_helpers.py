@@ -162,6 +162,9 @@ def slurm_backends(root: Path, *, rest: bool = False, services=("lab",), **optio
         "PORTS_DIR": "/tmp/console-test-slurm-ports",  # noqa: S108 (node-local, one file per tenant)
         "TENANT_USERS": "create",
         "TENANT_HOME_ROOT": str(TENANT_HOMES),
+        # This host's nodes are small: the catalogue's CPU and RAM per card are capped.
+        "MAX_CPUS": 2,
+        "MAX_MEMORY_GB": 2,
     }
     if TENANT_PYTHON.exists():
         slurm["PYTHON"] = str(TENANT_PYTHON)

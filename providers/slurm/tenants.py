@@ -118,6 +118,14 @@ class TenantAccounts:
             ) from exc
         os.chmod(path, mode)
 
+    @staticmethod
+    def owns(path: Path, uid: int) -> bool:
+        """Whether the tenant's user (``uid``) owns ``path``: the kernel's word on who wrote it."""
+        try:
+            return path.stat().st_uid == uid
+        except OSError:
+            return False
+
     def _create(self, tenant: Tenant, *, exists: bool) -> None:
         if os.geteuid() != 0:
             raise PermanentBackendError(
