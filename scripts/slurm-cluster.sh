@@ -2,7 +2,8 @@
 # A real multi-node Slurm cluster on this host, for the Slurm backend's tests and `make run`:
 #
 #   scripts/slurm-cluster.sh [start]      install Debian's Slurm if missing, write the config, start it all
-#   scripts/slurm-cluster.sh stop         stop every daemon of this cluster (its state is kept)
+#   scripts/slurm-cluster.sh stop         cancel every job, wait until their processes are gone, stop
+#                                         every daemon of this cluster (its state is kept)
 #   scripts/slurm-cluster.sh status       say what runs; exit 0 only when the whole cluster is up
 #   scripts/slurm-cluster.sh env          print the environment a client needs (SLURM_CONF=...)
 #   scripts/slurm-cluster.sh node-stop gpu03 / node-start gpu03
@@ -33,6 +34,8 @@ CTLD_PORT="${SLURM_LOCAL_CTLD_PORT:-16817}"
 NODE_PORT_LOW="${SLURM_LOCAL_NODE_PORT:-17001}"
 REST_PORT="${SLURM_LOCAL_REST_PORT:-6820}"
 CLUSTER="${SLURM_LOCAL_CLUSTER:-console-local}"
+# The Unix users of the console's tenants, whose processes a stop leaves none of.
+TENANT_PREFIX="${SLURM_LOCAL_TENANT_PREFIX:-gpuc-t}"
 # Seconds a preempted interruptible job gets between SIGTERM (its checkpoint) and the kill; short
 # here so the tests are fast (a production site gives the console's INSTANCES_PREEMPTION_GRACE_S).
 GRACE="${SLURM_LOCAL_GRACE_S:-5}"
@@ -413,12 +416,64 @@ cmd_start() {
   say "client environment: $(client_env)"
 }
 
+# The processes of the cluster's jobs: every process in a job's cgroup (proctrack/cgroup puts each
+# job's whole tree, daemonized children too, under slurm_<node>/uid_<uid>/job_<id>).
+job_pids() {
+  local f
+  for f in /sys/fs/cgroup/freezer/slurm_*/uid_*/job_*/cgroup.procs /sys/fs/cgroup/freezer/slurm/uid_*/job_*/cgroup.procs \
+    /sys/fs/cgroup/freezer/slurm_*/uid_*/job_*/*/cgroup.procs /sys/fs/cgroup/freezer/slurm/uid_*/job_*/*/cgroup.procs; do
+    [[ -r "$f" ]] && cat "$f"
+  done 2>/dev/null | sort -un || true
+}
+
+# The tenants' users (gpuc-t<N>, made by the console's Slurm backend): whatever still runs as them
+# once the daemons are gone is a straggler of a job (one that escaped while its node's slurmd was
+# dead, say), killed by process id as a last resort.
+tenant_pids() {
+  local uids
+  uids="$(getent passwd || true) "
+  uids="$(printf '%s\n' "$uids" | awk -F: -v p="$TENANT_PREFIX" 'index($1, p) == 1 && $1 ~ /[0-9]$/ { print $3 }' | paste -sd, -)"
+  [[ -n "$uids" ]] || return 0
+  ps -o pid= -u "$uids" 2>/dev/null | tr -d ' ' || true # ps says 1 when none is left
+}
+
+cancel_jobs() {
+  # Every job of the cluster is cancelled (they would not survive the stop anyway: a requeueable one
+  # would run again by itself at the next start, with nobody's console waiting for it), then the stop
+  # waits until Slurm has ended them and their processes are gone, so no instance outlives its cluster.
+  pid_alive "$RUN/slurmctld.run" || return 0
+  local ids
+  ids="$(SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ' || true)"
+  [[ -n "${ids// /}" ]] || return 0
+  say "cancelling jobs: $ids"
+  # shellcheck disable=SC2086
+  SLURM_CONF="$CONF" scancel $ids 2>/dev/null || true
+  for _ in $(seq 300); do
+    [[ -z "$(SLURM_CONF="$CONF" squeue -h -t R,CG,CF,S -o %A 2>/dev/null)" && -z "$(job_pids)" ]] && return 0
+    sleep 0.1
+  done
+  say "jobs still ending after 30 s: $(SLURM_CONF="$CONF" squeue -h -o '%A %T' | paste -sd' ' -)"
+}
+
+kill_stragglers() {
+  local pids
+  pids="$( (job_pids; tenant_pids) | sort -un | tr '\n' ' ')"
+  [[ -n "${pids// /}" ]] || return 0
+  say "killing processes the jobs left behind: $pids"
+  # shellcheck disable=SC2086
+  kill -9 $pids 2>/dev/null || true
+  for _ in $(seq 50); do [[ -z "$( (job_pids; tenant_pids) | tr -d '[:space:]')" ]] && return 0; sleep 0.1; done
+  say "still running: $( (job_pids; tenant_pids) | paste -sd' ' -)"
+}
+
 cmd_stop() {
+  cancel_jobs
   stop_pidfile "$RUN/slurmrestd.run"
   local n
   for n in $(node_names); do stop_node "$n"; done
   stop_pidfile "$RUN/slurmctld.run"
   stop_pidfile "$RUN/munged.pid"
+  kill_stragglers
   say "stopped"
 }
 
