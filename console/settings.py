@@ -774,7 +774,7 @@ SIMULATED_FLEET = [
 #             "OPTIONS": {"REGION": "cn-north-hpc", "REGION_NAME": "Beijing HPC (Slurm)",
 #                         "ROOT": "/shared/console/instances", "PARTITION": "gpu",
 #                         "REST_URL": "http://slurm-ctl:6820", "REST_USER": "console",
-#                         "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"]},
+#                         "JWT_KEY_FILE": "/etc/console/slurm-jwt.key", "TENANT_USERS": "site"},
 #         },
 #         # A Kubernetes cluster: each instance is a pod with nvidia.com/gpu limits.
 #         "k8s": {

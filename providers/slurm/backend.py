@@ -983,6 +983,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         node within the range: a place its own shell reaches anyway, and where the owner's tokens
         would only be the tenant's own."""
         uid = tenant.get("uid")
+        if uid is None:  # a machine found without the console's state: its directory names its tenant
+            with contextlib.suppress(OSError):
+                uid = path.parent.parent.stat().st_uid or None
         if uid is not None and not self.tenants.owns(path, int(uid)):
             return f"{path.name} was not written by the tenant's user {tenant.get('name', uid)}"
         if job is None:
