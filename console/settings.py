@@ -806,7 +806,7 @@ SIMULATED_FLEET = [
 #             "OPTIONS": {"REGION": "cn-north-hpc", "REGION_NAME": "Beijing HPC (Slurm)",
 #                         "ROOT": "/shared/console/instances", "PARTITION": "gpu",
 #                         "REST_URL": "http://slurm-ctl:6820", "REST_USER": "console",
-#                         "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"]},
+#                         "JWT_KEY_FILE": "/etc/console/slurm-jwt.key", "TENANT_USERS": "site"},
 #         },
 #         # A Kubernetes cluster: each instance is a pod with nvidia.com/gpu limits.
 #         "k8s": {
@@ -980,8 +980,9 @@ if env_bool("CONSOLE_LOCAL_BACKEND", False):
 #           "ROOT": "/shared/console/instances",       # on a filesystem the console and all nodes share
 #           "GPU_TYPES": {"h200": "h200", "a100": "a100-40g"},  # Slurm GRES type -> GPU model slug
 #           "PARTITION": "gpu", "SBATCH_ARGS": ["--account=console"],
-#           "REST_URL": "http://slurm-head:6820", "REST_USER": "console",  # slurmrestd with JWT ...
-#           "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"],  # ... or JWT_TOKEN
+#           "REST_URL": "http://slurm-head:6820", "REST_USER": "console",  # slurmrestd with JWT (never root) ...
+#           "JWT_KEY_FILE": "/etc/console/slurm-jwt.key",  # ... mints each tenant's token (jobs run as tenants)
+#           "TENANT_USERS": "site",                     # LDAP/SSSD provides gpuc-t<N>; "create": useradd here
 #           # without REST_URL: sbatch/squeue/scancel/sinfo, reading SLURM_CONF
 #           "PYTHON": "/shared/console/.venv/bin/python", "CONSOLE_DIR": "/shared/console",
 #       },
@@ -990,19 +991,32 @@ if env_bool("CONSOLE_LOCAL_BACKEND", False):
 # CONSOLE_SLURM_BACKEND=1 (with `make run`, which then starts it) adds the region "slurm-local": the
 # 3-node cluster scripts/slurm-cluster.sh runs on this host, through slurmrestd (JWT).
 if env_bool("CONSOLE_SLURM_BACKEND", False):
-    import getpass
-
-    _slurm_user = getpass.getuser()
+    _slurm_dir = BASE_DIR / "var/slurm"
     PROVISIONING_BACKENDS["slurm"] = {
         "BACKEND": "providers.slurm.backend.SlurmBackend",
         "OPTIONS": {
             "REGION": "slurm-local",
             "REGION_NAME": "Slurm cluster (this host)",
             "ROOT": Path(os.environ.get("SLURM_BACKEND_ROOT", BASE_DIR / "var/slurm-instances")),
-            "SLURM_CONF": os.environ.get("SLURM_CONF", str(BASE_DIR / "var/slurm/etc/slurm.conf")),
+            "SLURM_CONF": os.environ.get("SLURM_CONF", str(_slurm_dir / "etc/slurm.conf")),
             "REST_URL": os.environ.get("SLURM_REST_URL", "http://127.0.0.1:6820"),
-            "REST_USER": _slurm_user,
-            "JWT_COMMAND": ["scontrol", "token", f"username={_slurm_user}", "lifespan=3600"],
+            # Reads as an unprivileged user; each job as its tenant, with a token minted from the
+            # cluster's JWT key. The console creates the tenants' users on this host.
+            "REST_USER": "nobody",
+            "JWT_KEY_FILE": str(_slurm_dir / "etc/jwt.key"),
+            "TENANT_USERS": "create",
+            "TENANT_HOME_ROOT": str(_slurm_dir / "tenants"),
+            # The console's Python as the tenants reach it (scripts/slurm-cluster.sh env).
+            **(
+                {"PYTHON": str(_slurm_dir / "venvs/console/bin/python3")}
+                if (_slurm_dir / "venvs/console/bin/python3").exists()
+                else {}
+            ),
+            **(
+                {"JUPYTER_BIN": str(_slurm_dir / "venvs/jupyter/bin/jupyter")}
+                if (_slurm_dir / "venvs/jupyter/bin/jupyter").exists()
+                else {}
+            ),
         },
     }
 

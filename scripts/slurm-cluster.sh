@@ -2,7 +2,8 @@
 # A real multi-node Slurm cluster on this host, for the Slurm backend's tests and `make run`:
 #
 #   scripts/slurm-cluster.sh [start]      install Debian's Slurm if missing, write the config, start it all
-#   scripts/slurm-cluster.sh stop         stop every daemon of this cluster (its state is kept)
+#   scripts/slurm-cluster.sh stop         cancel every job, wait until their processes are gone, stop
+#                                         every daemon of this cluster (its state is kept)
 #   scripts/slurm-cluster.sh status       say what runs; exit 0 only when the whole cluster is up
 #   scripts/slurm-cluster.sh env          print the environment a client needs (SLURM_CONF=...)
 #   scripts/slurm-cluster.sh node-stop gpu03 / node-start gpu03
@@ -11,7 +12,7 @@
 # Debian's Slurm 22.05 (munge slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin, from apt)
 # runs SLURM_LOCAL_NODES nodes gpu01..gpuNN, each one `slurmd -N gpuNN` on 127.0.0.1 with its own port
 # and spool, and SLURM_LOCAL_GPUS simulated GPUs of GRES type SLURM_LOCAL_GPU_TYPE: gres.conf names
-# device files that are symlinks to /dev/null (AutoDetect=off), so Slurm allocates and binds them and
+# character devices of the NVIDIA driver's major number (AutoDetect=off), so Slurm allocates and binds them and
 # a job's CUDA_VISIBLE_DEVICES is set exactly as on a real GPU node. slurmrestd serves the REST API
 # on 127.0.0.1:SLURM_LOCAL_REST_PORT with JWT authentication (as nobody: it refuses to run as root).
 #
@@ -23,7 +24,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BASE="${SLURM_LOCAL_DIR:-$ROOT/var/slurm}"
+# The real path: the config reads the same from every worktree whose var/ links to this one.
+BASE="$(readlink -f "${SLURM_LOCAL_DIR:-$ROOT/var/slurm}")"
 NODES="${SLURM_LOCAL_NODES:-3}"
 GPUS="${SLURM_LOCAL_GPUS:-8}"
 GPU_TYPE="${SLURM_LOCAL_GPU_TYPE:-h200}"
@@ -32,6 +34,8 @@ CTLD_PORT="${SLURM_LOCAL_CTLD_PORT:-16817}"
 NODE_PORT_LOW="${SLURM_LOCAL_NODE_PORT:-17001}"
 REST_PORT="${SLURM_LOCAL_REST_PORT:-6820}"
 CLUSTER="${SLURM_LOCAL_CLUSTER:-console-local}"
+# The Unix users of the console's tenants, whose processes a stop leaves none of.
+TENANT_PREFIX="${SLURM_LOCAL_TENANT_PREFIX:-gpuc-t}"
 # Seconds a preempted interruptible job gets between SIGTERM (its checkpoint) and the kill; short
 # here so the tests are fast (a production site gives the console's INSTANCES_PREEMPTION_GRACE_S).
 GRACE="${SLURM_LOCAL_GRACE_S:-5}"
@@ -62,6 +66,9 @@ port_listens() { # port
 
 client_env() {
   echo "SLURM_CONF=$CONF"
+  # The Python the tenants' jobs run, when the console's own is out of their reach (tenant_python).
+  if [[ -x "$BASE/venvs/console/bin/python3" ]]; then echo "SLURM_LOCAL_PYTHON=$BASE/venvs/console/bin/python3"; fi
+  if [[ -x "$BASE/venvs/jupyter/bin/jupyter" ]]; then echo "SLURM_LOCAL_JUPYTER=$BASE/venvs/jupyter/bin/jupyter"; fi
 }
 
 # --- install -------------------------------------------------------------------------------------------
@@ -100,10 +107,17 @@ write_config() {
   chmod 755 "$BASE" "$ETC"
   local n changed="" hostname
   hostname="$(hostname -s)"
-  # Simulated cards: device files Slurm can open and bind (symlinks to /dev/null; regular files and a
-  # bare Count= make Slurm drop the GPUs).
+  # Simulated cards: character devices with the NVIDIA driver's major number (195) and the card's
+  # index as minor, which Slurm can stat and bind (regular files and a bare Count= make it drop the
+  # GPUs). Not symlinks to /dev/null, as they once were: with ConstrainDevices, Slurm denies a job the
+  # cards it was not given, by major:minor, and that denied /dev/null itself (slurmstepd then fails
+  # with "Could not open stdin file /dev/null: Operation not permitted"). Without the driver, opening
+  # one answers ENXIO; nothing here opens them.
   for i in $(seq 0 $((GPUS - 1))); do
-    [[ -L "$BASE/dev/nvidia$i" ]] || ln -sfn /dev/null "$BASE/dev/nvidia$i"
+    if [[ ! -c "$BASE/dev/nvidia$i" ]] || [[ -L "$BASE/dev/nvidia$i" ]]; then
+      rm -f "$BASE/dev/nvidia$i"
+      mknod -m 666 "$BASE/dev/nvidia$i" c 195 "$i"
+    fi
   done
   if [[ ! -s "$ETC/jwt.key" ]]; then
     (umask 077 && dd if=/dev/urandom bs=32 count=1 status=none >"$ETC/jwt.key")
@@ -131,12 +145,18 @@ SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+# Limits and clean-up from the kernel's cgroups (see cgroup.conf below): every job's processes are in
+# its own cgroup, which Slurm kills as a whole on scancel (nothing of an instance outlives its job),
+# and its memory (--mem) and devices (its GRES) are enforced there.
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# Memory is a consumable resource, so a job's --mem becomes its cgroup's limit (with CR_Core alone
+# Slurm allocates 0 MB and the limit is the whole host's). A job that names none gets DefMemPerCPU.
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
 GresTypes=gpu
 MpiDefault=none
 MailProg=/bin/true
@@ -165,13 +185,97 @@ PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=
 PartitionName=spot Nodes=ALL MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1 PreemptMode=REQUEUE GraceTime=$GRACE
 EOF
 )
+  changed+=$(write_if_changed "$ETC/cgroup.conf" <<EOF
+# Written by scripts/slurm-cluster.sh. This host is cgroup v1 "hybrid" (v1 controllers under
+# /sys/fs/cgroup/<controller>, a v2 mount at /sys/fs/cgroup/unified with no controllers), with no
+# systemd as PID 1 and root without CAP_SYS_RESOURCE: Slurm's v1 plugin, on the controllers as mounted
+# (CgroupAutomount finds them there; nothing to mount), creates slurm/uid_<uid>/job_<id>/step_<n>.
+CgroupPlugin=cgroup/v1
+CgroupAutomount=yes
+CgroupMountpoint=/sys/fs/cgroup
+# The job's memory (--mem) is a hard limit: a process over it is killed by the kernel's OOM killer
+# and the instance says so (providers/slurm/job.py reads the job cgroup's oom_kill count).
+ConstrainRAMSpace=yes
+AllowedRAMSpace=100
+ConstrainSwapSpace=yes
+AllowedSwapSpace=0
+# Only the job's own cards (its GRES device files) can be opened.
+ConstrainDevices=yes
+# The job's cores (--cpus-per-task) as a cpuset. On a real node that pins the job to its cores. Here
+# the simulated nodes claim SLURM_LOCAL_CPUS cores each, three nodes on one host with fewer CPUs
+# (2 where this was written): a job given cores the host has is pinned to them (cpuset "0"), while
+# one given cores beyond them gets every CPU of the host (seen: cores 4-7 of gpu02 -> cpuset "0-1").
+# So cores are enforced only where they exist, and three nodes share the host's CPUs.
+ConstrainCores=yes
+EOF
+)
   changed+=$(write_if_changed "$ETC/gres.conf" <<EOF
-# Simulated GPUs: device files that are symlinks to /dev/null.
+# Simulated GPUs: character devices 195:<index> (no driver behind them).
 AutoDetect=off
 Name=gpu Type=$GPU_TYPE File=$BASE/dev/nvidia[0-$((GPUS - 1))]
 EOF
 )
   if [[ -n "$changed" ]]; then echo changed; fi
+}
+
+# --- the tenants' Python ------------------------------------------------------------------------------
+
+# Jobs run as each tenant's own Unix user (gpuc-t<N>, never root), and they run the console's job
+# program and JupyterLab with the console's virtualenvs. Where those point at an interpreter no
+# unprivileged user may reach (pyenv under a 0700 /root), the tenants get a copy of the interpreter
+# under $BASE/python and twin virtualenvs under $BASE/venvs that use it and share the packages
+# (site-packages is a symlink; the scripts' first lines name the twin). Opening /root is not an
+# option: it holds the host's own secrets. A production cluster instead installs the console and its
+# Python where every node's users can read them (the backend's PYTHON and CONSOLE_DIR).
+venv_twin() { # source-venv name
+  local src="$1" dst="$BASE/venvs/$2" version f first
+  [[ -f "$src/pyvenv.cfg" ]] || return 0
+  version="$(sed -n 's/^version = \([0-9]*\.[0-9]*\).*/\1/p' "$src/pyvenv.cfg")"
+  mkdir -p "$dst/bin" "$dst/lib/python$version"
+  printf 'home = %s\ninclude-system-site-packages = false\nversion = %s\n' "$BASE/python/bin" \
+    "$(sed -n 's/^version = //p' "$src/pyvenv.cfg")" >"$dst/pyvenv.cfg"
+  ln -sfn "$BASE/python/bin/python$version" "$dst/bin/python3"
+  ln -sfn python3 "$dst/bin/python"
+  ln -sfn "$(readlink -f "$src/lib/python$version/site-packages")" "$dst/lib/python$version/site-packages"
+  for f in "$src"/bin/*; do
+    [[ -f "$f" && ! -L "$f" ]] || continue
+    first="$(head -c 200 "$f" | tr -d '\0' | head -n 1)"
+    case "$first" in
+      "#!$src/bin/python"* | "#!$(readlink -f "$src")/bin/python"*)
+        { echo "#!$dst/bin/python3"; tail -n +2 "$f"; } >"$dst/bin/$(basename "$f")"
+        chmod 755 "$dst/bin/$(basename "$f")" ;;
+    esac
+  done
+  chmod -R go+rX "$dst"
+}
+
+tenant_python() {
+  local venv="$ROOT/.venv" home
+  [[ -f "$venv/pyvenv.cfg" ]] || return 0
+  home="$(sed -n 's/^home = //p' "$venv/pyvenv.cfg")"
+  if runuser -u nobody -- test -x "$home/python3" 2>/dev/null; then
+    return 0 # every user reaches the console's interpreter: nothing to do
+  fi
+  if [[ ! -x "$BASE/python/bin/python3" ]]; then
+    say "copying the console's Python ($(dirname "$home")) to $BASE/python for the tenants' jobs"
+    rm -rf "$BASE/python.tmp"
+    cp -a "$(dirname "$home")" "$BASE/python.tmp"
+    chmod -R go+rX "$BASE/python.tmp"
+    # The interpreter finds libpython through a RUNPATH that names the original prefix: point it at
+    # the copy's own lib (\$ORIGIN/../lib is shorter, so it is patched in place, padded with NULs).
+    "$venv/bin/python3" - "$BASE/python.tmp/bin/python$(sed -n 's/^version = \([0-9]*\.[0-9]*\).*/\1/p' "$venv/pyvenv.cfg")" \
+      "$(dirname "$home")/lib" <<'PY'
+import sys
+path, old = sys.argv[1], sys.argv[2].encode()
+data = open(path, "rb").read()
+new = b"$ORIGIN/../lib"
+if old in data and len(new) <= len(old):
+    open(path, "wb").write(data.replace(old + b"\0", new + b"\0" * (len(old) - len(new) + 1)))
+PY
+    mv "$BASE/python.tmp" "$BASE/python"
+  fi
+  venv_twin "$venv" console
+  venv_twin "$ROOT/var/local-deps/jupyter" jupyter
 }
 
 # --- daemons -------------------------------------------------------------------------------------------
@@ -290,6 +394,7 @@ all_up() {
 
 cmd_start() {
   install_packages
+  tenant_python
   local changed
   changed="$(write_config)"
   if [[ -n "$changed" ]] && pid_alive "$RUN/slurmctld.run"; then
@@ -311,12 +416,64 @@ cmd_start() {
   say "client environment: $(client_env)"
 }
 
+# The processes of the cluster's jobs: every process in a job's cgroup (proctrack/cgroup puts each
+# job's whole tree, daemonized children too, under slurm_<node>/uid_<uid>/job_<id>).
+job_pids() {
+  local f
+  for f in /sys/fs/cgroup/freezer/slurm_*/uid_*/job_*/cgroup.procs /sys/fs/cgroup/freezer/slurm/uid_*/job_*/cgroup.procs \
+    /sys/fs/cgroup/freezer/slurm_*/uid_*/job_*/*/cgroup.procs /sys/fs/cgroup/freezer/slurm/uid_*/job_*/*/cgroup.procs; do
+    [[ -r "$f" ]] && cat "$f"
+  done 2>/dev/null | sort -un || true
+}
+
+# The tenants' users (gpuc-t<N>, made by the console's Slurm backend): whatever still runs as them
+# once the daemons are gone is a straggler of a job (one that escaped while its node's slurmd was
+# dead, say), killed by process id as a last resort.
+tenant_pids() {
+  local uids
+  uids="$(getent passwd || true) "
+  uids="$(printf '%s\n' "$uids" | awk -F: -v p="$TENANT_PREFIX" 'index($1, p) == 1 && $1 ~ /[0-9]$/ { print $3 }' | paste -sd, -)"
+  [[ -n "$uids" ]] || return 0
+  ps -o pid= -u "$uids" 2>/dev/null | tr -d ' ' || true # ps says 1 when none is left
+}
+
+cancel_jobs() {
+  # Every job of the cluster is cancelled (they would not survive the stop anyway: a requeueable one
+  # would run again by itself at the next start, with nobody's console waiting for it), then the stop
+  # waits until Slurm has ended them and their processes are gone, so no instance outlives its cluster.
+  pid_alive "$RUN/slurmctld.run" || return 0
+  local ids
+  ids="$(SLURM_CONF="$CONF" squeue -h -o %A 2>/dev/null | sort -u | tr '\n' ' ' || true)"
+  [[ -n "${ids// /}" ]] || return 0
+  say "cancelling jobs: $ids"
+  # shellcheck disable=SC2086
+  SLURM_CONF="$CONF" scancel $ids 2>/dev/null || true
+  for _ in $(seq 300); do
+    [[ -z "$(SLURM_CONF="$CONF" squeue -h -t R,CG,CF,S -o %A 2>/dev/null)" && -z "$(job_pids)" ]] && return 0
+    sleep 0.1
+  done
+  say "jobs still ending after 30 s: $(SLURM_CONF="$CONF" squeue -h -o '%A %T' | paste -sd' ' -)"
+}
+
+kill_stragglers() {
+  local pids
+  pids="$( (job_pids; tenant_pids) | sort -un | tr '\n' ' ')"
+  [[ -n "${pids// /}" ]] || return 0
+  say "killing processes the jobs left behind: $pids"
+  # shellcheck disable=SC2086
+  kill -9 $pids 2>/dev/null || true
+  for _ in $(seq 50); do [[ -z "$( (job_pids; tenant_pids) | tr -d '[:space:]')" ]] && return 0; sleep 0.1; done
+  say "still running: $( (job_pids; tenant_pids) | paste -sd' ' -)"
+}
+
 cmd_stop() {
+  cancel_jobs
   stop_pidfile "$RUN/slurmrestd.run"
   local n
   for n in $(node_names); do stop_node "$n"; done
   stop_pidfile "$RUN/slurmctld.run"
   stop_pidfile "$RUN/munged.pid"
+  kill_stragglers
   say "stopped"
 }
 

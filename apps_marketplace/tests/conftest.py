@@ -2,7 +2,7 @@ import pytest
 
 from apps_marketplace.loaders import marketplace_catalogue_load
 from instances.catalogue import catalogue_seed
-from instances.tests.conftest import on_slurm, slurm_cluster, this_host  # noqa: F401 (real backends)
+from instances.tests.conftest import on_slurm, slurm_cluster, slurm_tmp_path, this_host  # noqa: F401 (real backends)
 
 
 @pytest.fixture

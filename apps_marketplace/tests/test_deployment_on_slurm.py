@@ -18,9 +18,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transa
 
 
 def test_tensorboard_runs_in_the_slurm_job_with_the_public_models_and_answers_its_key(
-    on_slurm, rich_alice, charlie, settings, tmp_path
+    on_slurm, rich_alice, charlie, settings, tmp_path, slurm_tmp_path
 ):
-    public = tmp_path / "public-models"
+    public = slurm_tmp_path / "public-models"  # what the tenant's job reads: where it can pass through
     (public / "Qwen/Qwen2.5-0.5B").mkdir(parents=True)
     (public / "Qwen/Qwen2.5-0.5B/config.json").write_text("{}")
     backend = on_slurm(services=(), PUBLIC_MOUNTS={"/models": str(public)})
@@ -30,13 +30,13 @@ def test_tensorboard_runs_in_the_slurm_job_with_the_public_models_and_answers_it
     runtime = LocalRuntime(root=tmp_path / "probe", services=())
     if runtime.app_missing({"name": "tensorboard", "argv": ["tensorboard"]}):
         pytest.skip("TensorBoard is not installed (make local-deps)")
-    _write_scalars(tmp_path / "runs", "on-slurm", backend=type("B", (), {"runtime": runtime})())
+    _write_scalars(slurm_tmp_path / "runs", "on-slurm", backend=type("B", (), {"runtime": runtime})())
     with committed():
         deployment, key = deployment_create(
             user=rich_alice,
             app=App.objects.get(slug="tensorboard"),
             model=None,
-            parameters={"logdir": str(tmp_path / "runs")},
+            parameters={"logdir": str(slurm_tmp_path / "runs")},
             gpu_model=GpuModel.objects.get(slug="h200"),
             gpu_count=1,
             region=Region.objects.get(slug="slurm-local"),

@@ -25,6 +25,7 @@ from instances.tests.conftest import (
     on_slurm,  # noqa: F401 (a fixture: the Slurm backend on the test cluster)
     running,
     slurm_cluster,  # noqa: F401 (a fixture: the test cluster, or a skip)
+    slurm_tmp_path,  # noqa: F401 (a fixture: a directory tenants' jobs pass through)
     this_host,  # noqa: F401 (a fixture: the local backend)
 )
 

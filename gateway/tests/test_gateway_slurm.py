@@ -45,7 +45,7 @@ def test_ssh_scp_and_forwarding_through_the_gateway_to_a_slurm_jobs_node(
     result = openssh("ssh", owner, gateway, login, "echo $CUDA_VISIBLE_DEVICES; echo $SSH_CONNECTION")
     assert result.returncode == 0, result.stderr
     cards, connection = result.stdout.decode().splitlines()
-    assert cards == ",".join(state["gpus"])
+    assert cards == ",".join(str(i) for i in range(len(state["gpus"])))  # numbered from 0 in the job's cgroup
     assert connection.split()[2:] == [NODE_ADDRESS, str(ssh_port)]
     assert openssh("ssh", owner, gateway, login, "exit 3").returncode == 3
 

@@ -143,7 +143,15 @@ def slurm_cluster():
 
 
 @pytest.fixture
-def on_slurm(settings, tmp_path, db, slurm_cluster):
+def slurm_tmp_path(request):
+    """A temporary directory the Slurm tenants' jobs can pass through (``tmp_path`` is 0700)."""
+    from instances.tests.slurm_helpers import scratch
+
+    return scratch(request)
+
+
+@pytest.fixture
+def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
     """``on_slurm(rest=False, services=("lab",), **options)``: the Slurm backend (region "slurm-local")
     on the test cluster with instance directories in a temporary root, the catalogue seeded with its
     region. Skips when a server it should start is not installed. Every job of the test is cancelled
@@ -156,7 +164,9 @@ def on_slurm(settings, tmp_path, db, slurm_cluster):
         missing = LocalRuntime(root=tmp_path, services=services).missing_components()
         if missing:
             pytest.skip("; ".join(missing.values()))
-        settings.PROVISIONING_BACKENDS = slurm_backends(tmp_path / "instances", rest=rest, services=services, **options)
+        settings.PROVISIONING_BACKENDS = slurm_backends(
+            slurm_tmp_path / "instances", rest=rest, services=services, **options
+        )
         settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
         catalogue_seed()
         return get_backend("slurm")

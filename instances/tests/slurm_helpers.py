@@ -2,16 +2,20 @@
 (``scripts/slurm-cluster.sh``: nodes gpu01..gpu03, 8 simulated ``gpu:h200`` each, slurmrestd on 6820).
 
 The cluster is left running between tests and sessions; every test's jobs carry the prefix
-``console-test-`` and are cancelled when the test ends, whatever happened.
+``console-test-`` and are cancelled when the test ends, whatever happened. Jobs run as tenants'
+own Unix users (``gpuc-t<N>``), which the backend creates on this host (``TENANT_USERS="create"``,
+homes under ``var/slurm/tenants``); what their jobs read lives in ``scratch`` directories under
+``var/slurm/test-scratch``, which they can pass through.
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +26,14 @@ SCRIPT = Path(settings.BASE_DIR) / "scripts/slurm-cluster.sh"
 SLURM_CONF = Path(os.environ.get("SLURM_LOCAL_DIR", Path(settings.BASE_DIR) / "var/slurm")) / "etc/slurm.conf"
 REST_URL = f"http://127.0.0.1:{os.environ.get('SLURM_LOCAL_REST_PORT', '6820')}"
 PREFIX = "console-test-"
+TENANT_HOMES = SLURM_CONF.parent.parent / "tenants"
+JWT_KEY = SLURM_CONF.parent / "jwt.key"
+# The console's Python and JupyterLab as tenants reach them (``slurm-cluster.sh env``: twins under
+# var/slurm when the console's own interpreter is out of their reach), else the console's own.
+TENANT_PYTHON = SLURM_CONF.parent.parent / "venvs/console/bin/python3"
+TENANT_JUPYTER = SLURM_CONF.parent.parent / "venvs/jupyter/bin/jupyter"
+# slurmrestd's reads (jobs, nodes) go as an unprivileged user; jobs as their tenants.
+REST_USER = "nobody"
 NODES = ("gpu01", "gpu02", "gpu03")
 ACTIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
@@ -114,6 +126,26 @@ def cluster_or_skip() -> Cluster:
     return Cluster(SLURM_CONF)
 
 
+def tenant(n: int):
+    """Tenant ``n`` as the console allocates it (``instances.tenancy``), for tests that call the backend."""
+    from instances.models import TenantRange
+    from instances.tenancy import tenant_from_range
+
+    return tenant_from_range(TenantRange(pk=n))
+
+
+def scratch(request) -> Path:
+    """A temporary directory the tenants' jobs can pass through (a test's ``tmp_path`` is not: pytest
+    keeps its base 0700, and resets it whenever another session starts), removed after the test."""
+    base = SLURM_CONF.parent.parent / "test-scratch"
+    base.mkdir(exist_ok=True)
+    base.chmod(0o711)
+    path = Path(tempfile.mkdtemp(prefix=f"{request.node.name[:40]}-", dir=base))
+    path.chmod(0o711)
+    request.addfinalizer(lambda: shutil.rmtree(path, ignore_errors=True))
+    return path
+
+
 def slurm_backends(root: Path, *, rest: bool = False, services=("lab",), **options) -> dict:
     """A PROVISIONING_BACKENDS value: the small simulated fleet ("default") and the test cluster
     ("slurm", region "slurm-local"), through slurmrestd with JWT when ``rest``, else the CLI."""
@@ -127,13 +159,17 @@ def slurm_backends(root: Path, *, rest: bool = False, services=("lab",), **optio
         "JOB_PREFIX": PREFIX,
         "SERVICES": list(services),
         "GPU_TYPES": {"h200": "h200"},
-        "PORTS_DIR": str(root / ".ports"),
+        "PORTS_DIR": "/tmp/console-test-slurm-ports",  # noqa: S108 (node-local, one file per tenant)
+        "TENANT_USERS": "create",
+        "TENANT_HOME_ROOT": str(TENANT_HOMES),
+        # This host's nodes are small: the catalogue's CPU and RAM per card are capped.
+        "MAX_CPUS": 2,
+        "MAX_MEMORY_GB": 2,
     }
+    if TENANT_PYTHON.exists():
+        slurm["PYTHON"] = str(TENANT_PYTHON)
+    if TENANT_JUPYTER.exists():
+        slurm["JUPYTER_BIN"] = str(TENANT_JUPYTER)
     if rest:
-        user = getpass.getuser()
-        slurm |= {
-            "REST_URL": REST_URL,
-            "REST_USER": user,
-            "JWT_COMMAND": ["scontrol", "token", f"username={user}", "lifespan=600"],
-        }
+        slurm |= {"REST_URL": REST_URL, "REST_USER": REST_USER, "JWT_KEY_FILE": str(JWT_KEY), "JWT_LIFESPAN_S": 600}
     return {**backends(), "slurm": {"BACKEND": "providers.slurm.backend.SlurmBackend", "OPTIONS": slurm | options}}

@@ -1,6 +1,6 @@
 """The Slurm backend's two ways of talking to Slurm (slurmrestd with JWT, and the command-line tools)
 submit, poll and cancel the same jobs on the local cluster; a cluster of two machines gets two nodes;
-a report not signed with the instance's secret is ignored;
+a report pointing outside the job's allocation is refused;
 while the cluster is full the instance waits with its place in the queue and Slurm's reason, and the
 instance page says so."""
 
@@ -12,15 +12,17 @@ from django.test import Client
 from instances.services import instance_release, instance_sync
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_until
-from instances.tests.slurm_helpers import PREFIX
+from instances.tests.slurm_helpers import PREFIX, tenant
 from providers import InstanceSpec, Observed
-from providers.slurm.job import report_path, report_write
+from providers.slurm.job import claim_read, claim_write, report_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
 
 def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", image="cuda", disk_gb=20, **{"gpu_count": 1, **kwargs})
+    return InstanceSpec(
+        node="", gpu_model="h200", image="cuda", disk_gb=20, **{"gpu_count": 1, "tenant": tenant(9001), **kwargs}
+    )
 
 
 def _until(backend, key, state, wanted: Observed, *, timeout=20.0):
@@ -48,22 +50,20 @@ def test_a_two_machine_cluster_gets_two_nodes_and_cancels_cleanly(on_slurm, slur
     _observation, state = _until(backend, key, state, Observed.RUNNING)
     job = slurm_cluster.job(state["job_id"])
     assert job["node_count"] == 2 and job["tres_per_node"] == "gres:gpu:h200:2"
+    assert job["user_name"] == tenant(9001).name  # submitted as the tenant (its token, or sbatch --uid)
     hosts = state["hosts"]
     assert len({h["node"] for h in hosts}) == 2  # both nodes reported, each with its own two cards
     assert all(len(h["gpus"]) == 2 for h in hosts)
     assert {h["node"] for h in hosts} == set(_expand(job["nodes"]))
     assert {m.key for m in backend.machines() if m.observed == Observed.RUNNING} >= {key}
 
-    # Someone who can write the shared directory but does not know the instance's secret cannot point
-    # the console's proxy elsewhere: an unsigned report is ignored.
+    # The job's report is the tenant's claim: one pointing the console's proxy outside the job's
+    # allocation (a metadata address) is refused (tests/security/test_slurm_forged_reports_are_refused.py).
     assert backend.proxy_target(key=key, service="lab") is None  # no lab here; and after the forgery:
-    report_write(
-        report_path(backend._dir(key) / "run", 0),
-        secret="not-the-secret",
-        report={"key": key, "job_id": str(state["job_id"]), "rank": 0, "state": "running", "ports": {"lab": 1}},
-    )
-    assert backend.proxy_target(key=key, service="lab") is None
-    assert backend.poll(key=key, state=state).state == Observed.PENDING  # no verified report: not reachable
+    claim = report_path(backend._dir(key) / "run", 0)
+    claim_write(claim, {**claim_read(claim), "host": "169.254.169.254", "ports": {}})
+    assert backend.poll(key=key, state=state).state == Observed.PENDING  # no report it believes: not reachable
+    assert backend.proxy_target(key=key, service="lab") is None and backend.ssh_target(key=key) is None
 
     state = backend.stop(key=key, state=state)
     _observation, state = _until(backend, key, state, Observed.STOPPED)

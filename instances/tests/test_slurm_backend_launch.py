@@ -51,7 +51,8 @@ def test_a_slurm_instance_runs_on_its_allocation_and_is_reached_through_the_prox
     assert len(allocated) == 2 and allocated != ["0", "1"]
     assert state["gpus"] == allocated
     assert state["node"] == job["nodes"] == instance.node.name
-    assert _lab_env(backend, instance.key)["CUDA_VISIBLE_DEVICES"] == ",".join(allocated)
+    # Within the job's device cgroup (ConstrainDevices) Slurm numbers its cards from 0.
+    assert _lab_env(backend, instance.key)["CUDA_VISIBLE_DEVICES"] == "0,1"
 
     # The instance page shows where it runs.
     client = Client()

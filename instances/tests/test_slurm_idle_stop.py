@@ -27,8 +27,8 @@ S = Instance.Status
 RECORDINGS = Path(__file__).resolve().parents[2] / "metrics" / "tests" / "recordings"
 
 
-def test_idle_cards_reported_by_the_job_stop_the_instance(on_slurm, rich_alice, tmp_path):
-    smi = tmp_path / "nvidia-smi"
+def test_idle_cards_reported_by_the_job_stop_the_instance(on_slurm, rich_alice, slurm_tmp_path):
+    smi = slurm_tmp_path / "nvidia-smi"  # the tenant's job runs it
     smi.write_text(NVIDIA_SMI_SCRIPT.format(recordings=RECORDINGS))
     smi.chmod(0o755)
     on_slurm(services=(), NVIDIA_SMI=str(smi))

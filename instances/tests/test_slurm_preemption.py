@@ -18,7 +18,7 @@ from instances.reconciler import instances_reconcile
 from instances.services import instance_launch, instance_release, instance_sync
 from instances.tests.conftest import committed
 from instances.tests.local_helpers import wait_running, wait_until
-from instances.tests.slurm_helpers import NODES, PREFIX
+from instances.tests.slurm_helpers import NODES, PREFIX, tenant
 from providers import InstanceSpec, Observed, get_backend
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
@@ -28,7 +28,9 @@ CHECKPOINT = 'echo "saved at restart ${SLURM_RESTART_COUNT:-0} on $(hostname)" >
 
 
 def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", image="cuda", disk_gb=20, **{"gpu_count": 8, **kwargs})
+    return InstanceSpec(
+        node="", gpu_model="h200", image="cuda", disk_gb=20, **{"gpu_count": 8, "tenant": tenant(9001), **kwargs}
+    )
 
 
 def _poll_until(backend, key: str, state: dict, wanted: Observed, *, timeout: float) -> dict:

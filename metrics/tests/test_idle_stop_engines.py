@@ -27,7 +27,7 @@ from providers.local.backend import LocalBackend
 from providers.simulated.backend import SimulatedBackend
 from providers.simulated.gpus import STRETCH_S, stretch_is_idle
 from providers.slurm.backend import SlurmBackend
-from providers.tests.slurm_fake import FakeSlurm
+from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
 S = Instance.Status
 RECORDINGS = Path(__file__).parent / "recordings"
@@ -166,6 +166,7 @@ class FakeSlurmBackend(SlurmBackend):
     def __init__(self, *, alias, options=None):
         super().__init__(alias=alias, options=options)
         self.api = type(self).SLURM
+        self.tenants = FakeTenantAccounts()
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from metrics.tests.test_idle_stop_engines import NVIDIA_SMI_SCRIPT
-from providers.base import GpuProcess, GpuSample, InstanceSpec
+from providers.base import GpuProcess, GpuSample, InstanceSpec, Tenant
 from providers.local.runtime.gpus import parse_nvidia_smi_samples
 from providers.slurm.backend import SlurmBackend, _processes
-from providers.slurm.job import job_cards, report_path, report_read, report_write
-from providers.tests.slurm_fake import FakeSlurm
+from providers.slurm.job import claim_read, job_cards, report_path
+from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
 RECORDING = (Path(__file__).parent / "recordings" / "nvidia-smi-sample-8xH200.csv").read_text()
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
@@ -55,11 +55,13 @@ def slurm(tmp_path):
     )
     fake = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))
     backend.api = fake
+    backend.tenants = FakeTenantAccounts()
     return backend, fake
 
 
 def _running(backend, fake, *, nodes: int = 1) -> dict:
-    spec = InstanceSpec(node="gpu01", gpu_model="h200", gpu_count=1, image="x", disk_gb=10, nodes=nodes)
+    tenant = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
+    spec = InstanceSpec(node="gpu01", gpu_model="h200", gpu_count=1, image="x", disk_gb=10, nodes=nodes, tenant=tenant)
     state = backend.create(key=KEY, spec=spec)
     fake.advance()
     return backend.poll(key=KEY, state=state).backend_state or state
@@ -89,17 +91,16 @@ def test_stale_samples_are_not_the_present(slurm):
     assert backend.gpu_samples(machines=[(KEY, state)], at=NOW) == {}
 
 
-def test_a_forged_report_is_ignored(slurm):
+def test_a_report_the_tenants_user_did_not_write_is_ignored(slurm):
     backend, fake = slurm
     fake.gpu_samples[KEY] = [[BUSY]]
     state = _running(backend, fake)
-    run = backend.root / KEY / "run"
-    report = report_read(report_path(run, 0), secret=backend.report_secret(KEY))
-    report_write(report_path(run, 0), secret="not-the-instance-secret", report={**report, "gpu_samples": [IDLE]})
+    assert backend.gpu_samples(machines=[(KEY, state)], at=NOW) != {}
+    backend.tenants.owns = lambda path, uid: False  # the kernel says another user wrote it
     assert backend.gpu_samples(machines=[(KEY, state)], at=NOW) == {}
 
 
-def test_the_job_samples_on_its_node_and_signs_the_samples_into_its_report(tmp_path, monkeypatch):
+def test_the_job_samples_on_its_node_and_puts_the_samples_in_its_report(tmp_path, monkeypatch):
     from providers.slurm.job import Job, parse_args
 
     smi = tmp_path / "nvidia-smi"
@@ -114,17 +115,16 @@ def test_the_job_samples_on_its_node_and_signs_the_samples_into_its_report(tmp_p
 
     run = LocalRuntime(root=args.root, services=[]).paths(KEY).run
     run.mkdir(parents=True)
-    (run / "report.key").write_text("secret")
     job = Job(args)
     assert job.sample_gpus() is True
     assert job.sample_gpus() is False  # not again before --gpu-sample-s
     job.report("running")
-    report = report_read(report_path(run, 0), secret="secret")
+    report = claim_read(report_path(run, 0))
     assert [s["utilization_pct"] for s in report["gpu_samples"]] == [97, 100]
     assert [s["processes"] for s in report["gpu_samples"]] == [
         [[48211, "/opt/conda/bin/python3", 130880]],
         [[48211, "/opt/conda/bin/python3", 139968]],
     ]
-    # The backend reads them from the signed report as the cards' processes.
+    # The backend reads them from the report as the cards' processes.
     assert _processes(report["gpu_samples"][0]["processes"]) == (GpuProcess(48211, "/opt/conda/bin/python3", 130880),)
     assert report["gpu_at"] == pytest.approx(time.time(), abs=30)

@@ -4,9 +4,10 @@ Like JupyterHub's batchspawner: the console submits a batch job asking for ``gpu
 GRES (``--nodes`` for a cluster); Slurm places it, queues it while the cluster is full, and runs
 ``python -m providers.slurm.job`` on every node it got. That program starts the instance's user
 servers (JupyterLab, code-server, sshd, the app) with the local backend's runtime on the first node,
-with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for the allocation, and writes a report signed with the
-instance's secret into the instance's directory (why a signed file: see ``providers.slurm.job``).
-The console's proxy reads that report to reach the servers.
+with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for the allocation, and writes a report into the
+instance's directory. The job runs as the tenant's own Unix user, so the report is the tenant's
+claim: the console checks it against the job's allocation and the instance's declared ports and
+signs what passes for its proxy and gateway (the threat model: ``providers.slurm.job``).
 
 - The instance's directory (``ROOT/<key>``: ``home`` is its disk, ``run`` its secrets and reports)
   is on a filesystem the console and every node share. Stop cancels the job and keeps the
@@ -36,11 +37,20 @@ The console's proxy reads that report to reach the servers.
             # over the same nodes (PreemptType=preempt/partition_prio, PreemptMode=REQUEUE, GraceTime).
             "SPOT_PARTITION": "spot",
             "SBATCH_ARGS": ["--account=ml", "--qos=normal"],  # anything else the site requires
-            # The REST path (slurmrestd with JWT); leave REST_URL empty to use the command-line tools.
+            # Jobs run as each tenant's own Unix user (``providers.slurm.tenants``), never root: the
+            # site provisions gpuc-t<N> with the console's uid ("site": LDAP/SSSD), or the console
+            # creates them on this host ("create": useradd, subuid/subgid, homes under TENANT_HOME_ROOT).
+            "TENANT_USERS": "site",
+            "TENANT_HOME_ROOT": "/shared/console/tenants",
+            # The REST path (slurmrestd with JWT); leave REST_URL empty to use the command-line tools
+            # (which submit with ``sbatch --uid``: the console runs as root there).
             "REST_URL": "http://slurm-head:6820",
-            "REST_USER": "console",              # X-SLURM-USER-NAME: the account jobs run as
-            "JWT_TOKEN": "",                     # a fixed token, or a command that mints one:
-            "JWT_COMMAND": ["scontrol", "token", "username=console", "lifespan=3600"],
+            "REST_USER": "console",              # reads (jobs, nodes) as this user; root is refused
+            # Each tenant's job is submitted with a token for that tenant: minted with the cluster's
+            # JWT key, or by a command with {user} in it (run as root or SlurmUser).
+            "JWT_KEY_FILE": "/etc/console/slurm-jwt.key",
+            "JWT_COMMAND": ["scontrol", "token", "username={user}", "lifespan=3600"],
+            "JWT_TOKEN": "",                     # a fixed token: REST_USER's reads only
             # The command-line path: where the tools are and which slurm.conf they read.
             "SLURM_CONF": "/etc/slurm/slurm.conf",
             "BIN_DIR": "",                       # default: found on PATH
@@ -72,6 +82,8 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import logging
+import math
 import os
 import re
 import shlex
@@ -103,10 +115,12 @@ from providers.base import (
     PermanentBackendError,
     ProvisioningBackend,
     SshTarget,
+    Tenant,
     TransientBackendError,
 )
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
-from providers.slurm.job import report_path, report_read
+from providers.slurm.job import claim_read, report_read, report_write
+from providers.slurm.tenants import TenantAccounts, check_tenant, jwt_mint, refuse_root_user
 
 STATE_VERSION = 1
 DEFAULT_SERVICES = ("lab", "code", "ssh")
@@ -132,6 +146,34 @@ UNHEALTHY = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RES
 
 def _int(value) -> int | None:
     return None if value is None else int(value)
+
+
+# Reports the console refused (forged, or pointing outside the job's allocation): a security event.
+security_log = logging.getLogger("console.security.slurm")
+
+
+def _refused(key: str, job_id: str, why: str) -> None:
+    security_log.warning("Refused a Slurm job report of instance %s (job %s): %s", key, job_id, why)
+
+
+def _host_allowed(host: str, allowed: set[str]) -> bool:
+    """``host`` is one of ``allowed``, or a fully qualified name of one (gpu01.cluster for gpu01)."""
+    return bool(host) and any(host == name or host.startswith(f"{name}.") for name in allowed if name)
+
+
+def hostlist_expand(nodes: str) -> list[str]:
+    """Slurm's host list (``gpu[01-02,05],cpu1``) as node names."""
+    names: list[str] = []
+    for stem, inner, plain in re.findall(r"([^,\[]+)\[([^\]]*)\]|([^,\[\]]+)", nodes):
+        if plain:
+            names.append(plain)
+            continue
+        for part in inner.split(","):
+            low, _, high = part.partition("-")
+            if not low.isdigit() or (high and not high.isdigit()):
+                continue
+            names += [f"{stem}{i:0{len(low)}d}" for i in range(int(low), int(high or low) + 1)]
+    return names
 
 
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
@@ -180,7 +222,12 @@ class SlurmCli:
     def submit(self, *, script: str, job: dict) -> int:
         args = ["--parsable", f"--job-name={job['name']}", f"--nodes={job['nodes']}", "--ntasks-per-node=1"]
         args += [f"--gres={job['gres']}", f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
+        if job.get("memory_mb"):
+            args.append(f"--mem={job['memory_mb']}M")
         args += [f"--output={job['output']}", "--export=NONE"]
+        if job.get("uid"):
+            # As the tenant: only root may name another user's uid (``sbatch --uid``).
+            args += [f"--uid={job['uid']}", f"--gid={job['uid']}"]
         # A requeued run appends to the log instead of truncating the previous run's.
         args += ["--requeue", "--open-mode=append"] if job.get("requeue") else ["--no-requeue"]
         if job.get("partition"):
@@ -188,7 +235,15 @@ class SlurmCli:
         if job.get("comment"):
             args.append(f"--comment={job['comment']}")
         args += list(job.get("extra", ()))
-        out = self._run("sbatch", *args, stdin=script).strip()
+        try:
+            out = self._run("sbatch", *args, stdin=script).strip()
+        except PermanentBackendError as exc:
+            if job.get("uid") and re.search(r"uid|root", str(exc), re.I):
+                raise PermanentBackendError(
+                    f"{exc}. The command-line path submits each job as its tenant (sbatch --uid), which needs the "
+                    "console to run as root; otherwise use slurmrestd (REST_URL with JWT_KEY_FILE)."
+                ) from exc
+            raise
         try:
             return int(out.split(";")[0])
         except ValueError as exc:
@@ -197,7 +252,7 @@ class SlurmCli:
     def jobs(self) -> list[dict]:
         return _json(self._run("squeue", "--json"), "squeue").get("jobs", [])
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, user: str = "") -> None:
         self._run("scancel", str(job_id))
 
     def nodes(self) -> list[dict]:
@@ -207,8 +262,13 @@ class SlurmCli:
 class SlurmRest:
     """slurmrestd (OpenAPI ``v0.0.38`` in Slurm 22.05) with JWT: ``X-SLURM-USER-NAME`` and ``-TOKEN``.
 
-    The token is ``JWT_TOKEN``, or minted by ``JWT_COMMAND`` (``scontrol token username=… lifespan=…``)
-    and minted again when it nears its end or slurmrestd refuses it.
+    Reads (jobs, nodes) go as ``user`` (``REST_USER``: an unprivileged account, never root). A job is
+    submitted, and cancelled, as its tenant: v0.0.38 runs a job as the user the token names and has
+    no field to name another, so the console needs a token per tenant. It mints them with the
+    cluster's JWT key (``JWT_KEY_FILE``, ``providers.slurm.tenants.jwt_mint``), or runs ``JWT_COMMAND``
+    with ``{user}`` in it replaced (``scontrol token username={user}``, as root or SlurmUser); a
+    fixed ``JWT_TOKEN`` serves ``REST_USER`` only. A token is minted again when it nears its end or
+    slurmrestd refuses it.
     """
 
     def __init__(
@@ -219,6 +279,7 @@ class SlurmRest:
         token: str = "",
         token_command: list[str] | None = None,
         token_lifespan: int = 3600,
+        jwt_key_file: str = "",
         api: str = "v0.0.38",
         slurm_conf: str = "",
         timeout: float = 15.0,
@@ -228,41 +289,56 @@ class SlurmRest:
         self.fixed_token = token
         self.token_command = list(token_command or [])
         self.token_lifespan = token_lifespan
+        self.jwt_key_file = jwt_key_file
         self.env = {**os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {})}
         self.timeout = timeout
-        self._token = ""
-        self._token_until = 0.0
+        self._tokens: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
 
-    def token(self, *, fresh: bool = False) -> str:
-        if self.fixed_token:
+    def token(self, user: str = "", *, fresh: bool = False) -> str:
+        user = user or self.user
+        if self.fixed_token and user == self.user:
             return self.fixed_token
         with self._lock:
-            if fresh or not self._token or time.time() > self._token_until:
-                if not self.token_command:
-                    raise PermanentBackendError("The Slurm backend has REST_URL but neither JWT_TOKEN nor JWT_COMMAND.")
-                try:
-                    out = subprocess.run(  # noqa: S603 (the operator's configured command)
-                        self.token_command,
-                        capture_output=True,
-                        text=True,
-                        env=self.env,
-                        timeout=self.timeout,
-                        check=True,
-                    ).stdout
-                except (OSError, subprocess.SubprocessError) as exc:
-                    raise TransientBackendError(f"Could not get a Slurm token: {exc}") from exc
-                self._token = out.strip().split("=", 1)[-1]
-                lifespan = self.token_lifespan
-                match = re.search(r"lifespan=(\d+)", " ".join(self.token_command))
-                if match:
-                    lifespan = int(match[1])
-                self._token_until = time.time() + max(30, lifespan - 60)
-            return self._token
+            token, until = self._tokens.get(user, ("", 0.0))
+            if fresh or not token or time.time() > until:
+                token, lifespan = self._mint(user)
+                until = time.time() + max(30, lifespan - 60)
+                self._tokens[user] = (token, until)
+            return token
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+    def _mint(self, user: str) -> tuple[str, int]:
+        if self.jwt_key_file:
+            try:
+                key = Path(self.jwt_key_file).read_bytes()
+            except OSError as exc:
+                raise PermanentBackendError(f"The Slurm backend cannot read JWT_KEY_FILE: {exc.strerror}.") from exc
+            return jwt_mint(key=key, user=user, lifespan=self.token_lifespan), self.token_lifespan
+        if not self.token_command:
+            raise PermanentBackendError("The Slurm backend has REST_URL but neither JWT_KEY_FILE nor JWT_COMMAND.")
+        templated = any("{user}" in part for part in self.token_command)
+        if user != self.user and not templated:
+            raise PermanentBackendError(
+                "Jobs run as each tenant's own user: give the Slurm backend JWT_KEY_FILE, or a JWT_COMMAND "
+                "with {user} in it (scontrol token username={user})."
+            )
+        command = [part.replace("{user}", user) for part in self.token_command]
+        try:
+            out = subprocess.run(  # noqa: S603 (the operator's configured command)
+                command, capture_output=True, text=True, env=self.env, timeout=self.timeout, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise TransientBackendError(f"Could not get a Slurm token: {exc}") from exc
+        lifespan = self.token_lifespan
+        match = re.search(r"lifespan=(\d+)", " ".join(command))
+        if match:
+            lifespan = int(match[1])
+        return out.strip().split("=", 1)[-1], lifespan
+
+    def _request(self, method: str, path: str, body: dict | None = None, *, user: str = "") -> dict:
+        user = user or self.user
         for attempt in range(2):
-            headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token(fresh=attempt > 0)}
+            headers = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self.token(user, fresh=attempt > 0)}
             try:
                 response = httpx.request(method, f"{self.base}{path}", json=body, headers=headers, timeout=self.timeout)
             except httpx.HTTPError as exc:
@@ -290,6 +366,7 @@ class SlurmRest:
             "tasks_per_node": 1,
             "cpus_per_task": job["cpus_per_task"],
             "gres": job["gres"],
+            **({"memory_per_node": job["memory_mb"]} if job.get("memory_mb") else {}),
             "current_working_directory": job["cwd"],
             "standard_output": job["output"],
             "requeue": bool(job.get("requeue")),
@@ -303,7 +380,7 @@ class SlurmRest:
         if job.get("comment"):
             desc["comment"] = job["comment"]
         desc.update(job.get("rest_extra") or {})
-        data = self._request("POST", "/job/submit", {"script": script, "job": desc})
+        data = self._request("POST", "/job/submit", {"script": script, "job": desc}, user=job.get("user") or "")
         try:
             return int(data["job_id"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -312,9 +389,10 @@ class SlurmRest:
     def jobs(self) -> list[dict]:
         return self._request("GET", "/jobs").get("jobs", [])
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, user: str = "") -> None:
+        """Cancel as the job's own user (``REST_USER`` is no operator: it may cancel no one else's)."""
         try:
-            self._request("DELETE", f"/job/{job_id}")
+            self._request("DELETE", f"/job/{job_id}", user=user)
         except PermanentBackendError as exc:
             if "already completing or completed" in str(exc).lower() or "invalid job id" in str(exc).lower():
                 return  # already gone counts as done
@@ -401,12 +479,21 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         self.services = tuple(o.get("SERVICES", DEFAULT_SERVICES))  # () is allowed: a job that only holds cards
         self.secret = str(o.get("SECRET") or settings.SECRET_KEY)
         timeout = float(o.get("TIMEOUT_S", 15))
+        # Each tenant's jobs run as its own Unix user (``providers.slurm.tenants``): made by the console
+        # ("create", on a cluster whose nodes read this host's users) or by the site ("site": LDAP/SSSD).
+        self.tenants = TenantAccounts(
+            mode=str(o.get("TENANT_USERS") or "site"),
+            home_root=Path(o.get("TENANT_HOME_ROOT") or self.root / ".tenants"),
+        )
         if o.get("REST_URL"):
+            refuse_root_user(str(o.get("REST_USER") or ""), option="REST_USER")
             self.api: SlurmCli | SlurmRest = SlurmRest(
                 url=o["REST_URL"],
-                user=o.get("REST_USER") or "root",
+                user=str(o["REST_USER"]),
                 token=o.get("JWT_TOKEN", ""),
                 token_command=o.get("JWT_COMMAND"),
+                token_lifespan=int(o.get("JWT_LIFESPAN_S", 3600)),
+                jwt_key_file=str(o.get("JWT_KEY_FILE") or ""),
                 api=o.get("REST_API", "v0.0.38"),
                 slurm_conf=o.get("SLURM_CONF", ""),
                 timeout=timeout,
@@ -420,7 +507,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         return hmac.new(self.secret.encode(), f"slurm:{purpose}:{key}".encode(), hashlib.sha256).hexdigest()
 
     def report_secret(self, key: str) -> str:
-        """The instance's secret: the job signs its reports with it; only the job and the console know it."""
+        """The key that signs the console's own verified copy of the instance's report (``_verified_write``).
+        Derived from the console's secret and never written where a job can read it."""
         return self._derive(key, "report")
 
     def server_secrets(self, key: str) -> dict[str, str]:
@@ -433,14 +521,20 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             raise PermanentBackendError(f"invalid instance key {key!r}")
         return self.root / key
 
-    def _prepare(self, key: str, spec: InstanceSpec | None) -> None:
+    def _prepare(self, key: str, spec: InstanceSpec | None, tenant: Tenant) -> None:
         """Write what the job needs into the instance's directory: its metadata (the servers' secrets,
-        SSH keys, app, volumes) in the local runtime's format, and the report secret (0600)."""
+        SSH keys, app, volumes) in the local runtime's format.
+
+        The directory is the tenant's: owned by its user, mode 0700, so another tenant's job can
+        neither list nor read it (``ROOT`` itself is 0711: every tenant passes through, none lists it)."""
         base = self._dir(key)
         run = base / "run"
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o711)  # noqa: S103 (tenants pass through to their own directory; none lists it)
         (base / "home").mkdir(parents=True, exist_ok=True)
         run.mkdir(parents=True, exist_ok=True)
-        os.chmod(run, 0o700)
+        for path in (base, base / "home", run):
+            self.tenants.hand_over(path, tenant)
         meta_path = run / "meta.json"
         try:
             meta = json.loads(meta_path.read_text())
@@ -466,11 +560,11 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             )
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=1))
-        os.chmod(tmp, 0o600)
+        self.tenants.hand_over(tmp, tenant, mode=0o600)
         os.replace(tmp, meta_path)
-        secret_path = run / "report.key"
-        with open(os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-            handle.write(self.report_secret(key))
+        # No key in the tenant's reach: the job's reports are claims the console checks (``_verify``).
+        (run / "report.key").unlink(missing_ok=True)  # what an older console left there
+        self._verified_clear(key)
         for old in run.glob("slurm-report-*.json"):
             old.unlink(missing_ok=True)  # a previous job's reports: the new job writes its own
 
@@ -482,7 +576,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             raise PermanentBackendError(f"NCCL_ENV names must be environment variable names, not {', '.join(bad)}.")
         return env
 
-    def _script(self, key: str, *, nodes: int = 1) -> str:
+    def _script(self, key: str, *, tenant: Tenant, nodes: int = 1) -> str:
         o = self.options
         python = o.get("PYTHON") or sys.executable
         console_dir = str(o.get("CONSOLE_DIR") or settings.BASE_DIR)
@@ -514,6 +608,11 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "#!/bin/bash\n"
             f"# The console's instance {key}: its servers on the first node, every node reporting.\n"
             "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+            # A node that does not know the tenant's user (site-provisioned users) says so, and a job
+            # never goes on as anyone else.
+            f'if [ "$(id -u)" != {tenant.uid} ] || [ "$(id -u)" = 0 ]; then\n'
+            f'  echo "console: this job must run as {tenant.name} (uid {tenant.uid}), not $(id -un) (uid $(id -u))" >&2\n'
+            "  exit 1\nfi\n"
             "export SLURM_EXPORT_ENV=ALL\n"
             f"{fabric if nodes > 1 else ''}"
             f"cd {shlex.quote(console_dir)}\n"
@@ -522,13 +621,17 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         )
 
     def _submit(self, key: str, spec: InstanceSpec, *, nodes: int) -> dict:
-        self._prepare(key, spec)
+        tenant = check_tenant(spec.tenant)
+        self.tenants.ensure(tenant)
+        self._prepare(key, spec, tenant)
         gpu_type = self._gres_type(spec.gpu_model)
+        cpus, memory_mb = self._limits(spec)
         job = {
             "name": f"{self.prefix}{key}",
             "nodes": nodes,
             "gres": f"gpu:{gpu_type}:{spec.gpu_count}" if gpu_type else f"gpu:{spec.gpu_count}",
-            "cpus_per_task": max(1, int(self.options.get("CPUS_PER_GPU", 1)) * spec.gpu_count),
+            "cpus_per_task": cpus,
+            "memory_mb": memory_mb,
             "cwd": str(self._dir(key) / "home"),
             "output": str(self._dir(key) / "run" / "slurm-%j.log"),
             "partition": self.options.get("SPOT_PARTITION", "spot")
@@ -538,6 +641,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             "comment": spec.owner_ref,
             "extra": list(self.options.get("SBATCH_ARGS") or ()),
             "rest_extra": dict(self.options.get("REST_JOB") or {}),
+            # Whose job it is: sbatch --uid on the command line, the tenant's own token over REST.
+            "uid": tenant.uid,
+            "user": tenant.name,
         }
         if nodes > 1:
             job["extra"] += list(self.options.get("CLUSTER_SBATCH_ARGS") or ())
@@ -553,18 +659,36 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             names = [spec.node, *spec.peer_nodes] if spec.pin else [spec.node]
             job["extra"].append(f"--nodelist={','.join(names)}")
             job["rest_extra"]["required_nodes"] = names
-        job_id = self.api.submit(script=self._script(key, nodes=nodes), job=job)
+        job_id = self.api.submit(script=self._script(key, tenant=tenant, nodes=nodes), job=job)
         return {
             "v": STATE_VERSION,
+            "tenant": dataclasses.asdict(tenant),
             "job_id": job_id,
             "nodes": nodes,
             "gpu_count": spec.gpu_count,
             "gres_type": gpu_type,
+            "cpus": spec.cpus,
+            "memory_gb": spec.memory_gb,
+            # What the job may claim to serve: the proxy and the gateway go nowhere else (``_verify``).
+            "declared": self._declared(spec),
             "dir": str(self._dir(key)),
             "stopped": False,
             "interruptible": spec.interruptible,
             "restarts": 0,
         }
+
+    def _limits(self, spec: InstanceSpec) -> tuple[int, int]:
+        """Each node's cores and memory (MiB; 0: Slurm's default): the catalogue's CPU and RAM for the
+        machine's cards, capped by ``MAX_CPUS`` and ``MAX_MEMORY_GB`` (a small cluster's nodes). Slurm's
+        task/cgroup enforces them (a cpuset; a memory limit whose excess the kernel kills)."""
+        o = self.options
+        cpus = math.ceil(spec.cpus) if spec.cpus else int(o.get("CPUS_PER_GPU", 1)) * spec.gpu_count
+        if int(o.get("MAX_CPUS") or 0) > 0:
+            cpus = min(cpus, int(o["MAX_CPUS"]))
+        memory_gb = float(spec.memory_gb or 0)
+        if memory_gb and float(o.get("MAX_MEMORY_GB") or 0) > 0:
+            memory_gb = min(memory_gb, float(o["MAX_MEMORY_GB"]))
+        return max(1, cpus), int(memory_gb * 1024)
 
     def _gres_type(self, gpu_model: str) -> str:
         for slurm_type, slug in self.gpu_types.items():
@@ -584,6 +708,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         if existing is not None:
             return {
                 "v": STATE_VERSION,
+                "tenant": dataclasses.asdict(spec.tenant) if spec.tenant else None,
                 "job_id": int(existing["job_id"]),
                 "nodes": spec.nodes,
                 "gpu_count": spec.gpu_count,
@@ -619,6 +744,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             disk_gb=0,
             nodes=int(state.get("nodes") or 1),
             interruptible=bool(state.get("interruptible")),
+            tenant=Tenant(**state["tenant"]) if state.get("tenant") else None,
+            cpus=float(state.get("cpus") or 0),
+            memory_gb=int(state.get("memory_gb") or 0),
         )
 
     def _repair_request(self, key: str) -> None:
@@ -646,6 +774,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             meta["checkpoint_command"] = command
             tmp = meta_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(meta, indent=1))
+            owner = meta_path.stat()
+            os.chown(tmp, owner.st_uid, owner.st_gid)  # the tenant's, as the console wrote it at submit
             os.chmod(tmp, 0o600)
             os.replace(tmp, meta_path)
         path = run / "slurm-checkpoint"
@@ -674,9 +804,10 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
 
     def stop(self, *, key: str, state: dict) -> dict:
         """Cancel the job (its servers stop, its cards go back to Slurm); the directory stays."""
+        self._verified_clear(key)
         for job in self.api.jobs():
             if job_key(job, self.prefix) == key and job_state(job) in ACTIVE - {"COMPLETING"}:
-                self.api.cancel(int(job["job_id"]))
+                self.api.cancel(int(job["job_id"]), user=str(job.get("user_name") or ""))
         return {**state, "stopped": True, "ports": {}, "host": ""}
 
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
@@ -707,6 +838,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         job = self._job(key, state, jobs)
         status = job_state(job) if job else ""
         if job is None or status not in ACTIVE:
+            self._verified_clear(key)
             if not base.is_dir():
                 return Observation(Observed.GONE)
             if status in NODE_LOST and not state.get("stopped"):
@@ -742,7 +874,11 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             return Observation(Observed.PENDING, detail=detail if reason == "None" else f"{detail}, reason {reason}")
         if status == "COMPLETING":
             return Observation(Observed.PENDING, detail="Slurm is ending the job")
-        reports = self._reports(key, job_id=str(job["job_id"]), restart=restarts)
+        reports = self._reports(key, job_id=str(job["job_id"]), restart=restarts, job=job, state=state)
+        if 0 in reports and reports[0].get("state") in ("running", "degraded"):
+            self._verified_write(key, reports[0])  # where the proxy and the gateway read it
+        else:
+            self._verified_clear(key)
         head = reports.get(0)
         where = job.get("nodes") or "?"
         if head is None or head.get("state") == "starting":
@@ -779,7 +915,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             job_id = state.get("job_id")
             if not job_id or state.get("stopped"):
                 continue
-            reports = self._reports(key, job_id=str(job_id), restart=None)
+            reports = self._reports(key, job_id=str(job_id), restart=None, state=state)
             cards: list[GpuSample] = []
             for rank in sorted(reports):
                 report = reports[rank]
@@ -798,19 +934,119 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 samples[key] = cards
         return samples
 
-    def _reports(self, key: str, *, job_id: str, restart: int | None = 0) -> dict[int, dict]:
-        """The verified reports of run ``restart`` of job ``job_id``, by rank (a previous job's or run's,
-        or a forged one, is skipped: a requeued job keeps its id); ``None``: of its latest run."""
+    def _reports(
+        self, key: str, *, job_id: str, restart: int | None = 0, job: dict | None = None, state: dict | None = None
+    ) -> dict[int, dict]:
+        """The reports of run ``restart`` of job ``job_id``, by rank (a previous job's or run's is
+        skipped: a requeued job keeps its id); ``None``: of its latest run. Each is a claim of the
+        tenant's job: it counts only when the tenant's own user wrote it, and, with ``job`` (Slurm's
+        record of it), when its host is in the job's allocation and its ports are ones the instance
+        declared (``_verify``); a report that fails that is refused and logged."""
         run = self._dir(key) / "run"
-        secret = self.report_secret(key)
+        tenant = (state or {}).get("tenant") or {}
         found = {}
         for path in run.glob("slurm-report-*.json"):
-            report = report_read(path, secret=secret)
-            if report and report.get("key") == key and str(report.get("job_id")) == job_id:
-                found.setdefault(int(report.get("restart") or 0), {})[int(report.get("rank", 0))] = report
+            report = claim_read(path)
+            if not report or report.get("key") != key or str(report.get("job_id")) != job_id:
+                continue
+            why = self._refusal(path, report, tenant=tenant, job=job, state=state or {})
+            if why:
+                _refused(key, job_id, why)
+                continue
+            found.setdefault(int(report.get("restart") or 0), {})[int(report.get("rank", 0))] = report
         if restart is None:
             return found[max(found)] if found else {}
         return found.get(restart, {})
+
+    def _declared(self, spec: InstanceSpec | None) -> list[str]:
+        declared = list(self.services)
+        if spec is None or spec.app is not None:
+            declared.append("app")
+        if spec is None or (spec.app is not None and spec.app.webui is not None):
+            declared.append("webui")
+        return declared
+
+    def _refusal(self, path: Path, report: dict, *, tenant: dict, job: dict | None, state: dict) -> str:
+        """Why the console cannot believe ``report`` ("" when it can).
+
+        The threat: the job runs the tenant's code as the tenant's user, so everything it writes,
+        its report included, is the tenant's to forge; a report decides where the console's proxy and
+        SSH gateway connect, with the owner's server tokens, from inside the console's network. So the
+        job holds no key at all, and the console believes only what it can check against what the
+        tenant does not control: the kernel (the file's owner is the tenant's user, so no other tenant
+        wrote it into a loose directory), Slurm (the host is one of the nodes Slurm allocated to the
+        job, by name or address: not a metadata address, the console's own host, or another job's
+        node), and its own records (the ports are of the services the instance declared, within the
+        job's port range: not the console's database on a shared host). What passes is then signed
+        with a key only the console holds (``_verified_write``) for the proxy, which asks per request.
+        What remains in the tenant's power is to point its own instance at another port of its own
+        node within the range: a place its own shell reaches anyway, and where the owner's tokens
+        would only be the tenant's own."""
+        uid = tenant.get("uid")
+        if uid is None:  # a machine found without the console's state: its directory names its tenant
+            with contextlib.suppress(OSError):
+                uid = path.parent.parent.stat().st_uid or None
+        if uid is not None and not self.tenants.owns(path, int(uid)):
+            return f"{path.name} was not written by the tenant's user {tenant.get('name', uid)}"
+        if job is None:
+            return ""
+        allowed = self._allocation_hosts(job)
+        node = str(report.get("node") or "")
+        host = str(report.get("host") or "")
+        if node not in allowed["names"]:
+            return f"node {node!r} is not in the job's allocation ({job.get('nodes') or '?'})"
+        if not _host_allowed(host, allowed["hosts"]):
+            return f"host {host!r} is not an address of the job's nodes ({', '.join(sorted(allowed['hosts']))})"
+        declared = set(state.get("declared") or self._declared(None))
+        low, high = int(self.options.get("PORT_LOW", 20000)), int(self.options.get("PORT_HIGH", 29999))
+        ports = report.get("ports") or {}
+        if not isinstance(ports, dict):
+            return "its ports are not a mapping"
+        for service, port in ports.items():
+            if service not in declared:
+                return f"service {service!r} was not declared (declared: {', '.join(sorted(declared))})"
+            if not isinstance(port, int) or isinstance(port, bool) or not low <= port <= high:
+                return f"port {port!r} of {service} is outside the job's range {low}-{high}"
+        return ""
+
+    def _allocation_hosts(self, job: dict) -> dict[str, set[str]]:
+        """The job's node names, every name and address Slurm has for them, and ``BIND`` when the
+        operator set a specific address there (the servers listen on it on every node)."""
+        names = set(hostlist_expand(str(job.get("nodes") or "")))
+        hosts = set(names)
+        bind = str(self.options.get("BIND") or "")
+        if bind and bind not in ("0.0.0.0", "::"):  # noqa: S104 (a wildcard names no host)
+            hosts.add(bind)  # where the operator said the servers listen
+        known = self._node_addresses()
+        for name in names:
+            hosts |= known.get(name, set())
+        return {"names": names, "hosts": hosts}
+
+    def _node_addresses(self) -> dict[str, set[str]]:
+        """Each node's ``NodeAddr`` and ``NodeHostname`` as Slurm has them (cached for a minute)."""
+        now = time.monotonic()
+        cached = getattr(self, "_addresses", None)
+        if cached is None or now - cached[0] > 60:
+            addresses = {}
+            for node in self.api.nodes():
+                name = str(node.get("name") or "")
+                addresses[name] = {str(node[k]) for k in ("address", "hostname") if node.get(k)}
+            cached = self._addresses = (now, addresses)
+        return cached[1]
+
+    # --- the console's verified copy of the head's report ----------------------------------------------
+
+    def _verified_path(self, key: str) -> Path:
+        return self.root / ".console" / f"{key}.json"
+
+    def _verified_write(self, key: str, report: dict) -> None:
+        folder = self.root / ".console"
+        folder.mkdir(exist_ok=True)
+        os.chmod(folder, 0o700)  # the console's alone: no tenant reads or writes it
+        report_write(self._verified_path(key), secret=self.report_secret(key), report=report)
+
+    def _verified_clear(self, key: str) -> None:
+        self._verified_path(key).unlink(missing_ok=True)
 
     @staticmethod
     def _placement(state: dict, reports: dict[int, dict] | None) -> dict:
@@ -881,15 +1117,16 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
     # --- entry points -----------------------------------------------------------------------------------
 
     def _head(self, key: str) -> dict | None:
-        """The verified report of the job running now (the proxy asks per request, without state)."""
-        try:
-            reports = [
-                report_read(path, secret=self.report_secret(key)) for path in [report_path(self._dir(key) / "run", 0)]
-            ]
-        except PermanentBackendError:
+        """The head's report as the console verified it at its last poll (the proxy asks per request,
+        without state); one that does not verify under the console's key is refused, and logged."""
+        path = self._verified_path(key)
+        if not path.exists():
             return None
-        head = reports[0]
-        if not head or head.get("key") != key or head.get("state") not in ("running", "degraded"):
+        head = report_read(path, secret=self.report_secret(key))
+        if head is None:
+            _refused(key, "?", f"{path} is not signed with the console's key")
+            return None
+        if head.get("key") != key or head.get("state") not in ("running", "degraded"):
             return None
         return head
 

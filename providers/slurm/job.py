@@ -8,17 +8,24 @@ backend) plus the instance's app when it has one, with ``CUDA_VISIBLE_DEVICES`` 
 the allocation. Every node then reports where it runs and which cards it got, and waits; on
 ``scancel`` (SIGTERM) it stops everything it started and exits, leaving the instance's directory.
 
-How the console learns where the servers listen: a *signed report* in the instance's directory,
-which lives on the filesystem the cluster shares with the console (it must: it is the instance's
-disk, which follows the instance from node to node). We chose a file over a POST to the console
-because compute nodes often cannot reach the console at all (private cluster networks, a console
-behind a firewall), while the shared filesystem is always there; and a file needs no inbound endpoint
-on the console to harden. A file on a shared filesystem can be written by others, though (a loose
-group permission, another tenant's job), and the report decides where the console's proxy sends the
-owner's requests, with their server tokens: so the report carries an HMAC-SHA256 under the instance's
-own secret (``run/report.key``, 0600, written by the console at submit; the console derives it from
-its own key and never reads it back), and names the job it belongs to. A forged, copied or stale
-report (another instance's, or a previous job's after a stop and start) does not verify and is ignored.
+How the console learns where the servers listen: a *report* in the instance's directory, which lives
+on the filesystem the cluster shares with the console (it must: it is the instance's disk, which
+follows the instance from node to node). We chose a file over a POST to the console because compute
+nodes often cannot reach the console at all (private cluster networks, a console behind a firewall),
+while the shared filesystem is always there; and a file needs no inbound endpoint on the console to
+harden.
+
+The threat model. This program runs as the tenant's own Unix user, in the same job as the tenant's
+code: whatever it knows, the tenant knows; whatever it writes, the tenant could have written. A key
+given to it would be the tenant's key (an earlier version signed reports with a ``report.key`` that
+the tenant could read, and so point the console's proxy at a cloud metadata address). So the job
+holds no key, and its report is a *claim*. The console (``SlurmBackend._refusal``) believes it only
+as far as it can check it against what the tenant does not control: the kernel (the file is owned by
+the tenant's user, so no other tenant put it there), Slurm (the node and host are of the job's
+allocation) and its own records (the ports are of the services the instance declared, within the
+job's port range). What passes, the console signs with a key derived from its own secret into a
+directory only it can read, for the proxy and the gateway; a forged claim, or a verified copy signed
+with any other key, is refused and logged as a security event.
 
 This module must not import Django: it runs on compute nodes with only the console's code and its
 Python environment on the shared filesystem.
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -48,7 +56,7 @@ import sys
 import time
 from pathlib import Path
 
-from providers.local.runtime.gpus import GpuDiscoveryError, GpuReading, gpu_read
+from providers.local.runtime.gpus import GpuDiscoveryError, GpuReading, GpuRegistry, gpu_read
 from providers.local.runtime.ports import PortRegistry
 from providers.local.runtime.supervisor import LocalRuntime
 
@@ -63,7 +71,7 @@ TERM_REPEAT_S = 1.0
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
-# --- The signed report (shared with the backend) ---------------------------------------------------
+# --- Reports: the job's claim, and the console's signed copy ------------------------------------------
 
 
 def sign(secret: str, body: str) -> str:
@@ -96,6 +104,21 @@ def report_path(run_dir: Path, rank: int) -> Path:
     return run_dir / f"slurm-report-{rank}.json"
 
 
+def claim_write(path: Path, report: dict) -> None:
+    """What the job says about itself (unsigned: it holds no key), atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def claim_read(path: Path) -> dict | None:
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
 # --- On the node ------------------------------------------------------------------------------------
 
 
@@ -115,6 +138,61 @@ def job_cards(readings: dict[int, GpuReading], gpus: list[str]) -> list[GpuReadi
     return []
 
 
+# --- The job's memory cgroup (Slurm's task/cgroup with ConstrainRAMSpace) -----------------------------
+
+CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
+
+
+def job_memory_cgroup(proc_cgroup: str, *, mount: Path = CGROUP_MEMORY) -> Path | None:
+    """The job's own memory cgroup (``…/job_<id>``, cgroup v1) from ``/proc/self/cgroup``'s text;
+    None when the job has none (task/cgroup off, or cgroup v2)."""
+    for line in proc_cgroup.splitlines():
+        _number, controllers, path = [*line.split(":", 2), "", ""][:3]
+        if "memory" not in controllers.split(","):
+            continue
+        parts = path.strip("/").split("/")
+        for depth, part in enumerate(parts):
+            if part.startswith("job_"):
+                return mount.joinpath(*parts[: depth + 1])
+    return None
+
+
+def oom_kills(cgroup: Path | None) -> int | None:
+    """How many processes the kernel's OOM killer has killed in the job's cgroup and every step's below
+    it (v1 counts a kill in the victim's own cgroup, ``oom_kill`` in ``memory.oom_control``); None
+    when unknown."""
+    if cgroup is None:
+        return None
+    total, found = 0, False
+    for folder, _dirs, files in os.walk(cgroup):
+        if "memory.oom_control" not in files:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            for line in (Path(folder) / "memory.oom_control").read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    total, found = total + int(value), True
+    return total if found else None
+
+
+def memory_limit_mib(cgroup: Path | None) -> int | None:
+    try:
+        return int((cgroup / "memory.limit_in_bytes").read_text()) // (1 << 20) if cgroup else None
+    except (OSError, ValueError):
+        return None
+
+
+class NodeRuntime(LocalRuntime):
+    """The local runtime as a tenant's job runs it: the job may write only its own instance's
+    directory (the instances' root is the console's, 0711), so the instance's lock lives there."""
+
+    @contextlib.contextmanager
+    def _lock(self, key: str):
+        with open(self.paths(key).run / ".runtime.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+
 class Job:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -124,7 +202,12 @@ class Job:
         self.restart = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
         self.node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         self.gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        self.runtime = LocalRuntime(
+        # The node's own indices of the job's cards (what the report names): with ConstrainDevices,
+        # Slurm numbers CUDA_VISIBLE_DEVICES from 0 within the job's device cgroup, and names the
+        # allocated cards in SLURM_STEP_GPUS.
+        physical = os.environ.get("SLURM_STEP_GPUS") or os.environ.get("SLURM_JOB_GPUS") or ""
+        self.node_gpus = [g for g in physical.split(",") if g] or self.gpus
+        self.runtime = NodeRuntime(
             root=args.root,
             services=[s for s in args.services.split(",") if s],
             port_low=args.port_low,
@@ -137,12 +220,20 @@ class Job:
             public_mounts=dict(item.split("=", 1) for item in args.public_mount),
         )
         # Ports are per host, not per instance root: every job on this host (several Slurm nodes may
-        # share one host, as in the test cluster) takes its ports from one registry on local disk.
+        # share one host, as in the test cluster) takes its ports from registries on local disk.
+        # Each tenant's job runs as its own user: one registry file per user in a sticky directory
+        # that every user may create files in (as /tmp), so no tenant writes another's records; the
+        # bind test before every allocation keeps two users' jobs off one port.
         ports_dir = Path(args.ports_dir)
-        ports_dir.mkdir(parents=True, exist_ok=True)
-        self.runtime.ports = PortRegistry(ports_dir / "ports.json", low=args.port_low, high=args.port_high)
+        with contextlib.suppress(FileExistsError):
+            ports_dir.mkdir(parents=True)
+            os.chmod(ports_dir, 0o1777)  # noqa: S103 (sticky, as /tmp: every tenant its own file)
+        self.runtime.ports = PortRegistry(
+            ports_dir / f"ports-{os.getuid()}.json", low=args.port_low, high=args.port_high
+        )
+        # Slurm allocates the cards; the runtime's own card registry is the job's alone.
+        self.runtime.gpus = GpuRegistry(ports_dir / f"gpus-{os.getuid()}.json")
         self.paths = self.runtime.paths(self.key)
-        self.secret = (self.paths.run / "report.key").read_text().strip()
         self.stopping = False
         self.terms: list[float] = []  # when each SIGTERM came (monotonic)
         self.repairs_seen = self._repair_requests()
@@ -151,6 +242,12 @@ class Job:
         self.gpu_at: float | None = None
         self._next_sample = 0.0
         self.checkpoints_seen = self._counter("slurm-checkpoint")
+        # Processes the kernel killed at the job's memory limit (--mem): the instance says so.
+        try:
+            self.memory_cgroup = job_memory_cgroup(Path("/proc/self/cgroup").read_text())
+        except OSError:
+            self.memory_cgroup = None
+        self.oom_seen = oom_kills(self.memory_cgroup) or 0
 
     # The advertised address: the bind address, or this node's name when it binds every interface.
     @property
@@ -207,8 +304,7 @@ class Job:
         reported: Slurm's job ids only grow. A previous run's report (this run has not written one
         yet) does not count."""
         try:
-            envelope = json.loads(report_path(self.paths.run, self.rank).read_text())
-            current = json.loads(envelope["body"])
+            current = json.loads(report_path(self.paths.run, self.rank).read_text())
             theirs = (int(current.get("job_id") or 0), int(current.get("restart") or 0))
             mine = (int(self.job_id or 0), self.restart)
         except (OSError, ValueError, KeyError, TypeError):
@@ -220,10 +316,9 @@ class Job:
 
     def report(self, state: str, *, ports: dict | None = None, detail: str = "") -> None:
         meta = self._meta()
-        report_write(
+        claim_write(
             report_path(self.paths.run, self.rank),
-            secret=self.secret,
-            report={
+            {
                 "v": REPORT_VERSION,
                 "key": self.key,
                 "job_id": self.job_id,
@@ -231,7 +326,7 @@ class Job:
                 "restart": self.restart,
                 "node": self.node,
                 "host": self.host,
-                "gpus": self.gpus,
+                "gpus": self.node_gpus,
                 "state": state,
                 "detail": detail,
                 "ports": ports or {},
@@ -288,6 +383,14 @@ class Job:
             + (f" ({s.detail.strip().splitlines()[-1][:160]})" if s.detail.strip() else "")
             for s in crashed
         ]
+        kills = oom_kills(self.memory_cgroup) or 0
+        if kills > self.oom_seen:
+            limit = memory_limit_mib(self.memory_cgroup)
+            details.insert(
+                0,
+                f"Out of memory: the kernel killed {kills - self.oom_seen} process(es) at the instance's memory limit"
+                + (f" ({limit} MiB)" if limit else ""),
+            )
         if details:
             return "degraded", "; ".join(details)
         overall = status.overall
@@ -313,6 +416,7 @@ class Job:
                 requests = self._repair_requests()
                 if requests != self.repairs_seen:  # the console asked for crashed servers to be restarted
                     self.repairs_seen = requests
+                    self.oom_seen = oom_kills(self.memory_cgroup) or 0  # the console has heard of those
                     ports = self.start_servers()
                 checkpoints = self._counter("slurm-checkpoint")
                 if checkpoints != self.checkpoints_seen:  # the console is about to preempt it

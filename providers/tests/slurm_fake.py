@@ -2,7 +2,7 @@
 
 It keeps a queue as squeue reports one (``job_state``, ``nodes``, ``node_count``, ``tres_per_node``)
 and plays the job's part on the shared filesystem: ``advance()`` runs every pending job on a node
-and writes each node's signed report, as ``providers.slurm.job`` does. Levers: ``crash(key)`` makes a
+and writes each node's report, as ``providers.slurm.job`` does. Levers: ``crash(key)`` makes a
 running job report a dead server (DEGRADED) until the console asks for a repair; ``down`` makes
 every call fail as an unreachable controller does.
 """
@@ -10,13 +10,35 @@ every call fail as an unreachable controller does.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from pathlib import Path
 
 from providers import TransientBackendError
-from providers.slurm.job import report_path, report_write
+from providers.slurm.job import claim_write, report_path
 
 ACTIVE = ("PENDING", "RUNNING")
+
+
+class FakeTenantAccounts:
+    """The host's users, as the backend sees them (``SlurmBackend.tenants``): every tenant exists, and
+    a directory handed over keeps its owner (a test need not run as root)."""
+
+    def __init__(self) -> None:
+        self.ensured: list = []
+        self.handed: dict[Path, object] = {}
+
+    def ensure(self, tenant) -> None:
+        self.ensured.append(tenant)
+
+    @staticmethod
+    def owns(path: Path, uid: int) -> bool:
+        """Files the fake's jobs write are the test's own user's: they count as the tenant's."""
+        return Path(path).stat().st_uid == os.getuid()
+
+    def hand_over(self, path: Path, tenant, *, mode: int = 0o700) -> None:
+        self.handed[Path(path)] = tenant
+        Path(path).chmod(mode)
 
 
 class FakeSlurm:
@@ -66,7 +88,7 @@ class FakeSlurm:
         self._reachable()
         return [dict(j) for j in self.queue]
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, *, user: str = "") -> None:
         self._reachable()
         for job in self.queue:
             if job["job_id"] == job_id and job["job_state"] in ACTIVE:
@@ -75,7 +97,14 @@ class FakeSlurm:
     def nodes(self) -> list[dict]:
         self._reachable()
         return [
-            {"name": n, "gres": f"gpu:h200:{self.cards}", "gres_used": "gpu:h200:0", "state": "idle"}
+            {
+                "name": n,
+                "address": "127.0.0.1",  # every fake node is this host, as on the test cluster
+                "hostname": "localhost",
+                "gres": f"gpu:h200:{self.cards}",
+                "gres_used": "gpu:h200:0",
+                "state": "idle",
+            }
             for n in self.node_names
         ]
 
@@ -95,13 +124,11 @@ class FakeSlurm:
             if repair != self.repairs_seen.get(key, ""):  # the console asked for a repair: done
                 self.repairs_seen[key] = repair
                 self.crashed.discard(key)
-            secret = (run / "report.key").read_text().strip()
             for rank, node in enumerate(job["nodes"].split(",")):
                 crashed = rank == 0 and key in self.crashed
-                report_write(
+                claim_write(
                     report_path(run, rank),
-                    secret=secret,
-                    report={
+                    {
                         "v": 1,
                         "key": key,
                         "job_id": str(job["job_id"]),

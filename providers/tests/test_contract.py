@@ -43,6 +43,7 @@ from providers import (
     TransientBackendError,
     VolumesCapability,
 )
+from providers.base import Tenant
 
 PROVIDERS = ("simulated", "local", "slurm-fake", pytest.param("slurm", marks=pytest.mark.slurm), "kubernetes")
 # The simulated cloud lives in the database; the others do not mind the test's transaction.
@@ -174,7 +175,7 @@ def _local(request) -> World:
 
 def _slurm_fake(request) -> World:
     from providers.slurm.backend import SlurmBackend
-    from providers.tests.slurm_fake import FakeSlurm
+    from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
     root = request.getfixturevalue("tmp_path") / "slurm"
     backend = SlurmBackend(
@@ -184,6 +185,7 @@ def _slurm_fake(request) -> World:
     )
     slurm = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))
     backend.api = slurm  # the one seam: the transport to slurmrestd or the command-line tools
+    backend.tenants = FakeTenantAccounts()  # and the host's users (no root needed)
 
     def unreachable() -> ProvisioningBackend:
         slurm.down = True
@@ -194,7 +196,7 @@ def _slurm_fake(request) -> World:
 
     return World(
         backend=backend,
-        spec_fields={"node": "gpu01", "gpu_model": "h200"},
+        spec_fields={"node": "gpu01", "gpu_model": "h200", "tenant": Tenant("gpuc-t9001", 79001, 1 << 30, 65536)},
         peer="gpu02",
         advance=slurm.advance,
         unreachable=unreachable,
@@ -203,16 +205,16 @@ def _slurm_fake(request) -> World:
 
 
 def _slurm(request) -> World:
-    from instances.tests.slurm_helpers import cluster_or_skip, slurm_backends
+    from instances.tests.slurm_helpers import cluster_or_skip, scratch, slurm_backends, tenant
     from providers.slurm.backend import SlurmBackend
 
     cluster = cluster_or_skip()
     request.addfinalizer(cluster.cancel_test_jobs)
-    root = request.getfixturevalue("tmp_path") / "instances"
+    root = scratch(request) / "instances"
     options = slurm_backends(root, services=())["slurm"]["OPTIONS"]
     return World(
         backend=SlurmBackend(alias="slurm", options=options),
-        spec_fields={"node": "gpu01", "gpu_model": "h200"},
+        spec_fields={"node": "gpu01", "gpu_model": "h200", "tenant": tenant(9001)},
         peer="gpu02",
         advance=lambda: time.sleep(0.2),
         timeout=60.0,

@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from providers import InstanceSpec, PermanentBackendError
+from providers.base import Tenant
 from providers.slurm.backend import SlurmBackend, SlurmCli
+from providers.tests.slurm_fake import FakeTenantAccounts
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000003"
+TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
 FABRIC = {
     "TOPOLOGY_SWITCHES": 1,
     "SWITCHES_WAIT": "10:00",
@@ -38,11 +41,12 @@ class FakeCli(SlurmCli):
 def _backend(tmp_path, **options) -> tuple[SlurmBackend, FakeCli]:
     backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], **options})
     backend.api = cli = FakeCli()
+    backend.tenants = FakeTenantAccounts()
     return backend, cli
 
 
 def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=20, **kwargs)
+    return InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=20, tenant=TENANT, **kwargs)
 
 
 def test_a_cluster_asks_for_one_switch_and_its_ranks_get_the_nccl_environment(tmp_path):

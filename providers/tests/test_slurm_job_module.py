@@ -33,10 +33,12 @@ def test_the_job_program_runs_under_its_name_and_its_old_one():
 
 
 def test_the_backend_submits_the_new_name(tmp_path):
+    from providers.base import Tenant
     from providers.slurm.backend import SlurmBackend
 
     backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": []})
-    script = backend._script("6f1c2a9b-03de-4f00-9000-000000000001")
+    tenant = Tenant(name="gpuc-t7", uid=70007, uid_base=1 << 24, uid_count=65536)
+    script = backend._script("6f1c2a9b-03de-4f00-9000-000000000001", tenant=tenant)
     assert " -m providers.slurm.job " in script
 
 
@@ -59,3 +61,24 @@ def test_a_preempted_step_ends_at_slurms_second_sigterm_not_at_sruns_echo_of_the
     clock["now"] += 5.0
     step._on_term(15, None)  # the grace period is over: Slurm requeues the job
     assert step._killed()
+
+
+def test_the_job_counts_the_kernels_oom_kills_in_its_cgroup_and_every_step_below_it(tmp_path):
+    """Slurm's task/cgroup (v1) puts the job in ``slurm_<node>/uid_<uid>/job_<id>/step_<n>/task_<i>``;
+    the kernel counts a kill in the victim's own cgroup, so the job sums its whole subtree."""
+    from providers.slurm.job import job_memory_cgroup, memory_limit_mib, oom_kills
+
+    proc = (
+        "5:devices:/slurm_gpu01/uid_79001/job_31/step_0/task_0\n4:memory:/slurm_gpu01/uid_79001/job_31/step_0/task_0\n"
+    )
+    job = job_memory_cgroup(proc, mount=tmp_path)
+    assert job == tmp_path / "slurm_gpu01/uid_79001/job_31"
+    assert job_memory_cgroup("4:memory:/\n0::/\n", mount=tmp_path) is None  # no task/cgroup
+    assert oom_kills(job) is None  # nothing to read: unknown, not zero
+    for step, kills in (("step_0/task_0", 1), ("step_batch/task_0", 2)):
+        (job / step).mkdir(parents=True)
+        (job / step / "memory.oom_control").write_text(f"oom_kill_disable 0\nunder_oom 0\noom_kill {kills}\n")
+    (job / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+    (job / "memory.limit_in_bytes").write_text(str(1 << 30))
+    assert oom_kills(job) == 3
+    assert memory_limit_mib(job) == 1024

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from providers import InstanceSpec, Observed
+from providers.base import Tenant
 from providers.slurm.backend import SlurmBackend, SlurmCli
+from providers.tests.slurm_fake import FakeTenantAccounts
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000002"
+TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
 
 
 class FakeCli(SlurmCli):
@@ -28,11 +31,12 @@ class FakeCli(SlurmCli):
 def _backend(tmp_path) -> tuple[SlurmBackend, FakeCli]:
     backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], "PARTITION": "gpu"})
     backend.api = cli = FakeCli()
+    backend.tenants = FakeTenantAccounts()
     return backend, cli
 
 
 def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=20, **kwargs)
+    return InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=20, tenant=TENANT, **kwargs)
 
 
 def test_interruptible_machines_are_requeueable_spot_jobs_and_on_demand_ones_are_not(tmp_path):
