@@ -868,7 +868,10 @@ INSTANCES_DISK_PRICE_FEN_PER_GB_DAY = int(os.environ.get("INSTANCES_DISK_PRICE_F
 INSTANCES_POLL_INTERVAL_S = 2  # how soon a worker looks again at a booting machine
 INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
 INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up
-INSTANCES_RECONCILE_INTERVAL_S = 30
+# The reconciler's period (beat): it reads node health from the providers on each pass, so a node's
+# failure is seen, and its instances restarted elsewhere, within about this long after the provider
+# marks the node down (a Slurm node failure to Running elsewhere: under 60 s, README "Node failure").
+INSTANCES_RECONCILE_INTERVAL_S = 10
 # Seconds an interruptible instance gets between its preemption and power-off: its checkpoint's time.
 INSTANCES_PREEMPTION_GRACE_S = int(os.environ.get("INSTANCES_PREEMPTION_GRACE_S", "30"))
 # A service credit per interruption: when a running instance's node fails and the console restarts it
@@ -900,7 +903,10 @@ INSTANCES_SPEND_GUARD = ""
 INSTANCES_DETAIL_PANELS: tuple[str, ...] = ()
 CELERY_BEAT_SCHEDULE.update(
     {
-        "instances-reconcile": {"task": "instances.tasks.instances_reconcile_task", "schedule": 30.0},
+        "instances-reconcile": {
+            "task": "instances.tasks.instances_reconcile_task",
+            "schedule": float(INSTANCES_RECONCILE_INTERVAL_S),
+        },
         "instances-auto-stop": {"task": "instances.tasks.instances_auto_stop_task", "schedule": 30.0},
         "instances-quota-expire": {"task": "instances.tasks.quota_grants_expire_task", "schedule": 300.0},
         # Reserved capacity whose window ended (placement already ignores it): marked expired.

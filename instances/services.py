@@ -1081,6 +1081,24 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
     return True
 
 
+def _instance_fenced_record(*, instance: Instance, fenced) -> None:
+    """Put on the timeline, once each, the runs the provider fenced off: a run left on a node declared
+    dead that stopped itself when the instance ran elsewhere (never two runs on one disk)."""
+    for node, at in fenced:
+        reason = stored(
+            gettext_noop("The run left on node %(node)s was stopped: the instance runs on another node"), node=node
+        )
+        when = datetime.fromtimestamp(at, tz=timezone.get_current_timezone())
+        if InstanceEvent.objects.filter(
+            instance_id=instance.pk, kind=InstanceEvent.Kind.NODE, reason=reason, created_at=when
+        ).exists():
+            continue
+        instance_events_write(
+            moves=[(instance.pk, instance.status, instance.status, reason)], at=when, kind=InstanceEvent.Kind.NODE
+        )
+        logger.warning("instance %s: its run left on node %s was stopped", instance.pk, node)
+
+
 def _instance_observe(*, instance: Instance, observation) -> None:
     """Record what a poll taught us without changing the status: the provider's new state (where a
     queued job landed, so the page shows its node and cards) and, while the instance waits, why
@@ -1097,6 +1115,7 @@ def _instance_observe(*, instance: Instance, observation) -> None:
         changes["status_reason"] = observation.detail[:255]
     # The launch timeline: when each boot stage was first seen, and the image pull's progress.
     changes.update(boot_changes(instance=instance, observation=observation))
+    _instance_fenced_record(instance=instance, fenced=observation.fenced)
     if not changes:
         return
     past_pull = "boot_stages" in changes and any(

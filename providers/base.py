@@ -176,6 +176,10 @@ class Observation:
     # and time left.
     pull_bytes_done: int = 0
     pull_bytes_total: int = 0
+    # Runs of the machine the provider fenced off: a run left on a node declared dead (its processes
+    # outlived the node's agent) that stopped itself once a newer run held the disk, as
+    # ``(node, when: a Unix time)``. The console puts each on the instance's timeline once.
+    fenced: tuple[tuple[str, float], ...] = ()
 
 
 # The stages of a container boot, in order: waiting for a place, on a node, the image pulled (or found

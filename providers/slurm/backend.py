@@ -565,8 +565,10 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         # No key in the tenant's reach: the job's reports are claims the console checks (``_verify``).
         (run / "report.key").unlink(missing_ok=True)  # what an older console left there
         self._verified_clear(key)
-        for old in run.glob("slurm-report-*.json"):
-            old.unlink(missing_ok=True)  # a previous job's reports: the new job writes its own
+        for old in [*run.glob("slurm-report-*.json"), *run.glob("slurm-run-*.json")]:
+            # A previous job's reports, and its claim on the disk: the new job writes its own (a run
+            # left on a dead node stops when the new job claims the disk: ``providers.slurm.job``).
+            old.unlink(missing_ok=True)
 
     def _nccl_env(self) -> dict[str, str]:
         """``NCCL_ENV``, checked: names as a shell variable's, values as strings (quoted when exported)."""
@@ -728,6 +730,10 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         if existing is not None and job_state(existing) != "COMPLETING":
             job_id = int(existing["job_id"])
             if job_id == state.get("job_id") and not state.get("stopped"):
+                restarts = int(existing.get("restart_cnt") or 0)
+                if restarts > int(state.get("restarts") or 0):
+                    # Slurm requeued it after its node failed: that new run is the restart.
+                    return {**state, "restarts": restarts}
                 self._repair_request(key)  # it runs: the job restarts its crashed servers in place
                 return state
             return {**state, "job_id": job_id, "stopped": False}  # a job a previous attempt submitted
@@ -859,6 +865,15 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 detail="Preempted by Slurm for on-demand work: checkpointing, then requeued",
                 backend_state=self._placement(state, None),
             )
+        if restarts > int(state.get("restarts") or 0) and not state.get("interruptible"):
+            # An on-demand job is never preempted: Slurm requeued it because its node failed. The
+            # machine on that node is gone; the console restarts the instance (the requeued job is
+            # its new run, which ``start`` adopts), so the instance says so instead of "preempted".
+            return Observation(
+                Observed.GONE,
+                detail=f"Node {state.get('node') or job.get('nodes') or '?'} failed; restarting on another node",
+                backend_state=self._placement(state, None),
+            )
         if status == "PENDING" and restarts > int(state.get("restarts") or 0):
             # Requeued (preempted, or its node failed): the same job waits to run again.
             reason = str(job.get("state_reason") or "None")
@@ -896,7 +911,27 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             return Observation(
                 Observed.PENDING, detail=f"Starting: {len(reports)} of {expected} nodes ready", backend_state=new_state
             )
-        return Observation(Observed.RUNNING, backend_state={**new_state, "restarts": restarts})
+        return Observation(
+            Observed.RUNNING, backend_state={**new_state, "restarts": restarts}, fenced=self._fenced(key, state)
+        )
+
+    def _fenced(self, key: str, state: dict) -> tuple[tuple[str, float], ...]:
+        """The previous runs that stopped themselves because a newer run held the disk (the job's
+        ``slurm-fenced-*.json``): a tenant's claim, believed only when the tenant's user wrote it, and
+        only as a node name and a time on its own instance's timeline."""
+        uid = (state.get("tenant") or {}).get("uid")
+        found = []
+        for path in sorted((self._dir(key) / "run").glob("slurm-fenced-*.json")):
+            if uid is not None and not self.tenants.owns(path, int(uid)):
+                continue
+            try:
+                record = json.loads(path.read_text())
+                node, at = str(record["node"]), float(record["at"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if re.fullmatch(r"[A-Za-z0-9._-]{1,64}", node) and abs(time.time() - at) < 86400:
+                found.append((node, at))
+        return tuple(found)
 
     def _job(self, key: str, state: dict, jobs: list[dict]) -> dict | None:
         job_id = state.get("job_id")

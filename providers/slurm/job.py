@@ -68,6 +68,8 @@ CHECKPOINT_TIMEOUT_S = 600
 PREEMPT_WAIT_S = 900
 # A SIGTERM this long after the first is Slurm's next one, not the first one forwarded again by srun.
 TERM_REPEAT_S = 1.0
+# How long a new run waits for the run it superseded (left on a node declared dead) to say it stopped.
+FENCE_WAIT_S = 3.0
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -311,6 +313,65 @@ class Job:
             return False
         return theirs > mine
 
+    # --- fencing: one run of an instance at a time on its disk -------------------------------------------
+
+    def _run_path(self) -> Path:
+        return self.paths.run / f"slurm-run-{self.rank}.json"
+
+    def _current_run(self) -> tuple[int, int]:
+        """The run that last claimed this instance's disk (``slurm-run-<rank>.json``): (job id, restart)."""
+        try:
+            current = json.loads(self._run_path().read_text())
+            return int(current.get("job_id") or 0), int(current.get("restart") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0, 0
+
+    def _mine(self) -> tuple[int, int]:
+        return int(self.job_id or 0), self.restart
+
+    def claim(self) -> bool:
+        """Claim the disk for this run (a later job, or a later run of a requeued one: Slurm's job ids
+        and restart counts only grow); False when a later run already holds it."""
+        previous = self._current_run()
+        if previous > self._mine():
+            return False
+        path = self._run_path()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(
+            json.dumps({"job_id": self.job_id, "restart": self.restart, "node": self.node, "at": time.time()})
+        )
+        os.replace(tmp, path)
+        if previous != (0, 0) and previous != self._mine():
+            # A run left on a node declared dead may still be up: it stops within moments of this
+            # claim (``fence``) where its node lives; a node really gone says nothing, hence the bound.
+            fenced = self.paths.run / f"slurm-fenced-{previous[0]}-{previous[1]}-{self.rank}.json"
+            deadline = time.monotonic() + FENCE_WAIT_S
+            while not fenced.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if self.rank == 0:
+                # Its servers' records name processes of that run, on its node: never this run's.
+                for pidfile in self.paths.run.glob("*.pid"):
+                    pidfile.unlink(missing_ok=True)
+        return True
+
+    def fenced(self) -> bool:
+        """Whether a later run claimed the disk: this run outlived its node (slurmd died, its processes
+        did not) and the instance runs elsewhere now."""
+        return self._current_run() > self._mine()
+
+    def fence(self) -> None:
+        """Stop everything this run started (its cgroup's processes and its descendants: never the new
+        run's, whose servers share the disk's runtime files) and record it for the console."""
+        own = os.getpid()
+        for pid in sorted(_own_processes(own), reverse=True):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        record = {"job_id": self.job_id, "restart": self.restart, "node": self.node, "at": time.time()}
+        record["superseded_by"] = list(self._current_run())
+        path = self.paths.run / f"slurm-fenced-{self.job_id}-{self.restart}-{self.rank}.json"
+        with contextlib.suppress(OSError):
+            path.write_text(json.dumps(record))
+
     def _interruptible(self) -> bool:
         return bool(self._meta().get("interruptible"))
 
@@ -399,10 +460,15 @@ class Job:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
+        if not self.claim():
+            return 0  # a later run of the instance holds its disk: this one never starts
         if self.rank != 0:
             # A worker node of a cluster: it reports its node and cards and holds the allocation.
             self.report("running")
             while not self.stopping:
+                if self.fenced():
+                    self.fence()
+                    return 0
                 if self.sample_gpus():
                     self.report("running")
                 time.sleep(0.2)
@@ -413,6 +479,11 @@ class Job:
             ports = self.start_servers()
             last = None
             while not self.stopping:
+                if self.fenced():
+                    # A later run claimed the disk (this run's node was declared dead): stop at once,
+                    # touching neither the new run's servers nor its reports.
+                    self.fence()
+                    return 0
                 requests = self._repair_requests()
                 if requests != self.repairs_seen:  # the console asked for crashed servers to be restarted
                     self.repairs_seen = requests
@@ -434,7 +505,7 @@ class Job:
             # A run that outlived its node (slurmd died; the processes did not) while the console or
             # Slurm started the instance again elsewhere: the servers and reports are the new run's
             # now. It leaves them alone.
-            superseded = self._superseded()
+            superseded = self._superseded() or self.fenced()
             if not superseded:
                 self._wind_down(ports)
         if superseded:
@@ -471,6 +542,44 @@ class Job:
         scancel) at its end. ``srun`` forwards the signal it gets to the step as well, so one signal
         from Slurm may arrive twice within moments; a second one counts only a second or more later."""
         return len(self.terms) >= 2 and self.terms[-1] - self.terms[0] >= TERM_REPEAT_S
+
+
+def _own_processes(own: int) -> set[int]:
+    """This run's other processes: those in its job step's cgroup (Slurm's proctrack/cgroup puts every
+    process the step starts there, daemons included), and its descendants by parent (no cgroup)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _n, controllers, path = line.split(":", 2)
+            if path in ("", "/") or "job_" not in path:
+                continue
+            base = Path("/sys/fs/cgroup")
+            names = [c for c in controllers.split(",") if c] or [""]
+            for name in names:
+                procs = (
+                    (base / name / path.lstrip("/") / "cgroup.procs")
+                    if name
+                    else base / path.lstrip("/") / "cgroup.procs"
+                )
+                with contextlib.suppress(OSError, ValueError):
+                    found |= {int(p) for p in procs.read_text().split()}
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    frontier = {own}
+    while frontier:
+        children = {pid for pid, parent in parents.items() if parent in frontier and pid not in found}
+        found |= children
+        frontier = children
+    uid = os.getuid()
+    mine = set()
+    for pid in found - {own}:
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                mine.add(pid)
+    return mine
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
