@@ -1,10 +1,11 @@
 """Node failure on the real Slurm cluster: seconds from a node's slurmd killed (SIGKILL) under a running
-instance to that instance Running on another node, same ID and disk. Goal: at most 90 s.
+instance to that instance Running on another node, same ID and disk, with the reconciler on its shipped
+beat period. Goal: at most 60 s.
 
     .venv/bin/python bench/node_failure.py [--runs 3]
 
 Each run is `instances/tests/test_slurm_node_failure.py` (the same scenario the suite checks for
-correctness, with a deadline far above the goal so a busy machine does not fail it), which writes the
+correctness, asserting the goal), which writes the
 time it measured to ``NODE_FAILURE_REPORT``. Needs the cluster `make slurm` starts, and PostgreSQL as
 `make test` has it. Prints each run, then one JSON line whose keys carry their units.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST = "instances/tests/test_slurm_node_failure.py"
-GOAL_S = 90.0
+GOAL_S = 60.0
 
 
 def one_run() -> float:

@@ -82,3 +82,48 @@ def test_the_job_counts_the_kernels_oom_kills_in_its_cgroup_and_every_step_below
     (job / "memory.limit_in_bytes").write_text(str(1 << 30))
     assert oom_kills(job) == 3
     assert memory_limit_mib(job) == 1024
+
+
+def _run_of(job_module, run_dir: Path, *, job_id: str, restart: int, node: str):
+    from types import SimpleNamespace
+
+    step = object.__new__(job_module.Job)
+    step.paths = SimpleNamespace(run=run_dir)
+    step.rank, step.job_id, step.restart, step.node = 0, job_id, restart, node
+    return step
+
+
+def test_a_run_left_on_a_dead_node_is_fenced_once_a_later_run_claims_the_disk(tmp_path, monkeypatch):
+    """Slurm requeued the job (same id, restart 1) on gpu02 while the first run's processes still ran on
+    gpu01 (its slurmd died, they did not): the new run claims the disk and forgets the old servers'
+    records; the old one sees the claim and stops, and a late start of the old run never begins."""
+    from providers.slurm import job as job_module
+
+    monkeypatch.setattr(job_module, "FENCE_WAIT_S", 0.0)
+    old = _run_of(job_module, tmp_path, job_id="42", restart=0, node="gpu01")
+    assert old.claim() and not old.fenced()
+    (tmp_path / "lab.pid").write_text('{"pid": 1, "create_time": 0}')  # the old run's server, on gpu01
+
+    new = _run_of(job_module, tmp_path, job_id="42", restart=1, node="gpu02")
+    assert new.claim() and not new.fenced()
+    assert old.fenced()
+    assert not (tmp_path / "lab.pid").exists()
+    assert not old.claim()  # a run that starts only now, superseded already, never starts
+    later_job = _run_of(job_module, tmp_path, job_id="57", restart=0, node="gpu03")
+    assert later_job.claim() and new.fenced()
+
+
+def test_a_fenced_run_stops_its_own_processes_and_records_it(tmp_path):
+    code = (
+        "import subprocess, sys, json; from pathlib import Path; from types import SimpleNamespace\n"
+        "from providers.slurm import job\n"
+        "step = object.__new__(job.Job); step.paths = SimpleNamespace(run=Path(sys.argv[1]))\n"
+        "step.rank, step.job_id, step.restart, step.node = 0, '42', 0, 'gpu01'\n"
+        "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        "step.fence(); print(child.wait(timeout=10))\n"
+    )
+    result = python("-c", code, str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "-9"  # its server (another session) was killed with it
+    record = (tmp_path / "slurm-fenced-42-0-0.json").read_text()
+    assert '"node": "gpu01"' in record

@@ -76,6 +76,27 @@ def test_a_job_in_its_grace_period_or_requeued_reads_as_preempted_and_a_first_qu
     assert backend.poll(key=KEY, state=state).state == Observed.PENDING
 
 
+def test_an_on_demand_job_requeued_after_its_node_failed_reads_as_the_node_lost_never_preempted(tmp_path):
+    backend, cli = _backend(tmp_path)
+    state = {**backend.create(key=KEY, spec=_spec()), "node": "gpu01"}
+    submitted = len([c for c in cli.calls if c[0] == "sbatch"])
+    job = {"job_id": 42, "name": f"console-{KEY}", "partition": "gpu", "nodes": "gpu02", "node_count": 1}
+
+    for slurm_state in ("PENDING", "RUNNING"):  # requeued (slurmrestd's jobs are), waiting or already running
+        cli.queue = [{**job, "job_state": slurm_state, "restart_cnt": 1, "state_reason": "BeginTime"}]
+        seen = backend.poll(key=KEY, state=state)
+        assert seen.state == Observed.GONE, slurm_state
+        assert seen.detail == "Node gpu01 failed; restarting on another node"
+
+    # The console's restart adopts Slurm's requeued run of the same job: no second job.
+    started = backend.start(key=KEY, state=state, node="gpu03")
+    assert started["job_id"] == 42 and started["restarts"] == 1
+    assert len([c for c in cli.calls if c[0] == "sbatch"]) == submitted
+    cli.queue = [{**job, "job_state": "PENDING", "restart_cnt": 1, "state_reason": "BeginTime"}]
+    seen = backend.poll(key=KEY, state=started)
+    assert seen.state == Observed.PENDING and "reempt" not in seen.detail
+
+
 def test_slurm_disks_follow_node_loss_and_slurm_requeues_preempted_machines_itself(tmp_path):
     backend, _cli = _backend(tmp_path)
     assert backend.disk_follows_node_loss is True and backend.requeues_preempted is True
