@@ -565,9 +565,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
         # No key in the tenant's reach: the job's reports are claims the console checks (``_verify``).
         (run / "report.key").unlink(missing_ok=True)  # what an older console left there
         self._verified_clear(key)
-        for old in [*run.glob("slurm-report-*.json"), *run.glob("slurm-run-*.json")]:
-            # A previous job's reports, and its claim on the disk: the new job writes its own (a run
-            # left on a dead node stops when the new job claims the disk: ``providers.slurm.job``).
+        for old in run.glob("slurm-report-*.json"):
+            # A previous job's reports: the new job writes its own. Its claim on the disk stays: a run
+            # left on a dead node stops when the new job claims the disk (``providers.slurm.job``).
             old.unlink(missing_ok=True)
 
     def _nccl_env(self) -> dict[str, str]:

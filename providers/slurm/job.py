@@ -318,12 +318,20 @@ class Job:
     def _run_path(self) -> Path:
         return self.paths.run / f"slurm-run-{self.rank}.json"
 
-    def _current_run(self) -> tuple[int, int]:
-        """The run that last claimed this instance's disk (``slurm-run-<rank>.json``): (job id, restart)."""
+    def _claimed(self) -> dict:
+        """The last claim on this instance's disk (``slurm-run-<rank>.json``)."""
         try:
             current = json.loads(self._run_path().read_text())
+        except (OSError, ValueError):
+            return {}
+        return current if isinstance(current, dict) else {}
+
+    def _current_run(self) -> tuple[int, int]:
+        """The run that last claimed this instance's disk: (job id, restart)."""
+        current = self._claimed()
+        try:
             return int(current.get("job_id") or 0), int(current.get("restart") or 0)
-        except (OSError, ValueError, TypeError, AttributeError):
+        except (ValueError, TypeError):
             return 0, 0
 
     def _mine(self) -> tuple[int, int]:
@@ -331,17 +339,13 @@ class Job:
 
     def claim(self) -> bool:
         """Claim the disk for this run (a later job, or a later run of a requeued one: Slurm's job ids
-        and restart counts only grow); False when a later run already holds it."""
+        and restart counts only grow); False when a later run holds it and has not ended."""
+        ended = bool(self._claimed().get("ended"))
         previous = self._current_run()
-        if previous > self._mine():
+        if previous > self._mine() and not ended:
             return False
-        path = self._run_path()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(
-            json.dumps({"job_id": self.job_id, "restart": self.restart, "node": self.node, "at": time.time()})
-        )
-        os.replace(tmp, path)
-        if previous != (0, 0) and previous != self._mine():
+        self._claim_write(ended=False)
+        if previous != (0, 0) and previous != self._mine() and not ended:
             # A run left on a node declared dead may still be up: it stops within moments of this
             # claim (``fence``) where its node lives; a node really gone says nothing, hence the bound.
             fenced = self.paths.run / f"slurm-fenced-{previous[0]}-{previous[1]}-{self.rank}.json"
@@ -353,6 +357,19 @@ class Job:
                 for pidfile in self.paths.run.glob("*.pid"):
                     pidfile.unlink(missing_ok=True)
         return True
+
+    def _claim_write(self, *, ended: bool) -> None:
+        path = self._run_path()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        claim = {"job_id": self.job_id, "restart": self.restart, "node": self.node, "at": time.time()}
+        tmp.write_text(json.dumps({**claim, "ended": ended}))
+        os.replace(tmp, path)
+
+    def release(self) -> None:
+        """This run ended by itself (stopped, preempted): the next run need not wait for it."""
+        if self._current_run() == self._mine():
+            with contextlib.suppress(OSError):
+                self._claim_write(ended=True)
 
     def fenced(self) -> bool:
         """Whether a later run claimed the disk: this run outlived its node (slurmd died, its processes
@@ -473,6 +490,7 @@ class Job:
                     self.report("running")
                 time.sleep(0.2)
             self.report("stopped")
+            self.release()
             return 0
         ports: dict = {}
         try:
@@ -511,6 +529,7 @@ class Job:
         if superseded:
             return 0
         self.report("stopped")
+        self.release()
         if self._interruptible():
             # Exiting by itself would end the job COMPLETED and Slurm would not requeue it: wait for
             # the end of the grace period. There Slurm requeues the job and sends SIGTERM again (then,

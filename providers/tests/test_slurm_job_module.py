@@ -112,6 +112,11 @@ def test_a_run_left_on_a_dead_node_is_fenced_once_a_later_run_claims_the_disk(tm
     later_job = _run_of(job_module, tmp_path, job_id="57", restart=0, node="gpu03")
     assert later_job.claim() and new.fenced()
 
+    # A run that ended by itself (stopped) holds nothing: a cluster whose job ids began again (its
+    # state wiped) still starts the instance.
+    later_job.release()
+    assert _run_of(job_module, tmp_path, job_id="3", restart=0, node="gpu01").claim()
+
 
 def test_a_fenced_run_stops_its_own_processes_and_records_it(tmp_path):
     code = (
