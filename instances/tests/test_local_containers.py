@@ -319,3 +319,91 @@ def test_a_launch_runs_the_image_its_pinned_digest_names_pulled_from_the_registr
     pinned = f"{registry}/console/minimal-alt@{digest}"
     assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned
     assert "Console minimal-alt" in _exec(backend, instance.key, "cat /etc/os-release").stdout
+
+
+def test_a_port_declared_after_launch_answers_its_owner_and_a_share_link_without_being_published(
+    in_containers, rich_alice, charlie
+):
+    from ports.services import port_declare, share_create
+
+    backend = in_containers(services=("lab",))
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    name = backend.runtime.container_name(instance.key)
+    published = backend.runtime.podman.run("port", name).stdout
+    port = 9123  # the container's own: its network namespace is its own
+    # What a notebook cell does: a server on every interface of the machine, started after launch.
+    started = backend.runtime.podman.run(
+        "exec", "-d", "--user", "1000", "--workdir", "/home/user", name, "sh", "-c",
+        "mkdir -p site && echo '<h1>Made in a cell</h1>' > site/index.html"
+        f" && exec python3 -m http.server {port} --directory site",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    declared = port_declare(instance=instance, port=port)
+    share = share_create(port=declared, actor=rich_alice)
+
+    with asgi_server() as base_url:
+        url = f"{base_url}/i/{instance.pk}/p{port}/"
+        owner = {"sessionid": session_cookie(rich_alice)["sessionid"]}
+
+        def answers():
+            return httpx.get(url, cookies=owner, timeout=10).status_code == 200
+
+        wait_until(answers, timeout=30, what="the owner's server to answer through the proxy")
+        assert "Made in a cell" in httpx.get(url, cookies=owner, timeout=10).text
+        stranger = {"sessionid": session_cookie(charlie)["sessionid"]}
+        assert httpx.get(url, cookies=stranger, timeout=10).status_code == 404
+        shared = httpx.get(f"{base_url}{share.url}", timeout=10)  # anyone with the link, signed out
+        assert shared.status_code == 200 and "Made in a cell" in shared.text
+    # Served on the container's own address: nothing was published for it, before or after.
+    assert backend.runtime.podman.run("port", name).stdout == published
+    assert str(port) not in published
+
+
+def test_a_one_click_app_runs_in_the_instances_container_and_answers_its_owner_and_key(
+    in_containers, rich_alice, charlie, settings
+):
+    from apps_marketplace.models import App
+    from apps_marketplace.services import deployment_create
+    from instances.models import GpuModel, Region
+
+    backend = in_containers(services=("lab",))
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    # A server the image has (Python's), serving the image's /etc: the page shows which image it runs in.
+    app = App.objects.create(
+        slug="etc-browser",
+        name="Etc browser",
+        tagline="Serves /etc",
+        description="Python's file server.",
+        category="notebook-tools",
+        engine="test",
+        image="example/etc:1",
+        image_size_bytes=1,
+        command_template="python3 -m http.server {port} --bind {host} --directory /etc",
+        port=7860,
+        gpu_required=False,
+    )
+    with committed():
+        deployment, key = deployment_create(
+            user=rich_alice,
+            app=app,
+            model=None,
+            parameters={},
+            gpu_model=GpuModel.objects.get(slug="h200"),
+            gpu_count=1,
+            region=Region.objects.get(slug="local"),
+        )
+    instance = wait_running(deployment.instance, timeout=BOOT_S)
+
+    with asgi_server() as base_url:
+        page = f"{base_url}/i/{instance.pk}/app/console-image"
+        owner = httpx.get(page, cookies=session_cookie(rich_alice), timeout=10)
+        assert owner.status_code == 200 and owner.text.strip() == "minimal-alt"  # the deployment's base image
+        by_key = httpx.get(page, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert by_key.status_code == 200
+        assert httpx.get(page, cookies=session_cookie(charlie), timeout=10).status_code == 404
+        assert httpx.get(page, timeout=10).status_code == 404
+    # It runs as the machine's user inside the container, not on this host.
+    top = backend.runtime.podman.run("top", backend.runtime.container_name(instance.key), "user", "args").stdout
+    assert any(line.split()[0] == "user" and "http.server 7860" in line for line in top.splitlines()), top

@@ -338,6 +338,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         if meta is None:
             return EntryPoints()
         ports = self.runtime.ports.get(key)
+        if self.containers:  # the app listens on the container's own address: no published port
+            ports = {**ports, **{s: 0 for s in self.runtime.servers_of(meta) if s in (APP, WEBUI)}}
         return EntryPoints(
             web=tuple(service for service in (LAB, CODE, APP, WEBUI) if service in ports),
             ssh_port=ports.get(SSH),
@@ -348,8 +350,15 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         return registry.proxy_target(self.runtime, key=key, service=service)
 
     def port_target(self, *, key: str, port: int):
-        if not self._meta(key) or self.containers:
-            return None  # a container's own ports are not published (only its servers' are)
+        if not self._meta(key):
+            return None
+        if self.containers:
+            # Not published: the proxy reaches the container on its tenant network, any port at any time.
+            try:
+                address = self.runtime.address(key)
+            except PodmanError as exc:
+                raise TransientBackendError(f"podman: {exc}") from exc
+            return ProxyTarget(host=address, port=int(port), strip_prefix=True) if address else None
         bind = self.runtime.bind  # the machine's processes share this host's network
         host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104 (a comparison)
         return ProxyTarget(host=host, port=int(port), strip_prefix=True)
