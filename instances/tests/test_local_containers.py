@@ -407,3 +407,34 @@ def test_a_one_click_app_runs_in_the_instances_container_and_answers_its_owner_a
     # It runs as the machine's user inside the container, not on this host.
     top = backend.runtime.podman.run("top", backend.runtime.container_name(instance.key), "user", "args").stdout
     assert any(line.split()[0] == "user" and "http.server 7860" in line for line in top.splitlines()), top
+
+
+def test_a_failed_pull_reads_as_a_failed_boot_and_the_node_reports_the_images_it_holds(in_containers, rich_alice):
+    from instances.models import Region
+    from instances.selectors import launch_images
+    from instances.services import nodes_sync
+    from providers.base import BOOT_FAILED, InstanceSpec, Observed, PermanentBackendError, Tenant
+
+    backend = in_containers(services=("lab",))
+    nowhere = "127.0.0.1:9/console/nowhere@sha256:" + "0" * 64
+    spec = InstanceSpec(
+        node="host", gpu_model="h200", gpu_count=1, image="pytorch-2.5-cu124", image_ref=nowhere, disk_gb=10,
+        tenant=Tenant(name="gpuc-t9", uid=70009, uid_base=16777216 + 9 * 65536),
+    )  # fmt: skip
+    with pytest.raises(PermanentBackendError, match="could not be pulled"):
+        backend.create(key="pullfails", spec=spec)
+    # Whichever worker polls it next hears that this boot cannot succeed, and why.
+    observation = backend.poll(key="pullfails", state={})
+    assert (observation.state, observation.stage) == (Observed.PENDING, BOOT_FAILED)
+    assert "could not be pulled" in observation.detail
+    backend.destroy(key="pullfails", state={})
+
+    # The node's cache, as podman lists it: the mapped slugs and the digests a launch would pin.
+    [node] = backend.nodes()
+    minimal = backend.runtime.podman.inspect("image", MINIMAL)
+    assert "pytorch-2.5-cu124" in node.images and "cuda-12.4-ubuntu22.04" in node.images
+    assert minimal["Digest"] in node.images
+    assert not any("0" * 64 in image for image in node.images)
+    nodes_sync(alias="local")
+    rows = {row["image"].slug: row for row in launch_images(regions=[Region.objects.get(slug="local")])}
+    assert [c["cached"] for c in rows["pytorch-2.5-cu124"]["cache"]] == [1]

@@ -38,6 +38,7 @@ from django.conf import settings
 
 from core.proxy import ProxyTarget
 from providers.base import (
+    BOOT_FAILED,
     AppLaunch,
     EntryPoints,
     EntryPointsCapability,
@@ -141,8 +142,19 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
                 gpu_model=inventory.model_slug,
                 cards=len(inventory.gpus),
                 healthy=not self.runtime.missing_components(),
+                images=self._cached_images(),
             )
         ]
+
+    def _cached_images(self) -> tuple[str, ...]:
+        """The images podman holds here (the launch page says "cached on this node"); none to report
+        for the process engine, which runs no image."""
+        if not self.containers or self.runtime.missing_components():
+            return ()
+        try:
+            return self.runtime.cached_images()
+        except PodmanError:
+            return ()
 
     def _cards(self, key: str, count: int) -> list[str]:
         available = [str(gpu.index) for gpu in self.inventory().gpus]
@@ -258,6 +270,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             return Observation(observed, idle_seconds=self._idle_seconds(key), stage="servers_answering")
         if observed == Observed.PENDING and self.containers:
             stage, done, total = self.runtime.stage(key)
+            if stage == BOOT_FAILED:  # the console settles it as failed, with this reason, and bills nothing
+                return Observation(observed, stage=BOOT_FAILED, detail=self.runtime.boot_error(key))
             return Observation(observed, stage=stage, pull_bytes_done=done, pull_bytes_total=total)
         if observed != Observed.DEGRADED:
             return Observation(observed)

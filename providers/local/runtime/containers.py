@@ -62,6 +62,7 @@ from providers.local.runtime.supervisor import (
 )
 
 STATE_VERSION = 2
+BOOT_FAILED = "failed"  # providers.base.BOOT_FAILED: a boot that cannot succeed
 CONTAINER_PORTS = {LAB: 8888, CODE: 8080, SSH: 2222}
 CONTRACT_LABEL = "org.gpu-console.contract"
 INSTANCE_LABEL = "org.gpu-console.instance"
@@ -580,6 +581,7 @@ class ContainerRuntime:
         """Pull the image unless it is here; poll() reads the pull's progress from its log meanwhile."""
         image = meta["image"]
         if self.podman.image_exists(image):
+            meta.pop("boot_error", None)
             meta["stage"] = "image_ready"
             self._save_meta(paths, meta)
             return
@@ -603,11 +605,14 @@ class ContainerRuntime:
             returncode = -1
         if returncode != 0:
             meta.pop("pull", None)
-            meta["stage"] = ""
-            self._save_meta(paths, meta)
             said = last_words(log.read_text(errors="replace")) if log.exists() else ""
-            raise LocalRuntimeError(f"the image {image} could not be pulled: {said or 'podman pull failed'}")
+            why = f"the image {image} could not be pulled: {said or 'podman pull failed'}"
+            # poll() reads it: the boot cannot succeed, whichever worker asks (BOOT_FAILED).
+            meta.update(stage=BOOT_FAILED, boot_error=why)
+            self._save_meta(paths, meta)
+            raise LocalRuntimeError(why)
         meta.pop("pull", None)
+        meta.pop("boot_error", None)
         meta["stage"] = "image_ready"
         self._save_meta(paths, meta)
         shutil.rmtree(paths.run / "pull-tmp", ignore_errors=True)
@@ -918,6 +923,29 @@ class ContainerRuntime:
         """Processes killed for want of memory since the last start or acknowledgement."""
         meta = self.meta(key) or {}
         return max(0, self._oom_kills(key) - int(meta.get("oom_seen") or 0))
+
+    def boot_error(self, key: str) -> str:
+        """Why the instance's boot failed (its image could not be pulled), "" when it did not."""
+        meta = self.meta(key) or {}
+        return meta.get("boot_error", "") if meta.get("stage") == BOOT_FAILED else ""
+
+    def cached_images(self) -> tuple[str, ...]:
+        """The images this host holds, as the console's catalogue names them: each image's digests
+        (what a launch pins) and the slugs ``IMAGES`` maps to an image that is here."""
+        result = self.podman.run("images", "--format", "json", check=False, timeout=60)
+        try:
+            images = json.loads(result.stdout or "[]") if result.returncode == 0 else []
+        except json.JSONDecodeError:
+            images = []
+        held: set[str] = set()
+        names: set[str] = set()
+        for image in images:
+            digests = [image.get("Digest") or ""] + [ref.rpartition("@")[2] for ref in image.get("RepoDigests") or ()]
+            held.update(d for d in digests if d.startswith("sha256:"))
+            names.update(image.get("Names") or ())
+            names.update(image.get("RepoDigests") or ())
+        held.update(slug for slug, ref in self.images.items() if slug != "default" and ref in names)
+        return tuple(sorted(held))
 
     def stage(self, key: str) -> tuple[str, int, int]:
         """(stage, bytes pulled, bytes in all) while the instance boots."""
