@@ -438,3 +438,32 @@ def test_a_failed_pull_reads_as_a_failed_boot_and_the_node_reports_the_images_it
     nodes_sync(alias="local")
     rows = {row["image"].slug: row for row in launch_images(regions=[Region.objects.get(slug="local")])}
     assert [c["cached"] for c in rows["pytorch-2.5-cu124"]["cache"]] == [1]
+
+
+def test_make_runs_publish_puts_the_minimal_image_in_the_registry_and_a_launch_pins_its_digest(
+    in_containers, rich_alice, registry, settings, tmp_path
+):
+    from django.core.management import call_command
+
+    from console.embedded import EmbeddedRegistry
+    from console.run import images_to_publish
+
+    backend = in_containers(services=("lab",))
+    # What `CONSOLE_LOCAL_BACKEND=1 make run` publishes at start, to its own registry only.
+    var = Path(settings.VAR_DIR)
+    embedded = EmbeddedRegistry(tmp_path / "registry")
+    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, var=var, registry=embedded) == ["minimal"]
+    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, var=var, registry=None) == []
+    assert images_to_publish({}, var=var, registry=embedded) == []
+
+    settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = registry, False
+    call_command("images_publish", "minimal")  # what it runs (and `make images-publish`)
+    image = Image.objects.get(slug="python-3.11-minimal")
+    assert image.repository == f"{registry}/console/minimal" and image.digest.startswith("sha256:")
+    assert image.contents["jupyterlab"] and image.is_active
+
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", image=image.slug, disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    pinned = f"{registry}/console/minimal@{image.digest}"
+    assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned
