@@ -96,7 +96,7 @@ images: container-deps setup
 # (manage.py images_publish, instances/publish.py); NAMES="python pytorch" publishes only those.
 images-publish: setup
 	@set -a; [ -z "$$CONSOLE_REGISTRY" ] && [ -f var/run/services.env ] && . var/run/services.env; set +a; \
-	  $(BIN)/python manage.py images_publish $(NAMES)
+	  $(BIN)/python manage.py images_publish --records var/images $(NAMES)
 
 # A real 3-node Slurm cluster on this host with simulated GPUs (scripts/slurm-cluster.sh; Debian's
 # Slurm 22.05 from apt, about 15 s the first time, under a second when it already runs). The tests

@@ -234,18 +234,21 @@ def registry_default(env: dict[str, str], *, var: Path) -> EmbeddedRegistry | No
     return registry
 
 
-def images_to_publish(env: dict[str, str], *, var: Path, registry: EmbeddedRegistry | None) -> list[str]:
+def images_to_publish(env: dict[str, str], *, records: Path, registry: EmbeddedRegistry | None) -> list[str]:
     """The built instance images `make run` publishes to its own registry once it has started: with the
     local backend on (``CONSOLE_LOCAL_BACKEND``, whose `make run` builds them) and the embedded registry,
-    each one whose build record is there (``var/images/<name>.json``), so the region "local" offers it
+    each one whose build record is in ``records`` (``var/images/<name>.json``, as scripts/images.py
+    writes them), so the region "local" offers it
     with its digest pinned at launch. None for a registry of the operator's (``make images-publish``)."""
     local = env.get("CONSOLE_LOCAL_BACKEND", "").strip().lower() in {"1", "true", "yes", "on"}
     if not local or registry is None:
         return []
-    return [name for name in ("minimal",) if (var / "images" / f"{name}.json").is_file()]
+    return [name for name in ("minimal",) if (records / f"{name}.json").is_file()]
 
 
-def _publish_in_background(env: dict[str, str], names: list[str], registry: EmbeddedRegistry) -> threading.Thread:
+def _publish_in_background(
+    env: dict[str, str], names: list[str], registry: EmbeddedRegistry, *, records: Path
+) -> threading.Thread:
     """``manage.py images_publish <names>`` once the registry answers, beside the running console (a
     first push takes a minute or so; a cached one seconds), its output in the log as "images"."""
 
@@ -257,7 +260,7 @@ def _publish_in_background(env: dict[str, str], names: list[str], registry: Embe
                 break
             time.sleep(0.5)
         result = subprocess.run(  # noqa: S603 (our own command)
-            [sys.executable, "manage.py", "images_publish", *names],
+            [sys.executable, "manage.py", "images_publish", "--records", str(records), *names],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -366,10 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.start_all()
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host  # noqa: S104 (a comparison)
         url = f"http://{host}:{args.port}/"
-        publish = images_to_publish(env, var=var, registry=registry)
+        records = ROOT / "var" / "images"  # where scripts/images.py writes, whatever CONSOLE_VAR_DIR says
+        publish = images_to_publish(env, records=records, registry=registry)
         if publish and registry is not None:
             say("console", f"Publishing {', '.join(publish)} to the registry in the background")
-            _publish_in_background(env, publish, registry)
+            _publish_in_background(env, publish, registry, records=records)
         if _wait_until_up(url, supervisor):
             _announce(url, mailbox=not env.get("EMAIL_HOST"), ssh=f"{host}:{gateway_port}" if gateway else "")
         elif not supervisor.stopping.is_set():

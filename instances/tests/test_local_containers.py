@@ -450,14 +450,14 @@ def test_make_runs_publish_puts_the_minimal_image_in_the_registry_and_a_launch_p
 
     backend = in_containers(services=("lab",))
     # What `CONSOLE_LOCAL_BACKEND=1 make run` publishes at start, to its own registry only.
-    var = Path(settings.VAR_DIR)
+    records = ROOT / "var/images"  # where the build wrote them
     embedded = EmbeddedRegistry(tmp_path / "registry")
-    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, var=var, registry=embedded) == ["minimal"]
-    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, var=var, registry=None) == []
-    assert images_to_publish({}, var=var, registry=embedded) == []
+    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, records=records, registry=embedded) == ["minimal"]
+    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, records=records, registry=None) == []
+    assert images_to_publish({}, records=records, registry=embedded) == []
 
     settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = registry, False
-    call_command("images_publish", "minimal")  # what it runs (and `make images-publish`)
+    call_command("images_publish", "minimal", records=str(records))  # what it runs (and `make images-publish`)
     image = Image.objects.get(slug="python-3.11-minimal")
     assert image.repository == f"{registry}/console/minimal" and image.digest.startswith("sha256:")
     assert image.contents["jupyterlab"] and image.is_active
