@@ -288,7 +288,9 @@ def registry(tmp_path):
 
     def listening():
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            socket.create_connection(
+                ("127.0.0.1", port), timeout=1
+            ).close()  # wall-clock: one attempt; wait_until retries for 30 s
             return True
         except OSError:
             return False
