@@ -288,9 +288,8 @@ def registry(tmp_path):
 
     def listening():
         try:
-            socket.create_connection(
-                ("127.0.0.1", port), timeout=1
-            ).close()  # wall-clock: one attempt; wait_until retries for 30 s
+            # wall-clock: one attempt; wait_until retries for 30 s
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return True
         except OSError:
             return False
