@@ -452,7 +452,8 @@ class ContainerRuntime:
                     home_dir=str(paths.home),
                     hostkeys_dir=str(paths.hostkeys) if SSH in self.services else "",
                     mounts=[Mount(**m) for m in meta.get("mounts", [])],
-                    public_mounts=self.public_mounts,
+                    # The folders the operator has made (podman refuses a bind mount of a missing one).
+                    public_mounts={path: src for path, src in self.public_mounts.items() if Path(src).is_dir()},
                     gpu_devices=meta.get("gpu_devices", []),
                     tools=self._tools(),
                     contract=contract,
