@@ -323,11 +323,16 @@ def test_a_launch_runs_the_image_its_pinned_digest_names_pulled_from_the_registr
 
 
 def test_a_port_declared_after_launch_answers_its_owner_and_a_share_link_without_being_published(
-    in_containers, rich_alice, charlie
+    in_containers, rich_alice, charlie, tmp_path
 ):
     from ports.services import port_declare, share_create
 
-    backend = in_containers(services=("lab",))
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    (datasets / "README").write_text("public data\n")
+    # A public folder the operator has not made is left out (a fresh `make run` has none), not an error.
+    public = {"/models": str(tmp_path / "not-made"), "/datasets": str(datasets)}
+    backend = in_containers(services=("lab",), PUBLIC_MOUNTS=public)
     with committed():
         instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
     wait_running(instance, timeout=BOOT_S)
@@ -341,6 +346,7 @@ def test_a_port_declared_after_launch_answers_its_owner_and_a_share_link_without
         f" && exec python3 -m http.server {port} --directory site",
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
+    assert _exec(backend, instance.key, "cat /datasets/README; ls /models").stdout.strip() == "public data"
     declared = port_declare(instance=instance, port=port)
     share = share_create(port=declared, actor=rich_alice)
 
