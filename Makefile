@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test test-under-load setup setup-run setup-dev services browser-deps local-deps container-deps images slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
+.PHONY: help run test test-under-load setup setup-run setup-dev services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -90,6 +90,13 @@ container-deps:
 images: container-deps setup
 	@$(BIN)/python scripts/images.py build \
 	  || echo "WARNING: the instance images could not be built; tests marked 'containers' will skip" >&2
+
+# Push the built images (var/images/<name>.json) to the console's registry (CONSOLE_REGISTRY, or the
+# one `make run` started: var/run/services.env) and record their digests on the catalogue's images
+# (manage.py images_publish, instances/publish.py); NAMES="python pytorch" publishes only those.
+images-publish: setup
+	@set -a; [ -z "$$CONSOLE_REGISTRY" ] && [ -f var/run/services.env ] && . var/run/services.env; set +a; \
+	  $(BIN)/python manage.py images_publish --records var/images $(NAMES)
 
 # A real 3-node Slurm cluster on this host with simulated GPUs (scripts/slurm-cluster.sh; Debian's
 # Slurm 22.05 from apt, about 15 s the first time, under a second when it already runs). The tests

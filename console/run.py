@@ -29,6 +29,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -323,6 +324,47 @@ def registry_default(env: dict[str, str], *, var: Path) -> EmbeddedRegistry | No
     return registry
 
 
+def images_to_publish(env: dict[str, str], *, records: Path, registry: EmbeddedRegistry | None) -> list[str]:
+    """The built instance images `make run` publishes to its own registry once it has started: with the
+    local backend on (``CONSOLE_LOCAL_BACKEND``, whose `make run` builds them) and the embedded registry,
+    each one whose build record is in ``records`` (``var/images/<name>.json``, as scripts/images.py
+    writes them), so the region "local" offers it
+    with its digest pinned at launch. None for a registry of the operator's (``make images-publish``)."""
+    local = env.get("CONSOLE_LOCAL_BACKEND", "").strip().lower() in {"1", "true", "yes", "on"}
+    if not local or registry is None:
+        return []
+    return [name for name in ("minimal",) if (records / f"{name}.json").is_file()]
+
+
+def _publish_in_background(
+    env: dict[str, str], names: list[str], registry: EmbeddedRegistry, *, records: Path
+) -> threading.Thread:
+    """``manage.py images_publish <names>`` once the registry answers, beside the running console (a
+    first push takes a minute or so; a cached one seconds), its output in the log as "images"."""
+
+    def publish() -> None:
+        host, _colon, port = registry.address.rpartition(":")
+        deadline = time.monotonic() + 60  # wall-clock: the registry's first start on a busy host
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+                break
+            time.sleep(0.5)
+        result = subprocess.run(  # noqa: S603 (our own command)
+            [sys.executable, "manage.py", "images_publish", "--records", str(records), *names],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        for line in (result.stdout + result.stderr).splitlines():
+            say("images", line)
+
+    thread = threading.Thread(target=publish, name="images-publish", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Start the GPU console: services, web, worker and beat.")
     parser.add_argument("--host", default=os.environ.get("CONSOLE_HOST", "127.0.0.1"))
@@ -421,6 +463,11 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.start_all()
         host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host  # noqa: S104 (a comparison)
         url = f"http://{host}:{args.port}/"
+        records = ROOT / "var" / "images"  # where scripts/images.py writes, whatever CONSOLE_VAR_DIR says
+        publish = images_to_publish(env, records=records, registry=registry)
+        if publish and registry is not None:
+            say("console", f"Publishing {', '.join(publish)} to the registry in the background")
+            _publish_in_background(env, publish, registry, records=records)
         if _wait_until_up(url, supervisor):
             _announce(url, mailbox=not env.get("EMAIL_HOST"), ssh=f"{host}:{gateway_port}" if gateway else "")
         elif not supervisor.stopping.is_set():

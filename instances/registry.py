@@ -157,10 +157,14 @@ def containers_env(var_dir: Path) -> dict[str, str]:
     """The environment skopeo needs to read podman's store where the build keeps it (``var/containers``:
     its ``storage.conf`` and ``containers.conf``, written by the local backend's setup), else the host's."""
     env = dict(os.environ)
+    # The build's store is the checkout's var/containers (scripts/container-deps.sh), whatever
+    # CONSOLE_VAR_DIR says; CONSOLE_CONTAINERS_DIR names another.
+    folders = [Path(os.environ["CONSOLE_CONTAINERS_DIR"])] if os.environ.get("CONSOLE_CONTAINERS_DIR") else []
+    folders += [var_dir / "containers", Path(settings.BASE_DIR) / "var" / "containers"]
+    folder = next((f for f in folders if (f / "storage.conf").exists()), None)
     for name, variable in (("storage.conf", "CONTAINERS_STORAGE_CONF"), ("containers.conf", "CONTAINERS_CONF")):
-        path = var_dir / "containers" / name
-        if path.exists():
-            env[variable] = str(path)
+        if folder is not None and (folder / name).exists():
+            env[variable] = str(folder / name)
     return env
 
 

@@ -1,7 +1,13 @@
 """Build the console's instance images (images/*) into the console's podman store, cached.
 
-    python scripts/images.py build [NAME ...]    base, minimal, minimal-alt (default: all, in that order)
+    python scripts/images.py build [NAME ...]    base, minimal, minimal-alt, python, pytorch (default: every
+                                                 one not marked on_request, in that order)
     python scripts/images.py list                what is built, from the manifests
+
+``images/<name>/image.toml``'s ``[build]`` table, when there is one: ``parent``, the image to build
+first (and on; else the one the Containerfile's FROM names); ``on_request = true``, skipped by a plain
+``build`` (``make images``): name it to build it; ``[build.contents]``, name = a Python command run in
+the built image (``/opt/venv/bin/python -c``) whose printed line joins the manifest's ``contents``.
 
 ``base``: Debian bookworm minbase from this machine's Debian mirror (mmdebstrap) with the packages
 of ``images/base/packages``, imported with ``podman import``. The others: ``images/<name>/Containerfile``
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +48,10 @@ REFS = {
     "base": "localhost/console/base:bookworm",
     "minimal": "localhost/console/minimal:latest",
     "minimal-alt": "localhost/console/minimal-alt:latest",
+    "python": "localhost/console/python:latest",
+    "pytorch": "localhost/console/pytorch:latest",
 }
-ORDER = ("base", "minimal", "minimal-alt")
+ORDER = ("base", "minimal", "minimal-alt", "python", "pytorch")
 INPUTS_LABEL = "org.gpu-console.inputs"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 SUITE = "bookworm"
@@ -86,9 +95,31 @@ def _contract_files() -> list[bytes]:
     return [p.read_bytes() for p in sorted((IMAGES_DIR / "contract").rglob("*")) if p.is_file()]
 
 
+def build_config(name: str) -> dict:
+    """The ``[build]`` table of ``images/<name>/image.toml`` (empty without one)."""
+    path = IMAGES_DIR / name / "image.toml"
+    try:
+        table = tomllib.loads(path.read_text()).get("build") or {}
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise SystemExit(f"{path}: {exc}") from exc
+    return table if isinstance(table, dict) else {}
+
+
+def default_names() -> list[str]:
+    """What a plain ``build`` (``make images``) builds: every image not marked ``on_request``."""
+    return [name for name in ORDER if not build_config(name).get("on_request")]
+
+
 def parent_of(name: str) -> str | None:
     if name == "base":
         return None
+    parent = build_config(name).get("parent")
+    if parent:
+        if parent not in REFS:
+            raise SystemExit(f"images/{name}/image.toml: unknown parent {parent!r} (known: {', '.join(ORDER)})")
+        return str(parent)
     text = (IMAGES_DIR / name / "Containerfile").read_text()
     match = re.search(r"^FROM\s+(\S+)", text, flags=re.M)
     ref = match.group(1) if match else ""
@@ -188,9 +219,20 @@ def contents(podman: Podman, ref: str) -> dict:
     python = "/opt/venv/bin/python" if ref != REFS["base"] else "python3"
     result = podman.run("run", "--rm", "--network=none", "--entrypoint", python, ref, "-c", script, check=False)
     try:
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        found = json.loads(result.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        return {}
+        found = {}
+    name = next((n for n, r in REFS.items() if r == ref), "")
+    for key, command in (build_config(name).get("contents") or {}).items() if name else ():
+        found[key] = _read_in(podman, ref, python, str(command))
+    return found
+
+
+def _read_in(podman: Podman, ref: str, python: str, command: str) -> str | None:
+    """The last line a Python command prints in the image (None when it fails: not there)."""
+    result = podman.run("run", "--rm", "--network=none", "--entrypoint", python, ref, "-c", command, check=False)
+    lines = result.stdout.strip().splitlines()
+    return lines[-1].strip() if result.returncode == 0 and lines else None
 
 
 def manifest_write(podman: Podman, name: str, inputs: str, build_seconds: float | None) -> dict:
@@ -269,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             print(path.read_text().strip())
         return 0
     try:
-        build(args.names or list(ORDER))
+        build(args.names or default_names())
     except (PodmanError, subprocess.CalledProcessError) as exc:
         print(f"images: {exc}", file=sys.stderr)
         return 1

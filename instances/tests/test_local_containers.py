@@ -288,6 +288,7 @@ def registry(tmp_path):
 
     def listening():
         try:
+            # wall-clock: one attempt; wait_until retries for 30 s
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return True
         except OSError:
@@ -319,3 +320,157 @@ def test_a_launch_runs_the_image_its_pinned_digest_names_pulled_from_the_registr
     pinned = f"{registry}/console/minimal-alt@{digest}"
     assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned
     assert "Console minimal-alt" in _exec(backend, instance.key, "cat /etc/os-release").stdout
+
+
+def test_a_port_declared_after_launch_answers_its_owner_and_a_share_link_without_being_published(
+    in_containers, rich_alice, charlie, tmp_path
+):
+    from ports.services import port_declare, share_create
+
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    (datasets / "README").write_text("public data\n")
+    # A public folder the operator has not made is left out (a fresh `make run` has none), not an error.
+    public = {"/models": str(tmp_path / "not-made"), "/datasets": str(datasets)}
+    backend = in_containers(services=("lab",), PUBLIC_MOUNTS=public)
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    name = backend.runtime.container_name(instance.key)
+    published = backend.runtime.podman.run("port", name).stdout
+    port = 9123  # the container's own: its network namespace is its own
+    # What a notebook cell does: a server on every interface of the machine, started after launch.
+    started = backend.runtime.podman.run(
+        "exec", "-d", "--user", "1000", "--workdir", "/home/user", name, "sh", "-c",
+        "mkdir -p site && echo '<h1>Made in a cell</h1>' > site/index.html"
+        f" && exec python3 -m http.server {port} --directory site",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert _exec(backend, instance.key, "cat /datasets/README; ls /models").stdout.strip() == "public data"
+    declared = port_declare(instance=instance, port=port)
+    share = share_create(port=declared, actor=rich_alice)
+
+    with asgi_server() as base_url:
+        url = f"{base_url}/i/{instance.pk}/p{port}/"
+        owner = {"sessionid": session_cookie(rich_alice)["sessionid"]}
+
+        def answers():
+            return httpx.get(url, cookies=owner, timeout=10).status_code == 200
+
+        wait_until(answers, timeout=30, what="the owner's server to answer through the proxy")
+        assert "Made in a cell" in httpx.get(url, cookies=owner, timeout=10).text
+        stranger = {"sessionid": session_cookie(charlie)["sessionid"]}
+        assert httpx.get(url, cookies=stranger, timeout=10).status_code == 404
+        shared = httpx.get(f"{base_url}{share.url}", timeout=10)  # anyone with the link, signed out
+        assert shared.status_code == 200 and "Made in a cell" in shared.text
+    # Served on the container's own address: nothing was published for it, before or after.
+    assert backend.runtime.podman.run("port", name).stdout == published
+    assert str(port) not in published
+
+
+def test_a_one_click_app_runs_in_the_instances_container_and_answers_its_owner_and_key(
+    in_containers, rich_alice, charlie, settings
+):
+    from apps_marketplace.models import App
+    from apps_marketplace.services import deployment_create
+    from instances.models import GpuModel, Region
+
+    backend = in_containers(services=("lab",))
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    # A server the image has (Python's), serving the image's /etc: the page shows which image it runs in.
+    app = App.objects.create(
+        slug="etc-browser",
+        name="Etc browser",
+        tagline="Serves /etc",
+        description="Python's file server.",
+        category="notebook-tools",
+        engine="test",
+        image="example/etc:1",
+        image_size_bytes=1,
+        command_template="python3 -m http.server {port} --bind {host} --directory /etc",
+        port=7860,
+        gpu_required=False,
+    )
+    with committed():
+        deployment, key = deployment_create(
+            user=rich_alice,
+            app=app,
+            model=None,
+            parameters={},
+            gpu_model=GpuModel.objects.get(slug="h200"),
+            gpu_count=1,
+            region=Region.objects.get(slug="local"),
+        )
+    instance = wait_running(deployment.instance, timeout=BOOT_S)
+
+    with asgi_server() as base_url:
+        page = f"{base_url}/i/{instance.pk}/app/console-image"
+        owner = httpx.get(page, cookies=session_cookie(rich_alice), timeout=10)
+        assert owner.status_code == 200 and owner.text.strip() == "minimal-alt"  # the deployment's base image
+        by_key = httpx.get(page, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert by_key.status_code == 200
+        assert httpx.get(page, cookies=session_cookie(charlie), timeout=10).status_code == 404
+        assert httpx.get(page, timeout=10).status_code == 404
+    # It runs as the machine's user inside the container, not on this host.
+    top = backend.runtime.podman.run("top", backend.runtime.container_name(instance.key), "user", "args").stdout
+    assert any(line.split()[0] == "user" and "http.server 7860" in line for line in top.splitlines()), top
+
+
+def test_a_failed_pull_reads_as_a_failed_boot_and_the_node_reports_the_images_it_holds(in_containers, rich_alice):
+    from instances.models import Region
+    from instances.selectors import launch_images
+    from instances.services import nodes_sync
+    from providers.base import BOOT_FAILED, InstanceSpec, Observed, PermanentBackendError, Tenant
+
+    backend = in_containers(services=("lab",))
+    nowhere = "127.0.0.1:9/console/nowhere@sha256:" + "0" * 64
+    spec = InstanceSpec(
+        node="host", gpu_model="h200", gpu_count=1, image="pytorch-2.5-cu124", image_ref=nowhere, disk_gb=10,
+        tenant=Tenant(name="gpuc-t9", uid=70009, uid_base=16777216 + 9 * 65536),
+    )  # fmt: skip
+    with pytest.raises(PermanentBackendError, match="could not be pulled"):
+        backend.create(key="pullfails", spec=spec)
+    # Whichever worker polls it next hears that this boot cannot succeed, and why.
+    observation = backend.poll(key="pullfails", state={})
+    assert (observation.state, observation.stage) == (Observed.PENDING, BOOT_FAILED)
+    assert "could not be pulled" in observation.detail
+    backend.destroy(key="pullfails", state={})
+
+    # The node's cache, as podman lists it: the mapped slugs and the digests a launch would pin.
+    [node] = backend.nodes()
+    minimal = backend.runtime.podman.inspect("image", MINIMAL)
+    assert "pytorch-2.5-cu124" in node.images and "cuda-12.4-ubuntu22.04" in node.images
+    assert minimal["Digest"] in node.images
+    assert not any("0" * 64 in image for image in node.images)
+    nodes_sync(alias="local")
+    rows = {row["image"].slug: row for row in launch_images(regions=[Region.objects.get(slug="local")])}
+    assert [c["cached"] for c in rows["pytorch-2.5-cu124"]["cache"]] == [1]
+
+
+def test_make_runs_publish_puts_the_minimal_image_in_the_registry_and_a_launch_pins_its_digest(
+    in_containers, rich_alice, registry, settings, tmp_path
+):
+    from django.core.management import call_command
+
+    from console.embedded import EmbeddedRegistry
+    from console.run import images_to_publish
+
+    backend = in_containers(services=("lab",))
+    # What `CONSOLE_LOCAL_BACKEND=1 make run` publishes at start, to its own registry only.
+    records = ROOT / "var/images"  # where the build wrote them
+    embedded = EmbeddedRegistry(tmp_path / "registry")
+    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, records=records, registry=embedded) == ["minimal"]
+    assert images_to_publish({"CONSOLE_LOCAL_BACKEND": "1"}, records=records, registry=None) == []
+    assert images_to_publish({}, records=records, registry=embedded) == []
+
+    settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = registry, False
+    call_command("images_publish", "minimal", records=str(records))  # what it runs (and `make images-publish`)
+    image = Image.objects.get(slug="python-3.11-minimal")
+    assert image.repository == f"{registry}/console/minimal" and image.digest.startswith("sha256:")
+    assert image.contents["jupyterlab"] and image.is_active
+
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", image=image.slug, disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    pinned = f"{registry}/console/minimal@{image.digest}"
+    assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned

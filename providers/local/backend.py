@@ -38,6 +38,7 @@ from django.conf import settings
 
 from core.proxy import ProxyTarget
 from providers.base import (
+    BOOT_FAILED,
     AppLaunch,
     EntryPoints,
     EntryPointsCapability,
@@ -141,8 +142,19 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
                 gpu_model=inventory.model_slug,
                 cards=len(inventory.gpus),
                 healthy=not self.runtime.missing_components(),
+                images=self._cached_images(),
             )
         ]
+
+    def _cached_images(self) -> tuple[str, ...]:
+        """The images podman holds here (the launch page says "cached on this node"); none to report
+        for the process engine, which runs no image."""
+        if not self.containers or self.runtime.missing_components():
+            return ()
+        try:
+            return self.runtime.cached_images()
+        except PodmanError:
+            return ()
 
     def _cards(self, key: str, count: int) -> list[str]:
         available = [str(gpu.index) for gpu in self.inventory().gpus]
@@ -258,6 +270,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             return Observation(observed, idle_seconds=self._idle_seconds(key), stage="servers_answering")
         if observed == Observed.PENDING and self.containers:
             stage, done, total = self.runtime.stage(key)
+            if stage == BOOT_FAILED:  # the console settles it as failed, with this reason, and bills nothing
+                return Observation(observed, stage=BOOT_FAILED, detail=self.runtime.boot_error(key))
             return Observation(observed, stage=stage, pull_bytes_done=done, pull_bytes_total=total)
         if observed != Observed.DEGRADED:
             return Observation(observed)
@@ -338,6 +352,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         if meta is None:
             return EntryPoints()
         ports = self.runtime.ports.get(key)
+        if self.containers:  # the app listens on the container's own address: no published port
+            ports = {**ports, **{s: 0 for s in self.runtime.servers_of(meta) if s in (APP, WEBUI)}}
         return EntryPoints(
             web=tuple(service for service in (LAB, CODE, APP, WEBUI) if service in ports),
             ssh_port=ports.get(SSH),
@@ -348,8 +364,15 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         return registry.proxy_target(self.runtime, key=key, service=service)
 
     def port_target(self, *, key: str, port: int):
-        if not self._meta(key) or self.containers:
-            return None  # a container's own ports are not published (only its servers' are)
+        if not self._meta(key):
+            return None
+        if self.containers:
+            # Not published: the proxy reaches the container on its tenant network, any port at any time.
+            try:
+                address = self.runtime.address(key)
+            except PodmanError as exc:
+                raise TransientBackendError(f"podman: {exc}") from exc
+            return ProxyTarget(host=address, port=int(port), strip_prefix=True) if address else None
         bind = self.runtime.bind  # the machine's processes share this host's network
         host = "127.0.0.1" if bind in ("0.0.0.0", "::") else bind  # noqa: S104 (a comparison)
         return ProxyTarget(host=host, port=int(port), strip_prefix=True)

@@ -138,7 +138,7 @@ def _local(request) -> World:
         alias="local",
         options={
             "ROOT": str(root),
-            "ENGINE": "process",  # the app as a process: one-click apps do not run in containers yet
+            "ENGINE": "process",  # the app as a process, so the contract runs where podman is not installed
             "SERVICES": [],  # no JupyterLab, code-server or sshd: the app alone
             "NODE": "test-host",
             "NVIDIA_SMI": "/nonexistent/nvidia-smi",

@@ -35,6 +35,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -48,7 +49,7 @@ from providers.local.runtime.cdi import CdiError, cdi_devices
 from providers.local.runtime.gpus import GpuRegistry
 from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
 from providers.local.runtime.ports import PortRegistry
-from providers.local.runtime.servers import CODE, LAB, SSH
+from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 from providers.local.runtime.supervisor import (
     InstanceStatus,
     LocalRuntimeError,
@@ -56,10 +57,12 @@ from providers.local.runtime.supervisor import (
     ServerState,
     ServerStatus,
     Upstream,
+    _answers,
     _disk_usage,
 )
 
 STATE_VERSION = 2
+BOOT_FAILED = "failed"  # providers.base.BOOT_FAILED: a boot that cannot succeed
 CONTAINER_PORTS = {LAB: 8888, CODE: 8080, SSH: 2222}
 CONTRACT_LABEL = "org.gpu-console.contract"
 INSTANCE_LABEL = "org.gpu-console.instance"
@@ -318,9 +321,13 @@ class ContainerRuntime:
         return {"podman": why} if why else {}
 
     def app_missing(self, app: dict) -> str | None:
-        return (
-            f"one-click apps do not run in containers on this host yet, so {app.get('name', 'the app')} cannot run here"
-        )
+        """Why ``app`` cannot run here, or None. Its command runs inside the instance's container, so
+        whether its program is installed is the image's business (an app that cannot start fails its
+        launch with its own last words), not this host's."""
+        for part in (app, app.get("webui")):
+            if part is not None and not servers.app_program(part.get("argv") or ()):
+                return f"the app {app.get('name', '')!r} has no start command"
+        return None
 
     def image_for(self, *, image_ref: str, image_slug: str) -> str:
         """The image to run: the pinned reference, else the catalogue slug's mapping, else the default."""
@@ -393,7 +400,9 @@ class ContainerRuntime:
         if why:
             raise LocalRuntimeError("; ".join(why.values()))
         if app and app is not ...:
-            raise LocalRuntimeError(self.app_missing(app) or "")
+            reason = self.app_missing(app)
+            if reason:
+                raise LocalRuntimeError(reason)
         paths = self.paths(key)
         with self._lock(key):
             meta = self.meta(key) or {}
@@ -414,6 +423,7 @@ class ContainerRuntime:
                 cpus=cpus,
                 memory_gb=memory_gb,
                 disk_gb=disk_gb,
+                app=app,
             )
             tenant = meta["tenant"]
             self._home_mount(paths, meta)
@@ -442,7 +452,8 @@ class ContainerRuntime:
                     home_dir=str(paths.home),
                     hostkeys_dir=str(paths.hostkeys) if SSH in self.services else "",
                     mounts=[Mount(**m) for m in meta.get("mounts", [])],
-                    public_mounts=self.public_mounts,
+                    # The folders the operator has made (podman refuses a bind mount of a missing one).
+                    public_mounts={path: src for path, src in self.public_mounts.items() if Path(src).is_dir()},
                     gpu_devices=meta.get("gpu_devices", []),
                     tools=self._tools(),
                     contract=contract,
@@ -479,7 +490,21 @@ class ContainerRuntime:
             }
 
     def _meta_update(
-        self, key, paths, meta, *, owner_ref, gpus, ssh_public_keys, mounts, tenant, image, cpus, memory_gb, disk_gb
+        self,
+        key,
+        paths,
+        meta,
+        *,
+        owner_ref,
+        gpus,
+        ssh_public_keys,
+        mounts,
+        tenant,
+        image,
+        cpus,
+        memory_gb,
+        disk_gb,
+        app=...,
     ) -> dict:
         paths.base.mkdir(parents=True, exist_ok=True)
         os.chmod(paths.base, 0o700)
@@ -504,6 +529,9 @@ class ContainerRuntime:
             mounts=[asdict(m) for m in mounts] if mounts is not None else meta.get("mounts", []),
             login_user=LOGIN_USER,
         )
+        if app is not ...:
+            meta["app"] = dict(app) if app else None
+        meta["secrets"].setdefault(APP, secrets.token_urlsafe(32))
         for mount in meta["mounts"]:
             _check_mount_path(mount["path"])
         self._save_meta(paths, meta)
@@ -554,6 +582,7 @@ class ContainerRuntime:
         """Pull the image unless it is here; poll() reads the pull's progress from its log meanwhile."""
         image = meta["image"]
         if self.podman.image_exists(image):
+            meta.pop("boot_error", None)
             meta["stage"] = "image_ready"
             self._save_meta(paths, meta)
             return
@@ -577,11 +606,14 @@ class ContainerRuntime:
             returncode = -1
         if returncode != 0:
             meta.pop("pull", None)
-            meta["stage"] = ""
-            self._save_meta(paths, meta)
             said = last_words(log.read_text(errors="replace")) if log.exists() else ""
-            raise LocalRuntimeError(f"the image {image} could not be pulled: {said or 'podman pull failed'}")
+            why = f"the image {image} could not be pulled: {said or 'podman pull failed'}"
+            # poll() reads it: the boot cannot succeed, whichever worker asks (BOOT_FAILED).
+            meta.update(stage=BOOT_FAILED, boot_error=why)
+            self._save_meta(paths, meta)
+            raise LocalRuntimeError(why)
         meta.pop("pull", None)
+        meta.pop("boot_error", None)
         meta["stage"] = "image_ready"
         self._save_meta(paths, meta)
         shutil.rmtree(paths.run / "pull-tmp", ignore_errors=True)
@@ -659,7 +691,7 @@ class ContainerRuntime:
         gpus = meta.get("gpus") or []
         visible = ",".join(str(i) for i in range(len(gpus))) if meta.get("gpu_devices") else ",".join(gpus)
         settings = {
-            "CONSOLE_SERVICES": " ".join(self.services),
+            "CONSOLE_SERVICES": " ".join(self.servers_of(meta)),
             "CONSOLE_LAB_BASE_URL": self.base_url(key, LAB),
             "CONSOLE_LAB_PORT": str(CONTAINER_PORTS[LAB]),
             "CONSOLE_CODE_PORT": str(CONTAINER_PORTS[CODE]),
@@ -672,8 +704,15 @@ class ContainerRuntime:
             "code_secret": meta["secrets"][CODE] + "\n",
             "authorized_keys": "".join(k.strip() + "\n" for k in meta.get("ssh_public_keys", []) if k.strip()),
         }
+        for service in (APP, WEBUI):
+            if service in self.servers_of(meta):
+                files[f"{service}.sh"] = self._app_script(key, meta, service)
+        stale = {f"{service}.sh" for service in (APP, WEBUI)} - set(files)
         os.chmod(folder, 0o700)
         os.chown(folder, 0, 0)
+        for name in stale:  # an app no longer run
+            with contextlib.suppress(FileNotFoundError):
+                (folder / name).unlink()
         for name, text in files.items():
             target = folder / name
             tmp = folder / f".{name}.tmp"
@@ -685,6 +724,38 @@ class ContainerRuntime:
         os.chmod(folder, 0o500)
         if SSH in self.services:
             self._hostkey_ensure(key, paths, meta)
+
+    def servers_of(self, meta: dict | None) -> tuple[str, ...]:
+        """The servers this instance runs: the configured entry points, plus its app (and the app's
+        WebUI) when it has one."""
+        app = (meta or {}).get("app") or {}
+        return self.services + ((APP,) if app else ()) + ((WEBUI,) if app.get("webui") else ())
+
+    def _app_script(self, key: str, meta: dict, service: str) -> str:
+        """The app's (or its WebUI's) start command as a shell script ``console-start`` runs as the
+        user: the placeholders filled in for the container (``{host}`` 0.0.0.0, ``{port}`` the app's
+        port in its image), its environment, and ``APP_API_KEY``, the secret the proxy sends as a
+        Bearer token. It lives in the secrets folder, so a saved image never keeps the key."""
+        app = meta["app"]
+        command = servers.app_command(
+            paths=servers.Paths(Path(HOME_PATH)),
+            port=int(app.get("port") or 8000),
+            base_path=self.base_url(key, service),
+            app=app if service == APP else app["webui"],
+            secret=meta["secrets"][APP],
+            webui_port=int(app["webui"].get("port") or 8080) if app.get("webui") else None,
+            name=service,
+            host="0.0.0.0",  # noqa: S104 (inside the container, on its own network only)
+        )
+        lines = ["# Written by the console: the app's start command (secrets folder, read-only)."]
+        lines += [f"export {name}={shlex.quote(value)}" for name, value in sorted(command.env.items())]
+        lines.append("exec " + shlex.join(command.argv))
+        return "\n".join(lines) + "\n"
+
+    def _app_port(self, meta: dict, service: str) -> int:
+        app = meta.get("app") or {}
+        part = app if service == APP else (app.get("webui") or {})
+        return int(part.get("port") or (8000 if service == APP else 8080))
 
     def _hostkey_ensure(self, key: str, paths: ContainerPaths, meta: dict) -> None:
         """The sshd's host key, made once per instance on the host and mounted read-only for the
@@ -707,6 +778,20 @@ class ContainerRuntime:
         os.chmod(folder, 0o500)
 
     # --- checks after start -----------------------------------------------------------------------
+
+    def address(self, key: str) -> str | None:
+        """The container's address on its tenant's network, while it runs (None otherwise).
+
+        Rootful podman's bridge reaches it from this host, so the console's proxy serves any port the
+        owner's programs listen on there (declared at any time, never published); other tenants'
+        containers cannot, their networks being isolated from this one."""
+        meta = self.meta(key)
+        info = self.podman.inspect("container", self.container_name(key)) if meta else None
+        if not info or (info.get("State") or {}).get("Status") != "running":
+            return None
+        networks = (info.get("NetworkSettings") or {}).get("Networks") or {}
+        own = networks.get(_network_name(meta["tenant"])) or {}
+        return own.get("IPAddress") or None
 
     def container_pid(self, key: str) -> int | None:
         info = self.podman.inspect("container", self.container_name(key)) or {}
@@ -784,8 +869,14 @@ class ContainerRuntime:
         servers_: dict[str, ServerStatus] = {}
         running = state.get("Status") == "running"
         booting = "should_run" not in meta  # its first start is under way (the image pulled, the container made)
-        for service in self.services:
+        address = None
+        for service in self.servers_of(meta):
             port = ports.get(service)
+            if service in (APP, WEBUI):
+                address = address or ((info or {}).get("NetworkSettings") or {}).get("Networks", {}).get(
+                    _network_name(meta["tenant"]), {}
+                ).get("IPAddress")
+                port = self._app_port(meta, service) if address else None
             if booting and not running:
                 servers_[service] = ServerStatus(service, ServerState.STARTING, port)
             elif running and port:
@@ -802,6 +893,11 @@ class ContainerRuntime:
 
     def _answers(self, key: str, service: str, port: int, meta: dict) -> bool:
         host = "127.0.0.1" if self.bind in ("0.0.0.0", "::") else self.bind  # noqa: S104 (a comparison)
+        if service in (APP, WEBUI):  # not published: on the container's own address, serving (not just listening)
+            part = (meta.get("app") or {}) if service == APP else ((meta.get("app") or {}).get("webui") or {})
+            base = self.base_url(key, service).rstrip("/") if part.get("serves_base_path", True) else ""
+            address = self.address(key)
+            return bool(address) and _answers(port, base + (part.get("health_path") or "/"), host=address)
         if service == LAB:
             connection = http.client.HTTPConnection(host, port, timeout=2)
             try:
@@ -829,6 +925,29 @@ class ContainerRuntime:
         meta = self.meta(key) or {}
         return max(0, self._oom_kills(key) - int(meta.get("oom_seen") or 0))
 
+    def boot_error(self, key: str) -> str:
+        """Why the instance's boot failed (its image could not be pulled), "" when it did not."""
+        meta = self.meta(key) or {}
+        return meta.get("boot_error", "") if meta.get("stage") == BOOT_FAILED else ""
+
+    def cached_images(self) -> tuple[str, ...]:
+        """The images this host holds, as the console's catalogue names them: each image's digests
+        (what a launch pins) and the slugs ``IMAGES`` maps to an image that is here."""
+        result = self.podman.run("images", "--format", "json", check=False, timeout=60)
+        try:
+            images = json.loads(result.stdout or "[]") if result.returncode == 0 else []
+        except json.JSONDecodeError:
+            images = []
+        held: set[str] = set()
+        names: set[str] = set()
+        for image in images:
+            digests = [image.get("Digest") or ""] + [ref.rpartition("@")[2] for ref in image.get("RepoDigests") or ()]
+            held.update(d for d in digests if d.startswith("sha256:"))
+            names.update(image.get("Names") or ())
+            names.update(image.get("RepoDigests") or ())
+        held.update(slug for slug, ref in self.images.items() if slug != "default" and ref in names)
+        return tuple(sorted(held))
+
     def stage(self, key: str) -> tuple[str, int, int]:
         """(stage, bytes pulled, bytes in all) while the instance boots."""
         meta = self.meta(key) or {}
@@ -845,6 +964,13 @@ class ContainerRuntime:
 
     def upstream(self, key: str, service: str) -> Upstream | None:
         meta = self.meta(key)
+        if meta and service in (APP, WEBUI) and service in self.servers_of(meta):
+            address = self.address(key)
+            if not address:
+                return None
+            return Upstream(
+                host=address, port=self._app_port(meta, service), service=service, secret=meta["secrets"][APP]
+            )
         port = self.ports.get(key).get(service) if meta else None
         if not meta or port is None or service not in (LAB, CODE):
             return None

@@ -788,10 +788,10 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return []
 
 
-def _answers(port: int, path: str, timeout: float = 1.0) -> bool:
+def _answers(port: int, path: str, timeout: float = 1.0, host: str = "127.0.0.1") -> bool:
     """The app answers ``GET path`` with a status below 500: it is serving, not just listening
     (vLLM opens its port before the weights are loaded and answers 503 until then)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         connection.request("GET", path, headers={"User-Agent": "console-readiness"})
         return connection.getresponse().status < 500
