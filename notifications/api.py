@@ -24,7 +24,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PersonalTokenForChanges, ServiceError
+from core.api import PersonalTokenForChanges, ServiceError, request_rule
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
 from notifications.throttles import WebhookTestThrottle
@@ -51,6 +51,12 @@ class UnreadQuerySerializer(serializers.Serializer):
     unread = serializers.BooleanField(required=False, default=False)
 
 
+@request_rule(
+    anyOf=[
+        {"required": ["ids"], "properties": {"ids": {"minItems": 1}}},
+        {"required": ["all"], "properties": {"all": {"enum": [True]}}},
+    ]
+)
 class MarkReadSerializer(serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), required=False, max_length=1000

@@ -246,7 +246,7 @@ class App(TypedDict):
     gpu_required: NotRequired[bool]
     supports_tensor_parallel: NotRequired[bool]
     precisions: list[str]
-    default_model: str
+    default_model: str | None
     models: list[str]
     parameters: list[AppParameter]
     recommended_gpu_slug: NotRequired[str]
