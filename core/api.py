@@ -350,3 +350,43 @@ def schema_create_links(result: dict, generator, request, public) -> dict:
         if links:
             created.setdefault("links", {}).update(links)
     return result
+
+
+# --- JSON types as the schema states them ------------------------------------------------------------------
+
+
+class StrictJsonTypes:
+    """Serializer mixin: a JSON body's values must have the types the schema states.
+
+    DRF coerces: a ``CharField`` takes ``123`` as ``"123"``, a ``BooleanField`` takes ``"yes"``, ``1`` and
+    ``"on"``, an ``IntegerField`` takes ``"5"`` and ``5.0``. The schema says string, boolean and integer, so
+    a client that sends otherwise has a bug it should hear about: a 400 naming the field. Put it before
+    ``serializers.Serializer`` in the bases; nested serializers need it too.
+    """
+
+    _TYPE_CHECKS = (
+        (serializers.BooleanField, lambda v: isinstance(v, bool), gettext_lazy("Give true or false.")),
+        (serializers.ChoiceField, lambda v: isinstance(v, str), gettext_lazy("Give one of the choices, as text.")),
+        (serializers.CharField, lambda v: isinstance(v, str), gettext_lazy("Give text.")),
+        (
+            serializers.IntegerField,
+            lambda v: isinstance(v, int) and not isinstance(v, bool),
+            gettext_lazy("Give a whole number."),
+        ),
+        (serializers.ListField, lambda v: isinstance(v, list), gettext_lazy("Give a list.")),
+    )
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            errors = {}
+            for name, field in self.fields.items():
+                if field.read_only or field.source == "*" or name not in data or data[name] is None:
+                    continue
+                for kind, is_ok, message in self._TYPE_CHECKS:
+                    if isinstance(field, kind):
+                        if not is_ok(data[name]):
+                            errors[name] = [str(message)]
+                        break
+            if errors:
+                raise exceptions.ValidationError(errors)
+        return super().to_internal_value(data)

@@ -24,7 +24,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PersonalTokenForChanges, ServiceError, request_rule
+from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes, request_rule
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
 from notifications.throttles import WebhookTestThrottle
@@ -57,7 +57,7 @@ class UnreadQuerySerializer(serializers.Serializer):
         {"required": ["all"], "properties": {"all": {"enum": [True]}}},
     ]
 )
-class MarkReadSerializer(serializers.Serializer):
+class MarkReadSerializer(StrictJsonTypes, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), required=False, max_length=1000
     )
@@ -117,7 +117,7 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         return Response({"marked": services.notifications_mark_read(user=request.user, ids=ids)})
 
 
-class PreferenceSerializer(serializers.Serializer):
+class PreferenceSerializer(StrictJsonTypes, serializers.Serializer):
     kind = serializers.ChoiceField(choices=Kind.choices)
     label = serializers.CharField(read_only=True)
     inbox = serializers.BooleanField(read_only=True, help_text="Always true: the inbox keeps every kind.")
@@ -179,7 +179,7 @@ class DeliverySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class WebhookEndpointSerializer(serializers.ModelSerializer):
+class WebhookEndpointSerializer(StrictJsonTypes, serializers.ModelSerializer):
     class Meta:
         model = WebhookEndpoint
         fields = ["id", "url", "active", "created_at"]

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from accounts.models import APIToken
 from billing.selectors import balance_get, runway_get
-from core.api import PersonalTokenForChanges, ServiceError
+from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from teams import selectors, services
 from teams.errors import TeamError
@@ -54,7 +54,7 @@ class TeamSerializer(serializers.ModelSerializer):
         return self.context["roles"].get(team.pk, "")
 
 
-class TeamCreateSerializer(serializers.Serializer):
+class TeamCreateSerializer(StrictJsonTypes, serializers.Serializer):
     name = serializers.CharField(max_length=Team._meta.get_field("name").max_length)
 
 
