@@ -356,13 +356,13 @@ def schema_create_links(result: dict, generator, request, public) -> dict:
 
 
 class StrictJsonTypes:
-    """Serializer mixin: a JSON body's values must have the types the schema states.
-
-    DRF coerces: a ``CharField`` takes ``123`` as ``"123"``, a ``BooleanField`` takes ``"yes"``, ``1`` and
-    ``"on"``, an ``IntegerField`` takes ``"5"`` and ``5.0``. The schema says string, boolean and integer, so
-    a client that sends otherwise has a bug it should hear about: a 400 naming the field. Put it before
-    ``serializers.Serializer`` in the bases; nested serializers need it too.
-    """
+    # Serializer mixin: a JSON body's values must have the types the schema states.
+    #
+    # DRF coerces: a CharField takes 123 as "123", a BooleanField takes "yes", 1 and "on", an
+    # IntegerField takes "5" and 5.0. The schema says string, boolean and integer, so a client that
+    # sends otherwise has a bug it should hear about: a 400 naming the field. Put it before
+    # serializers.Serializer in the bases; nested serializers need it too. (A comment, not a docstring:
+    # drf-spectacular would publish a docstring as the description of every serializer using it.)
 
     _TYPE_CHECKS = (
         (serializers.BooleanField, lambda v: isinstance(v, bool), gettext_lazy("Give true or false.")),

@@ -66,3 +66,17 @@ def test_marking_read_needs_ids_or_all(schema):
 
 def test_an_apps_default_model_may_be_null(schema):
     assert schema["components"]["schemas"]["App"]["properties"]["default_model"]["nullable"] is True
+
+
+def test_a_deployments_model_may_be_null(schema):
+    for name in ("Deployment", "DeploymentCreated"):
+        assert schema["components"]["schemas"][name]["properties"]["model"]["nullable"] is True, name
+
+
+def test_the_fit_checks_numbers_have_their_bounds(schema):
+    from apps_marketplace import fit
+
+    parameters = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/apps/{slug}/fit/"]["get"]["parameters"]}
+    assert parameters["concurrency"]["minimum"] == 1
+    assert parameters["concurrency"]["maximum"] == fit.MAX_CONCURRENCY
+    assert parameters["context_length"]["minimum"] == fit.MIN_CONTEXT_LENGTH

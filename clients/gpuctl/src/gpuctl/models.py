@@ -368,7 +368,7 @@ class DeployRequest(TypedDict):
 class Deployment(TypedDict):
     id: str
     app: str
-    model: str
+    model: str | None
     parameters: Any
     instance: str
     instance_status: str
@@ -395,7 +395,7 @@ class DeploymentApiKey(TypedDict):
 class DeploymentCreated(TypedDict):
     id: str
     app: str
-    model: str
+    model: str | None
     parameters: Any
     instance: str
     instance_status: str
