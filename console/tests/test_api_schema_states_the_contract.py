@@ -80,3 +80,9 @@ def test_the_fit_checks_numbers_have_their_bounds(schema):
     assert parameters["concurrency"]["minimum"] == 1
     assert parameters["concurrency"]["maximum"] == fit.MAX_CONCURRENCY
     assert parameters["context_length"]["minimum"] == fit.MIN_CONTEXT_LENGTH
+
+
+def test_changing_or_removing_a_member_documents_last_owner(schema):
+    member = schema["paths"]["/api/v1/teams/{slug}/members/{id}/"]
+    for method in ("patch", "delete"):
+        assert "last_owner" in member[method]["responses"]["409"]["description"], method
