@@ -8,9 +8,10 @@ operation, with its ``Retry-After``.
 The run must end with 0 failures. Waivers are per operation, written below beside the operation with
 their reason, and turned into schemathesis's own configuration file for the run.
 
-Not yet in the default run: on two shared cores the coverage phase alone takes about 4.5 minutes, and
-its last run (before the waivers applied) still had failures to fix (see the lead's report). Run it with
-``CONSOLE_API_ALL_PHASES=1``.
+Opt-in for now (``CONSOLE_API_ALL_PHASES=1``): it passes (3,901 cases, 0 failures), but takes about
+6.5 minutes on two shared cores, 5.5 of them in the coverage phase. Still to do: the staff operations
+as staff (alice gets their 403), and rows for the stateful phase to reach (its links are in the schema;
+the creates it tries need existing catalogue slugs, so it follows none yet).
 """
 
 from __future__ import annotations
