@@ -17,6 +17,7 @@ from accounts import selectors, services
 from accounts.client import request_client
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
 from accounts.tokens import token_team_choices
+from core.api import StrictJsonTypes
 
 
 def raise_as_api_error(error: DjangoValidationError):
@@ -55,7 +56,7 @@ CREDENTIALS_PERMISSIONS = [permissions.IsAuthenticated, PersonalCredentialsOnly]
 # --- Serializers ----------------------------------------------------------------------------------
 
 
-class ProfileSerializer(serializers.ModelSerializer):
+class ProfileSerializer(StrictJsonTypes, serializers.ModelSerializer):
     class Meta:
         model = User
         fields = ["email", "display_name", "language", "date_joined"]

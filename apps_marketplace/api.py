@@ -100,8 +100,12 @@ class AppViewSet(viewsets.ReadOnlyModelViewSet):
         parameters=[
             OpenApiParameter("model", OpenApiTypes.STR, description="Repository id of one of the app's models."),
             OpenApiParameter("precision", OpenApiTypes.STR, enum=list(fit.PRECISIONS)),
-            OpenApiParameter("context_length", OpenApiTypes.INT),
-            OpenApiParameter("concurrency", OpenApiTypes.INT),
+            OpenApiParameter(
+                "context_length",
+                {"type": "integer", "minimum": fit.MIN_CONTEXT_LENGTH},
+                description="Tokens; at most the app's own maximum context.",
+            ),
+            OpenApiParameter("concurrency", {"type": "integer", "minimum": 1, "maximum": fit.MAX_CONCURRENCY}),
         ],
         responses=FitSerializer,
     )

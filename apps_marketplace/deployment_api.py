@@ -50,7 +50,7 @@ class StepSerializer(serializers.Serializer):
 
 class DeploymentSerializer(serializers.ModelSerializer):
     app = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    model = serializers.SlugRelatedField(slug_field="repo_id", read_only=True)
+    model = serializers.SlugRelatedField(slug_field="repo_id", read_only=True, allow_null=True)
     instance = serializers.UUIDField(source="instance_id", read_only=True)
     instance_status = serializers.CharField(source="instance.status", read_only=True)
     region = serializers.CharField(source="instance.region.slug", read_only=True)

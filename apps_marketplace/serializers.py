@@ -64,7 +64,7 @@ class AppParameterSerializer(serializers.ModelSerializer):
 
 
 class AppSerializer(serializers.ModelSerializer):
-    default_model = serializers.SlugRelatedField(slug_field="repo_id", read_only=True)
+    default_model = serializers.SlugRelatedField(slug_field="repo_id", read_only=True, allow_null=True)
     models = serializers.SlugRelatedField(source="served_models", slug_field="repo_id", many=True, read_only=True)
     parameters = AppParameterSerializer(many=True, read_only=True)
     precisions = serializers.ListField(child=serializers.CharField(), read_only=True)

@@ -10,9 +10,10 @@ import django_filters
 from django.utils.translation import gettext_lazy as _
 
 from billing.models import Transaction
+from core.filters import FilterSet
 
 
-class TransactionFilter(django_filters.FilterSet):
+class TransactionFilter(FilterSet):
     kind = django_filters.MultipleChoiceFilter(
         choices=Transaction.Kind.choices, help_text=_("Only these kinds (repeat the parameter for several).")
     )

@@ -458,7 +458,12 @@ SPECTACULAR_SETTINGS = {
     # (a form field cannot say null).
     "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
     # Every 4xx in the one error format (core/api.py), documented on every operation.
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.api.schema_error_responses"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.api.schema_error_responses",
+        # OpenAPI links from each create to the operations on what it created (stateful clients follow them).
+        "core.api.schema_create_links",
+    ],
 }
 
 # --- Internationalisation --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ appears on validation errors and maps each field to its messages.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -218,6 +219,51 @@ def _forbid_nul(node) -> None:
             _forbid_nul(value)
 
 
+#: Rules across a request body's fields that a serializer's ``validate`` enforces (component name → the
+#: JSON Schema keywords to add), registered with ``request_rule``.
+_REQUEST_RULES: dict[str, dict] = {}
+
+
+def request_rule(**keywords):
+    """Class decorator: state in the schema a rule a serializer's ``validate`` enforces across fields.
+
+    E.g. ``@request_rule(anyOf=[{"required": ["ids"]}, {"required": ["all"]}])``. The body is then
+    documented as required too: an empty one breaks the rule.
+    """
+
+    def decorate(serializer_class):
+        _REQUEST_RULES[serializer_class.__name__.removesuffix("Serializer") + "Request"] = keywords
+        return serializer_class
+
+    return decorate
+
+
+def _apply_request_rules(result: dict) -> None:
+    components = result.get("components", {}).get("schemas", {})
+    ruled = set()
+    for name, keywords in _REQUEST_RULES.items():
+        if name in components:
+            components[name].update(keywords)
+            ruled.add(f"#/components/schemas/{name}")
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            if body and any(c.get("schema", {}).get("$ref") in ruled for c in body.get("content", {}).values()):
+                body["required"] = True
+
+
+_IDEMPOTENCY_CONFLICT = "`idempotency_key_reused`: the Idempotency-Key was used before with another request."
+
+
+def _document_idempotency_conflict(responses: dict) -> None:
+    """An operation that takes ``Idempotency-Key`` answers 409 ``idempotency_key_reused`` (idempotency/api.py)."""
+    conflict = responses.get("409")
+    if conflict is None:
+        responses["409"] = _error_response("409", _IDEMPOTENCY_CONFLICT)
+    elif _IDEMPOTENCY_CONFLICT not in conflict.get("description", ""):
+        conflict["description"] = f"{conflict.get('description', '').rstrip()} Or {_IDEMPOTENCY_CONFLICT}".strip()
+
+
 def schema_error_responses(result: dict, generator, request, public) -> dict:
     """drf-spectacular postprocessing hook: document the 4xx answers of every operation.
 
@@ -232,6 +278,7 @@ def schema_error_responses(result: dict, generator, request, public) -> dict:
         if name.endswith("Request"):  # the request halves (COMPONENT_SPLIT_REQUEST)
             _forbid_nul(component)
     components["Error"] = ERROR_COMPONENT
+    _apply_request_rules(result)
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
@@ -253,6 +300,93 @@ def schema_error_responses(result: dict, generator, request, public) -> dict:
                 wanted.append("404")
             if "requestBody" in operation:
                 wanted.append("415")
+            if any(p.get("in") == "header" and p.get("name") == "Idempotency-Key" for p in parameters):
+                _document_idempotency_conflict(responses)
             for code in wanted:
                 responses.setdefault(code, _error_response(code))
     return result
+
+
+# --- Links from a create to the operations on what it created ------------------------------------------
+
+
+def _response_properties(result: dict, response: dict) -> dict:
+    schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/components/schemas/"):
+        schema = result.get("components", {}).get("schemas", {}).get(ref.rsplit("/", 1)[1], {})
+    return schema.get("properties", {})
+
+
+def schema_create_links(result: dict, generator, request, public) -> dict:
+    """drf-spectacular postprocessing hook: OpenAPI links from each create's 201 to the operations on its
+    result (``POST /things/`` → ``GET|PUT|PATCH|DELETE /things/{id}/`` and the actions under it).
+
+    A client (and schemathesis's stateful phase) then knows that the ``id`` (or ``slug``) of the answer
+    is what those operations take. Only path parameters that the answer has a field for are linked.
+    """
+    paths = result.get("paths", {})
+    for path, operations in paths.items():
+        create = operations.get("post")
+        if not create or "201" not in create.get("responses", {}):
+            continue
+        created = create["responses"]["201"]
+        fields = _response_properties(result, created)
+        links = {}
+        for other, other_operations in paths.items():
+            match = re.fullmatch(re.escape(path) + r"\{(\w+)\}/([\w-]+/)?", other)
+            if not match or match.group(1) not in fields:
+                continue
+            parameter = match.group(1)
+            if re.findall(r"\{(\w+)\}", other[len(path) :]) != [parameter]:
+                continue
+            for method, operation in other_operations.items():
+                if method not in {"get", "put", "patch", "delete", "post"} or "operationId" not in operation:
+                    continue
+                parameters = {parameter: f"$response.body#/{parameter}"}
+                for outer in re.findall(r"\{(\w+)\}", path):  # the create's own path parameters, as sent
+                    parameters[outer] = f"$request.path.{outer}"
+                links[operation["operationId"]] = {"operationId": operation["operationId"], "parameters": parameters}
+        if links:
+            created.setdefault("links", {}).update(links)
+    return result
+
+
+# --- JSON types as the schema states them ------------------------------------------------------------------
+
+
+class StrictJsonTypes:
+    # Serializer mixin: a JSON body's values must have the types the schema states.
+    #
+    # DRF coerces: a CharField takes 123 as "123", a BooleanField takes "yes", 1 and "on", an
+    # IntegerField takes "5" and 5.0. The schema says string, boolean and integer, so a client that
+    # sends otherwise has a bug it should hear about: a 400 naming the field. Put it before
+    # serializers.Serializer in the bases; nested serializers need it too. (A comment, not a docstring:
+    # drf-spectacular would publish a docstring as the description of every serializer using it.)
+
+    _TYPE_CHECKS = (
+        (serializers.BooleanField, lambda v: isinstance(v, bool), gettext_lazy("Give true or false.")),
+        (serializers.ChoiceField, lambda v: isinstance(v, str), gettext_lazy("Give one of the choices, as text.")),
+        (serializers.CharField, lambda v: isinstance(v, str), gettext_lazy("Give text.")),
+        (
+            serializers.IntegerField,
+            lambda v: isinstance(v, int) and not isinstance(v, bool),
+            gettext_lazy("Give a whole number."),
+        ),
+        (serializers.ListField, lambda v: isinstance(v, list), gettext_lazy("Give a list.")),
+    )
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            errors = {}
+            for name, field in self.fields.items():
+                if field.read_only or field.source == "*" or name not in data or data[name] is None:
+                    continue
+                for kind, is_ok, message in self._TYPE_CHECKS:
+                    if isinstance(field, kind):
+                        if not is_ok(data[name]):
+                            errors[name] = [str(message)]
+                        break
+            if errors:
+                raise exceptions.ValidationError(errors)
+        return super().to_internal_value(data)

@@ -17,11 +17,11 @@ from rest_framework.views import APIView
 
 from accounts.client import request_client
 from accounts.models import APIToken
-from core.api import ServiceError
+from core.api import ServiceError, StrictJsonTypes
 from devicelogin import services
 
 
-class StartSerializer(serializers.Serializer):
+class StartSerializer(StrictJsonTypes, serializers.Serializer):
     client_name = serializers.CharField(max_length=64, required=False, default="gpuctl", help_text="Names the token.")
     scope = serializers.ChoiceField(
         choices=APIToken.Scope.choices,

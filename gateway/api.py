@@ -29,7 +29,9 @@ from instances.selectors import instance_get_for
 from teams.access import Access
 
 MAX_DOWNLOAD = 512 * 1024 * 1024  # larger files go over scp or sftp through the gateway
-PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path on the instance, e.g. /root/runs")
+PATH = OpenApiParameter(
+    "path", {"type": "string", "minLength": 1}, required=True, description="A path on the instance, e.g. /root/runs"
+)
 
 
 def _instance(request, instance_id) -> Instance:

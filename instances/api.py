@@ -554,11 +554,13 @@ class InstanceViewSet(
     def keep_running(self, request, pk=None):
         return self._act(services.instance_auto_stop_snooze)
 
-    @extend_schema(summary="Status history", tags=["instances"], responses=EventSerializer(many=True))
-    @action(detail=True, methods=["get"])
+    @extend_schema(summary="Status history, oldest first", tags=["instances"], responses=EventSerializer(many=True))
+    # Paginated like every list (the schema says so); the instance list's filters do not apply to it.
+    @action(detail=True, methods=["get"], filter_backends=[])
     def events(self, request, pk=None):
         instance = self.get_object()
-        return Response(EventSerializer(selectors.instance_events(instance=instance), many=True).data)
+        page = self.paginate_queryset(selectors.instance_events(instance=instance))
+        return self.get_paginated_response(EventSerializer(page, many=True).data)
 
 
 class CatalogueView(APIView):

@@ -9,10 +9,11 @@ from __future__ import annotations
 import django_filters
 from django.utils.translation import gettext_lazy as _
 
+from core.filters import FilterSet
 from instances.models import Instance
 
 
-class InstanceFilter(django_filters.FilterSet):
+class InstanceFilter(FilterSet):
     status = django_filters.MultipleChoiceFilter(
         choices=Instance.Status.choices, help_text=_("Only these statuses (repeat the parameter for several).")
     )

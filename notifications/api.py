@@ -24,7 +24,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PersonalTokenForChanges, ServiceError
+from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes, request_rule
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
 from notifications.throttles import WebhookTestThrottle
@@ -51,7 +51,13 @@ class UnreadQuerySerializer(serializers.Serializer):
     unread = serializers.BooleanField(required=False, default=False)
 
 
-class MarkReadSerializer(serializers.Serializer):
+@request_rule(
+    anyOf=[
+        {"required": ["ids"], "properties": {"ids": {"minItems": 1}}},
+        {"required": ["all"], "properties": {"all": {"enum": [True]}}},
+    ]
+)
+class MarkReadSerializer(StrictJsonTypes, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), required=False, max_length=1000
     )
@@ -111,7 +117,7 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         return Response({"marked": services.notifications_mark_read(user=request.user, ids=ids)})
 
 
-class PreferenceSerializer(serializers.Serializer):
+class PreferenceSerializer(StrictJsonTypes, serializers.Serializer):
     kind = serializers.ChoiceField(choices=Kind.choices)
     label = serializers.CharField(read_only=True)
     inbox = serializers.BooleanField(read_only=True, help_text="Always true: the inbox keeps every kind.")
@@ -173,7 +179,7 @@ class DeliverySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class WebhookEndpointSerializer(serializers.ModelSerializer):
+class WebhookEndpointSerializer(StrictJsonTypes, serializers.ModelSerializer):
     class Meta:
         model = WebhookEndpoint
         fields = ["id", "url", "active", "created_at"]

@@ -28,7 +28,12 @@ from storage.models import Volume
 from teams.access import request_acting, require_access, require_permission
 from teams.roles import Permission
 
-PATH = OpenApiParameter("path", OpenApiTypes.STR, description="A path in the volume, e.g. /runs (/ is its root)")
+PATH = OpenApiParameter(
+    "path",
+    {"type": "string", "minLength": 1},
+    required=True,
+    description="A path in the volume, e.g. /runs (/ is its root)",
+)
 DOWNLOAD_BLOCK = 1024 * 1024  # what a download streams at a time
 
 

@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from accounts.models import APIToken
 from billing.selectors import balance_get, runway_get
-from core.api import PersonalTokenForChanges, ServiceError
+from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from teams import selectors, services
 from teams.errors import TeamError
@@ -54,7 +54,7 @@ class TeamSerializer(serializers.ModelSerializer):
         return self.context["roles"].get(team.pk, "")
 
 
-class TeamCreateSerializer(serializers.Serializer):
+class TeamCreateSerializer(StrictJsonTypes, serializers.Serializer):
     name = serializers.CharField(max_length=Team._meta.get_field("name").max_length)
 
 
@@ -180,17 +180,24 @@ class TeamViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         return Response(TeamSerializer(team, context={"roles": {team.pk: Role.OWNER}}).data, status=201)
 
 
+_LAST_OWNER = OpenApiResponse(description="`last_owner`: the team's last owner keeps the role and cannot leave.")
+
+
 @extend_schema_view(
     list=extend_schema(summary="List a team's members"),
     partial_update=extend_schema(
         summary="Change a member's role or limits",
         description="Admins and owners. Only an owner makes or unmakes an owner; the last owner keeps the role.",
         request=MemberUpdateSerializer,
-        responses={200: MemberSerializer, 403: OpenApiResponse(description="Your role does not allow this.")},
+        responses={
+            200: MemberSerializer,
+            403: OpenApiResponse(description="Your role does not allow this."),
+            409: _LAST_OWNER,
+        },
     ),
     destroy=extend_schema(
         summary="Remove a member (or leave, for yourself)",
-        responses={204: None, 403: OpenApiResponse(description="Your role does not allow this.")},
+        responses={204: None, 403: OpenApiResponse(description="Your role does not allow this."), 409: _LAST_OWNER},
     ),
 )
 @extend_schema(tags=["teams"])

@@ -34,3 +34,10 @@ def test_a_bad_date_or_kind_is_a_400_naming_it(alice_client):
         response = alice_client.get(URL, params)
         assert response.status_code == 400
         assert list(response.json()["error"]["fields"]) == list(params)
+
+
+def test_an_empty_date_or_kind_is_a_400_not_the_unfiltered_list(alice_client):
+    for params in ({"date_to": ""}, {"date_from": " "}, {"kind": ""}):
+        response = alice_client.get(URL, params)
+        assert response.status_code == 400, params
+        assert list(response.json()["error"]["fields"]) == list(params)

@@ -127,5 +127,5 @@ def test_the_node_note_shows_on_the_timeline_and_in_the_api(rich_alice, alice_cl
 
     page = alice_client.get(f"/instances/{instance.pk}/").content.decode()
     assert f"Node {instance.node.name} is out of service (draining)" in page
-    events = alice_client.get(f"/api/v1/instances/{instance.pk}/events/").json()
+    events = alice_client.get(f"/api/v1/instances/{instance.pk}/events/").json()["results"]
     assert [e["kind"] for e in events][-1] == "node"

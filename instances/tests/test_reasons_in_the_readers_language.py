@@ -24,6 +24,6 @@ def test_what_a_worker_wrote_reads_in_the_readers_language(rich_alice, client):
     client.cookies["django_language"] = "zh-hans"
     chinese = client.get(f"/instances/{instance.pk}/").content.decode()
     assert "已关机，磁盘已保留" in chinese and "Stopped; disk kept" not in chinese
-    events = client.get(f"/api/v1/instances/{instance.pk}/events/", HTTP_ACCEPT_LANGUAGE="zh-hans").json()
+    events = client.get(f"/api/v1/instances/{instance.pk}/events/", HTTP_ACCEPT_LANGUAGE="zh-hans").json()["results"]
     assert "已关机，磁盘已保留" in [event["reason"] for event in events]
     assert not any(event["reason"].startswith(PREFIX) for event in events)

@@ -20,15 +20,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 from generate_models import render  # noqa: E402
 
 # Where the schema is wrong, the SDK follows the server; each waiver says why (and is in the README).
-QUERY_WAIVERS = {
-    # The instance list's filters leak onto its events action (the filter backend of the viewset):
-    # the server ignores them, so the SDK offers none.
-    "v1_instances_events_list": {"gpu_model", "ordering", "region", "released", "status"},
-}
-# Answers documented as paginated objects that are plain lists: the SDK's iterator accepts both.
-PLAIN_LIST_ANSWERS = {"v1_instances_events_list"}
-# Documented as optional, refused when absent (400 "Give a path."): the SDK requires them.
-REQUIRED_ANYWAY = {"path"}
+# None today: the schema states what the server enforces (console/tests/test_api_schemathesis_all_phases.py).
+QUERY_WAIVERS: dict[str, set[str]] = {}
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -91,7 +84,7 @@ def test_every_operation_of_the_schema_is_a_method_of_the_sdk(schema):
         if keywords != expected:
             problems.append(f"{where}: query parameters {sorted(keywords)}, the schema has {sorted(expected)}")
         for key in keywords & expected:
-            required = query[key].get("required", False) or key in REQUIRED_ANYWAY
+            required = query[key].get("required", False)
             if required != (signature.parameters[key].default is inspect.Parameter.empty):
                 problems.append(f"{where}: {key} required is {not required}, the schema says {required}")
 

@@ -366,7 +366,7 @@ class Client(Transport):
 
     @operation("notifications_read_many", "POST", "/notifications/read/")
     def notifications_read_many(
-        self, body: m.MarkReadRequest | None = None, *, idempotency_key: str | None = None
+        self, body: m.MarkReadRequest, *, idempotency_key: str | None = None
     ) -> m.NotificationsMarked:
         """Mark several (ids) or all of your notifications read."""
 

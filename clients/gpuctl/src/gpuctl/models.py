@@ -149,6 +149,8 @@ SecurityEventActionEnum = Literal[
 
 SourceEnum = Literal["huggingface", "modelscope"]
 
+StageEnum = Literal["queued", "placed", "pulling", "image_ready", "container_started", "servers_answering"]
+
 StateEnum = Literal["done", "current", "todo"]
 
 TeamEventActionEnum = Literal[
@@ -246,7 +248,7 @@ class App(TypedDict):
     gpu_required: NotRequired[bool]
     supports_tensor_parallel: NotRequired[bool]
     precisions: list[str]
-    default_model: str
+    default_model: str | None
     models: list[str]
     parameters: list[AppParameter]
     recommended_gpu_slug: NotRequired[str]
@@ -295,6 +297,19 @@ class Balance(TypedDict):
     owed_fen: int
     burn_fen_per_hour: int
     runway_seconds: int | None
+
+
+class Boot(TypedDict):
+    stages: list[BootStage]
+    pull: ImagePull | None
+    total_seconds: float | None
+
+
+class BootStage(TypedDict):
+    stage: StageEnum
+    started_at: str
+    seconds: float | None
+    failed: bool
 
 
 class Breakdown(TypedDict):
@@ -368,7 +383,7 @@ class DeployRequest(TypedDict):
 class Deployment(TypedDict):
     id: str
     app: str
-    model: str
+    model: str | None
     parameters: Any
     instance: str
     instance_status: str
@@ -395,7 +410,7 @@ class DeploymentApiKey(TypedDict):
 class DeploymentCreated(TypedDict):
     id: str
     app: str
-    model: str
+    model: str | None
     parameters: Any
     instance: str
     instance_status: str
@@ -500,6 +515,18 @@ class Image(TypedDict):
     cuda_version: str
     python_version: NotRequired[str]
     os: NotRequired[str]
+    repository: NotRequired[str]
+    tag: NotRequired[str]
+    digest: NotRequired[str]
+    size_bytes: NotRequired[int]
+    contents: NotRequired[Any]
+
+
+class ImagePull(TypedDict):
+    bytes_done: int
+    bytes_total: int
+    bytes_per_second: float | None
+    seconds_left: float | None
 
 
 class Instance(TypedDict):
@@ -523,6 +550,8 @@ class Instance(TypedDict):
     status_changed_at: str
     running_since: str | None
     entry_points: EntryPoints
+    image_ref: str
+    boot: Boot | None
 
 
 class Invitation(TypedDict):
@@ -1235,6 +1264,8 @@ __all__ = [
     "Attachment",
     "AutoStopRequest",
     "Balance",
+    "Boot",
+    "BootStage",
     "Breakdown",
     "CardProcess",
     "CardSeries",
@@ -1261,6 +1292,7 @@ __all__ = [
     "GpuMetricsRangeEnum",
     "GpuModel",
     "Image",
+    "ImagePull",
     "Instance",
     "InstanceStatusEnum",
     "InstanceTierEnum",
@@ -1344,6 +1376,7 @@ __all__ = [
     "StaffQuotaRequest",
     "StaffReservation",
     "StaffReservationCreateRequest",
+    "StageEnum",
     "StartRequest",
     "Started",
     "StateEnum",
