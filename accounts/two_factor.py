@@ -30,7 +30,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils.translation import gettext_lazy as _
 from django_htmx.http import HttpResponseClientRedirect
 from drf_spectacular.authentication import SessionScheme
@@ -81,17 +81,16 @@ class StaffSecondFactorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
-
-    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs) -> HttpResponse | None:
-        match = request.resolver_match
-        name = match.url_name if match is not None else None
+        # In __call__, not process_view: under ASGI each process_view hook is one more hop between
+        # threads for every request, and this check concerns only staff without a second factor.
+        if request.path.startswith("/api/v1/") or not second_factor_required(request.user):
+            return self.get_response(request)
+        try:
+            name = resolve(request.path_info).url_name
+        except Resolver404:
+            name = None
         if name and (name.startswith("mfa_") or name in ALLOWED_WITHOUT_SECOND_FACTOR):
-            return None
-        if request.path.startswith("/api/v1/"):
-            return None
-        if not second_factor_required(request.user):
-            return None
+            return self.get_response(request)
         if getattr(request, "htmx", False):  # a partial: the whole page goes
             return HttpResponseClientRedirect(reverse("mfa_index"))
         return redirect("mfa_index")

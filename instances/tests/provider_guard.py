@@ -15,9 +15,11 @@ from providers.simulated.backend import SimulatedBackend
 
 # Every method of the contract (create, poll, entry_points, proxy_target, the volumes' …). Data such as
 # ``max_nodes`` or ``supports_volumes`` is configuration, read from settings, not asked of a provider.
+# ``has_image`` is configuration too: by contract a provider answers it from its options, without
+# connecting (the launch form asks it, so that an image a region lacks is refused before anything exists).
 CONTRACT = frozenset(
     name for name, value in vars(ProvisioningBackend).items() if callable(value) and not name.startswith("_")
-)
+) - {"has_image"}
 SSH_PORT = 2222
 
 

@@ -304,6 +304,21 @@ def test_staff_with_an_authenticator_app_may_remove_a_passkey(staff, client_for,
     }
 
 
+@pytest.mark.parametrize("action", ["edit", "remove"])
+def test_another_persons_passkey_is_a_404(alice, bob, client_for, action):
+    key = passkey(alice)
+    client = client_for(bob)
+    path = f"/accounts/2fa/webauthn/keys/{key.pk}/{action}/"
+    confirm_password(client, path)
+
+    assert client.get(path).status_code == 404
+    assert client.post(path, {"name": "mine now"}).status_code == 404
+    assert Authenticator.objects.get(pk=key.pk).data == {"name": "Laptop"}
+    owner = client_for(alice)  # the same page is there for its owner
+    confirm_password(owner, path)
+    assert owner.get(path).status_code == 200
+
+
 # --- The pages --------------------------------------------------------------------------------------
 
 

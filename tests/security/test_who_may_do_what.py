@@ -413,6 +413,9 @@ PAGES_OUTSIDE_THE_TABLE = {
     "apps_detail": "the public catalogue",
     "apps_deploy": "the public catalogue: the deployment is made in the acting context",
     "quota_decide": "staff only",
+    "mfa_edit_webauthn": "the signed-in person's own passkeys: allauth looks them up among request.user's "
+    "(test_two_factor_sign_in.py: another person's passkey is a 404)",
+    "mfa_remove_webauthn": "the signed-in person's own passkeys (as above)",
 }
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import http.client
 import json
 import os
@@ -42,6 +43,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from providers.local.runtime import servers
@@ -538,8 +540,6 @@ class ContainerRuntime:
         return meta
 
     def _config_digest(self, meta: dict, ports: Mapping[str, int]) -> str:
-        import hashlib
-
         what = json.dumps(
             [
                 meta["image"],
@@ -1149,8 +1149,6 @@ def _get_json(port: int, path: str, token: str):
 
 
 def _timestamp(value) -> float | None:
-    from datetime import datetime
-
     if not isinstance(value, str):
         return None
     try:
