@@ -150,6 +150,7 @@ def test_a_killed_private_redis_comes_back_by_itself_with_the_queue_it_held(tmp_
 
         def answers() -> bool:
             try:
+                # wall-clock: one probe of a loop that _until repeats until its own generous deadline
                 return redis.Redis.from_url(url, socket_connect_timeout=1).ping()
             except redis.ConnectionError:
                 return False

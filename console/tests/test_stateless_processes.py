@@ -173,7 +173,10 @@ class LiveStatus(threading.Thread):
                     continue
 
     def statuses(self, instance_id: str) -> list[str]:
-        return [m["status"] for m in self.messages if m.get("type") == "instance" and m.get("id") == instance_id]
+        """The statuses heard, each once in a row: a boot also pushes its stages (image pulled,
+        container started…) under the same status, for the page's launch timeline."""
+        heard = [m["status"] for m in self.messages if m.get("type") == "instance" and m.get("id") == instance_id]
+        return [status for n, status in enumerate(heard) if n == 0 or heard[n - 1] != status]
 
 
 def test_two_web_processes_and_two_workers_behave_as_one(console_processes, alice):
