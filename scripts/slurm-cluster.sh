@@ -258,6 +258,7 @@ tenant_python() {
   fi
   if [[ ! -x "$BASE/python/bin/python3" ]]; then
     say "copying the console's Python ($(dirname "$home")) to $BASE/python for the tenants' jobs"
+    mkdir -p "$BASE" # a fresh checkout (CI's clone) has no var/slurm yet
     rm -rf "$BASE/python.tmp"
     cp -a "$(dirname "$home")" "$BASE/python.tmp"
     chmod -R go+rX "$BASE/python.tmp"
