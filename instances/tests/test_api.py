@@ -71,7 +71,7 @@ def test_actions_through_the_api(rich_alice, alice_client, django_capture_on_com
         reverse("api-instance-rename", args=[instance.pk]), {"name": "api-name"}, content_type="application/json"
     )
     assert response.json()["name"] == "api-name"
-    events = alice_client.get(reverse("api-instance-events", args=[instance.pk])).json()
+    events = alice_client.get(reverse("api-instance-events", args=[instance.pk])).json()["results"]
     assert [e["new"] for e in events][-2:] == ["stopping", "stopped"]
 
 

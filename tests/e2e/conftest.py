@@ -133,6 +133,7 @@ def make_run(clone: Path, log: Path, **extra_env: str) -> Iterator[Console]:
     env = clean_env(
         EMBEDDED_PG_PORT=str(free_port()),
         EMBEDDED_REDIS_PORT=str(free_port()),
+        EMBEDDED_REGISTRY_PORT=str(free_port()),  # two consoles run at once (made_run, made_run_local)
         GATEWAY_PORT=str(gateway_port),
         **extra_env,
     )
