@@ -88,24 +88,12 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class ContainerPaths:
-    base: Path
-
-    @property
-    def run(self) -> Path:
-        return self.base / "run"
-
-    @property
-    def meta(self) -> Path:
-        return self.run / "meta.json"
+class ContainerPaths(servers.Paths):
+    """The process runtime's layout (``home``, ``run``, ``meta.json``), and what a container adds."""
 
     @property
     def secrets(self) -> Path:
         return self.base / "secrets"
-
-    @property
-    def home(self) -> Path:
-        return self.base / "home"
 
     @property
     def hostkeys(self) -> Path:
