@@ -22,7 +22,9 @@ DETACHED = "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &"
 
 
 def _processes_of(uid: int) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+    """The processes of a Unix user, read in one pass: ``info`` holds what was read while each was
+    alive, so one that ends meanwhile cannot raise ``NoSuchProcess`` later (a ``.name()`` call would)."""
+    return [p for p in psutil.process_iter(["uids", "name"]) if p.info["uids"] and p.info["uids"].real == uid]
 
 
 def _running_with_a_detached_process(backend, key: str, owner) -> dict:
@@ -37,7 +39,7 @@ def _running_with_a_detached_process(backend, key: str, owner) -> dict:
     wait_until(running, timeout=60, interval=0.2, what=f"{key} to run")
     assert backend.checkpoint(key=key, state=seen["state"], command=DETACHED, grace_s=5)
     wait_until(
-        lambda: any("sleep" in p.name() for p in _processes_of(owner.uid)),
+        lambda: any("sleep" in (p.info["name"] or "") for p in _processes_of(owner.uid)),
         timeout=20,
         what="the detached process to start",
     )
