@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from accounts import selectors, services
 from accounts.client import request_client
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
+from accounts.throttles import rate_limit_status
 from accounts.tokens import token_team_choices
 from core.api import StrictJsonTypes
 
@@ -106,8 +107,12 @@ class APITokenSerializer(serializers.ModelSerializer):
             "last_used_at",
             "revoked_at",
             "status",
+            "rate_per_min",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "rate_per_min": {"help_text": _("Requests a minute of its own, within the account's; null: the account's.")}
+        }
 
     def get_status(self, token: APIToken) -> str:
         return token.status().value
@@ -133,6 +138,16 @@ class APITokenCreateSerializer(serializers.Serializer):
         max_length=64,
         help_text=_("The slug of one of your teams: the token acts in that team. Omit or null for a personal token."),
     )
+    rate_per_min = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=1_000_000,
+        help_text=_(
+            "Requests a minute for this token, within your account's limit (GET /api/v1/account/rate-limit/): "
+            "a larger number is stored as the account's. Omit or null: the account's limit."
+        ),
+    )
 
 
 class APITokenCreatedSerializer(APITokenSerializer):
@@ -157,7 +172,30 @@ class SecurityEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class RateLimitSerializer(serializers.Serializer):
+    window_s = serializers.IntegerField(help_text=_("The window the limits count in, in seconds (a sliding minute)."))
+    account_per_min = serializers.IntegerField(
+        help_text=_("Requests a minute for all of the account's sessions and tokens together.")
+    )
+    account_remaining = serializers.IntegerField(help_text=_("What the account may still send in the window."))
+    token_per_min = serializers.IntegerField(
+        allow_null=True, help_text=_("This token's own limit, within the account's; null: none of its own.")
+    )
+    token_remaining = serializers.IntegerField(allow_null=True, help_text=_("What this token may still send."))
+
+
 # --- Views ----------------------------------------------------------------------------------------
+
+
+@extend_schema(tags=["account"], summary="Your rate limits and what is left of them this minute")
+class RateLimitView(generics.GenericAPIView):
+    """The calling credential's limits (the account's, the token's own) and what is left of each. This
+    request counts, as any other; over a limit it is refused with 429 and ``Retry-After`` too."""
+
+    serializer_class = RateLimitSerializer
+
+    def get(self, request) -> Response:
+        return Response(RateLimitSerializer(rate_limit_status(request)).data)
 
 
 @extend_schema(tags=["account"])
@@ -286,6 +324,7 @@ class APITokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
                 expires_at=expires_at,
                 scope=data.validated_data["scope"],
                 team_id=team_id,
+                rate_per_min=data.validated_data.get("rate_per_min"),
                 **request_client(request),
             )
         except DjangoValidationError as error:

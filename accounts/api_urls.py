@@ -10,5 +10,6 @@ router.register("security-events", api.SecurityEventViewSet, basename="api-accou
 
 urlpatterns = [
     path("profile/", api.ProfileView.as_view(), name="api-account-profile"),
+    path("rate-limit/", api.RateLimitView.as_view(), name="api-account-rate-limit"),
     *router.urls,
 ]

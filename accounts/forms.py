@@ -7,6 +7,7 @@ from datetime import timedelta
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -91,8 +92,26 @@ class APITokenForm(forms.Form):
         help_text=_("A team's token acts on the team's account, and stops working when you leave the team."),
     )
 
-    def __init__(self, *args, teams: list[dict] | None = None, initial_team: int | None = None, **kwargs) -> None:
+    rate_per_min = forms.IntegerField(
+        label=_("Requests a minute"),
+        required=False,
+        min_value=1,
+        widget=forms.NumberInput(attrs={"placeholder": _("your account's limit")}),
+        help_text=_("A limit of its own, so a script that loops cannot use up what your other tokens need."),
+    )
+
+    def __init__(
+        self,
+        *args,
+        teams: list[dict] | None = None,
+        initial_team: int | None = None,
+        account_rate: int | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if account_rate is not None:
+            self.fields["rate_per_min"].widget.attrs["max"] = account_rate
+            self.fields["rate_per_min"].validators.append(MaxValueValidator(account_rate))
         self.teams = teams or []
         self.fields["team"].choices = [("", _("Personal")), *((str(t["id"]), t["name"]) for t in self.teams)]
         if initial_team is not None:

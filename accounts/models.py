@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser, BaseUserManager
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
@@ -45,6 +46,15 @@ class User(AbstractUser):
     # notifications), also by workers, which have no request to take it from.
     language = models.CharField(
         _("language"), max_length=16, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE
+    )
+    # The API's requests a minute for all of this account's credentials together (its sessions and every
+    # token): staff raise it for a heavy user, or lower it for an abusive one. Empty: API_RATE_PER_MIN.
+    api_rate_per_min = models.PositiveIntegerField(
+        _("API requests a minute"),
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=_("For all of this account's sessions and API tokens together; empty: the console's default."),
     )
 
     USERNAME_FIELD = "email"
@@ -134,6 +144,11 @@ class APIToken(models.Model):
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
     revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+    # A limit of the token's own, within its account's (``accounts.throttles``): a CI job's token that
+    # loops cannot use up the requests its owner's other scripts and pages need. Empty: the account's.
+    rate_per_min = models.PositiveIntegerField(
+        _("requests a minute"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -352,6 +352,7 @@ def api_token_create(
     user_agent: str = "",
     via: str = "",
     team_id: int | None = None,
+    rate_per_min: int | None = None,
 ) -> tuple[APIToken, str]:
     """Create a token and return it with its raw value, which exists only in this return value.
 
@@ -374,6 +375,11 @@ def api_token_create(
         )
     if team_id is not None and not token_team_allowed(user=user, team_id=team_id):
         raise _refuse(_("Choose personal or one of your teams."), "invalid_choice", "team")
+    if rate_per_min is not None:
+        if rate_per_min < 1:
+            raise _refuse(_("A token's limit is at least 1 request a minute."), "min_value", "rate_per_min")
+        # Never more than the account's: what is asked above it is the account's limit, as it would be anyway.
+        rate_per_min = min(rate_per_min, user.api_rate_per_min or settings.API_RATE_PER_MIN)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         _user_lock(user)
@@ -397,8 +403,11 @@ def api_token_create(
             expires_at=expires_at,
             scope=scope,
             team_id=team_id,
+            rate_per_min=rate_per_min,
         )
         details = {"name": token.name, "prefix": token.prefix, "scope": token.scope}
+        if rate_per_min is not None:
+            details["rate_per_min"] = rate_per_min
         if team_id is not None:
             details["team"] = team_id
         if via:

@@ -20,6 +20,7 @@ from accounts import selectors, services
 from accounts.client import request_client
 from accounts.forms import APITokenForm, ProfileForm, SSHKeyForm, form_add_service_error
 from accounts.language import language_apply
+from accounts.throttles import account_rate_per_min
 from accounts.tokens import token_team_choices
 from accounts.two_factor import second_factor_enabled
 
@@ -113,7 +114,11 @@ def ssh_key_delete(request: HttpRequest, key_id: int) -> HttpResponse:
 def api_tokens(request: HttpRequest) -> HttpResponse:
     teams = token_team_choices(user=request.user)
     acting = getattr(request, "membership", None)
-    form_options = {"teams": teams, "initial_team": getattr(acting, "team_id", None)}
+    form_options = {
+        "teams": teams,
+        "initial_team": getattr(acting, "team_id", None),
+        "account_rate": account_rate_per_min(request.user),
+    }
     form = APITokenForm(request.POST or None, **form_options)
     created = raw_token = None
     status = 200
@@ -126,6 +131,7 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
                     expires_at=form.expires_at(),
                     scope=form.cleaned_data["scope"],
                     team_id=form.cleaned_data["team"],
+                    rate_per_min=form.cleaned_data["rate_per_min"],
                     **request_client(request),
                 )
             except ValidationError as error:
@@ -137,7 +143,14 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
             form = APITokenForm(**form_options)
             status = 201
     tokens = selectors.api_token_list_for(user=request.user)
-    context = {"form": form, "tokens": tokens, "created": created, "raw_token": raw_token, "now": timezone.now()}
+    context = {
+        "form": form,
+        "tokens": tokens,
+        "created": created,
+        "raw_token": raw_token,
+        "now": timezone.now(),
+        "account_rate": form_options["account_rate"],
+    }
     return render(request, "accounts/api_tokens.html", context, status=status)
 
 

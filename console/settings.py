@@ -434,19 +434,30 @@ REST_FRAMEWORK = {
     "NUM_PROXIES": 0,
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        # Per account (API_RATE_PER_MIN, or the account's own, set by staff) and per token where the
+        # token has a limit of its own (accounts/throttles.py).
+        "accounts.throttles.AccountRateThrottle",
+        "accounts.throttles.TokenRateThrottle",
     ],
-    # webhook_test: "Send test event" per user (notifications.throttles), on top of "user".
-    "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "user": "1200/min", "webhook_test": "5/min"},
+    # webhook_test: "Send test event" per user (notifications.throttles), on top of the account's.
+    "DEFAULT_THROTTLE_RATES": {"anon": "60/min", "webhook_test": "5/min"},
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
 }
+# The API's requests a minute per account, for all its sessions and tokens together, where staff set no
+# limit of the account's own (User.api_rate_per_min); a token may have a lower one (accounts/throttles.py).
+API_RATE_PER_MIN = int(os.environ.get("API_RATE_PER_MIN", "1200"))
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Console API",
     "DESCRIPTION": "Launch and manage GPU instances, apps, storage and billing. "
-    "Authenticate with `Authorization: Bearer <token>` (create tokens under Account → API tokens).",
+    "Authenticate with `Authorization: Bearer <token>` (create tokens under Account → API tokens).\n\n"
+    f"**Rate limits.** {API_RATE_PER_MIN} requests a minute per account, for all its sessions and tokens "
+    "together (staff can set an account's own limit); a token created with `rate_per_min` is held to that "
+    "too, within its account's. Without credentials: 60 a minute per address. Over a limit, every "
+    "operation answers 429 with `Retry-After`, the seconds to wait; `GET /api/v1/account/rate-limit/` "
+    "tells a credential its limits.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,

@@ -1,13 +1,11 @@
 """Throttled requests answer 429 in the error format, with Retry-After saying when to come back."""
 
 import pytest
-from rest_framework.throttling import UserRateThrottle
 
 
 @pytest.fixture
-def two_a_minute(monkeypatch):
-    # DRF reads the rates into the class once, at import: set them there (monkeypatch restores them).
-    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {"anon": "2/min", "user": "2/min"})
+def two_a_minute(settings):
+    settings.API_RATE_PER_MIN = 2  # read per request (accounts.throttles)
 
 
 def test_over_the_rate_is_a_429_with_retry_after(alice_client, two_a_minute):

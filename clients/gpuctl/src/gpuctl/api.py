@@ -48,6 +48,10 @@ class Client(Transport):
     def account_profile_update(self, body: m.PatchedProfileRequest | None = None) -> m.Profile:
         """account_profile_update."""
 
+    @operation("v1_account_rate_limit_retrieve", "GET", "/account/rate-limit/")
+    def account_rate_limit_get(self) -> m.RateLimit:
+        """Your rate limits (the account's, this token's own) and what is left of them this minute."""
+
     @operation("v1_account_security_events_list", "GET", "/account/security-events/", paginated=True)
     def account_security_events_list(self) -> Iterator[m.SecurityEvent]:
         """List your security log (newest first)."""

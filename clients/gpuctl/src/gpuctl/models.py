@@ -205,6 +205,7 @@ class APIToken(TypedDict):
     last_used_at: str | None
     revoked_at: str | None
     status: str
+    rate_per_min: int | None
 
 
 class APITokenCreateRequest(TypedDict):
@@ -212,6 +213,7 @@ class APITokenCreateRequest(TypedDict):
     expires_in_days: NotRequired[int | None]
     scope: NotRequired[ScopeEnum]
     team: NotRequired[str | None]
+    rate_per_min: NotRequired[int | None]
 
 
 class APITokenCreated(TypedDict):
@@ -225,6 +227,7 @@ class APITokenCreated(TypedDict):
     last_used_at: str | None
     revoked_at: str | None
     status: str
+    rate_per_min: int | None
     token: str
 
 
@@ -928,6 +931,14 @@ class QuotaRow(TypedDict):
     pending_request: bool
 
 
+class RateLimit(TypedDict):
+    window_s: int
+    account_per_min: int
+    account_remaining: int
+    token_per_min: int | None
+    token_remaining: int | None
+
+
 class RedeployRequest(TypedDict):
     model: NotRequired[str | None]
     parameters: NotRequired[dict[str, Any]]
@@ -1355,6 +1366,7 @@ __all__ = [
     "QuotaRequestRequest",
     "QuotaRequestStatusEnum",
     "QuotaRow",
+    "RateLimit",
     "RedeployRequest",
     "Region",
     "RenameRequest",
