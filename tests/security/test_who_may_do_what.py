@@ -64,6 +64,7 @@ INST, VOL, DEP = {"pk": "instance"}, {"pk": "volume"}, {"pk": "deployment"}
 API_ROUTES: dict[str, Route] = {
     # Credentials and settings of the person
     "api-account-profile": Route("person", {}),
+    "api-account-rate-limit": Route("person", {}),
     "api-account-ssh-key-list": Route("person", {}),
     "api-account-ssh-key-detail": Route("ssh_key", {"pk": "ssh_key"}),
     "api-account-token-list": Route("person", {}),
