@@ -222,3 +222,18 @@ def adjustments_recent(*, limit: int = 50):
 def refunds_recent(*, limit: int = 50):
     """Staff only: the latest refunds, with their order, payer, author and the gateway's refund id."""
     return Refund.objects.select_related("order__user", "created_by")[:limit]
+
+
+def meters_charged_in_ledger(*, meter_ids) -> dict[int, int]:
+    """What the ledger holds as charged for each meter: its usage postings' net to the revenue accounts
+    (a stop's give-back included). Equal to the meter's ``charged_fen`` when every settlement posted once."""
+    rows = (
+        Entry.objects.filter(
+            transaction__kind=Transaction.Kind.USAGE,
+            transaction__metadata__meter__in=list(meter_ids),
+            account__kind__in=[LedgerAccount.Kind.REVENUE, LedgerAccount.Kind.TRIAL_REVENUE],
+        )
+        .values_list("transaction__metadata__meter")
+        .annotate(total=Sum("amount"))
+    )
+    return {int(meter): total for meter, total in rows}
