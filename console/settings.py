@@ -849,6 +849,8 @@ PROVISIONING_BACKENDS = {
             # as progress on the instance page); every node starts with the first catalogue image.
             "PULL_BYTES_PER_S": 0 if TESTING else 400_000_000,
             "PRECACHED": [] if TESTING else ["pytorch-2.5-cu124"],
+            # A demo's outage switch: the cloud does not answer while this file exists (make soak).
+            "UNREACHABLE_FILE": str(VAR_DIR / "faults" / "simulated-unreachable"),
         },
     },
 }

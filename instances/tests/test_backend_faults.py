@@ -63,6 +63,23 @@ def test_an_unreachable_provider_changes_nothing(rich_alice):
     assert instance.status == S.RUNNING
 
 
+def test_an_outage_switched_on_and_off_from_outside_reaches_every_call(rich_alice, tmp_path):
+    """The chaos soak's switch: the cloud is unreachable while the file exists, whichever process asks."""
+    switch = tmp_path / "simulated-unreachable"
+    with committed():
+        instance = launch(rich_alice)
+    with simulate(UNREACHABLE_FILE=str(switch)):
+        assert instances_reconcile()["unreachable"] == []
+        switch.touch()
+        assert instances_reconcile()["unreachable"] == ["default"]
+        with pytest.raises(TransientBackendError):
+            get_backend("default").machines()
+        switch.unlink()
+        assert instances_reconcile()["unreachable"] == []
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING
+
+
 def test_a_lost_node_marks_its_instances_lost_with_the_reason_and_stops_billing(rich_alice):
     from billing.models import Meter
 

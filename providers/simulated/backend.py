@@ -13,6 +13,8 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "LOSE_CREATE_RESPONSE": 0.0,   # share of creates that make the machine, then time out
         "HANG_CREATE": 0.0,            # share of machines that never finish booting
         "UNREACHABLE": False,          # every call fails transiently; poll says UNKNOWN
+        "UNREACHABLE_FILE": None,      # the same while this file exists: an outage switched on and off
+                                       # from outside, for every process at once (the chaos soak)
         "LOST_NODES": [],              # names of nodes that have failed (their machines are gone)
         "DRAINING_NODES": [],          # names of nodes being drained (machines run on; no new ones)
         "DISK_FOLLOWS": False,         # a machine's disk survives its node (the instance directory lives
@@ -133,7 +135,8 @@ class SimulatedBackend(
             raise SimulatedBug(f"simulated bug in {method}()")
 
     def _reachable(self) -> None:
-        if self.options.get("UNREACHABLE"):
+        switch = self.options.get("UNREACHABLE_FILE")
+        if self.options.get("UNREACHABLE") or (switch and os.path.exists(switch)):
             raise TransientBackendError("The provider's API did not answer in time.")
 
     def _boot_plan(self, *, node, machine_spec: dict) -> tuple[dict, object]:
