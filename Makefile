@@ -16,7 +16,7 @@ HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test test-under-load setup setup-run setup-dev services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
+.PHONY: help run test test-under-load soak setup setup-run setup-dev services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -113,6 +113,14 @@ test: setup-dev services browser-deps local-deps container-deps images slurm dep
 # measures time where it should wait for an event.
 test-under-load: setup-dev
 	$(BIN)/python scripts/under_load.py -- $(MAKE) test
+
+# The chaos soak (tests/e2e/test_chaos_soak.py): ten API clients for CHAOS_SOAK_S seconds (30 minutes)
+# on a console started as `make run` starts it, while web, the worker, beat, the gateway, Redis and
+# PostgreSQL are killed in turn and the provider is unreachable for a minute; `make test` runs it short.
+CHAOS_SOAK_S ?= 1800
+soak: setup-dev browser-deps
+	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) CHAOS_SOAK_S=$(CHAOS_SOAK_S) \
+	  $(BIN)/python -m pytest -o addopts="" -p no:cacheprovider -s tests/e2e/test_chaos_soak.py
 
 lint: setup-dev
 	$(BIN)/ruff check .

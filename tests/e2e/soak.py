@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -37,10 +38,20 @@ class SoakResult:
     refused: Counter = field(default_factory=Counter)
     server_errors: list[str] = field(default_factory=list)
     instances: list[str] = field(default_factory=list)
+    # Under faults (tolerate_faults): calls that found no server (the web process killed) and 503s that
+    # said when to come back (a dependency down), both retried; a 503 without Retry-After is an error.
+    unreachable: int = 0
+    unavailable: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def soak(base_url: str, tokens: list[str], seconds: float, settle_timeout: float = 120) -> SoakResult:
+def soak(
+    base_url: str, tokens: list[str], seconds: float, settle_timeout: float = 120, *, tolerate_faults: bool = False
+) -> SoakResult:
+    """Each token's client launches, waits for running, stops, starts and releases, over and over, until
+    ``seconds`` have passed (then it finishes its round). ``tolerate_faults``: the chaos soak kills the
+    console's processes meanwhile, so a refused connection or a 503 with ``Retry-After`` is retried
+    (and counted); a 500, or a 503 without ``Retry-After``, is an error either way."""
     result = SoakResult()
     deadline = time.monotonic() + seconds
 
@@ -52,12 +63,34 @@ def soak(base_url: str, tokens: list[str], seconds: float, settle_timeout: float
             choices = _launch_choices(catalogue)
 
             def call(method: str, url: str, **kwargs) -> httpx.Response | None:
-                response = http.request(method, url, **kwargs)
+                try:
+                    response = http.request(method, url, **kwargs)
+                except httpx.TransportError:
+                    if not tolerate_faults:
+                        raise
+                    with result.lock:
+                        result.unreachable += 1
+                    time.sleep(1)
+                    return None
+                if tolerate_faults and response.status_code == 503 and response.headers.get("Retry-After"):
+                    with result.lock:
+                        result.unavailable += 1
+                    time.sleep(1)
+                    return None
                 if response.status_code >= 500:
                     with result.lock:
                         result.server_errors.append(f"{method} {url}: {response.status_code} {response.text[:200]}")
                     return None
                 return response
+
+            def act(url: str, **kwargs) -> httpx.Response | None:
+                """A POST, sent again (with the same Idempotency-Key) while no server answers it."""
+                kwargs.setdefault("headers", {})["Idempotency-Key"] = str(uuid.uuid4())
+                give_up = time.monotonic() + settle_timeout
+                while True:
+                    response = call("POST", url, **kwargs)
+                    if response is not None or not tolerate_faults or time.monotonic() > give_up:
+                        return response
 
             def wait_for(pk: str, wanted: set[str]) -> str:
                 end = time.monotonic() + settle_timeout
@@ -73,8 +106,7 @@ def soak(base_url: str, tokens: list[str], seconds: float, settle_timeout: float
 
             while time.monotonic() < deadline:
                 region, gpu = rng.choice(choices)
-                response = call(
-                    "POST",
+                response = act(
                     "/api/v1/instances/",
                     json={
                         "region": region,
@@ -98,7 +130,7 @@ def soak(base_url: str, tokens: list[str], seconds: float, settle_timeout: float
                     result.operations["launch"] += 1
                 if wait_for(pk, {"running"}) == "running":
                     for verb, target in (("stop", "stopped"), ("start", "running")):
-                        acted = call("POST", f"/api/v1/instances/{pk}/{verb}/")
+                        acted = act(f"/api/v1/instances/{pk}/{verb}/")
                         if acted is None or acted.status_code >= 400:
                             with result.lock:
                                 result.refused[f"{verb} {getattr(acted, 'status_code', 500)}"] += 1
@@ -107,7 +139,7 @@ def soak(base_url: str, tokens: list[str], seconds: float, settle_timeout: float
                             result.operations[verb] += 1
                         if wait_for(pk, {target}) != target:
                             break
-                released = call("POST", f"/api/v1/instances/{pk}/release/")
+                released = act(f"/api/v1/instances/{pk}/release/")
                 if released is not None and released.status_code < 400:
                     with result.lock:
                         result.operations["release"] += 1
