@@ -43,8 +43,8 @@ def _is(role: str, cmdline: list[str]) -> bool:
             return "celery" in line and " beat" in line
         case "gateway":
             return "-m gateway" in line
-        case "redis":
-            return bool(cmdline) and cmdline[0].endswith(("valkey-server", "redis-server"))
+        case "redis":  # Valkey names its process "…/valkey-server 127.0.0.1:<port>"
+            return bool(cmdline) and ("valkey-server" in cmdline[0] or "redis-server" in cmdline[0])
         case "postgres":  # the postmaster: the one postgres process whose parent is not a postgres
             return bool(cmdline) and cmdline[0].endswith("postgres") and "-D" in cmdline
     return False

@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(int(SOAK_S) + 1800)]
 STATUSES = """
 import json
 from instances.models import Instance
-print(json.dumps(dict(Instance.objects.filter(owner__email__startswith="soak-").values_list("pk", "status")), default=str))
+rows = Instance.objects.filter(owner__email__startswith="soak-").values_list("pk", "status")
+print(json.dumps({str(pk): status for pk, status in rows}))
 """
 # The ledger's own check and the usage audit (manage.py ledger_check and usage_check), as one JSON line
 # whatever they find, so the soak's line has the figures even when an assertion fails.
