@@ -175,6 +175,7 @@ def phone_code_check(*, number: str, purpose: str, code: str, user=None) -> Phon
             ok = False
         else:
             ok = bool(PhoneCode.objects.filter(pk=row.pk, used_at__isnull=True).update(used_at=now))
+            row.used_at = now
     if not ok:
         raise refused
     return row
