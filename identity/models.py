@@ -6,6 +6,8 @@ number only as the HMAC that makes "one trial per person" a unique constraint, n
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 from django.core.files.storage import FileSystemStorage
 from django.db import models
@@ -15,10 +17,22 @@ from django.utils.translation import gettext_lazy as _
 from identity.normalise import phone_mask
 
 
-def documents_storage() -> FileSystemStorage:
+class DocumentsStorage(FileSystemStorage):
     """Organisations' licences: under ``IDENTITY_DOCUMENTS_DIR`` (var/), never served as static or media
-    files; staff read one through their review page, and it is deleted once they decide."""
-    return FileSystemStorage(location=settings.IDENTITY_DOCUMENTS_DIR, base_url=None)
+    files; staff read one through their review page, and it is deleted once they decide. The folder is
+    read from settings at each use (not once at start), so a test's own folder is the one written."""
+
+    @property
+    def base_location(self):
+        return settings.IDENTITY_DOCUMENTS_DIR
+
+    @property
+    def location(self):
+        return os.path.abspath(self.base_location)
+
+
+def documents_storage() -> FileSystemStorage:
+    return DocumentsStorage()
 
 
 class PhoneNumber(models.Model):
@@ -105,7 +119,7 @@ class RealNameVerification(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices)
     masked_name = models.CharField(_("name"), max_length=200)  # 张*三; an organisation's name in full (public)
     credit_code = models.CharField(_("unified social credit code"), max_length=18, blank=True)
-    person_key = models.CharField(max_length=64, blank=True)  # HMAC of the ID number or credit code
+    person_key = models.CharField(max_length=80, blank=True)  # "id:" or "org:" and the HMAC of the number or code
     provider = models.CharField(max_length=40, blank=True)
     provider_reference = models.CharField(max_length=100, blank=True)
     document = models.FileField(upload_to="licences/%Y/%m/", storage=documents_storage, blank=True)
