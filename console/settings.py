@@ -353,6 +353,8 @@ ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
 ACCOUNT_PRESERVE_USERNAME_CASING = False
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[GPU Console] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
+# allauth's messages name the person by e-mail; an account made by mobile number by its masked number.
+ACCOUNT_USER_DISPLAY = "identity.display.user_display"
 # allauth reads REMOTE_ADDR, which core.proxies has already set to the client as trusted proxies
 # report it: counting proxies again here would take a client's own X-Forwarded-For for the truth.
 ALLAUTH_TRUSTED_PROXY_COUNT = 0
