@@ -417,9 +417,12 @@ IDENTITY_SMS_LIMITS = {"number": (5, 3600), "ip": (20, 3600), "device": (10, 360
 # person). Never change it once trials are claimed; derived from SECRET_KEY unless set.
 IDENTITY_HASH_KEY = os.environ.get("IDENTITY_HASH_KEY", "") or f"identity:{SECRET_KEY}"
 # Real-name verification: the provider of individuals' checks (identity.realname.tencent.TencentIdCardProvider
-# with IDENTITY_REAL_NAME_OPTIONS, JSON), the offline test provider by default (a demo part in production).
+# with IDENTITY_REAL_NAME_OPTIONS, JSON). Outside production the offline test provider, which says yes to
+# any valid number; in production none unless set (individuals' checks are then not offered).
 IDENTITY_REAL_NAME_PROVIDER = {
-    "BACKEND": os.environ.get("IDENTITY_REAL_NAME_BACKEND", "identity.realname.test.TestRealNameProvider"),
+    "BACKEND": os.environ.get(
+        "IDENTITY_REAL_NAME_BACKEND", "" if PRODUCTION else "identity.realname.test.TestRealNameProvider"
+    ),
     "OPTIONS": json.loads(os.environ.get("IDENTITY_REAL_NAME_OPTIONS", "{}")),
 }
 IDENTITY_REAL_NAME_DAILY_TRIES = 5  # refused checks per account a day (each costs money at the provider)

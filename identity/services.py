@@ -256,6 +256,8 @@ def real_name_verify_individual(*, user, name: str, id_number: str) -> RealNameV
     ):
         raise RealNameRejected(_("Too many attempts today. Try again tomorrow."))
     provider = provider_get()
+    if provider is None:
+        raise RealNameUnavailable(_("This console does not verify individuals' real names."))
     try:
         verdict = provider.verify(name=name, id_number=normalised)
     except RealNameProviderUnavailable as exc:

@@ -146,6 +146,7 @@ def _settings_context(request: HttpRequest, **forms) -> dict:
         "trial_requires": settings.IDENTITY_TRIAL_REQUIRES,
         "inbox": inbox_active(),
         "sms": bool(settings.IDENTITY_PHONE_LOGIN),
+        "individuals": bool(settings.IDENTITY_REAL_NAME_PROVIDER.get("BACKEND")),
     }
 
 

@@ -12,8 +12,11 @@ from identity.realname.base import RealNameProvider
 
 
 @cache
-def provider_get() -> RealNameProvider:
+def provider_get() -> RealNameProvider | None:
+    """The provider, or None where none is configured (individuals' checks are then not offered)."""
     config = settings.IDENTITY_REAL_NAME_PROVIDER
+    if not config.get("BACKEND"):
+        return None
     return import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
 
 

@@ -142,3 +142,11 @@ def test_staff_review_page_lists_and_serves_the_licence_to_staff_only(alice, sta
     assert response.status_code == 302
     row.refresh_from_db()
     assert row.status == "verified"
+
+
+def test_without_a_provider_individuals_are_not_offered(alice, alice_client, settings):
+    settings.IDENTITY_REAL_NAME_PROVIDER = {"BACKEND": "", "OPTIONS": {}}
+    with pytest.raises(RealNameUnavailable, match="does not verify"):
+        real_name_verify_individual(user=alice, name="张小三", id_number=ID)
+    page = alice_client.get("/account/identity/").content.decode()
+    assert 'id="real-name-individual"' not in page and 'id="real-name-organisation"' in page
