@@ -150,3 +150,13 @@ def test_without_a_provider_individuals_are_not_offered(alice, alice_client, set
         real_name_verify_individual(user=alice, name="张小三", id_number=ID)
     page = alice_client.get("/account/identity/").content.decode()
     assert 'id="real-name-individual"' not in page and 'id="real-name-organisation"' in page
+
+
+def test_staff_read_verdicts_in_the_admin_without_the_person_key(alice, staff, client_for):
+    real_name_verify_individual(user=alice, name="张小三", id_number=ID)
+    client = client_for(staff)
+    listing = client.get("/admin/identity/realnameverification/")
+    assert listing.status_code == 200 and "张*三" in listing.content.decode()
+    row = RealNameVerification.objects.get()
+    detail = client.get(f"/admin/identity/realnameverification/{row.pk}/change/").content.decode()
+    assert row.person_key not in detail
