@@ -24,7 +24,7 @@ def aliyun(server_port: int) -> AliyunSender:
         TEMPLATE_CODE="SMS_000001",
         ENDPOINT=f"127.0.0.1:{server_port}",
         PROTOCOL="http",
-        TIMEOUT_MS=1500,
+        TIMEOUT_MS=5000,
     )
 
 
