@@ -127,3 +127,49 @@ def test_a_second_account_with_the_same_number_gets_no_second_trial(
     _fits(bob_page, width, "no-second-trial", screenshot_dir)
     other.close()
     assert balance_get(user=alice).trial == 1000 and balance_get(user=bob).trial == 0
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_an_organisation_is_verified_by_staff(
+    live_server,
+    page: Page,
+    browser,
+    alice,
+    staff,
+    sign_in,
+    texts_inbox,
+    settings,
+    tmp_path,
+    screenshot_dir,
+    width,
+    height,
+):
+    settings.IDENTITY_DOCUMENTS_DIR = tmp_path / "documents"
+    licence = tmp_path / "licence.pdf"
+    licence.write_bytes(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n")
+    page.set_default_timeout(15_000)
+    page.set_viewport_size({"width": width, "height": height})
+    sign_in(page, alice)
+    page.goto(live_server.url + "/account/identity/")
+    form = page.locator("#real-name-organisation")
+    form.locator("input[name=company_name]").fill("Example Technology Co., Ltd.")
+    form.locator("input[name=credit_code]").fill("91350100M000100Y43")
+    form.locator("input[name=document]").set_input_files(str(licence))
+    form.get_by_role("button", name="Send for review").click()
+    expect(page.get_by_text("staff are reviewing the business licence")).to_be_visible()
+
+    other = browser.new_context(viewport={"width": width, "height": height})
+    staff_page = other.new_page()
+    staff_page.set_default_timeout(15_000)
+    sign_in(staff_page, staff)
+    staff_page.goto(live_server.url + "/staff/identity/")
+    expect(staff_page.get_by_text("91350100M000100Y43")).to_be_visible()
+    _fits(staff_page, width, "staff-real-names", screenshot_dir)
+    staff_page.get_by_role("button", name="Approve").click()
+    expect(staff_page.get_by_text("Decision saved.")).to_be_visible()
+    _fits(staff_page, width, "staff-real-names-decided", screenshot_dir)
+    other.close()
+
+    page.reload()
+    expect(page.locator("#real-name-verified")).to_contain_text("Example Technology Co., Ltd.")
+    assert RealNameVerification.objects.get(user=alice).status == "verified"
