@@ -432,6 +432,10 @@ IDENTITY_REAL_NAME_REQUIRED = env_bool("IDENTITY_REAL_NAME_REQUIRED", default=Fa
 IDENTITY_TRIAL_REQUIRES = os.environ.get("IDENTITY_TRIAL_REQUIRES", "email")
 if IDENTITY_TRIAL_REQUIRES not in {"email", "phone", "real_name", "phone_or_real_name"}:
     raise ImproperlyConfigured("IDENTITY_TRIAL_REQUIRES is one of email, phone, real_name, phone_or_real_name.")
+if IDENTITY_TRIAL_REQUIRES == "phone" and not IDENTITY_PHONE_LOGIN:
+    raise ImproperlyConfigured(
+        "IDENTITY_TRIAL_REQUIRES=phone needs an SMS sender (IDENTITY_SMS_BACKEND): no number could be verified."
+    )
 IDENTITY_DOCUMENTS_DIR = Path(os.environ.get("IDENTITY_DOCUMENTS_DIR", VAR_DIR / "identity-documents"))
 IDENTITY_DOCUMENT_MAX_BYTES = 5 * 2**20
 CELERY_BEAT_SCHEDULE["identity-codes-prune"] = {

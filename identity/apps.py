@@ -6,3 +6,6 @@ class IdentityConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "identity"
     verbose_name = _("Identity")
+
+    def ready(self) -> None:
+        from identity import tasks  # noqa: F401  (registers the periodic prune of old codes)
