@@ -22,6 +22,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
@@ -424,3 +425,43 @@ def trial_refusal(*, user) -> str:
     except TrialRefused as exc:
         return exc.message
     return ""
+
+
+# --- For leaving: what identity holds of a person -----------------------------------------------------
+
+
+def identity_export(*, user) -> dict:
+    """What identity holds of ``user``, for their data export: the number, and each verification's verdict."""
+    phone = PhoneNumber.objects.filter(user=user).first()
+    return {
+        "mobile_number": phone.number if phone else None,
+        "mobile_number_verified_at": phone.verified_at.isoformat() if phone else None,
+        "real_name_verifications": [
+            {
+                "kind": row.kind,
+                "status": row.status,
+                "name": row.masked_name,
+                "credit_code": row.credit_code,
+                "provider": row.provider,
+                "provider_reference": row.provider_reference,
+                "created_at": row.created_at.isoformat(),
+                "decided_at": row.decided_at.isoformat() if row.decided_at else None,
+            }
+            for row in RealNameVerification.objects.filter(user=user).order_by("created_at")
+        ],
+    }
+
+
+def identity_forget(*, user) -> None:
+    """Delete what identity holds of ``user`` when their account is deleted or anonymised: the number,
+    its codes, the verifications and any licence file. The trial claims stay (an HMAC, no longer linked
+    to the account), so a deleted account's number or identity still brings no second trial."""
+    with transaction.atomic():
+        numbers = list(PhoneNumber.objects.filter(user=user).values_list("number", flat=True))
+        PhoneCode.objects.filter(Q(user=user) | Q(number__in=numbers)).delete()
+        PhoneNumber.objects.filter(user=user).delete()
+        for row in RealNameVerification.objects.filter(user=user).exclude(document=""):
+            name, storage = row.document.name, row.document.storage
+            transaction.on_commit(lambda name=name, storage=storage: storage.delete(name))
+        RealNameVerification.objects.filter(user=user).delete()
+        TrialClaim.objects.filter(user=user).update(user=None)
