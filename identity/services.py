@@ -421,9 +421,11 @@ def trial_persons_claim(*, user, keys: list[str]) -> None:
 def trial_refusal(*, user) -> str:
     """Why ``user`` may not claim the trial as identity stands ("" when they may): for the dashboard's step."""
     try:
-        trial_person_keys(user=user)
+        keys = trial_person_keys(user=user)
     except TrialRefused as exc:
         return exc.message
+    if TrialClaim.objects.filter(person_key__in=keys).exclude(user=user).exists():
+        return _("The trial credit was already given to this mobile number or identity.")
     return ""
 
 

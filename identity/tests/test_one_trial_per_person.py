@@ -12,7 +12,7 @@ from accounts.tests.factories import UserFactory
 from billing.selectors import balance_get
 from billing.services import TrialUnavailable, trial_claim
 from identity.models import PhoneNumber, TrialClaim
-from identity.services import real_name_verify_individual
+from identity.services import real_name_verify_individual, trial_refusal
 
 NUMBER = "+8613800138000"
 ID = "440308199003071235"
@@ -48,6 +48,7 @@ def test_a_number_moved_to_another_account_brings_no_second_trial(alice, bob, se
     trial_claim(user=alice)
     PhoneNumber.objects.filter(user=alice).delete()  # alice changes her number; bob takes the old one
     verify_phone(bob)
+    assert "already given" in trial_refusal(user=bob)  # the dashboard's step says so before any click
     with pytest.raises(TrialUnavailable, match="already given to this mobile number"):
         trial_claim(user=bob)
     assert balance_get(user=bob).trial == 0
