@@ -28,6 +28,7 @@ from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
 from core.api import ServiceError
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from identity.errors import RealNameRequired
 
 
 class GatewayUnavailable(ServiceError):
@@ -240,7 +241,10 @@ class TopUpOrderListView(generics.ListAPIView):
                 amount_fen=serializer.validated_data["amount_fen"],
                 return_url=request.build_absolute_uri("/billing/orders/{order}/"),
                 gateway_name=serializer.validated_data["gateway"],
+                payer=request.user,
             )
+        except RealNameRequired as exc:
+            raise PermissionDenied(exc.message, code=exc.code) from exc
         except InvalidAmount as exc:  # pragma: no cover - the serializer checks first
             raise ServiceError(str(exc), code=exc.code) from exc
         except GatewayError as exc:

@@ -31,6 +31,7 @@ from billing.models import WebhookEvent as WebhookEventRow
 from billing.services import BillingError, account_get, ledger_post
 from core import statemachine
 from core.tasks import enqueue_on_commit
+from identity.services import real_name_check
 
 if TYPE_CHECKING:
     from billing.gateways.simulated import SimulatedGateway
@@ -111,9 +112,13 @@ def topup_order_transition(*, order_id: int, src: str, dst: str, **changes) -> b
 
 
 def topup_order_create(
-    *, user, amount_fen: int, return_url: str = "", gateway_name: str | None = None
+    *, user, amount_fen: int, return_url: str = "", gateway_name: str | None = None, payer=None
 ) -> tuple[TopUpOrder, str]:
     """Open a pending top-up of ``amount_fen`` and return it with the gateway's checkout URL.
+
+    ``payer`` is the person paying (``user`` when not given; a member when ``user`` is a team's
+    account): where a real name is required before paid use (``IDENTITY_REAL_NAME_REQUIRED``), theirs
+    must be verified, else ``identity.errors.RealNameRequired``.
 
     ``gateway_name`` picks one of the enabled gateways (the default one when ``None``; a name not
     enabled raises ``InvalidGateway``). ``return_url`` is where the payer's browser comes back;
@@ -122,6 +127,7 @@ def topup_order_create(
     if not isinstance(amount_fen, int) or isinstance(amount_fen, bool):
         raise TypeError("amounts are integers (fen)")
     topup_amount_check(amount_fen=amount_fen)
+    real_name_check(user=payer if payer is not None else user)
     try:
         gateway = gateway_get(gateway_name)
     except LookupError:

@@ -14,7 +14,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
@@ -22,6 +21,7 @@ from django.db.models import Count, DateTimeField, F, Q, Sum, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from billing.access import is_team_account
 from billing.metering import amount_owed, elapsed_seconds
@@ -31,6 +31,8 @@ from billing.models import Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, Tra
 # moved yet (storage's tests). New code imports them from billing.selectors.
 from billing.selectors import Balance, balance_get, runway_get, trial_grant_key  # noqa: F401
 from core import sql
+from identity.errors import TrialRefused
+from identity.services import trial_person_keys, trial_persons_claim
 
 logger = logging.getLogger(__name__)
 
@@ -472,30 +474,40 @@ class TrialUnavailable(BillingError):
 
 
 def trial_claim(*, user) -> Transaction:
-    """Grant the one-time trial credit to a user whose e-mail address is verified.
+    """Grant the one-time trial credit to a verified person, once per account and once per person.
 
-    Keyed by user, so any number of concurrent or repeated claims grant it once; a repeat returns
-    the original grant. Refused (``TrialUnavailable``) for an unverified address or when the credit
-    is set to zero.
+    What "verified" means is identity's setting (``IDENTITY_TRIAL_REQUIRES``: an e-mail address by
+    default, a mobile number or a real name in China); every number and identity the account verified
+    is recorded in the grant's transaction under a unique key (``identity.services.trial_persons_claim``),
+    so a number shared by several accounts, one after another or at once, brings one trial. Keyed by
+    user too: a repeat returns the original grant. Refused (``TrialUnavailable``) otherwise.
     """
     amount = int(settings.BILLING_TRIAL_CREDIT_FEN)
     if amount <= 0:
-        raise TrialUnavailable("No trial credit is offered.")
+        raise TrialUnavailable(_("No trial credit is offered at the moment."))
     if is_team_account(user):
-        raise TrialUnavailable("A team gets no trial credit.")
-    if not EmailAddress.objects.filter(user=user, verified=True).exists():
-        raise TrialUnavailable("Verify your e-mail address to claim the trial credit.")
+        raise TrialUnavailable(_("A team gets no trial credit: switch to Personal to claim yours."))
+    key = trial_grant_key(user_id=user.pk)
+    existing = Transaction.objects.filter(idempotency_key=key).first()
+    if existing is not None:
+        return existing
     expires_at = None
     if settings.BILLING_TRIAL_CREDIT_TTL_DAYS:
         expires_at = (timezone.now() + timedelta(days=int(settings.BILLING_TRIAL_CREDIT_TTL_DAYS))).isoformat()
-    txn, _ = ledger_post(
-        key=trial_grant_key(user_id=user.pk),
-        kind=Transaction.Kind.TRIAL_GRANT,
-        user=user,
-        legs=[(account_get(kind=Kind.TRIAL_POOL), -amount), (account_get(user=user, kind=Kind.TRIAL), amount)],
-        description="Trial credit",
-        metadata={"expires_at": expires_at},
-    )
+    try:
+        person_keys = trial_person_keys(user=user)
+        with transaction.atomic():
+            trial_persons_claim(user=user, keys=person_keys)
+            txn, _created = ledger_post(
+                key=key,
+                kind=Transaction.Kind.TRIAL_GRANT,
+                user=user,
+                legs=[(account_get(kind=Kind.TRIAL_POOL), -amount), (account_get(user=user, kind=Kind.TRIAL), amount)],
+                description="Trial credit",
+                metadata={"expires_at": expires_at},
+            )
+    except TrialRefused as exc:
+        raise TrialUnavailable(exc.message) from exc
     return txn
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-from allauth.account.models import EmailAddress
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -36,6 +35,7 @@ from billing.qr import qr_svg
 from billing.services import TrialUnavailable, trial_claim
 from core.api import error_body
 from core.csvexport import csv_writer
+from identity.errors import RealNameRequired
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +95,14 @@ def topup_create(request: HttpRequest) -> HttpResponse:
             amount_fen=form.cleaned_data["amount_fen"],
             return_url=request.build_absolute_uri(reverse("billing")) + "orders/{order}/",
             gateway_name=form.cleaned_data["gateway"],
+            payer=request.user,
         )
     except InvalidGateway as exc:
         form.add_error("gateway", str(exc))
         return render(request, "billing/overview.html", _overview_context(request, form), status=400)
+    except RealNameRequired as exc:
+        form.add_error(None, exc.message)
+        return render(request, "billing/overview.html", _overview_context(request, form), status=403)
     except GatewayError:
         logger.exception("creating a checkout failed")
         messages.error(request, _("The payment service is not reachable. Please try again in a few minutes."))
@@ -190,13 +194,11 @@ def webhook(request: HttpRequest, gateway: str) -> HttpResponse:
 def trial_claim_view(request: HttpRequest) -> HttpResponse:
     if getattr(request, "membership", None) is not None or access.is_team_account(access.principal(request)):
         messages.error(request, _("A team gets no trial credit: switch to Personal to claim yours."))
-    elif not EmailAddress.objects.filter(user=request.user, verified=True).exists():
-        messages.error(request, _("Verify your e-mail address to claim the trial credit."))
     else:
         try:
             trial_claim(user=request.user)
-        except TrialUnavailable:
-            messages.error(request, _("No trial credit is offered at the moment."))
+        except TrialUnavailable as exc:
+            messages.error(request, str(exc))  # unverified as identity requires, the person's trial taken, none offered
         else:
             messages.success(
                 request,

@@ -242,13 +242,14 @@ def _become_subreaper() -> None:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def _announce(url: str, mailbox: bool, ssh: str = "") -> None:
+def _announce(url: str, mailbox: bool, ssh: str = "", texts: bool = False) -> None:
     lines = [
         "GPU Console is running",
         "",
         f"  Open       {url}",
         f"  Staff      {DEMO_STAFF[0]} / {DEMO_STAFF[1]}",
         (f"  Mailbox    {url}dev/mail/  (sign-up e-mails)" if mailbox else "  Mail       sent through EMAIL_HOST"),
+        *([f"  Texts      {url}dev/texts/  (sign-up codes by SMS)"] if texts else []),
         f"  API docs   {url}api/docs/",
         *([f"  SSH        gateway on {ssh} (ssh -p PORT <instance id>@HOST)"] if ssh else []),
         "",
@@ -469,7 +470,12 @@ def main(argv: list[str] | None = None) -> int:
             say("console", f"Publishing {', '.join(publish)} to the registry in the background")
             _publish_in_background(env, publish, registry, records=records)
         if _wait_until_up(url, supervisor):
-            _announce(url, mailbox=not env.get("EMAIL_HOST"), ssh=f"{host}:{gateway_port}" if gateway else "")
+            _announce(
+                url,
+                mailbox=not env.get("EMAIL_HOST"),
+                ssh=f"{host}:{gateway_port}" if gateway else "",
+                texts=not env.get("IDENTITY_SMS_BACKEND"),
+            )
         elif not supervisor.stopping.is_set():
             say("console", f"The web server did not answer at {url}; see its log above. Still trying.")
         while not supervisor.stopping.is_set():

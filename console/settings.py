@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "channels",
     "console",
     "accounts",
+    "identity",
     "billing",
     "invoices",
     "providers.simulated",
@@ -352,6 +353,8 @@ ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
 ACCOUNT_PRESERVE_USERNAME_CASING = False
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[GPU Console] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
+# allauth's messages name the person by e-mail; an account made by mobile number by its masked number.
+ACCOUNT_USER_DISPLAY = "identity.display.user_display"
 # allauth reads REMOTE_ADDR, which core.proxies has already set to the client as trusted proxies
 # report it: counting proxies again here would take a client's own X-Forwarded-For for the truth.
 ALLAUTH_TRUSTED_PROXY_COUNT = 0
@@ -393,6 +396,52 @@ CELERY_BEAT_SCHEDULE["devicelogin-prune"] = {
     "task": "devicelogin.tasks.device_logins_prune_task",
     "schedule": 600.0,
     "options": {"expires": 600},
+}
+
+# --- Identity: mobile numbers, real names, one trial per person (identity/; README "Identity") ---------
+# Texts go through IDENTITY_SMS_BACKEND: identity.sms.aliyun.AliyunSender or identity.sms.tencent.TencentSender
+# with IDENTITY_SMS_OPTIONS (JSON: keys, sign name, template), or, outside production by default, the
+# development texts inbox (/dev/texts/). With no sender at all, log-in by mobile number is not offered.
+IDENTITY_SMS_SENDER = {
+    "BACKEND": os.environ.get("IDENTITY_SMS_BACKEND", "" if PRODUCTION else "identity.sms.dev.DevTextsSender"),
+    "OPTIONS": json.loads(os.environ.get("IDENTITY_SMS_OPTIONS", "{}")),
+}
+IDENTITY_PHONE_LOGIN = bool(IDENTITY_SMS_SENDER["BACKEND"])
+IDENTITY_DEV_TEXTS_DIR = Path(os.environ.get("IDENTITY_DEV_TEXTS_DIR", VAR_DIR / "texts"))
+IDENTITY_SMS_CODE_TTL_S = 300  # a code is good for five minutes, once
+IDENTITY_SMS_MAX_ATTEMPTS = 5  # wrong tries that kill a code (a million codes, five guesses)
+IDENTITY_SMS_RESEND_S = 60  # one text per number a minute
+# Texts per (count, window in seconds): per number, per client address, per device (a cookie).
+IDENTITY_SMS_LIMITS = {"number": (5, 3600), "ip": (20, 3600), "device": (10, 3600)}
+# The key of the HMACs that make numbers and ID numbers comparable without keeping them (one trial per
+# person). Never change it once trials are claimed; derived from SECRET_KEY unless set.
+IDENTITY_HASH_KEY = os.environ.get("IDENTITY_HASH_KEY", "") or f"identity:{SECRET_KEY}"
+# Real-name verification: the provider of individuals' checks (identity.realname.tencent.TencentIdCardProvider
+# with IDENTITY_REAL_NAME_OPTIONS, JSON). Outside production the offline test provider, which says yes to
+# any valid number; in production none unless set (individuals' checks are then not offered).
+IDENTITY_REAL_NAME_PROVIDER = {
+    "BACKEND": os.environ.get(
+        "IDENTITY_REAL_NAME_BACKEND", "" if PRODUCTION else "identity.realname.test.TestRealNameProvider"
+    ),
+    "OPTIONS": json.loads(os.environ.get("IDENTITY_REAL_NAME_OPTIONS", "{}")),
+}
+IDENTITY_REAL_NAME_DAILY_TRIES = 5  # refused checks per account a day (each costs money at the provider)
+# On (a China deployment): paid top-ups and launches need a verified real name. Off: they do not.
+IDENTITY_REAL_NAME_REQUIRED = env_bool("IDENTITY_REAL_NAME_REQUIRED", default=False)
+# What the trial credit needs: "email" (a verified address), "phone", "real_name" or "phone_or_real_name".
+IDENTITY_TRIAL_REQUIRES = os.environ.get("IDENTITY_TRIAL_REQUIRES", "email")
+if IDENTITY_TRIAL_REQUIRES not in {"email", "phone", "real_name", "phone_or_real_name"}:
+    raise ImproperlyConfigured("IDENTITY_TRIAL_REQUIRES is one of email, phone, real_name, phone_or_real_name.")
+if IDENTITY_TRIAL_REQUIRES == "phone" and not IDENTITY_PHONE_LOGIN:
+    raise ImproperlyConfigured(
+        "IDENTITY_TRIAL_REQUIRES=phone needs an SMS sender (IDENTITY_SMS_BACKEND): no number could be verified."
+    )
+IDENTITY_DOCUMENTS_DIR = Path(os.environ.get("IDENTITY_DOCUMENTS_DIR", VAR_DIR / "identity-documents"))
+IDENTITY_DOCUMENT_MAX_BYTES = 5 * 2**20
+CELERY_BEAT_SCHEDULE["identity-codes-prune"] = {
+    "task": "identity.tasks.phone_codes_prune_task",
+    "schedule": 3600.0,
+    "options": {"expires": 3600},
 }
 
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "GPU Console <noreply@localhost>")
@@ -510,6 +559,8 @@ if CONSOLE_COOKIE_HOST_PREFIX:
     CSRF_COOKIE_NAME = "__Host-csrftoken"
     LANGUAGE_COOKIE_NAME = "__Host-django_language"
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = LANGUAGE_COOKIE_SECURE = True
+# The device cookie that counts a browser's SMS codes (identity.views): the same prefix, and Secure with it.
+IDENTITY_DEVICE_COOKIE_NAME = "__Host-identity_device" if CONSOLE_COOKIE_HOST_PREFIX else "identity_device"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"

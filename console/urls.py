@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from console import prometheus, views
 from core.api import json_not_found
+from identity import views as identity_views
 
 api_v1 = [
     path("account/device/", include("devicelogin.api_urls")),
@@ -40,6 +41,7 @@ def dev_urlpatterns() -> list:
     return [
         path("dev/mail/", views.dev_mailbox, name="dev_mailbox"),
         path("dev/mail/<str:key>/", views.dev_mail, name="dev_mail"),
+        path("dev/texts/", identity_views.dev_texts_inbox, name="dev_texts"),  # the texts inbox (identity/sms/dev.py)
     ]
 
 
@@ -58,8 +60,11 @@ urlpatterns = [
     path("staff/fleet/", include("instances.staff_urls")),
     path("staff/reservations/", include("instances.reservation_staff_urls")),
     path("staff/teams/", include("teams.staff_urls")),
+    path("staff/identity/", include("identity.staff_urls")),
+    path("accounts/phone/", include("identity.auth_urls")),  # before allauth's: log in by mobile number
     path("accounts/", include("accounts.auth_urls")),
     path("account/device/", include("devicelogin.urls")),
+    path("account/identity/", include("identity.urls")),
     path("account/", include("accounts.urls")),
     path("billing/invoices/", include("invoices.urls")),
     path("billing/budget/", include("budgets.urls")),

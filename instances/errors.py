@@ -37,6 +37,13 @@ class BudgetReached(InstanceError):
     code = "budget_reached"
 
 
+class RealNameMissing(InstanceError):
+    """This console requires a verified real name before paid use, and the person launching has none
+    (``IDENTITY_REAL_NAME_REQUIRED``; identity's ``real_name_check``)."""
+
+    code = "real_name_required"
+
+
 class OperationNotAllowed(InstanceError):
     code = "invalid_state"
 

@@ -36,6 +36,8 @@ from core.memo import process_memo_register
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
+from identity.errors import RealNameRequired
+from identity.services import real_name_check
 from instances.boot import boot_changes, boot_failed, node_image_cached
 from instances.capacity import beneficiary_drive, gang_reserve, gang_take_by_preempting, gpus_take_by_preempting
 from instances.entry_points import running_changes
@@ -46,6 +48,7 @@ from instances.errors import (
     LaunchInvalid,
     NoCapacity,
     OperationNotAllowed,
+    RealNameMissing,
 )
 from instances.gpu_metrics import gpu_metrics_hooks
 from instances.incidents import incident_credit
@@ -504,6 +507,10 @@ def instance_launch(
             field="image",
         )
     actor = actor if actor is not None else user
+    try:
+        real_name_check(user=actor)  # the person launching, also on a team's account
+    except RealNameRequired as exc:
+        raise RealNameMissing(exc.message) from exc
     ssh_keys = list(ssh_keys)
     if any(key.user_id != actor.pk for key in ssh_keys):
         raise LaunchInvalid(_("Choose SSH keys from your own account."), field="ssh_keys")

@@ -118,7 +118,9 @@ def notify(
             user_id=person.pk, kind=kind, title=message.title[:300], body=message.body, link=link, created_at=now
         )
         rows.append(row)
-        if channels[person.pk].email and person.email:
+        # An address under .invalid (RFC 2606: a team's account, an account made by mobile number that
+        # has added no e-mail yet) can receive nothing: the inbox alone tells them.
+        if channels[person.pk].email and person.email and not person.email.endswith(".invalid"):
             mails.append((row, message.mail_subject or message.title, message.body, person.email))
     Notification.objects.bulk_create(rows)
     emails = EmailDelivery.objects.bulk_create(

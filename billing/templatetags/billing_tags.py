@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from allauth.account.models import EmailAddress
 from django import template
 from django.conf import settings
 
 from billing.selectors import trial_claimed
 from core.formatting import cny
+from identity.services import trial_refusal
 
 register = template.Library()
 
@@ -49,7 +49,8 @@ def trial_claim_step(context):
     return {
         "show": True,
         "amount": amount,
-        "verified": EmailAddress.objects.filter(user=user, verified=True).exists(),
+        # Verified as IDENTITY_TRIAL_REQUIRES asks (an e-mail address, a mobile number, a real name): else why not.
+        "refusal": trial_refusal(user=user),
         "ttl_days": settings.BILLING_TRIAL_CREDIT_TTL_DAYS,
         "csrf_token": context.get("csrf_token"),
         "next": request.get_full_path(),

@@ -25,7 +25,7 @@ def test_an_unverified_user_sees_why_not(client_for, db):
     user = UserFactory(verified=False)
     client = client_for(user)
     page = client.get("/dashboard/").content.decode()
-    assert "Verify your e-mail address first" in page
+    assert "Verify your e-mail address to claim the trial credit." in page
     assert 'action="/billing/trial/claim/"' not in page
     response = client.post("/billing/trial/claim/", follow=True)
     assert "Verify your e-mail address to claim" in response.content.decode()

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class IdentityConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "identity"
+    verbose_name = _("Identity")
+
+    def ready(self) -> None:
+        from identity import tasks  # noqa: F401  (registers the periodic prune of old codes)
