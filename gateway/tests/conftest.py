@@ -25,7 +25,7 @@ from instances.tests.conftest import (
     running,
     this_host,  # noqa: F401 (a fixture: the local backend)
 )
-from providers.slurm.tests.fixtures import (
+from providers.slurm.tests.cluster_fixtures import (
     on_slurm,  # noqa: F401 (a fixture: the Slurm backend on the test cluster)
     slurm_cluster,  # noqa: F401 (a fixture: the test cluster, or a skip)
     slurm_tmp_path,  # noqa: F401 (a fixture: a directory tenants' jobs pass through)

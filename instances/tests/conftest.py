@@ -10,9 +10,9 @@ from billing.services import account_get, ledger_post
 from instances.catalogue import catalogue_seed
 from instances.models import GpuModel, Image, Instance, Region
 
-# The Slurm provider's fixtures live with its tests (providers/slurm/tests/fixtures.py); named here too,
+# The Slurm provider's fixtures live with its tests (providers/slurm/tests/cluster_fixtures.py); named here too,
 # for the tests of other apps that still take them from this module.
-from providers.slurm.tests.fixtures import on_slurm, slurm_cluster, slurm_tmp_path  # noqa: F401 (fixtures)
+from providers.slurm.tests.cluster_fixtures import on_slurm, slurm_cluster, slurm_tmp_path  # noqa: F401 (fixtures)
 
 # Two 8-card A800 nodes and one 8-card H800 node in cn-north-1; one A800 node in cn-east-1.
 SMALL_FLEET = [
