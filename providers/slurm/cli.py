@@ -13,7 +13,7 @@ import shutil
 import subprocess
 
 from providers.base import PermanentBackendError, TransientBackendError
-from providers.slurm.records import job_record, node_record
+from providers.slurm.records import TRANSIENT_ERROR, job_record, node_record
 
 
 class SlurmCli:
@@ -50,7 +50,7 @@ class SlurmCli:
             message = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
             text = f"{tool}: {message[0][:300]}"
             # The controller unreachable (or busy) is worth retrying; a refused request is not.
-            if re.search(r"Unable to contact|Socket timed out|Connection refused|Zero Bytes|try again", text, re.I):
+            if TRANSIENT_ERROR.search(text):
                 raise TransientBackendError(text)
             raise PermanentBackendError(text)
         return done.stdout

@@ -48,6 +48,12 @@ _STATE_FLAGS = (
 # The numbers of a job and a node that the backend reads (the others pass through untouched).
 _JOB_NUMBERS = ("job_id", "priority", "submit_time", "preempt_time", "restart_cnt", "node_count")
 
+# Slurm's words for a controller that is unreachable or busy (the tools' and slurmrestd's alike): worth
+# retrying, where any other refusal is not.
+TRANSIENT_ERROR = re.compile(
+    r"Unable to contact|Socket timed out|Connection refused|Zero Bytes|try again|temporarily|busy", re.I
+)
+
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
 
 

@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from providers.base import PermanentBackendError, TransientBackendError
 from providers.slurm import openapi
 from providers.slurm.openapi import Dialect
-from providers.slurm.records import job_record, node_record
+from providers.slurm.records import TRANSIENT_ERROR, job_record, node_record
 from providers.slurm.tenants import jwt_mint
 
 
@@ -164,9 +164,13 @@ class SlurmRest:
 
     @staticmethod
     def _raise_for(response: httpx.Response, method: str, path: str, data: dict) -> None:
-        if response.status_code >= 500 or response.status_code == 429:
-            raise TransientBackendError(f"slurmrestd answered {response.status_code}")
+        """A refusal is permanent, the server's trouble transient. slurmrestd answers a Slurm error
+        (an unknown job, a refused submission) with HTTP 500 and the error in the body, in every
+        version: that is Slurm saying no, unless the error itself says to try again."""
         errors = openapi.errors(data)
+        busy = [e for e in errors if TRANSIENT_ERROR.search(e)]
+        if response.status_code == 429 or (response.status_code >= 500 and (busy or not errors)):
+            raise TransientBackendError(f"slurmrestd answered {response.status_code}: {(busy or [''])[0]}".rstrip(": "))
         if response.status_code >= 400 or errors:
             detail = errors[0] if errors else response.text[:200]
             raise PermanentBackendError(f"slurmrestd refused {method} {path}: {detail}")
@@ -175,9 +179,11 @@ class SlurmRest:
         dialect = self.dialect()
         url = f"{self.url}{dialect.path(path)}"
         response = self._send(method, url, body, user=user or self.user)
-        if response.status_code == 404 and not self.pinned and "/job/" not in path:
-            # The server no longer serves the version kept (upgraded while the console ran): ask again.
+        if response.status_code == 404 and not self.pinned and path in ("/jobs", "/nodes", "/job/submit"):
+            # The server no longer serves the version kept (upgraded while the console ran): the next
+            # call asks its OpenAPI document again, and the task's retry writes in the new version.
             self._dialect = None
+            raise TransientBackendError(f"slurmrestd no longer serves {dialect.version}; asking it which it does")
         data = self._json(response)
         self._raise_for(response, method, dialect.path(path), data)
         return data
