@@ -25,8 +25,6 @@ from providers.slurm.records import hostlist_expand
 
 # A node's GPU samples older than this (the job samples every 15 s) are not the machine's present.
 GPU_SAMPLE_MAX_AGE_S = 60
-# A node's GPU samples older than this (the job samples every 15 s) are not the machine's present.
-GPU_SAMPLE_MAX_AGE_S = 60
 _SAMPLE_FIELDS = ("utilization_pct", "memory_used_mib", "memory_total_mib", "power_w", "temperature_c")
 
 
@@ -39,13 +37,8 @@ def _processes(listed) -> tuple[GpuProcess, ...]:
     return tuple(found)
 
 
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
-# Jobs Slurm ended because their node died: the machine is lost, not stopped.
-NODE_LOST = {"NODE_FAIL", "BOOT_FAIL"}
-UNHEALTHY = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "ERROR", "INVAL", "UNKNOWN"}
-
-
 def _int(value) -> int | None:
+    """A figure of the job's report (its own JSON, not Slurm's): a number, or ``None`` when it has none."""
     return None if value is None else int(value)
 
 
