@@ -15,13 +15,17 @@ version     served by Slurm        what changed for the console
                                    string; the script inside ``job``
 ``v0.0.41`` 24.05, 24.11, 25.05    as v0.0.40, for the fields the console uses
 ``v0.0.42`` 24.11, 25.05, 25.11    as v0.0.41; the submit answer without the deprecated ``result``
-``v0.0.43`` 25.05, 25.11           as v0.0.42, for the fields the console uses
-``v0.0.44`` 25.11                  as v0.0.42, for the fields the console uses
+``v0.0.43`` 25.05, 25.11           written and read as v0.0.42 (see below)
+``v0.0.44`` 25.11                  written and read as v0.0.42 (see below)
 ==========  =====================  ==============================================================
 
 (A Slurm release serves its own plugin and the two before it; SchedMD's "Slurm OpenAPI Plugin
 Release Notes" list every change.) ``v0.0.39`` is not spoken: every release that serves it also
 serves ``v0.0.38`` or ``v0.0.40``, which is chosen there.
+
+The tests serve each of v0.0.38 to v0.0.42 answers in its own format (``tests/fixtures/``). v0.0.43
+and v0.0.44 are spoken as v0.0.42 without answers of their own in the tests yet: a site on 25.05 or
+25.11 that meets a difference can pin ``REST_API="v0.0.42"``, which both still serve.
 
 ``choose`` takes the newest version the server offers that the console speaks; ``Dialect`` writes a
 job description and reads the submit answer in it. The answers' numbers and states are read the
