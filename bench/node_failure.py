@@ -4,7 +4,7 @@ beat period. Goal: at most 60 s.
 
     .venv/bin/python bench/node_failure.py [--runs 3]
 
-Each run is `instances/tests/test_slurm_node_failure.py` (the same scenario the suite checks for
+Each run is `providers/slurm/tests/test_slurm_node_failure.py` (the same scenario the suite checks for
 correctness, asserting the goal), which writes the
 time it measured to ``NODE_FAILURE_REPORT``. Needs the cluster `make slurm` starts, and PostgreSQL as
 `make test` has it. Prints each run, then one JSON line whose keys carry their units.
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST = "instances/tests/test_slurm_node_failure.py"
+TEST = "providers/slurm/tests/test_slurm_node_failure.py"
 GOAL_S = 60.0
 
 

@@ -2,7 +2,8 @@ import pytest
 
 from apps_marketplace.loaders import marketplace_catalogue_load
 from instances.catalogue import catalogue_seed
-from instances.tests.conftest import on_slurm, slurm_cluster, slurm_tmp_path, this_host  # noqa: F401 (real backends)
+from instances.tests.conftest import this_host  # noqa: F401 (a real backend)
+from providers.slurm.tests.cluster_fixtures import on_slurm, slurm_cluster, slurm_tmp_path  # noqa: F401 (a real backend)
 
 
 @pytest.fixture

@@ -22,11 +22,13 @@ from instances.catalogue import catalogue_seed
 from instances.tests.conftest import (
     backends,
     fund,
-    on_slurm,  # noqa: F401 (a fixture: the Slurm backend on the test cluster)
     running,
+    this_host,  # noqa: F401 (a fixture: the local backend)
+)
+from providers.slurm.tests.cluster_fixtures import (
+    on_slurm,  # noqa: F401 (a fixture: the Slurm backend on the test cluster)
     slurm_cluster,  # noqa: F401 (a fixture: the test cluster, or a skip)
     slurm_tmp_path,  # noqa: F401 (a fixture: a directory tenants' jobs pass through)
-    this_host,  # noqa: F401 (a fixture: the local backend)
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,6 +10,10 @@ from billing.services import account_get, ledger_post
 from instances.catalogue import catalogue_seed
 from instances.models import GpuModel, Image, Instance, Region
 
+# The Slurm provider's fixtures live with its tests (providers/slurm/tests/cluster_fixtures.py); named here too,
+# for the tests of other apps that still take them from this module.
+from providers.slurm.tests.cluster_fixtures import on_slurm, slurm_cluster, slurm_tmp_path  # noqa: F401 (fixtures)
+
 # Two 8-card A800 nodes and one 8-card H800 node in cn-north-1; one A800 node in cn-east-1.
 SMALL_FLEET = [
     {"region": "cn-north-1", "gpu": "a800-80g", "nodes": 2, "cards": 8},
@@ -132,44 +136,3 @@ def this_host(settings, tmp_path, db):
     for backend in made:
         for key in backend.runtime.instance_keys():
             backend.runtime.destroy(key)
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster():
-    """The real Slurm cluster on this host (``make slurm``), or a skip that says how to start it."""
-    from instances.tests.slurm_helpers import cluster_or_skip
-
-    return cluster_or_skip()
-
-
-@pytest.fixture
-def slurm_tmp_path(request):
-    """A temporary directory the Slurm tenants' jobs can pass through (``tmp_path`` is 0700)."""
-    from instances.tests.slurm_helpers import scratch
-
-    return scratch(request)
-
-
-@pytest.fixture
-def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
-    """``on_slurm(rest=False, services=("lab",), **options)``: the Slurm backend (region "slurm-local")
-    on the test cluster with instance directories in a temporary root, the catalogue seeded with its
-    region. Skips when a server it should start is not installed. Every job of the test is cancelled
-    afterwards. Returns the backend."""
-    from instances.tests.slurm_helpers import slurm_backends
-    from providers import get_backend
-    from providers.local.runtime.supervisor import LocalRuntime
-
-    def make(*, rest: bool = False, services=("lab",), **options):
-        missing = LocalRuntime(root=tmp_path, services=services).missing_components()
-        if missing:
-            pytest.skip("; ".join(missing.values()))
-        settings.PROVISIONING_BACKENDS = slurm_backends(
-            slurm_tmp_path / "instances", rest=rest, services=services, **options
-        )
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
-        catalogue_seed()
-        return get_backend("slurm")
-
-    yield make
-    slurm_cluster.cancel_test_jobs()

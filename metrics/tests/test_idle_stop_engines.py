@@ -27,7 +27,7 @@ from providers.local.backend import LocalBackend
 from providers.simulated.backend import SimulatedBackend
 from providers.simulated.gpus import STRETCH_S, stretch_is_idle
 from providers.slurm.backend import SlurmBackend
-from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
+from providers.slurm.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
 S = Instance.Status
 RECORDINGS = Path(__file__).parent / "recordings"

@@ -14,7 +14,7 @@ from providers.base import GpuProcess, GpuSample, InstanceSpec, Tenant
 from providers.local.runtime.gpus import parse_nvidia_smi_samples
 from providers.slurm.backend import SlurmBackend, _processes
 from providers.slurm.job import claim_read, job_cards, report_path
-from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
+from providers.slurm.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
 RECORDING = (Path(__file__).parent / "recordings" / "nvidia-smi-sample-8xH200.csv").read_text()
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"

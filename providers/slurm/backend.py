@@ -14,8 +14,12 @@ signs what passes for its proxy and gateway (the threat model: ``providers.slurm
   directory; start submits a new job on the same directory; release cancels and deletes it.
 - While the job waits, ``poll`` says PENDING with Slurm's queue position and reason ("Queued:
   position 2, reason Resources"); once it runs, the node(s) and cards are in the instance's state.
-- Two ways to talk to Slurm, the same operations: slurmrestd with JWT (``REST_URL``), or the
-  command-line tools (``sbatch``, ``squeue --json``, ``scancel``, ``sinfo --json``) otherwise.
+- Two ways to talk to Slurm, the same operations: slurmrestd with JWT (``REST_URL``; ``rest``, in the
+  newest API version both sides speak: ``openapi``), or the command-line tools (``sbatch``,
+  ``squeue --json``, ``scancel``, ``sinfo --json``; ``cli``) otherwise. Either's answers are read
+  into one shape (``records``), whichever Slurm release wrote them.
+- The module's neighbours, by job: ``script`` renders the batch script, ``reports`` reads and checks
+  what the job reports, ``tenants`` makes the tenants' users, ``job`` is the program on the nodes.
 - Node inventory and health come from Slurm: a node that is DOWN, DRAINED, FAILED or not
   responding is unhealthy; a job that Slurm killed with its node (NODE_FAIL) makes the instance GONE,
   and since its disk is on the shared filesystem (``disk_follows_node_loss``) the console starts it
@@ -46,6 +50,9 @@ signs what passes for its proxy and gateway (the threat model: ``providers.slurm
             # (which submit with ``sbatch --uid``: the console runs as root there).
             "REST_URL": "http://slurm-head:6820",
             "REST_USER": "console",              # reads (jobs, nodes) as this user; root is refused
+            # The API version: by default the newest the server's OpenAPI document offers of v0.0.38
+            # (Slurm 22.05) and v0.0.40 to v0.0.44 (23.11 to 25.11; ``providers.slurm.openapi``).
+            "REST_API": "",                      # or pin one: "v0.0.41"
             # Each tenant's job is submitted with a token for that tenant: minted with the cluster's
             # JWT key, or by a command with {user} in it (run as root or SlurmUser).
             "JWT_KEY_FILE": "/etc/console/slurm-jwt.key",
@@ -82,21 +89,12 @@ import dataclasses
 import hashlib
 import hmac
 import json
-import logging
 import math
 import os
-import re
-import shlex
 import shutil
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 
-import httpx
 from django.conf import settings
 
 from core.proxy import ProxyTarget
@@ -105,8 +103,6 @@ from providers.base import (
     EntryPoints,
     EntryPointsCapability,
     GpuMetricsCapability,
-    GpuProcess,
-    GpuSample,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -119,348 +115,49 @@ from providers.base import (
     TransientBackendError,
 )
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
-from providers.slurm.job import claim_read, report_read, report_write
-from providers.slurm.tenants import TenantAccounts, check_tenant, jwt_mint, refuse_root_user
+from providers.slurm.cli import SlurmCli
+from providers.slurm.records import (
+    ACTIVE,
+    NODE_LOST,
+    UNHEALTHY,
+    gres_gpus,
+    hostlist_expand,
+    job_key,
+    job_state,
+    node_detail,
+    node_states,
+    queue_position,
+    slurm_count,
+)
+from providers.slurm.reports import GPU_SAMPLE_MAX_AGE_S, JobReports, _processes
+from providers.slurm.rest import SlurmRest
+from providers.slurm.script import job_script, nccl_env
+from providers.slurm.tenants import TenantAccounts, check_tenant, refuse_root_user
 
 STATE_VERSION = 1
 DEFAULT_SERVICES = ("lab", "code", "ssh")
-# A node's GPU samples older than this (the job samples every 15 s) are not the machine's present.
-GPU_SAMPLE_MAX_AGE_S = 60
-_SAMPLE_FIELDS = ("utilization_pct", "memory_used_mib", "memory_total_mib", "power_w", "temperature_c")
 
 
-def _processes(listed) -> tuple[GpuProcess, ...]:
-    """A report's ``[[pid, name, memory], …]`` as processes; anything malformed is left out."""
-    found = []
-    for item in listed if isinstance(listed, list) else ():
-        if isinstance(item, list) and len(item) == 3 and isinstance(item[0], int):
-            found.append(GpuProcess(item[0], str(item[1] or "")[:200], _int(item[2])))
-    return tuple(found)
-
-
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING"}
-# Jobs Slurm ended because their node died: the machine is lost, not stopped.
-NODE_LOST = {"NODE_FAIL", "BOOT_FAIL"}
-UNHEALTHY = {"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "ERROR", "INVAL", "UNKNOWN"}
-
-
-def _int(value) -> int | None:
-    return None if value is None else int(value)
-
-
-# Reports the console refused (forged, or pointing outside the job's allocation): a security event.
-security_log = logging.getLogger("console.security.slurm")
-
-
-def _refused(key: str, job_id: str, why: str) -> None:
-    security_log.warning("Refused a Slurm job report of instance %s (job %s): %s", key, job_id, why)
-
-
-def _host_allowed(host: str, allowed: set[str]) -> bool:
-    """``host`` is one of ``allowed``, or a fully qualified name of one (gpu01.cluster for gpu01)."""
-    return bool(host) and any(host == name or host.startswith(f"{name}.") for name in allowed if name)
-
-
-def hostlist_expand(nodes: str) -> list[str]:
-    """Slurm's host list (``gpu[01-02,05],cpu1``) as node names."""
-    names: list[str] = []
-    for stem, inner, plain in re.findall(r"([^,\[]+)\[([^\]]*)\]|([^,\[\]]+)", nodes):
-        if plain:
-            names.append(plain)
-            continue
-        for part in inner.split(","):
-            low, _, high = part.partition("-")
-            if not low.isdigit() or (high and not high.isdigit()):
-                continue
-            names += [f"{stem}{i:0{len(low)}d}" for i in range(int(low), int(high or low) + 1)]
-    return names
-
-
-_GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
-
-
-# --- Talking to Slurm: two transports, one shape ------------------------------------------------------
-
-
-class SlurmCli:
-    """The command-line tools: ``sbatch`` (script on stdin), ``squeue --json``, ``scancel``, ``sinfo --json``.
-
-    Slurm 22.05's ``squeue --json`` ignores filters and lists every job it knows (recently ended ones
-    too, for ``MinJobAge``), which is what ``poll`` wants anyway: one call sees the whole queue.
-    """
-
-    def __init__(self, *, bin_dir: str = "", slurm_conf: str = "", timeout: float = 15.0) -> None:
-        self.bin_dir = bin_dir
-        self.env = {**os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {})}
-        self.timeout = timeout
-
-    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
-        path = os.path.join(self.bin_dir, tool) if self.bin_dir else (shutil.which(tool) or tool)
-        try:
-            done = subprocess.run(  # noqa: S603 (fixed tools, arguments from the backend)
-                [path, *args],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                env=self.env,
-                timeout=self.timeout,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise PermanentBackendError(f"Slurm's {tool} is not installed on the console's host.") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise TransientBackendError(f"Slurm's {tool} did not answer within {self.timeout:.0f} s.") from exc
-        if done.returncode != 0:
-            message = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-            text = f"{tool}: {message[0][:300]}"
-            # The controller unreachable (or busy) is worth retrying; a refused request is not.
-            if re.search(r"Unable to contact|Socket timed out|Connection refused|Zero Bytes|try again", text, re.I):
-                raise TransientBackendError(text)
-            raise PermanentBackendError(text)
-        return done.stdout
-
-    def submit(self, *, script: str, job: dict) -> int:
-        args = ["--parsable", f"--job-name={job['name']}", f"--nodes={job['nodes']}", "--ntasks-per-node=1"]
-        args += [f"--gres={job['gres']}", f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
-        if job.get("memory_mb"):
-            args.append(f"--mem={job['memory_mb']}M")
-        args += [f"--output={job['output']}", "--export=NONE"]
-        if job.get("uid"):
-            # As the tenant: only root may name another user's uid (``sbatch --uid``).
-            args += [f"--uid={job['uid']}", f"--gid={job['uid']}"]
-        # A requeued run appends to the log instead of truncating the previous run's.
-        args += ["--requeue", "--open-mode=append"] if job.get("requeue") else ["--no-requeue"]
-        if job.get("partition"):
-            args.append(f"--partition={job['partition']}")
-        if job.get("comment"):
-            args.append(f"--comment={job['comment']}")
-        args += list(job.get("extra", ()))
-        try:
-            out = self._run("sbatch", *args, stdin=script).strip()
-        except PermanentBackendError as exc:
-            if job.get("uid") and re.search(r"uid|root", str(exc), re.I):
-                raise PermanentBackendError(
-                    f"{exc}. The command-line path submits each job as its tenant (sbatch --uid), which needs the "
-                    "console to run as root; otherwise use slurmrestd (REST_URL with JWT_KEY_FILE)."
-                ) from exc
-            raise
-        try:
-            return int(out.split(";")[0])
-        except ValueError as exc:
-            raise TransientBackendError(f"sbatch answered {out[:200]!r}") from exc
-
-    def jobs(self) -> list[dict]:
-        return _json(self._run("squeue", "--json"), "squeue").get("jobs", [])
-
-    def cancel(self, job_id: int, *, user: str = "") -> None:
-        self._run("scancel", str(job_id))
-
-    def nodes(self) -> list[dict]:
-        return _json(self._run("sinfo", "--json"), "sinfo").get("nodes", [])
-
-
-class SlurmRest:
-    """slurmrestd (OpenAPI ``v0.0.38`` in Slurm 22.05) with JWT: ``X-SLURM-USER-NAME`` and ``-TOKEN``.
-
-    Reads (jobs, nodes) go as ``user`` (``REST_USER``: an unprivileged account, never root). A job is
-    submitted, and cancelled, as its tenant: v0.0.38 runs a job as the user the token names and has
-    no field to name another, so the console needs a token per tenant. It mints them with the
-    cluster's JWT key (``JWT_KEY_FILE``, ``providers.slurm.tenants.jwt_mint``), or runs ``JWT_COMMAND``
-    with ``{user}`` in it replaced (``scontrol token username={user}``, as root or SlurmUser); a
-    fixed ``JWT_TOKEN`` serves ``REST_USER`` only. A token is minted again when it nears its end or
-    slurmrestd refuses it.
-    """
-
-    def __init__(
-        self,
-        *,
-        url: str,
-        user: str,
-        token: str = "",
-        token_command: list[str] | None = None,
-        token_lifespan: int = 3600,
-        jwt_key_file: str = "",
-        api: str = "v0.0.38",
-        slurm_conf: str = "",
-        timeout: float = 15.0,
-    ) -> None:
-        self.base = f"{url.rstrip('/')}/slurm/{api}"
-        self.user = user
-        self.fixed_token = token
-        self.token_command = list(token_command or [])
-        self.token_lifespan = token_lifespan
-        self.jwt_key_file = jwt_key_file
-        self.env = {**os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {})}
-        self.timeout = timeout
-        self._tokens: dict[str, tuple[str, float]] = {}
-        self._lock = threading.Lock()
-
-    def token(self, user: str = "", *, fresh: bool = False) -> str:
-        user = user or self.user
-        if self.fixed_token and user == self.user:
-            return self.fixed_token
-        with self._lock:
-            token, until = self._tokens.get(user, ("", 0.0))
-            if fresh or not token or time.time() > until:
-                token, lifespan = self._mint(user)
-                until = time.time() + max(30, lifespan - 60)
-                self._tokens[user] = (token, until)
-            return token
-
-    def _mint(self, user: str) -> tuple[str, int]:
-        if self.jwt_key_file:
-            try:
-                key = Path(self.jwt_key_file).read_bytes()
-            except OSError as exc:
-                raise PermanentBackendError(f"The Slurm backend cannot read JWT_KEY_FILE: {exc.strerror}.") from exc
-            return jwt_mint(key=key, user=user, lifespan=self.token_lifespan), self.token_lifespan
-        if not self.token_command:
-            raise PermanentBackendError("The Slurm backend has REST_URL but neither JWT_KEY_FILE nor JWT_COMMAND.")
-        templated = any("{user}" in part for part in self.token_command)
-        if user != self.user and not templated:
-            raise PermanentBackendError(
-                "Jobs run as each tenant's own user: give the Slurm backend JWT_KEY_FILE, or a JWT_COMMAND "
-                "with {user} in it (scontrol token username={user})."
-            )
-        command = [part.replace("{user}", user) for part in self.token_command]
-        try:
-            out = subprocess.run(  # noqa: S603 (the operator's configured command)
-                command, capture_output=True, text=True, env=self.env, timeout=self.timeout, check=True
-            ).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise TransientBackendError(f"Could not get a Slurm token: {exc}") from exc
-        lifespan = self.token_lifespan
-        match = re.search(r"lifespan=(\d+)", " ".join(command))
-        if match:
-            lifespan = int(match[1])
-        return out.strip().split("=", 1)[-1], lifespan
-
-    def _request(self, method: str, path: str, body: dict | None = None, *, user: str = "") -> dict:
-        user = user or self.user
-        for attempt in range(2):
-            headers = {"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": self.token(user, fresh=attempt > 0)}
-            try:
-                response = httpx.request(method, f"{self.base}{path}", json=body, headers=headers, timeout=self.timeout)
-            except httpx.HTTPError as exc:
-                raise TransientBackendError(f"slurmrestd did not answer: {exc}") from exc
-            if response.status_code in (401, 403) and attempt == 0 and not self.fixed_token:
-                continue  # an expired token: mint another once
-            break
-        try:
-            data = response.json()
-        except ValueError:
-            data = {}
-        errors = [e for e in data.get("errors", []) if e.get("error_number") or e.get("error")]
-        if response.status_code >= 500 or response.status_code == 429:
-            raise TransientBackendError(f"slurmrestd answered {response.status_code}")
-        if response.status_code >= 400 or errors:
-            detail = errors[0].get("error") if errors else response.text[:200]
-            raise PermanentBackendError(f"slurmrestd refused {method} {path}: {detail}")
-        return data
-
-    def submit(self, *, script: str, job: dict) -> int:
-        desc = {
-            "name": job["name"],
-            "nodes": job["nodes"],
-            "tasks": job["nodes"],
-            "tasks_per_node": 1,
-            "cpus_per_task": job["cpus_per_task"],
-            "gres": job["gres"],
-            **({"memory_per_node": job["memory_mb"]} if job.get("memory_mb") else {}),
-            "current_working_directory": job["cwd"],
-            "standard_output": job["output"],
-            "requeue": bool(job.get("requeue")),
-            # The job's environment is the script's own (as ``--export=NONE`` on the CLI).
-            "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-        }
-        if job.get("requeue"):
-            desc["open_mode"] = "append"
-        if job.get("partition"):
-            desc["partition"] = job["partition"]
-        if job.get("comment"):
-            desc["comment"] = job["comment"]
-        desc.update(job.get("rest_extra") or {})
-        data = self._request("POST", "/job/submit", {"script": script, "job": desc}, user=job.get("user") or "")
-        try:
-            return int(data["job_id"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TransientBackendError("slurmrestd gave no job id") from exc
-
-    def jobs(self) -> list[dict]:
-        return self._request("GET", "/jobs").get("jobs", [])
-
-    def cancel(self, job_id: int, *, user: str = "") -> None:
-        """Cancel as the job's own user (``REST_USER`` is no operator: it may cancel no one else's)."""
-        try:
-            self._request("DELETE", f"/job/{job_id}", user=user)
-        except PermanentBackendError as exc:
-            if "already completing or completed" in str(exc).lower() or "invalid job id" in str(exc).lower():
-                return  # already gone counts as done
-            raise
-
-    def nodes(self) -> list[dict]:
-        return self._request("GET", "/nodes").get("nodes", [])
-
-
-def _json(text: str, tool: str) -> dict:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise TransientBackendError(f"{tool} --json gave unreadable output") from exc
-
-
-# --- Reading Slurm's answers ------------------------------------------------------------------------------
-
-
-def gres_gpus(gres: str) -> tuple[str, int]:
-    """``("h200", 8)`` from a node's ``gpu:h200:8(S:0-1),shard:…``; ``("", 0)`` when it has no GPUs."""
-    for part in re.split(r",(?![^(]*\))", gres or ""):
-        match = _GRES.match(part.strip())
-        if match:
-            return match["type"] or "", int(match["count"])
-    return "", 0
-
-
-def node_states(node: dict) -> set[str]:
-    """Every state word of a node: the base state (``idle``, ``down``…) and its flags (``DRAIN``…)."""
-    words = {str(node.get("state", "")).upper()}
-    words |= {str(flag).upper() for flag in node.get("state_flags") or ()}
-    return {w for word in words for w in re.split(r"[+ ]", word) if w}
-
-
-def job_state(job: dict) -> str:
-    state = job.get("job_state") or ""
-    if isinstance(state, list):  # later OpenAPI versions give a list of words
-        state = state[0] if state else ""
-    return str(state).upper()
-
-
-def job_key(job: dict, prefix: str) -> str | None:
-    name = str(job.get("name") or "")
-    return name[len(prefix) :] if name.startswith(prefix) else None
-
-
-def queue_position(job: dict, jobs: list[dict]) -> int:
-    """1 + the pending jobs of the same partition that Slurm will consider first (higher priority, or
-    the same priority and submitted earlier): the job's place in the line."""
-    partition = job.get("partition")
-
-    def order(j: dict) -> tuple:
-        return (-int(j.get("priority") or 0), int(j.get("submit_time") or 0), int(j.get("job_id") or 0))
-
-    mine = order(job)
-    ahead = [
-        j
-        for j in jobs
-        if job_state(j) == "PENDING" and j.get("partition") == partition and j.get("job_id") != job.get("job_id")
-    ]
-    return 1 + sum(1 for j in ahead if order(j) < mine)
+# The names this module had before it was split by job (tests and older code import them from here).
+__all__ = [
+    "GPU_SAMPLE_MAX_AGE_S",
+    "SlurmBackend",
+    "SlurmCli",
+    "SlurmRest",
+    "_processes",
+    "gres_gpus",
+    "hostlist_expand",
+    "job_key",
+    "job_state",
+    "node_states",
+    "queue_position",
+]
 
 
 # --- The backend -------------------------------------------------------------------------------------------
 
 
-class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
+class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
     # The instance's directory (its disk) is on the filesystem every node shares: a job lost with its
     # node is submitted again elsewhere on the same directory.
     disk_follows_node_loss = True
@@ -494,7 +191,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 token_command=o.get("JWT_COMMAND"),
                 token_lifespan=int(o.get("JWT_LIFESPAN_S", 3600)),
                 jwt_key_file=str(o.get("JWT_KEY_FILE") or ""),
-                api=o.get("REST_API", "v0.0.38"),
+                api=str(o.get("REST_API") or ""),  # "": the newest the server offers
                 slurm_conf=o.get("SLURM_CONF", ""),
                 timeout=timeout,
             )
@@ -571,55 +268,11 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             old.unlink(missing_ok=True)
 
     def _nccl_env(self) -> dict[str, str]:
-        """``NCCL_ENV``, checked: names as a shell variable's, values as strings (quoted when exported)."""
-        env = {str(k): str(v) for k, v in (self.options.get("NCCL_ENV") or {}).items()}
-        bad = [name for name in env if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)]
-        if bad:
-            raise PermanentBackendError(f"NCCL_ENV names must be environment variable names, not {', '.join(bad)}.")
-        return env
+        return nccl_env(self.options)
 
     def _script(self, key: str, *, tenant: Tenant, nodes: int = 1) -> str:
-        o = self.options
-        python = o.get("PYTHON") or sys.executable
-        console_dir = str(o.get("CONSOLE_DIR") or settings.BASE_DIR)
-        args = [
-            python,
-            "-m",
-            "providers.slurm.job",
-            f"--root={self.root}",
-            f"--key={key}",
-            f"--services={','.join(self.services)}",
-            f"--url-prefix={getattr(settings, 'CONSOLE_PROXY_PREFIX', '/i/')}",
-            f"--bind={o.get('BIND', '127.0.0.1')}",
-            f"--port-low={o.get('PORT_LOW', 20000)}",
-            f"--port-high={o.get('PORT_HIGH', 29999)}",
-            f"--ports-dir={o.get('PORTS_DIR', '/tmp/console-slurm-ports')}",  # noqa: S108 (node-local on purpose)
-        ]
-        if o.get("JUPYTER_BIN"):
-            args.append(f"--jupyter-bin={o['JUPYTER_BIN']}")
-        if o.get("CODE_SERVER_ENTRY"):
-            args.append(f"--code-server-entry={o['CODE_SERVER_ENTRY']}")
-        if o.get("NVIDIA_SMI"):
-            args.append(f"--nvidia-smi={o['NVIDIA_SMI']}")
-        # The public models and datasets, on the shared filesystem, read-only in every instance.
-        args += [f"--public-mount={path}={source}" for path, source in sorted((o.get("PUBLIC_MOUNTS") or {}).items())]
-        srun = os.path.join(o["BIN_DIR"], "srun") if o.get("BIN_DIR") else "srun"
-        # A cluster's ranks talk over the fabric: NCCL's settings reach every rank through srun's export.
-        fabric = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in self._nccl_env().items())
-        return (
-            "#!/bin/bash\n"
-            f"# The console's instance {key}: its servers on the first node, every node reporting.\n"
-            "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
-            # A node that does not know the tenant's user (site-provisioned users) says so, and a job
-            # never goes on as anyone else.
-            f'if [ "$(id -u)" != {tenant.uid} ] || [ "$(id -u)" = 0 ]; then\n'
-            f'  echo "console: this job must run as {tenant.name} (uid {tenant.uid}), not $(id -un) (uid $(id -u))" >&2\n'
-            "  exit 1\nfi\n"
-            "export SLURM_EXPORT_ENV=ALL\n"
-            f"{fabric if nodes > 1 else ''}"
-            f"cd {shlex.quote(console_dir)}\n"
-            f"export PYTHONPATH={shlex.quote(console_dir)}\n"
-            f"exec {shlex.quote(srun)} --ntasks-per-node=1 --kill-on-bad-exit=1 {shlex.join(args)}\n"
+        return job_script(
+            options=self.options, root=self.root, key=key, services=self.services, tenant=tenant, nodes=nodes
         )
 
     def _submit(self, key: str, spec: InstanceSpec, *, nodes: int) -> dict:
@@ -654,13 +307,13 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 # With topology/tree: the job's nodes under at most ``switches`` leaf switches.
                 wait = str(self.options.get("SWITCHES_WAIT") or "")
                 job["extra"].append(f"--switches={switches}@{wait}" if wait else f"--switches={switches}")
-                job["rest_extra"]["required_switches"] = switches
+                job["switches"] = switches  # slurmrestd: ``required_switches``
         if (self.options.get("PIN_NODE") or spec.pin) and spec.node:
             # Where the console placed it; always for work that took preempted machines' cards, so
             # that Slurm does not preempt a second machine elsewhere while the first winds down.
             names = [spec.node, *spec.peer_nodes] if spec.pin else [spec.node]
             job["extra"].append(f"--nodelist={','.join(names)}")
-            job["rest_extra"]["required_nodes"] = names
+            job["required_nodes"] = names  # slurmrestd: ``required_nodes``
         job_id = self.api.submit(script=self._script(key, tenant=tenant, nodes=nodes), job=job)
         return {
             "v": STATE_VERSION,
@@ -700,7 +353,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
 
     def _active_job(self, key: str, jobs: list[dict]) -> dict | None:
         mine = [j for j in jobs if job_key(j, self.prefix) == key and job_state(j) in ACTIVE]
-        return max(mine, key=lambda j: int(j.get("job_id") or 0)) if mine else None
+        return max(mine, key=lambda j: slurm_count(j.get("job_id"))) if mine else None
 
     # --- the machine ------------------------------------------------------------------------------------
 
@@ -711,14 +364,14 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             return {
                 "v": STATE_VERSION,
                 "tenant": dataclasses.asdict(spec.tenant) if spec.tenant else None,
-                "job_id": int(existing["job_id"]),
+                "job_id": slurm_count(existing["job_id"]),
                 "nodes": spec.nodes,
                 "gpu_count": spec.gpu_count,
                 "gres_type": self._gres_type(spec.gpu_model),
                 "dir": str(self._dir(key)),
                 "stopped": False,
                 "interruptible": spec.interruptible,
-                "restarts": int(existing.get("restart_cnt") or 0),
+                "restarts": slurm_count(existing.get("restart_cnt")),
             }
         return self._submit(key, spec, nodes=spec.nodes)
 
@@ -728,9 +381,9 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             raise PermanentBackendError("This machine's disk no longer exists on the cluster.")
         existing = self._active_job(key, self.api.jobs())
         if existing is not None and job_state(existing) != "COMPLETING":
-            job_id = int(existing["job_id"])
+            job_id = slurm_count(existing["job_id"])
             if job_id == state.get("job_id") and not state.get("stopped"):
-                restarts = int(existing.get("restart_cnt") or 0)
+                restarts = slurm_count(existing.get("restart_cnt"))
                 if restarts > int(state.get("restarts") or 0):
                     # Slurm requeued it after its node failed: that new run is the restart.
                     return {**state, "restarts": restarts}
@@ -857,8 +510,8 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             )
         if state.get("stopped"):
             return Observation(Observed.PENDING, detail="Stopping")  # cancelled, still winding down
-        restarts = int(job.get("restart_cnt") or 0)
-        if status in ("RUNNING", "COMPLETING") and int(job.get("preempt_time") or 0):
+        restarts = slurm_count(job.get("restart_cnt"))
+        if status in ("RUNNING", "COMPLETING") and slurm_count(job.get("preempt_time")):
             # Slurm preempted it for higher-priority work: the grace period (its checkpoint) runs.
             return Observation(
                 Observed.PREEMPTED,
@@ -906,7 +559,7 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 Observed.PENDING, detail=head.get("detail") or f"Starting on {where}", backend_state=new_state
             )
         # A cluster runs once every node has reported (its cards and address), not just the head.
-        expected = int(job.get("node_count") or 1)
+        expected = slurm_count(job.get("node_count"), 1)
         if len(reports) < expected:
             return Observation(
                 Observed.PENDING, detail=f"Starting: {len(reports)} of {expected} nodes ready", backend_state=new_state
@@ -915,191 +568,12 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             Observed.RUNNING, backend_state={**new_state, "restarts": restarts}, fenced=self._fenced(key, state)
         )
 
-    def _fenced(self, key: str, state: dict) -> tuple[tuple[str, float], ...]:
-        """The previous runs that stopped themselves because a newer run held the disk (the job's
-        ``slurm-fenced-*.json``): a tenant's claim, believed only when the tenant's user wrote it, and
-        only as a node name and a time on its own instance's timeline."""
-        uid = (state.get("tenant") or {}).get("uid")
-        found = []
-        for path in sorted((self._dir(key) / "run").glob("slurm-fenced-*.json")):
-            if uid is not None and not self.tenants.owns(path, int(uid)):
-                continue
-            try:
-                record = json.loads(path.read_text())
-                node, at = str(record["node"]), float(record["at"])
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if re.fullmatch(r"[A-Za-z0-9._-]{1,64}", node) and abs(time.time() - at) < 86400:
-                found.append((node, at))
-        return tuple(found)
-
     def _job(self, key: str, state: dict, jobs: list[dict]) -> dict | None:
         job_id = state.get("job_id")
         for job in jobs:
             if job.get("job_id") == job_id and job_key(job, self.prefix) == key:
                 return job
         return self._active_job(key, jobs)
-
-    def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
-        """What the job's nodes last sampled (``nvidia-smi`` every 15 s, in the report each node signs),
-        head first, then the other nodes by rank. A machine any of whose nodes has not reported within
-        ``GPU_SAMPLE_MAX_AGE_S`` (no driver, a node hung) is left out: unknown, not idle."""
-        fresh = time.time() - GPU_SAMPLE_MAX_AGE_S
-        samples: dict[str, list[GpuSample]] = {}
-        for key, state in machines:
-            job_id = state.get("job_id")
-            if not job_id or state.get("stopped"):
-                continue
-            reports = self._reports(key, job_id=str(job_id), restart=None, state=state)
-            cards: list[GpuSample] = []
-            for rank in sorted(reports):
-                report = reports[rank]
-                if not report.get("gpu_samples") or float(report.get("gpu_at") or 0) < fresh:
-                    cards = []
-                    break
-                for figures in report["gpu_samples"]:
-                    cards.append(
-                        GpuSample(
-                            card=len(cards),
-                            **{k: _int(figures.get(k)) for k in _SAMPLE_FIELDS},
-                            processes=_processes(figures.get("processes")),
-                        )
-                    )
-            if cards:
-                samples[key] = cards
-        return samples
-
-    def _reports(
-        self, key: str, *, job_id: str, restart: int | None = 0, job: dict | None = None, state: dict | None = None
-    ) -> dict[int, dict]:
-        """The reports of run ``restart`` of job ``job_id``, by rank (a previous job's or run's is
-        skipped: a requeued job keeps its id); ``None``: of its latest run. Each is a claim of the
-        tenant's job: it counts only when the tenant's own user wrote it, and, with ``job`` (Slurm's
-        record of it), when its host is in the job's allocation and its ports are ones the instance
-        declared (``_verify``); a report that fails that is refused and logged."""
-        run = self._dir(key) / "run"
-        tenant = (state or {}).get("tenant") or {}
-        found = {}
-        for path in run.glob("slurm-report-*.json"):
-            report = claim_read(path)
-            if not report or report.get("key") != key or str(report.get("job_id")) != job_id:
-                continue
-            why = self._refusal(path, report, tenant=tenant, job=job, state=state or {})
-            if why:
-                _refused(key, job_id, why)
-                continue
-            found.setdefault(int(report.get("restart") or 0), {})[int(report.get("rank", 0))] = report
-        if restart is None:
-            return found[max(found)] if found else {}
-        return found.get(restart, {})
-
-    def _declared(self, spec: InstanceSpec | None) -> list[str]:
-        declared = list(self.services)
-        if spec is None or spec.app is not None:
-            declared.append("app")
-        if spec is None or (spec.app is not None and spec.app.webui is not None):
-            declared.append("webui")
-        return declared
-
-    def _refusal(self, path: Path, report: dict, *, tenant: dict, job: dict | None, state: dict) -> str:
-        """Why the console cannot believe ``report`` ("" when it can).
-
-        The threat: the job runs the tenant's code as the tenant's user, so everything it writes,
-        its report included, is the tenant's to forge; a report decides where the console's proxy and
-        SSH gateway connect, with the owner's server tokens, from inside the console's network. So the
-        job holds no key at all, and the console believes only what it can check against what the
-        tenant does not control: the kernel (the file's owner is the tenant's user, so no other tenant
-        wrote it into a loose directory), Slurm (the host is one of the nodes Slurm allocated to the
-        job, by name or address: not a metadata address, the console's own host, or another job's
-        node), and its own records (the ports are of the services the instance declared, within the
-        job's port range: not the console's database on a shared host). What passes is then signed
-        with a key only the console holds (``_verified_write``) for the proxy, which asks per request.
-        What remains in the tenant's power is to point its own instance at another port of its own
-        node within the range: a place its own shell reaches anyway, and where the owner's tokens
-        would only be the tenant's own."""
-        uid = tenant.get("uid")
-        if uid is None:  # a machine found without the console's state: its directory names its tenant
-            with contextlib.suppress(OSError):
-                uid = path.parent.parent.stat().st_uid or None
-        if uid is not None and not self.tenants.owns(path, int(uid)):
-            return f"{path.name} was not written by the tenant's user {tenant.get('name', uid)}"
-        if job is None:
-            return ""
-        allowed = self._allocation_hosts(job)
-        node = str(report.get("node") or "")
-        host = str(report.get("host") or "")
-        if node not in allowed["names"]:
-            return f"node {node!r} is not in the job's allocation ({job.get('nodes') or '?'})"
-        if not _host_allowed(host, allowed["hosts"]):
-            return f"host {host!r} is not an address of the job's nodes ({', '.join(sorted(allowed['hosts']))})"
-        declared = set(state.get("declared") or self._declared(None))
-        low, high = int(self.options.get("PORT_LOW", 20000)), int(self.options.get("PORT_HIGH", 29999))
-        ports = report.get("ports") or {}
-        if not isinstance(ports, dict):
-            return "its ports are not a mapping"
-        for service, port in ports.items():
-            if service not in declared:
-                return f"service {service!r} was not declared (declared: {', '.join(sorted(declared))})"
-            if not isinstance(port, int) or isinstance(port, bool) or not low <= port <= high:
-                return f"port {port!r} of {service} is outside the job's range {low}-{high}"
-        return ""
-
-    def _allocation_hosts(self, job: dict) -> dict[str, set[str]]:
-        """The job's node names, every name and address Slurm has for them, and ``BIND`` when the
-        operator set a specific address there (the servers listen on it on every node)."""
-        names = set(hostlist_expand(str(job.get("nodes") or "")))
-        hosts = set(names)
-        bind = str(self.options.get("BIND") or "")
-        if bind and bind not in ("0.0.0.0", "::"):  # noqa: S104 (a wildcard names no host)
-            hosts.add(bind)  # where the operator said the servers listen
-        known = self._node_addresses()
-        for name in names:
-            hosts |= known.get(name, set())
-        return {"names": names, "hosts": hosts}
-
-    def _node_addresses(self) -> dict[str, set[str]]:
-        """Each node's ``NodeAddr`` and ``NodeHostname`` as Slurm has them (cached for a minute)."""
-        now = time.monotonic()
-        cached = getattr(self, "_addresses", None)
-        if cached is None or now - cached[0] > 60:
-            addresses = {}
-            for node in self.api.nodes():
-                name = str(node.get("name") or "")
-                addresses[name] = {str(node[k]) for k in ("address", "hostname") if node.get(k)}
-            cached = self._addresses = (now, addresses)
-        return cached[1]
-
-    # --- the console's verified copy of the head's report ----------------------------------------------
-
-    def _verified_path(self, key: str) -> Path:
-        return self.root / ".console" / f"{key}.json"
-
-    def _verified_write(self, key: str, report: dict) -> None:
-        folder = self.root / ".console"
-        folder.mkdir(exist_ok=True)
-        os.chmod(folder, 0o700)  # the console's alone: no tenant reads or writes it
-        report_write(self._verified_path(key), secret=self.report_secret(key), report=report)
-
-    def _verified_clear(self, key: str) -> None:
-        self._verified_path(key).unlink(missing_ok=True)
-
-    @staticmethod
-    def _placement(state: dict, reports: dict[int, dict] | None) -> dict:
-        """The state with where the job runs: its node(s), each node's cards, the servers' host and ports."""
-        if not reports:
-            return {**state, "node": "", "gpus": [], "hosts": [], "host": "", "ports": {}}
-        head = reports.get(0, {})
-        return {
-            **state,
-            "node": head.get("node", ""),
-            "gpus": list(head.get("gpus") or ()),
-            "hosts": [
-                {"node": r.get("node", ""), "gpus": list(r.get("gpus") or ())} for _rank, r in sorted(reports.items())
-            ],
-            "host": head.get("host", ""),
-            "ports": dict(head.get("ports") or {}),
-            "login_user": head.get("login_user", ""),
-        }
 
     def machines(self) -> list[MachineInfo]:
         jobs = self.api.jobs()
@@ -1109,15 +583,15 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
             if key is None or job_state(job) not in ACTIVE:
                 continue
             observed = Observed.RUNNING if job_state(job) == "RUNNING" else Observed.PENDING
-            if int(job.get("preempt_time") or 0) and job_state(job) in ("RUNNING", "COMPLETING"):
+            if slurm_count(job.get("preempt_time")) and job_state(job) in ("RUNNING", "COMPLETING"):
                 observed = Observed.PREEMPTED  # in its grace period
-            elif job_state(job) == "PENDING" and int(job.get("restart_cnt") or 0):
+            elif job_state(job) == "PENDING" and slurm_count(job.get("restart_cnt")):
                 observed = Observed.PREEMPTED  # requeued, waiting to run again
-            _type, per_node = gres_gpus(str(job.get("tres_per_node") or "").removeprefix("gres:"))
+            _type, per_node = gres_gpus(str(job.get("tres_per_node") or "").removeprefix("gres:").removeprefix("gres/"))
             machines[key] = MachineInfo(
                 key=key,
                 node=str(job.get("nodes") or ""),
-                cards=per_node * int(job.get("node_count") or 1),
+                cards=per_node * slurm_count(job.get("node_count"), 1),
                 observed=observed,
                 extra={"job_id": job.get("job_id"), "state": job_state(job), "reason": job.get("state_reason", "")},
             )
@@ -1144,26 +618,12 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                     cards=cards,
                     healthy=not (node_states(node) & UNHEALTHY),
                     free_cards=max(0, cards - used),
-                    detail=_node_detail(node),
+                    detail=node_detail(node),
                 )
             )
         return infos
 
     # --- entry points -----------------------------------------------------------------------------------
-
-    def _head(self, key: str) -> dict | None:
-        """The head's report as the console verified it at its last poll (the proxy asks per request,
-        without state); one that does not verify under the console's key is refused, and logged."""
-        path = self._verified_path(key)
-        if not path.exists():
-            return None
-        head = report_read(path, secret=self.report_secret(key))
-        if head is None:
-            _refused(key, "?", f"{path} is not signed with the console's key")
-            return None
-        if head.get("key") != key or head.get("state") not in ("running", "degraded"):
-            return None
-        return head
 
     def entry_points(self, *, key: str, state: dict) -> EntryPoints:
         head = self._head(key)
@@ -1235,9 +695,3 @@ class SlurmBackend(ClustersCapability, EntryPointsCapability, GpuMetricsCapabili
                 secrets=(secrets["app"],),
             )
         return None
-
-
-def _node_detail(node: dict) -> str:
-    states = sorted(node_states(node) - {"IDLE", "MIXED", "ALLOCATED"})
-    reason = str(node.get("reason") or "").strip()
-    return ", ".join(filter(None, ["+".join(states), reason]))

@@ -175,7 +175,7 @@ def _local(request) -> World:
 
 def _slurm_fake(request) -> World:
     from providers.slurm.backend import SlurmBackend
-    from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
+    from providers.slurm.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
     root = request.getfixturevalue("tmp_path") / "slurm"
     backend = SlurmBackend(
@@ -205,8 +205,8 @@ def _slurm_fake(request) -> World:
 
 
 def _slurm(request) -> World:
-    from instances.tests.slurm_helpers import cluster_or_skip, scratch, slurm_backends, tenant
     from providers.slurm.backend import SlurmBackend
+    from providers.slurm.tests.slurm_helpers import cluster_or_skip, scratch, slurm_backends, tenant
 
     cluster = cluster_or_skip()
     request.addfinalizer(cluster.cancel_test_jobs)

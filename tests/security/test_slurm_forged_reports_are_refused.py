@@ -16,7 +16,7 @@ from providers import InstanceSpec, Observed
 from providers.base import Tenant
 from providers.slurm.backend import SlurmBackend
 from providers.slurm.job import claim_read, claim_write, report_path, report_write
-from providers.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
+from providers.slurm.tests.slurm_fake import FakeSlurm, FakeTenantAccounts
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000025"
 TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)

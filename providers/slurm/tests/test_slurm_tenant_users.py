@@ -12,40 +12,20 @@ import pwd
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from providers import InstanceSpec, PermanentBackendError
+from providers import PermanentBackendError
 from providers.base import Tenant
-from providers.slurm.backend import SlurmBackend, SlurmCli, SlurmRest
+from providers.slurm.backend import SlurmBackend
+from providers.slurm.rest import SlurmRest
 from providers.slurm.tenants import TenantAccounts, jwt_mint
-from providers.tests.slurm_fake import FakeTenantAccounts
+from providers.slurm.tests.slurm_fake import TENANT, spec
+from providers.slurm.tests.slurm_fake import cli_backend as _backend
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000005"
-TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
 
 
-class FakeCli(SlurmCli):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, ...]] = []
-        self.scripts: list[str] = []
-
-    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
-        self.calls.append((tool, *args))
-        self.scripts.append(stdin or "")
-        return "42\n"
-
-    def jobs(self) -> list[dict]:
-        return []
-
-
-def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", gpu_count=1, image="x", disk_gb=20, **kwargs)
-
-
-def _backend(tmp_path, **options) -> tuple[SlurmBackend, FakeCli]:
-    backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], **options})
-    backend.api = cli = FakeCli()
-    backend.tenants = FakeTenantAccounts()
-    return backend, cli
+def _spec(**kwargs):
+    """One card; the tenant is each test's to give (or to leave out)."""
+    return spec(gpu_count=1, **{"tenant": None, **kwargs})
 
 
 def test_the_command_line_submits_the_job_as_its_tenant_and_the_job_refuses_any_other_user(tmp_path):

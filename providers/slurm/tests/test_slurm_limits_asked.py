@@ -1,29 +1,22 @@
 """Without a cluster: a Slurm job asks for the catalogue's cores and memory for its cards
 (``--cpus-per-task``, ``--mem``; ``memory_per_node`` over REST), capped by the backend's options on a
 cluster of small nodes; without the catalogue's figures it asks for a core per card and Slurm's default
-memory. (Slurm's cgroups enforce them: ``instances/tests/test_slurm_limits.py`` on the test cluster.)"""
+memory. (Slurm's cgroups enforce them: ``test_slurm_limits_on_the_cluster.py``, on the test cluster.)"""
 
 from __future__ import annotations
 
 from providers import InstanceSpec
-from providers.base import Tenant
-from providers.slurm.backend import SlurmBackend
-from providers.tests.slurm_fake import FakeTenantAccounts
-from providers.tests.test_slurm_tenant_users import FakeCli
-
-TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
+from providers.slurm.tests.slurm_fake import cli_backend, spec
 
 
 def _submitted(tmp_path, spec: InstanceSpec, **options) -> tuple[str, ...]:
-    backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], **options})
-    backend.api = cli = FakeCli()
-    backend.tenants = FakeTenantAccounts()
+    backend, cli = cli_backend(tmp_path, **options)
     backend.create(key="k", spec=spec)
     return cli.calls[-1]
 
 
 def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", gpu_count=2, image="x", disk_gb=20, tenant=TENANT, **kwargs)
+    return spec(gpu_count=2, **kwargs)
 
 
 def test_the_job_asks_for_the_catalogues_cores_and_memory(tmp_path):

@@ -11,7 +11,7 @@ from instances.reconciler import instances_reconcile
 from instances.services import nodes_sync
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_running, wait_until
-from instances.tests.slurm_helpers import NODES
+from providers.slurm.tests.slurm_helpers import NODES
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -1,42 +1,17 @@
 """Without a cluster: how the Slurm backend submits the two tiers and reads a preempted or requeued job
-(the real thing runs in ``instances/tests/test_slurm_preemption.py`` on ``make slurm``'s cluster)."""
+(the real thing runs in ``providers/slurm/tests/test_slurm_preemption.py`` on ``make slurm``'s cluster)."""
 
 from __future__ import annotations
 
-from providers import InstanceSpec, Observed
-from providers.base import Tenant
-from providers.slurm.backend import SlurmBackend, SlurmCli
-from providers.tests.slurm_fake import FakeTenantAccounts
+from providers import Observed
+from providers.slurm.tests.slurm_fake import cli_backend
+from providers.slurm.tests.slurm_fake import spec as _spec
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000002"
-TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
 
 
-class FakeCli(SlurmCli):
-    """The command-line transport with the tools answered in memory."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, ...]] = []
-        self.queue: list[dict] = []
-
-    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
-        self.calls.append((tool, *args))
-        return "42\n" if tool == "sbatch" else ""
-
-    def jobs(self) -> list[dict]:
-        return self.queue
-
-
-def _backend(tmp_path) -> tuple[SlurmBackend, FakeCli]:
-    backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], "PARTITION": "gpu"})
-    backend.api = cli = FakeCli()
-    backend.tenants = FakeTenantAccounts()
-    return backend, cli
-
-
-def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=20, tenant=TENANT, **kwargs)
+def _backend(tmp_path):
+    return cli_backend(tmp_path, PARTITION="gpu")
 
 
 def test_interruptible_machines_are_requeueable_spot_jobs_and_on_demand_ones_are_not(tmp_path):

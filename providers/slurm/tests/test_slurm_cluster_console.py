@@ -10,7 +10,7 @@ from instances.models import Instance, Node
 from instances.services import instance_release, instance_stop, instance_sync
 from instances.tests.conftest import committed, launch
 from instances.tests.local_helpers import wait_running, wait_until
-from instances.tests.slurm_helpers import PREFIX
+from providers.slurm.tests.slurm_helpers import PREFIX
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
@@ -20,7 +20,7 @@ S = Instance.Status
 def _expand(nodelist: str) -> set[str]:
     import subprocess
 
-    from instances.tests.slurm_helpers import SLURM_CONF
+    from providers.slurm.tests.slurm_helpers import SLURM_CONF
 
     out = subprocess.run(
         ["scontrol", "show", "hostnames", nodelist],

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from providers.slurm.backend import gres_gpus, node_states, queue_position
 from providers.slurm.job import report_read, report_write
+from providers.slurm.records import gres_gpus, node_states, queue_position
 
 
 def test_gres_gives_the_gpu_type_and_count():

@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from instances.tests.local_helpers import wait_until
-from instances.tests.slurm_helpers import SCRIPT, cluster_or_skip, tenant
 from providers import InstanceSpec, Observed
+from providers.slurm.tests.slurm_helpers import SCRIPT, cluster_or_skip, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -1,4 +1,10 @@
-"""An in-process Slurm for the Slurm backend's contract: the transport seam (``SlurmBackend.api``).
+"""The Slurm backend's tests without a cluster: fakes behind its two seams (``SlurmBackend.api``, the
+transport, and ``SlurmBackend.tenants``, the host's users).
+
+``FakeCli`` is the command-line transport with the tools answered in memory (what ``sbatch`` was
+asked, and the script it got); ``cli_backend`` is a backend on it, for tests of what is submitted.
+
+``FakeSlurm`` is an in-process Slurm for the backend's contract.
 
 It keeps a queue as squeue reports one (``job_state``, ``nodes``, ``node_count``, ``tres_per_node``)
 and plays the job's part on the shared filesystem: ``advance()`` runs every pending job on a node
@@ -14,10 +20,15 @@ import os
 import time
 from pathlib import Path
 
-from providers import TransientBackendError
+from providers import InstanceSpec, TransientBackendError
+from providers.base import Tenant
+from providers.slurm.backend import SlurmBackend
+from providers.slurm.cli import SlurmCli
 from providers.slurm.job import claim_write, report_path
 
 ACTIVE = ("PENDING", "RUNNING")
+# A tenant as the console allocates one (``instances.tenancy``), far above any system user.
+TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
 
 
 class FakeTenantAccounts:
@@ -153,3 +164,38 @@ class FakeSlurm:
 
     def crash(self, key: str) -> None:
         self.crashed.add(key)
+
+
+class FakeCli(SlurmCli):
+    """The command-line transport with the tools answered in memory: every call's arguments (``calls``)
+    and input (``scripts``: the batch script, for ``sbatch``) are kept; ``sbatch`` answers job 42 and
+    ``squeue`` answers ``queue`` (jobs as Slurm 22.05's ``squeue --json`` lists them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, ...]] = []
+        self.scripts: list[str] = []
+        self.queue: list[dict] = []
+
+    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
+        self.calls.append((tool, *args))
+        self.scripts.append(stdin or "")
+        return "42\n" if tool == "sbatch" else ""
+
+    def jobs(self) -> list[dict]:
+        return self.queue
+
+
+def cli_backend(tmp_path, **options) -> tuple[SlurmBackend, FakeCli]:
+    """A Slurm backend on ``FakeCli``, its instances under ``tmp_path``, no servers, with ``options``."""
+    backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], **options})
+    backend.api = cli = FakeCli()
+    backend.tenants = FakeTenantAccounts()
+    return backend, cli
+
+
+def spec(**kwargs) -> InstanceSpec:
+    """A machine of 8 H200 cards for ``TENANT`` (any field overridden by ``kwargs``)."""
+    return InstanceSpec(
+        **{"node": "", "gpu_model": "h200", "gpu_count": 8, "image": "x", "disk_gb": 20, "tenant": TENANT, **kwargs}
+    )

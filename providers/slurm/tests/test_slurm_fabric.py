@@ -6,47 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from providers import InstanceSpec, PermanentBackendError
-from providers.base import Tenant
-from providers.slurm.backend import SlurmBackend, SlurmCli
-from providers.tests.slurm_fake import FakeTenantAccounts
+from providers import PermanentBackendError
+from providers.slurm.tests.slurm_fake import cli_backend as _backend
+from providers.slurm.tests.slurm_fake import spec as _spec
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000003"
-TENANT = Tenant("gpuc-t9001", 79001, 1 << 30, 65536)
 FABRIC = {
     "TOPOLOGY_SWITCHES": 1,
     "SWITCHES_WAIT": "10:00",
     "NCCL_ENV": {"NCCL_SOCKET_IFNAME": "ib0", "NCCL_IB_HCA": "mlx5_0,mlx5_1"},
     "CLUSTER_SBATCH_ARGS": ["--exclusive"],
 }
-
-
-class FakeCli(SlurmCli):
-    """The command-line transport with sbatch answered in memory: its arguments and script kept."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[str, ...]] = []
-        self.scripts: list[str] = []
-
-    def _run(self, tool: str, *args: str, stdin: str | None = None) -> str:
-        self.calls.append((tool, *args))
-        self.scripts.append(stdin or "")
-        return "42\n"
-
-    def jobs(self) -> list[dict]:
-        return []
-
-
-def _backend(tmp_path, **options) -> tuple[SlurmBackend, FakeCli]:
-    backend = SlurmBackend(alias="slurm", options={"ROOT": str(tmp_path), "SERVICES": [], **options})
-    backend.api = cli = FakeCli()
-    backend.tenants = FakeTenantAccounts()
-    return backend, cli
-
-
-def _spec(**kwargs) -> InstanceSpec:
-    return InstanceSpec(node="", gpu_model="h200", gpu_count=8, image="x", disk_gb=20, tenant=TENANT, **kwargs)
 
 
 def test_a_cluster_asks_for_one_switch_and_its_ranks_get_the_nccl_environment(tmp_path):

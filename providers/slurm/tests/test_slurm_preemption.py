@@ -18,8 +18,8 @@ from instances.reconciler import instances_reconcile
 from instances.services import instance_launch, instance_release, instance_sync
 from instances.tests.conftest import committed
 from instances.tests.local_helpers import wait_running, wait_until
-from instances.tests.slurm_helpers import NODES, PREFIX, tenant
 from providers import InstanceSpec, Observed, get_backend
+from providers.slurm.tests.slurm_helpers import NODES, PREFIX, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

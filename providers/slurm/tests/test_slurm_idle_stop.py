@@ -24,7 +24,7 @@ from metrics.tests.test_idle_stop_engines import NVIDIA_SMI_SCRIPT
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
 S = Instance.Status
-RECORDINGS = Path(__file__).resolve().parents[2] / "metrics" / "tests" / "recordings"
+RECORDINGS = Path(__file__).resolve().parents[3] / "metrics" / "tests" / "recordings"
 
 
 def test_idle_cards_reported_by_the_job_stop_the_instance(on_slurm, rich_alice, slurm_tmp_path):
