@@ -116,6 +116,7 @@ BENCHES: dict[str, Bench] = {
                 Figure("preemption_decision_8_cards_p50_ms"),
                 Figure("cluster_8192_cards_launch_to_running_s"),
             ),
+            quick_env={"BENCH_SAMPLES": "5", "BENCH_PLACEMENTS": "500"},
         ),
         Bench(
             "metrics",
