@@ -137,7 +137,7 @@ imports-check: setup-dev
 wallclock-check: setup-dev
 	$(BIN)/python scripts/wallclock_lint.py
 
-# Every hot path's bench in one table (bench/run.py): launch, list, metering, scheduler, metrics,
+# Every hot path's bench in one table (bench/run.py): launch, list, metering, sql_gain, scheduler, metrics,
 # gateway and spawn; the figures and the configuration they ran under go to var/bench/<time>.json.
 # QUICK=1: fewer iterations and less data (a sanity check, not a measure). BASE=<commit>: the same
 # table for that commit too, in a temporary worktree, runs alternating, with ratios; a figure more
