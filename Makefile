@@ -22,6 +22,7 @@ help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
 	@echo "make test   run the whole test suite on PostgreSQL"
 	@echo "make lint   ruff"
+	@echo "make bench  every hot path's bench in one table (QUICK=1, BASE=<commit>, ONLY=a,b)"
 
 $(BIN)/python:
 	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is required (Django 6). Install it and retry." >&2; exit 1; fi
@@ -143,6 +144,15 @@ imports-check: setup-dev
 # (scripts/wallclock_lint.py); timing goals are benches (bench/).
 wallclock-check: setup-dev
 	$(BIN)/python scripts/wallclock_lint.py
+
+# Every hot path's bench in one table (bench/run.py): launch, list, metering, sql_gain, scheduler, metrics,
+# gateway and spawn; the figures and the configuration they ran under go to var/bench/<time>.json.
+# QUICK=1: fewer iterations and less data (a sanity check, not a measure). BASE=<commit>: the same
+# table for that commit too, in a temporary worktree, runs alternating, with ratios; a figure more
+# than 20 % worse than the base beyond the spread of its runs is flagged in red. ONLY=metering,list
+# runs some; RUNS=n sets the rounds (3 with BASE). A bench whose parts are missing is listed as skipped.
+bench: setup-dev services local-deps container-deps images
+	$(BIN)/python bench/run.py $(if $(QUICK),--quick) $(if $(BASE),--base $(BASE)) $(if $(ONLY),--only $(ONLY)) $(if $(RUNS),--runs $(RUNS))
 
 fmt: setup-dev
 	$(BIN)/ruff check --fix .

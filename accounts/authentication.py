@@ -37,7 +37,10 @@ def token_digest(raw: str) -> str:
 
 def token_with_user(digest: str) -> APIToken | None:
     """The token with this digest and its (active) user, in one fixed statement: every API call runs it,
-    and the ORM's compilation of the same join cost more than the statement (see ``core.sql``)."""
+    and the ORM's compilation of the same join cost more than the statement: 1.2 ms of a launch's CPU
+    (``bench/sql_gain.py``, ``core.sql``). The ORM's query where the speed-up is off."""
+    if not sql.enabled():
+        return APIToken.objects.select_related("user").filter(digest=digest, user__is_active=True).first()
     user_model = get_user_model()
     row = sql.fetch_one(
         f"SELECT {sql.columns(APIToken, 't')}, {sql.columns(user_model, 'u')} "  # noqa: S608 (names from _meta)

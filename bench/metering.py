@@ -5,6 +5,10 @@
 Uses DATABASE_URL (default postgres://postgres@127.0.0.1:5432/console_bench): the database is
 created and migrated here and dropped at the end. Prints the seconds and queries of each tick and
 ends with one line of JSON whose keys carry their units.
+
+Besides each tick's wall time it reports its CPU: this process's, plus the PostgreSQL backend's when
+the server runs on this machine (read from /proc). On a machine that other work keeps busy, wall
+time grows with the queue for a core; CPU time much less, so compare those figures there.
 """
 
 from __future__ import annotations
@@ -101,25 +105,44 @@ def _populate(*, start: int, count: int, t0) -> None:
         )
 
 
-def _ticks(*, t0, first: int, ticks: int, interval: int) -> tuple[list[float], list[int], int]:
+def _backend_cpu_s() -> float | None:
+    """CPU seconds the PostgreSQL backend serving this connection has used, when it runs here."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # a server elsewhere (or in a container of its own)
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _ticks(*, t0, first: int, ticks: int, interval: int) -> tuple[list[float], list[int], int, list[float]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from billing.settlement import meters_settle_all
 
-    seconds, queries, charged = [], [], 0
+    seconds, queries, charged, cpu = [], [], 0, []
     for k in range(first, first + ticks):
+        backend_before = _backend_cpu_s()
         with CaptureQueriesContext(connection) as ctx:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             report = meters_settle_all(now=t0 + timedelta(seconds=interval * k, microseconds=k * 137_911))
             seconds.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
+        backend_after = _backend_cpu_s()
+        if backend_before is not None and backend_after is not None:
+            cpu[-1] += backend_after - backend_before
         queries.append(len(ctx.captured_queries))
         charged += report.charged_fen
         print(
-            f"  tick {k}: {seconds[-1]:.3f} s, {queries[-1]} queries, {report.meters} meters, "
+            f"  tick {k}: {seconds[-1]:.3f} s, {cpu[-1]:.3f} s CPU, {queries[-1]} queries, {report.meters} meters, "
             f"{report.postings} postings, {report.charged_fen} fen"
         )
-    return seconds, queries, charged
+    return seconds, queries, charged, cpu
 
 
 def main() -> None:
@@ -175,6 +198,7 @@ def main() -> None:
             "meters": args.meters,
             "tick_s_median": round(statistics.median(big[0]), 3),
             "tick_s_max": round(max(big[0]), 3),
+            "tick_cpu_s_median": round(statistics.median(big[3]), 3),
             "queries_per_tick": max(big[1]),
             f"tick_s_median_{args.small}_meters": round(statistics.median(small[0]), 3),
             f"queries_per_tick_{args.small}_meters": max(small[1]),

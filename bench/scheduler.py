@@ -18,6 +18,7 @@ issue #13's table asks, with the console's own code and real database writes:
 Prints its figures, then one JSON line whose keys carry their units. Drops its database at the end.
 
     .venv/bin/python bench/scheduler.py
+    BENCH_SAMPLES=5 BENCH_PLACEMENTS=500 .venv/bin/python bench/scheduler.py   # a sanity run (QUICK=1)
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB_NAME = os.environ.get("BENCH_DB_NAME", "console_bench_sched")
+# Fewer samples and placements for a sanity run (make bench QUICK=1); the defaults are the figures'.
+SAMPLES = int(os.environ.get("BENCH_SAMPLES", "60"))
+PLACEMENTS = int(os.environ.get("BENCH_PLACEMENTS", "10000"))
 ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 NODES, CARDS, BLOCK_NODES = 1024, 8, 32
 FLEET = [{"region": "cn-north-1", "gpu": "a800-80g", "nodes": NODES, "cards": CARDS}]
@@ -141,7 +145,8 @@ def measure() -> dict:
         if dice.random() < 0.4:
             Node.objects.filter(pk=node.pk).update(free_cards=dice.randint(1, 7))
     reserve = [
-        rolled_back(lambda: _gpus_reserve_nodes(region=region, gpu_model=a800, count=8, nodes=128)) for _ in range(60)
+        rolled_back(lambda: _gpus_reserve_nodes(region=region, gpu_model=a800, count=8, nodes=128))
+        for _ in range(SAMPLES)
     ]
     launch = [
         rolled_back(
@@ -149,7 +154,7 @@ def measure() -> dict:
                 user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=128
             )
         )
-        for _ in range(60)
+        for _ in range(SAMPLES)
     ]
     out |= {
         "gang_1024_cards_reserve_p50_ms": round(statistics.median(reserve), 1),
@@ -166,21 +171,21 @@ def measure() -> dict:
     # 2. 10,000 single-node placements, each its own committed UPDATE (the fleet refilled, untimed, when full).
     reset()
     done, spent = 0, 0.0
-    while done < 10_000:
+    while done < PLACEMENTS:
         started = time.perf_counter()
-        batch = min(NODES * CARDS, 10_000 - done)
+        batch = min(NODES * CARDS, PLACEMENTS - done)
         for _ in range(batch):
             _gpus_reserve(region=region, gpu_model=a800, count=1)
         spent += time.perf_counter() - started
         done += batch
         reset()
-    out["single_placements_per_s"] = round(10_000 / spent)
+    out["single_placements_per_s"] = round(PLACEMENTS / spent)
     # Placements from 8 connections at once, as several web workers launch (their commits overlap).
     import threading
 
     from django.db import connections
 
-    threads_n, per_thread = 8, 1_000  # 8,000: within the fleet's 8,192 cards
+    threads_n, per_thread = 8, min(1_000, max(1, PLACEMENTS // 10))  # 8,000 at most: within the fleet's 8,192 cards
 
     def placer() -> None:
         try:
@@ -197,7 +202,8 @@ def measure() -> dict:
         thread.join()
     out["single_placements_8_connections_per_s"] = round(threads_n * per_thread / (time.perf_counter() - started))
     reset()
-    launches, batch_n = 1_000, 100
+    batch_n = min(100, max(1, PLACEMENTS // 100))
+    launches = batch_n * 10
     started = time.perf_counter()
     for _ in range(launches // batch_n):
         try:
@@ -241,7 +247,10 @@ def measure() -> dict:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     decide = {
-        n: [rolled_back(lambda n=n: preemption_plan(region=region, gpu_model=a800, count=n)) for _ in range(40)]
+        n: [
+            rolled_back(lambda n=n: preemption_plan(region=region, gpu_model=a800, count=n))
+            for _ in range(max(2, SAMPLES * 2 // 3))
+        ]
         for n in (1, 8)
     }
     import uuid
@@ -252,7 +261,7 @@ def measure() -> dict:
                 region=region, gpu_model=a800, count=8, for_instance_id=uuid.uuid4(), no_capacity=NoCapacity("")
             )
         )
-        for _ in range(20)
+        for _ in range(max(2, SAMPLES // 3))
     ]
     out |= {
         "spot_instances": len(rows),

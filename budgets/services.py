@@ -17,7 +17,6 @@ from django.utils.translation import gettext_noop
 
 from budgets.models import THRESHOLDS, Budget, BudgetAlert, InstanceCap
 from budgets.selectors import instance_spent, month_of, spent_this_month
-from core import sql
 from core.formatting import cny
 from core.messages import reason as stored
 from instances.models import Instance
@@ -81,11 +80,9 @@ def spend_guard(*, user, instance: Instance | None = None) -> str | None:
             return _(
                 "This instance has spent its limit of %(limit)s. Raise or remove the limit on its page to start it."
             ) % {"limit": cny(cap.limit_fen)}
-    # Asked at every launch, and most people have no hard cap: a fixed statement (``core.sql``).
-    row = sql.fetch_one(f"SELECT monthly_limit_fen FROM {sql.table(Budget)} WHERE user_id = %s AND hard_cap", [user.pk])  # noqa: S608
-    if row is None:
+    limit_fen = Budget.objects.filter(user=user, hard_cap=True).values_list("monthly_limit_fen", flat=True).first()
+    if limit_fen is None:
         return None
-    (limit_fen,) = row
     spent = spent_this_month(user_ids=[user.pk], now=timezone.now()).get(user.pk, 0)
     if spent < limit_fen:
         return None

@@ -13,9 +13,10 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 django.setup(set_prefix=False)  # what django.core.asgi.get_asgi_application does, before its handler
 
-from console.handlers import LaneASGIHandler  # noqa: E402  (needs settings)
+from console.handlers import django_asgi_handler  # noqa: E402  (needs settings)
 
-django_asgi_app = LaneASGIHandler()  # Django's handler, on a fixed set of request threads
+# Django's handler on a fixed set of request threads, or Django's own (core.speedups: "handlers")
+django_asgi_app = django_asgi_handler()
 
 from django.urls import get_resolver  # noqa: E402
 

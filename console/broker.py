@@ -6,6 +6,9 @@ some 170 reply parsers, which cost more than sending the command: a third of a m
 launch request's CPU. A client is thread-safe and takes a connection from the channel's pool for each
 command, so one per channel does the same work. ``CELERY_BROKER_TRANSPORT`` names this transport
 where the broker is Redis (console/settings.py).
+
+It overrides a private method of kombu's: ``Transport`` is kombu's own transport, unchanged, on a
+kombu outside the versions it was checked on, or with ``CONSOLE_SPEEDUP_BROKER=0`` (core.speedups).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import threading
 
 from kombu.transport import redis
+
+from core import speedups
 
 
 class Channel(redis.Channel):
@@ -30,5 +35,9 @@ class Channel(redis.Channel):
         return client
 
 
-class Transport(redis.Transport):
+class OneClientTransport(redis.Transport):
     Channel = Channel
+
+
+#: What ``CELERY_BROKER_TRANSPORT`` names (decided when kombu first loads it, after the settings).
+Transport = OneClientTransport if speedups.enabled("broker") else redis.Transport

@@ -23,6 +23,10 @@ only reads the body and writes the answer. A file (``FileResponse``: a download)
 time in the loop's thread pool as it goes out, its request finished first; any other streaming
 response is read, and closed after its last chunk, on its lane, as Django does. An ``async def`` view
 still works: Django's synchronous mode runs it with ``async_to_sync``, on the loop.
+
+It overrides ``ASGIHandler.handle`` and relies on parts of Django's handler and responses that are
+not public: ``django_asgi_handler`` uses it only on the Django versions it was checked on (and
+unless ``CONSOLE_SPEEDUP_HANDLERS=0``), Django's own handler otherwise (``core.speedups``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,13 @@ from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
+
+from core import speedups
+
+
+def django_asgi_handler() -> ASGIHandler:
+    """The web process's HTTP handler: ``LaneASGIHandler``, or Django's own where the speed-up is off."""
+    return LaneASGIHandler() if speedups.enabled("handlers") else ASGIHandler()
 
 
 class LaneASGIHandler(ASGIHandler):

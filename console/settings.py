@@ -262,6 +262,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # throughput. Raise it where views wait on slow services (an SMTP server, a payment gateway).
 WEB_THREADS = int(os.environ.get("WEB_THREADS", "4"))
 
+# The speed-ups built on other projects' internals (core/speedups.py): the web process's request
+# handler (console.handlers, on Django's), Celery's Redis client per channel (console.broker, on
+# kombu's) and the launch path's fixed statements (core.sql, on the ORM's). Each falls back to the
+# stock behaviour when its variable is 0 (CONSOLE_SPEEDUP_HANDLERS=0 …), and by itself, logging why,
+# on a Django or kombu outside the versions it was checked on.
+CONSOLE_SPEEDUPS = {
+    name: env_bool(f"CONSOLE_SPEEDUP_{name.upper()}", default=True) for name in ("handlers", "broker", "sql")
+}
+
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL") or ("" if TESTING else _recorded_services.get("REDIS_URL", ""))
 
@@ -289,7 +298,8 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "core.cache.RedisCache", "LOCATION": REDIS_URL}}
     CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT = "console.broker:Transport"  # kombu's Redis transport, one client per channel
+    # kombu's Redis transport, one client per channel (or kombu's own: CONSOLE_SPEEDUPS["broker"])
+    CELERY_BROKER_TRANSPORT = "console.broker:Transport"
 elif TESTING:
     # The suite runs tasks eagerly in-process; the tests that cross processes set up Redis themselves.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

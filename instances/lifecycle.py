@@ -26,7 +26,6 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop
 
 from billing.services import meter_open, meter_stop
-from core import sql
 from core.live import notify_user
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
@@ -82,12 +81,9 @@ def instance_events_write(
     reads. ``kind`` is ``STATUS`` for a status change or a repair in place (``old == new``), ``NODE``
     for news of the node an instance runs on (its status unchanged, never counted as a crash).
     """
-    # In a fixed statement (``core.sql``): every launch writes three rows, every boot one.
-    sql.insert_many(
-        [
-            InstanceEvent(instance_id=instance_id, kind=kind, old=old, new=new, reason=reason, created_at=at)
-            for instance_id, old, new, reason in moves
-        ]
+    InstanceEvent.objects.bulk_create(
+        InstanceEvent(instance_id=instance_id, kind=kind, old=old, new=new, reason=reason, created_at=at)
+        for instance_id, old, new, reason in moves
     )
 
 

@@ -32,7 +32,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from core import sql
 from core.statemachine import transition, transition_table
 from instances.errors import NoCapacity, OperationNotAllowed, ReservationInvalid
 from instances.models import GpuModel, Instance, Node, QuotaRequest, Region, Reservation, ReservationEvent
@@ -117,15 +116,7 @@ def _tell(reservation: Reservation, action: str) -> None:
 def reservations_active_exist(*, region_id: int, gpu_model_id: int, now: datetime | None = None) -> bool:
     """Whether any reservation of this region and model is in its window: one indexed EXISTS."""
     now = now or timezone.now()
-    # Asked by every on-demand placement: a fixed statement (``core.sql``), the same test as ``_current``.
-    return (
-        sql.fetch_one(
-            f"SELECT 1 FROM {sql.table(Reservation)} WHERE region_id = %s AND gpu_model_id = %s "  # noqa: S608
-            "AND status = %s AND starts_at <= %s AND ends_at > %s LIMIT 1",
-            [region_id, gpu_model_id, R.ACTIVE.value, now, now],
-        )
-        is not None
-    )
+    return Reservation.objects.filter(_current(now), region_id=region_id, gpu_model_id=gpu_model_id).exists()
 
 
 def pool_cards(*, region: Region, gpu_model: GpuModel) -> int:

@@ -20,8 +20,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.postgres.expressions import ArraySubquery
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -602,7 +603,7 @@ def instance_launch(
             created_at=now,
             status_changed_at=now,
         )
-        sql.insert(instance)  # a fixed statement (``core.sql``): the launch's widest row, on every launch
+        instance.save(force_insert=True)
         if ssh_keys:
             instance.ssh_keys.set(ssh_keys)
         if volumes:
@@ -722,8 +723,17 @@ def _get(instance_id) -> Instance | None:
     its machine is built with (in the same statement: every create, start and restart needs them).
 
     A fixed statement (``core.sql``): every boot of every instance reads it, and compiling the ORM's
-    five joins and subquery cost several times what running them does.
+    five joins and subquery cost several times what running them does (3 ms of a launch's CPU:
+    ``bench/sql_gain.py``). The ORM's query where the speed-up is off.
     """
+    if not sql.enabled():
+        keys = SSHKey.objects.filter(instances=OuterRef("pk")).order_by(*SSHKey._meta.ordering).values("public_key")
+        return (
+            Instance.objects.select_related("gpu_model", "image", "region", "node", "owner")
+            .annotate(ssh_public_keys=ArraySubquery(keys))
+            .filter(pk=instance_id)
+            .first()
+        )
     user_model = get_user_model()
     through = Instance.ssh_keys.through
     layout = ((Instance, "i"), (GpuModel, "g"), (Image, "im"), (Region, "r"), (user_model, "u"), (Node, "n"))

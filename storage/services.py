@@ -35,7 +35,6 @@ from django.utils.translation import gettext_noop
 
 from billing.models import Meter, Sku
 from billing.services import InsufficientFunds, launch_check, meter_start, meter_stop, sku_upsert
-from core import sql
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
@@ -604,17 +603,10 @@ def volume_mounts_for_boot(*, instance: Instance) -> tuple[VolumeMount, ...]:
     Called when its spec is built (create, start, restart, repair). Only volumes that exist at the
     provider are mounted (a volume cannot be deleted while attached, so this is all of them in practice).
     """
-    # One statement on every boot (most instances have no volumes), fixed rather than compiled each time
-    # (``core.sql``); a second only when a detach is due.
-    rows = []
-    for row in sql.fetch_all(
-        f"SELECT {sql.columns(VolumeAttachment, 'a')}, {sql.columns(Volume, 'v')} "  # noqa: S608 (names from _meta)
-        f"FROM {sql.table(VolumeAttachment)} a JOIN {sql.table(Volume)} v ON v.id = a.volume_id "
-        "WHERE a.instance_id = %s ORDER BY a.created_at, a.id",
-        [instance.pk],
-    ):
-        attachment, attachment.volume = sql.from_joined_row(row, (VolumeAttachment, "a"), (Volume, "v"))
-        rows.append(attachment)
+    # One query on every boot (most instances have no volumes); a second only when a detach is due.
+    rows = list(
+        VolumeAttachment.objects.filter(instance=instance).select_related("volume").order_by("created_at", "id")
+    )
     detached = [a.pk for a in rows if a.detach_requested_at is not None]
     if detached:
         VolumeAttachment.objects.filter(pk__in=detached).delete()

@@ -1,18 +1,16 @@
-"""The launch path's fixed statements (``core.sql``) read and write what the ORM would."""
+"""The launch path's fixed statements (``core.sql``) read what the ORM's queries read, speed-up on or off."""
 
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, transaction
 from django.db.models import F
-from django.utils import timezone
 
-from accounts.models import SSHKey
-from billing.models import Meter, Sku
-from core import sql
+from accounts.authentication import token_digest, token_with_user
+from accounts.models import APIToken, SSHKey
+from core import speedups, sql
 from core.statemachine import transition
 from instances.lifecycle import ALLOWED
-from instances.models import Instance, InstanceEvent
+from instances.models import Instance
 from instances.services import _get
 from instances.tests.conftest import launch
 from providers.simulated.models import SimulatedMachine, SimulatedNode
@@ -58,8 +56,9 @@ def test_an_instance_without_a_node_reads_none(rich_alice):
 
 def test_json_and_nulls_come_back_as_their_values(db):
     node = SimulatedNode.objects.create(backend_alias="t", name="n1", region_slug="r", gpu_slug="g", cards=8)
-    machine = SimulatedMachine(backend_alias="t", key="k1", node=node, cards=2, spec={"peers": ["a"], "n": 1})
-    assert sql.insert(machine) and machine.pk is not None
+    machine = SimulatedMachine.objects.create(
+        backend_alias="t", key="k1", node=node, cards=2, spec={"peers": ["a"], "n": 1}
+    )
     row = sql.fetch_one(
         f"SELECT {sql.columns(SimulatedMachine, 'm')} FROM {sql.table(SimulatedMachine)} m WHERE m.id = %s",  # noqa: S608
         [machine.pk],
@@ -69,46 +68,44 @@ def test_json_and_nulls_come_back_as_their_values(db):
     assert read.spec == {"peers": ["a"], "n": 1} and read.ready_at is None
 
 
-def test_an_insert_fills_defaults_and_a_conflict_inserts_nothing(rich_alice):
-    sku = Sku.objects.create(code="t.gpu", name="t", unit="card-hour", price_fen=100, unit_seconds=3600)
-    now = timezone.now()
-    meter = Meter(user=rich_alice, sku=sku, ref="r1", quantity=1, price_fen=100, unit_seconds=3600, started_at=now)
-    assert sql.insert(meter, ignore_conflicts=True)
-    saved = Meter.objects.get(pk=meter.pk)
-    assert (saved.settled_seconds, saved.owed_fen, saved.charged_fen) == (0, 0, 0)
-    assert saved.created_at is not None
-    twin = Meter(user=rich_alice, sku=sku, ref="r1", quantity=1, price_fen=100, unit_seconds=3600, started_at=now)
-    assert sql.insert(twin, ignore_conflicts=True) is False  # one open meter per ref
-    assert twin.pk is None and Meter.objects.filter(ref="r1").count() == 1
-    with pytest.raises(IntegrityError), transaction.atomic():
-        sql.insert(twin)
+@pytest.fixture(params=[True, False], ids=["fixed", "orm"])
+def sql_speedup(request, settings):
+    settings.CONSOLE_SPEEDUPS = {**settings.CONSOLE_SPEEDUPS, "sql": request.param}
+    speedups.decision.cache_clear()
+    yield request.param
+    speedups.decision.cache_clear()
 
 
-def test_many_rows_in_one_statement_or_through_bulk_create_beyond_the_fixed_sizes(rich_alice):
-    instance = launch(rich_alice)
-    before = InstanceEvent.objects.filter(instance=instance).count()
-    few = [InstanceEvent(instance=instance, old="a", new="b", reason=str(n)) for n in range(3)]
-    assert sql.insert_many(few) == 3 and all(e.pk for e in few)
-    many = [InstanceEvent(instance=instance, old="a", new="b", reason=str(n)) for n in range(sql.MAX_FIXED_ROWS + 5)]
-    assert sql.insert_many(many) == sql.MAX_FIXED_ROWS + 5
-    assert InstanceEvent.objects.filter(instance=instance).count() == before + 3 + sql.MAX_FIXED_ROWS + 5
-
-
-def test_a_fixed_update_moves_only_a_row_still_in_its_status(rich_alice):
-    instance = launch(rich_alice)
-    assert sql.update(Instance, where={"pk": instance.pk, "status": "running"}, values={"name": "x"}) == 0
-    node = instance.node
-    moved = sql.update(
-        Instance, where={"pk": str(instance.pk), "status": instance.status}, values={"name": "renamed", "node": node}
+def test_both_paths_read_the_same_instance_and_token(rich_alice, sql_speedup):
+    key = _key(rich_alice, "only")
+    instance = launch(rich_alice, ssh_keys=[key])
+    read = _get(instance.pk)
+    assert sql.enabled() is sql_speedup
+    assert _fields(read) == _fields(Instance.objects.get(pk=instance.pk))
+    assert (read.gpu_model.slug, read.owner_id, read.ssh_public_keys) == (
+        instance.gpu_model.slug,
+        rich_alice.pk,
+        [key.public_key],
     )
-    assert moved == 1
-    instance.refresh_from_db()
-    assert (instance.name, instance.node_id) == ("renamed", node.pk)
-    with pytest.raises(ValueError, match="NULL"):
-        sql.update(Instance, where={"pk": instance.pk, "node": None}, values={"name": "y"})
+    APIToken.objects.create(user=rich_alice, name="t", prefix="gpuc_abc", digest=token_digest("raw"))
+    token = token_with_user(token_digest("raw"))
+    assert (token.name, token.user.email) == ("t", rich_alice.email)
+    rich_alice.is_active = False
+    rich_alice.save(update_fields=["is_active"])
+    assert token_with_user(token_digest("raw")) is None  # an inactive user's token is no token
 
 
-def test_a_move_with_an_expression_still_goes_through_the_orm(rich_alice):
+def test_it_only_reads():
+    for statement in (
+        "UPDATE instances_instance SET name = 'x'",
+        "WITH x AS (DELETE FROM t) SELECT 1",
+        "  delete from t",
+    ):
+        with pytest.raises(ValueError, match="only reads"):
+            sql.fetch_one(statement)
+
+
+def test_a_move_with_an_expression_goes_through_the_orm(rich_alice):
     instance = launch(rich_alice)
     assert transition(
         model=Instance,

@@ -58,7 +58,6 @@ are rows, so they never see them.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -67,9 +66,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from core import sql
 from providers.base import (
     BOOT_FAILED,
     ClusterResizeCapability,
@@ -98,13 +97,6 @@ VOLUME_STATE_VERSION = 1
 
 class SimulatedBug(RuntimeError):
     """What a method listed in ``BUG_IN`` raises: neither transient nor permanent, as a bug is."""
-
-
-def _json(value) -> list:
-    """A JSON list read straight from a ``jsonb`` column (Django's connection hands those over as text)."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    return value or []
 
 
 def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
@@ -209,15 +201,15 @@ class SimulatedBackend(
         # A cluster holds its cards on its head and on each of its peers. Which clusters have ``node``
         # among their peers is read here, not asked of the database: a JSON containment lookup is
         # PostgreSQL's alone (elsewhere it raises NotSupportedError, and no launch could be placed).
-        # One statement for both (fixed: every create runs it, see ``core.sql``): the machines headed
-        # here and every cluster. ``key``'s own machine does not compete with itself (a create sent twice).
-        rows = sql.fetch_all(
-            f"SELECT node_id, cards, spec -> 'peers' FROM {sql.table(SimulatedMachine)} "  # noqa: S608
-            "WHERE backend_alias = %s AND power = 'on' AND (node_id = %s OR (spec -> 'nodes') > '1'::jsonb) "
-            "AND key <> %s",
-            [self.alias, node.pk, key],
+        # One query for both: the machines headed here and every cluster.
+        # ``key``'s own machine does not compete with itself (a create sent twice).
+        rows = (
+            self._machines()
+            .filter(Q(node=node) | Q(spec__nodes__gt=1), power="on")
+            .exclude(key=key)
+            .values_list("node_id", "cards", "spec__peers")
         )
-        return sum(cards for head, cards, peers in rows if head == node.pk or node.name in _json(peers))
+        return sum(cards for head, cards, peers in rows if head == node.pk or node.name in (peers or ()))
 
     def _peers(self, machine) -> list:
         names = (machine.spec or {}).get("peers") or []
@@ -249,25 +241,11 @@ class SimulatedBackend(
         return node
 
     def _node_locked(self, name: str) -> SimulatedNode | None:
-        row = sql.fetch_one(
-            f"SELECT {sql.columns(SimulatedNode, 'n')} FROM {sql.table(SimulatedNode)} n "  # noqa: S608
-            "WHERE n.backend_alias = %s AND n.name = %s FOR UPDATE",
-            [self.alias, name],
-        )
-        return sql.from_row(SimulatedNode, row, alias="n") if row is not None else None
+        return SimulatedNode.objects.select_for_update().filter(backend_alias=self.alias, name=name).first()
 
     def _machine(self, key: str) -> SimulatedMachine | None:
-        """The machine named ``key``, with its node (polled for every boot: a fixed statement)."""
-        row = sql.fetch_one(
-            f"SELECT {sql.columns(SimulatedMachine, 'm')}, {sql.columns(SimulatedNode, 'n')} "  # noqa: S608
-            f"FROM {sql.table(SimulatedMachine)} m LEFT JOIN {sql.table(SimulatedNode)} n ON n.id = m.node_id "
-            "WHERE m.backend_alias = %s AND m.key = %s",
-            [self.alias, key],
-        )
-        if row is None:
-            return None
-        machine, machine.node = sql.from_joined_row(row, (SimulatedMachine, "m"), (SimulatedNode, "n"))
-        return machine
+        """The machine named ``key``, with its node."""
+        return self._machines().select_related("node").filter(key=key).first()
 
     @property
     def disk_follows_node_loss(self) -> bool:  # type: ignore[override]
@@ -405,7 +383,7 @@ class SimulatedBackend(
                     },
                     ready_at=None if self._roll("HANG_CREATE") else ready_at,
                 )
-                sql.insert(machine)
+                machine.save(force_insert=True)
         except IntegrityError:  # a twin request created it first: that machine is ours
             return self._state(self._machines().select_related("node").get(key=key))
         if self._roll("LOSE_CREATE_RESPONSE"):
