@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from console import prometheus, views
 from core.api import json_not_found
+from privacy import urls as privacy_urls
 
 api_v1 = [
     path("account/device/", include("devicelogin.api_urls")),
@@ -58,8 +59,11 @@ urlpatterns = [
     path("staff/fleet/", include("instances.staff_urls")),
     path("staff/reservations/", include("instances.reservation_staff_urls")),
     path("staff/teams/", include("teams.staff_urls")),
+    path("staff/privacy/", include(privacy_urls.staff_urlpatterns)),
+    path("legal/", include(privacy_urls.legal_urlpatterns)),  # the terms, the privacy policy, accepting them
     path("accounts/", include("accounts.auth_urls")),
     path("account/device/", include("devicelogin.urls")),
+    path("account/data/", include("privacy.urls")),  # before the accounts app's own
     path("account/", include("accounts.urls")),
     path("billing/invoices/", include("invoices.urls")),
     path("billing/budget/", include("budgets.urls")),
