@@ -50,6 +50,9 @@ class SignupTermsForm(forms.Form):
         error_messages={"required": _("Accept the terms of service and the privacy policy to create an account.")},
     )
 
+    # Last, after whatever allauth's form asks (names it does not have are skipped).
+    field_order = ["email", "phone", "password1", "password2", "accept_terms"]
+
     def signup(self, request, user) -> None:
         """allauth's hook after the user is saved: nothing to add (privacy records the acceptance)."""
 

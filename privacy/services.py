@@ -17,11 +17,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from accounts.models import APIToken, SecurityEvent, SSHKey
 from apps_marketplace.models import Deployment
 from apps_marketplace.services import deployment_delete
 from core.errors import Refusal
+from core.messages import reason as stored
 from core.tasks import enqueue_on_commit
 from devicelogin.models import DeviceAuthorization
 from gateway.models import GatewaySession
@@ -306,7 +308,7 @@ def deletion_advance(*, request_id: int) -> bool:
     if request is None:
         return False
     user = request.user
-    left = _resources_release(user=user, reason="Released: the account is being deleted")
+    left = _resources_release(user=user, reason=stored(gettext_noop("Released: its owner deleted their account")))
     if any(left.values()):
         DeletionRequest.objects.filter(pk=request.pk).update(summary={**request.summary, **left})
         return False
