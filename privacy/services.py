@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from accounts.models import APIToken, SecurityEvent, SSHKey
+from accounts.models import APIToken, SecurityEvent, SSHKey, User
 from apps_marketplace.models import Deployment
 from apps_marketplace.services import deployment_delete
 from core.errors import Refusal
@@ -253,12 +253,16 @@ def deletions_due(*, now=None) -> int:
 
     Returns how many were completed by this call."""
     now = now or timezone.now()
-    for pk in DeletionRequest.objects.filter(status=DeletionRequest.Status.SCHEDULED, due_at__lte=now).values_list(
-        "pk", flat=True
-    ):
-        DeletionRequest.objects.filter(pk=pk, status=DeletionRequest.Status.SCHEDULED).update(
-            status=DeletionRequest.Status.RELEASING, started_at=now
-        )
+    due = DeletionRequest.objects.filter(status=DeletionRequest.Status.SCHEDULED, due_at__lte=now)
+    for pk, user_id in due.values_list("pk", "user_id"):
+        with transaction.atomic():
+            if DeletionRequest.objects.filter(pk=pk, status=DeletionRequest.Status.SCHEDULED).update(
+                status=DeletionRequest.Status.RELEASING, started_at=now
+            ):
+                # No way back in from here: sessions and API tokens stop working (an inactive user
+                # authenticates nowhere), so nothing new is launched while the old resources go.
+                User.objects.filter(pk=user_id).update(is_active=False)
+                APIToken.objects.filter(user_id=user_id, revoked_at__isnull=True).update(revoked_at=now)
     completed = 0
     for pk in DeletionRequest.objects.filter(status=DeletionRequest.Status.RELEASING).values_list("pk", flat=True):
         completed += int(deletion_advance(request_id=pk))

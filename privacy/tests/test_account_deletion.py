@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from allauth.account.models import EmailAddress
+from django.test import Client
 from django.utils import timezone
 
 from accounts.models import APIToken, SecurityEvent, SSHKey
@@ -88,6 +89,30 @@ def test_the_whole_deletion_releases_erases_and_keeps_the_books(rich_alice):
     assert alice.ledger_accounts.filter(kind="cash").get().entries.exists()
     check = ledger_check()
     assert check.ok, check.problems
+
+
+def test_once_due_the_account_can_no_longer_sign_in_nor_use_its_tokens(alice, alice_client, monkeypatch):
+    _, raw = api_token_create(user=alice, name="ci", expires_at=None)
+    request = services.deletion_request(user=alice)
+    assert alice_client.get("/account/data/").status_code == 200
+    # The first pass finds a machine still going (a provider's release takes a while): the account is shut
+    # while it waits.
+    still_going = {"instances_left": 1, "volumes_left": 0, "deployments_left": 0}
+    monkeypatch.setattr(services, "_resources_release", lambda **kwargs: still_going)
+    services.deletions_due(now=_due(request))
+    request.refresh_from_db()
+    assert request.status == DeletionRequest.Status.RELEASING
+    assert alice_client.get("/account/data/").status_code == 302  # signed out
+    assert Client(headers={"Authorization": f"Bearer {raw}"}).get("/api/v1/instances/").status_code == 401
+
+
+def test_the_only_owner_is_told_why_on_the_page(alice, alice_client):
+    team_create(user=alice, name="Lab")
+    _just_reauthenticated(alice_client, alice)
+    response = alice_client.post("/account/data/delete/", {"confirm": "on"})
+    assert response.status_code == 200
+    assert "You are the only owner of Lab" in response.content.decode()
+    assert not DeletionRequest.objects.exists()
 
 
 def test_the_due_pass_is_idempotent(alice):
