@@ -67,8 +67,8 @@ def test_terms_are_accepted_at_sign_up_and_asked_again_after_a_new_version(
     page.get_by_role("button", name="Sign up").click()
     expect(page.get_by_text("Accept the terms of service and the privacy policy to create an account.")).to_be_visible()
     assert not User.objects.filter(email="newcomer@example.com").exists()
-    expect(page.get_by_role("link", name="terms of service")).to_have_attribute("href", "/legal/terms/")
-    expect(page.get_by_role("link", name="privacy policy")).to_have_attribute("href", "/legal/privacy/")
+    expect(page.get_by_role("link", name="terms of service", exact=True)).to_have_attribute("href", "/legal/terms/")
+    expect(page.get_by_role("link", name="privacy policy", exact=True)).to_have_attribute("href", "/legal/privacy/")
     looks_right(page, screenshot_dir, "signup-terms")
     page.fill("input[name=password1]", PASSWORD)  # a refused form comes back without the passwords
     page.fill("input[name=password2]", PASSWORD)
