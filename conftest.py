@@ -66,6 +66,18 @@ def _clear_cache():
 
 
 @pytest.fixture(autouse=True)
+def _legal_texts_in_force(request, _clear_cache):
+    """The legal texts in force, read before the test as a running process holds them (privacy.selectors
+    reads them once a minute at most), so a page's query budget counts what each request costs."""
+    if "db" not in request.fixturenames:
+        return
+    request.getfixturevalue("db")
+    from privacy.selectors import documents_in_force_ids
+
+    documents_in_force_ids()
+
+
+@pytest.fixture(autouse=True)
 def _english_by_default():
     """A request in another language leaves it active in the thread: start every test in English."""
     from django.utils import translation

@@ -8,7 +8,11 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import lazy
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from accounts.models import APIToken, SSHKey, User
@@ -21,6 +25,37 @@ def form_add_service_error(form: forms.Form, error: ValidationError) -> None:
             form.add_error(field if field in form.fields else None, errors)
     else:
         form.add_error(None, error)
+
+
+def _terms_label():
+    return format_html(
+        str(
+            _(
+                'I accept the <a href="{}" target="_blank" rel="noopener">terms of service</a> and the '
+                '<a href="{}" target="_blank" rel="noopener">privacy policy</a>'
+            )
+        ),
+        reverse("privacy_document", args=["terms"]),
+        reverse("privacy_document", args=["privacy"]),
+    )
+
+
+class SignupTermsForm(forms.Form):
+    """allauth's sign-up form adds these fields (``ACCOUNT_SIGNUP_FORM_CLASS``): the box accepting the
+    terms of service and the privacy policy in force, required. privacy records the acceptance (its
+    receiver of allauth's ``user_signed_up``), with the time and the address."""
+
+    accept_terms = forms.BooleanField(
+        label=lazy(_terms_label, SafeString)(),  # links in the label: built when shown, in its language
+        required=True,
+        error_messages={"required": _("Accept the terms of service and the privacy policy to create an account.")},
+    )
+
+    # Last, after whatever allauth's form asks (names it does not have are skipped).
+    field_order = ["email", "phone", "password1", "password2", "accept_terms"]
+
+    def signup(self, request, user) -> None:
+        """allauth's hook after the user is saved: nothing to add (privacy records the acceptance)."""
 
 
 class ProfileForm(forms.Form):

@@ -128,6 +128,7 @@ INSTALLED_APPS = [
     "budgets",
     "teams",
     "notifications",
+    "privacy",
 ]
 
 MIDDLEWARE = [
@@ -154,6 +155,8 @@ MIDDLEWARE = [
     "allauth.account.middleware.AccountMiddleware",
     # After authentication and allauth's: staff without a second factor reach only its enrolment.
     "accounts.two_factor.StaffSecondFactorMiddleware",
+    # After it: a person with new terms or a new privacy policy to accept is asked first (privacy/middleware.py).
+    "privacy.middleware.TermsAcceptanceMiddleware",
     "core.middleware.SynchronousChain",  # last: see its docstring
 ]
 
@@ -354,6 +357,8 @@ LOGOUT_REDIRECT_URL = "account_login"
 
 ACCOUNT_LOGIN_METHODS = {"email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "password1*", "password2*"]
+# The sign-up form's required "I accept the terms and the privacy policy" box (privacy records it).
+ACCOUNT_SIGNUP_FORM_CLASS = "accounts.forms.SignupTermsForm"
 ACCOUNT_USER_MODEL_USERNAME_FIELD = None
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
 ACCOUNT_CONFIRM_EMAIL_ON_GET = False
@@ -453,6 +458,30 @@ CELERY_BEAT_SCHEDULE["identity-codes-prune"] = {
     "schedule": 3600.0,
     "options": {"expires": 3600},
 }
+# --- Privacy: legal texts, the data export, account deletion (privacy/) ---------------------------------
+# Days between a deletion request and the release of the account's resources; the user may cancel until then.
+PRIVACY_DELETION_GRACE_DAYS = int(os.environ.get("PRIVACY_DELETION_GRACE_DAYS", "7"))
+# How long a finished export can be downloaded before its ZIP is deleted.
+PRIVACY_EXPORT_TTL_HOURS = int(os.environ.get("PRIVACY_EXPORT_TTL_HOURS", "72"))
+# Exports one person may ask for in 24 hours (one at a time in any case), and the largest ZIP one may make.
+PRIVACY_EXPORTS_PER_DAY = int(os.environ.get("PRIVACY_EXPORTS_PER_DAY", "3"))
+PRIVACY_EXPORT_MAX_BYTES = int(os.environ.get("PRIVACY_EXPORT_MAX_BYTES", str(200 * 1024 * 1024)))
+# A build "building" for longer than this was lost with its worker: a repeat of its task may claim it.
+PRIVACY_EXPORT_STALE_S = 1800
+# The key of the address hash a completed deletion keeps (HMAC-SHA256): rotating it orphans old hashes.
+PRIVACY_HASH_KEY = os.environ.get("PRIVACY_HASH_KEY", SECRET_KEY)
+# How long a process trusts its copy of which legal texts are in force (each signed-in request asks).
+PRIVACY_TERMS_CACHE_S = int(os.environ.get("PRIVACY_TERMS_CACHE_S", "30"))
+CELERY_BEAT_SCHEDULE["privacy-deletions"] = {
+    "task": "privacy.tasks.deletions_due_task",
+    "schedule": 300.0,
+    "options": {"expires": 300},
+}
+CELERY_BEAT_SCHEDULE["privacy-exports-expire"] = {
+    "task": "privacy.tasks.data_exports_expire_task",
+    "schedule": 3600.0,
+    "options": {"expires": 3600},
+}
 
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "GPU Console <noreply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
@@ -478,10 +507,11 @@ CONSOLE_DEV_MAILBOX_DIR = Path(os.environ.get("CONSOLE_DEV_MAILBOX_DIR", VAR_DIR
 # --- REST API -------------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        # accounts' token checks (digest, expiry, read-only scope) plus the token's team (teams/authentication.py)
-        "teams.authentication.TeamTokenAuthentication",
-        # DRF's, refusing a staff session without a second factor (accounts/two_factor.py)
-        "accounts.two_factor.SessionAuthentication",
+        # accounts' token checks (digest, expiry, read-only scope) plus the token's team (teams/authentication.py),
+        # and 403 terms_not_accepted while the person has a new legal text to accept (privacy/authentication.py)
+        "privacy.authentication.TermsTokenAuthentication",
+        # DRF's, refusing a staff session without a second factor (accounts/two_factor.py), and as above
+        "privacy.authentication.TermsSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",

@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from console import prometheus, views
 from core.api import json_not_found
 from identity import views as identity_views
+from privacy import urls as privacy_urls
 
 api_v1 = [
     path("account/device/", include("devicelogin.api_urls")),
@@ -61,10 +62,13 @@ urlpatterns = [
     path("staff/reservations/", include("instances.reservation_staff_urls")),
     path("staff/teams/", include("teams.staff_urls")),
     path("staff/identity/", include("identity.staff_urls")),
+    path("staff/privacy/", include(privacy_urls.staff_urlpatterns)),
+    path("legal/", include(privacy_urls.legal_urlpatterns)),  # the terms, the privacy policy, accepting them
     path("accounts/phone/", include("identity.auth_urls")),  # before allauth's: log in by mobile number
     path("accounts/", include("accounts.auth_urls")),
     path("account/device/", include("devicelogin.urls")),
     path("account/identity/", include("identity.urls")),
+    path("account/data/", include("privacy.urls")),  # before the accounts app's own
     path("account/", include("accounts.urls")),
     path("billing/invoices/", include("invoices.urls")),
     path("billing/budget/", include("budgets.urls")),

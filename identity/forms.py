@@ -3,7 +3,25 @@
 from __future__ import annotations
 
 from django import forms
+from django.urls import reverse
+from django.utils.functional import lazy
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
+
+
+def _terms_label() -> str:
+    """The box's label links the texts in force (served by the privacy app, named by its URLs)."""
+    return format_html(
+        str(
+            _(
+                'I accept the <a href="{}" target="_blank" rel="noopener">terms of service</a> and the '
+                '<a href="{}" target="_blank" rel="noopener">privacy policy</a>'
+            )
+        ),
+        reverse("privacy_document", args=["terms"]),
+        reverse("privacy_document", args=["privacy"]),
+    )
 
 
 class PhoneForm(forms.Form):
@@ -25,6 +43,18 @@ class PhoneCodeForm(forms.Form):
         widget=forms.TextInput(
             attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "pattern": "[0-9 ]*", "autofocus": True}
         ),
+    )
+
+
+class PhoneLoginCodeForm(PhoneCodeForm):
+    """The log-in page's code: that page signs up a number it does not know (and does not say so), so the
+    terms are accepted here, as on the e-mail sign-up form; privacy records the acceptance of a new
+    account (``user_signed_up``)."""
+
+    accept_terms = forms.BooleanField(
+        label=lazy(_terms_label, SafeString)(),
+        required=True,
+        error_messages={"required": _("Accept the terms of service and the privacy policy to continue.")},
     )
 
 

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST
 
 from identity import selectors, services
 from identity.errors import IdentityError, SmsUnavailable, TooManyCodes
-from identity.forms import IndividualForm, OrganisationForm, PhoneCodeForm, PhoneForm
+from identity.forms import IndividualForm, OrganisationForm, PhoneCodeForm, PhoneForm, PhoneLoginCodeForm
 from identity.models import PhoneCode
 from identity.sms import dev as dev_texts
 from identity.sms.dev import inbox_active
@@ -108,9 +108,9 @@ def phone_login(request: HttpRequest) -> HttpResponse:
             )
         except IdentityError as exc:
             return _with_device(request, _render_refused(request, template, context, form, exc))
-        code_form = PhoneCodeForm(initial={"number": row.number})
+        code_form = PhoneLoginCodeForm(initial={"number": row.number})
         return _with_device(request, render(request, template, {**context, "form": code_form, "sent_to": row.number}))
-    form = PhoneCodeForm(request.POST)
+    form = PhoneLoginCodeForm(request.POST)
     context.update(form=form, sent_to=request.POST.get("number", ""))
     if not form.is_valid():
         return render(request, template, context, status=400)

@@ -67,7 +67,12 @@ def test_sign_up_verify_and_land_logged_in(db):
     client = Client()
     response = client.post(
         "/accounts/signup/",
-        {"email": "Dora@Example.com", "password1": "a long passphrase 42", "password2": "a long passphrase 42"},
+        {
+            "email": "Dora@Example.com",
+            "password1": "a long passphrase 42",
+            "password2": "a long passphrase 42",
+            "accept_terms": "on",
+        },
         follow=True,
     )
     assert "Check your inbox" in response.content.decode()

@@ -38,13 +38,23 @@ def test_too_many_signups_from_one_address_get_the_429_page(db):
     for n in range(10):
         response = client.post(
             "/accounts/signup/",
-            {"email": f"new{n}@example.com", "password1": "a long passphrase 42", "password2": "a long passphrase 42"},
+            {
+                "email": f"new{n}@example.com",
+                "password1": "a long passphrase 42",
+                "password2": "a long passphrase 42",
+                "accept_terms": "on",
+            },
         )
         assert response.status_code == 302, n
     assert_too_many(
         client.post(
             "/accounts/signup/",
-            {"email": "new10@example.com", "password1": "a long passphrase 42", "password2": "a long passphrase 42"},
+            {
+                "email": "new10@example.com",
+                "password1": "a long passphrase 42",
+                "password2": "a long passphrase 42",
+                "accept_terms": "on",
+            },
         )
     )
 

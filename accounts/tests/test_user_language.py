@@ -14,12 +14,22 @@ def test_sign_up_takes_the_browser_s_language(db):
     client = Client(HTTP_ACCEPT_LANGUAGE="zh-CN,zh;q=0.9,en;q=0.5")
     client.post(
         "/accounts/signup/",
-        {"email": "mei@example.com", "password1": "a long passphrase 42", "password2": "a long passphrase 42"},
+        {
+            "email": "mei@example.com",
+            "password1": "a long passphrase 42",
+            "password2": "a long passphrase 42",
+            "accept_terms": "on",
+        },
     )
     assert User.objects.get(email="mei@example.com").language == "zh-hans"
     Client().post(
         "/accounts/signup/",
-        {"email": "bo@example.com", "password1": "a long passphrase 42", "password2": "a long passphrase 42"},
+        {
+            "email": "bo@example.com",
+            "password1": "a long passphrase 42",
+            "password2": "a long passphrase 42",
+            "accept_terms": "on",
+        },
     )
     assert User.objects.get(email="bo@example.com").language == settings.LANGUAGE_CODE
 

@@ -11,7 +11,12 @@ from django.test import Client
 from accounts.models import User
 from console import mail
 
-SIGN_UP = {"email": "newcomer@example.com", "password1": "a long passphrase 42", "password2": "a long passphrase 42"}
+SIGN_UP = {
+    "email": "newcomer@example.com",
+    "password1": "a long passphrase 42",
+    "password2": "a long passphrase 42",
+    "accept_terms": "on",
+}
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ def test_a_new_number_signs_up_and_is_logged_in(client, outbox):
     assert sent.status_code == 200
     assert "138****8000" in sent.content.decode()
     assert sent.cookies[settings.IDENTITY_DEVICE_COOKIE_NAME].value  # the device is counted from now on
-    done = client.post(URL, {"number": "+8613800138000", "code": outbox[0]["code"]})
+    done = client.post(URL, {"number": "+8613800138000", "code": outbox[0]["code"], "accept_terms": "on"})
     assert done.status_code == 302 and done["Location"] == "/dashboard/"
     phone = PhoneNumber.objects.get()
     assert client.get("/dashboard/").wsgi_request.user == phone.user
@@ -30,14 +30,14 @@ def test_a_new_number_signs_up_and_is_logged_in(client, outbox):
 def test_a_known_number_logs_in_to_its_account(client, alice, outbox):
     PhoneNumber.objects.create(user=alice, number="+8613800138000", verified_at=timezone.now())
     client.post(URL, {"number": "13800138000"})
-    client.post(URL, {"number": "+8613800138000", "code": outbox[0]["code"], "next": "/billing/"})
+    client.post(URL, {"number": "+8613800138000", "code": outbox[0]["code"], "accept_terms": "on", "next": "/billing/"})
     assert client.get("/dashboard/").wsgi_request.user == alice
 
 
 def test_a_wrong_code_is_a_form_error(client, outbox):
     client.post(URL, {"number": "13800138000"})
     wrong = f"{(int(outbox[0]['code']) + 1) % 10**6:06d}"
-    response = client.post(URL, {"number": "+8613800138000", "code": wrong})
+    response = client.post(URL, {"number": "+8613800138000", "code": wrong, "accept_terms": "on"})
     assert response.status_code == 400
     assert "That code is not right" in response.content.decode()
     assert not PhoneNumber.objects.exists()

@@ -82,6 +82,7 @@ def test_an_address_without_an_account_signs_up_then_accepts(team, alice, client
             "email": "newcomer@example.com",
             "password1": "a long pass phrase 4 teams",
             "password2": "a long pass phrase 4 teams",
+            "accept_terms": "on",
             "next": f"/teams/invitations/{token}/",
         },
     )

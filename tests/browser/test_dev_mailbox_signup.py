@@ -30,6 +30,7 @@ def test_a_newcomer_verifies_through_the_development_mailbox(
     page.fill("input[name=email]", "newcomer@example.com")
     page.fill("input[name=password1]", "a long passphrase 42")
     page.fill("input[name=password2]", "a long passphrase 42")
+    page.check("input[name=accept_terms]")
     page.get_by_role("button", name="Sign up").click()
     expect(page.get_by_role("heading", name="Check your inbox")).to_be_visible()
     page.screenshot(path=str(screenshot_dir / f"check-inbox-{width}.png"), full_page=True)

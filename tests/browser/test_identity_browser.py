@@ -61,6 +61,7 @@ def test_a_newcomer_signs_up_by_mobile_number(live_server, page: Page, texts_inb
     inbox.close()
 
     page.fill("input[name=code]", _code_for(page, live_server, "+8613800138000"))
+    page.check("input[name=accept_terms]")
     page.get_by_role("button", name="Verify and continue").click()
     expect(page).to_have_url(re.compile(r"/dashboard/$"))
     assert PhoneNumber.objects.get().number == "+8613800138000"

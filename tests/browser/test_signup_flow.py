@@ -42,6 +42,7 @@ def test_a_newcomer_signs_up_verifies_and_adds_an_ssh_key(live_server, page: Pag
     page.fill("input[name=email]", EMAIL)
     page.fill("input[name=password1]", PASSWORD)
     page.fill("input[name=password2]", PASSWORD)
+    page.check("input[name=accept_terms]")
     page.get_by_role("button", name="Sign up").click()
     expect(page.get_by_role("heading", name="Check your inbox")).to_be_visible()
 

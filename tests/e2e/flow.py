@@ -82,6 +82,7 @@ def newcomer_first_session(
     page.fill("input[name=email]", email)
     page.fill("input[name=password1]", PASSWORD)
     page.fill("input[name=password2]", PASSWORD)
+    page.check("input[name=accept_terms]")
     page.get_by_role("button", name="Sign up").click()
     expect(page.get_by_role("heading", name="Check your inbox")).to_be_visible()
     steps.done("sign up")

@@ -417,6 +417,9 @@ PAGES_OUTSIDE_THE_TABLE = {
     "mfa_edit_webauthn": "the signed-in person's own passkeys: allauth looks them up among request.user's "
     "(test_two_factor_sign_in.py: another person's passkey is a 404)",
     "mfa_remove_webauthn": "the signed-in person's own passkeys (as above)",
+    "privacy_document": "the public terms of service and privacy policy",
+    "privacy_export_download": "the signed-in person's own data export, never a team's: looked up among "
+    "request.user's (privacy/tests/test_data_export.py: another person's is a 404)",
 }
 
 
