@@ -17,7 +17,7 @@ from accounts import selectors, services
 from accounts.client import request_client
 from accounts.models import APIToken, SecurityEvent, SSHKey, User
 from accounts.tokens import token_team_choices
-from core.api import StrictJsonTypes
+from core.drf import StrictJsonTypes
 
 
 def raise_as_api_error(error: DjangoValidationError):

@@ -26,8 +26,8 @@ from rest_framework.response import Response
 
 from apps_marketplace import selectors, services
 from apps_marketplace.models import App, Deployment, ModelEntry
-from core.api import SlugRelatedField
-from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from core.drf import SlugRelatedField
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances.api import LaunchVolumeSerializer
 from instances.api import _raise as _raise_instance_error
 from instances.errors import InstanceError

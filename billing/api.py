@@ -26,8 +26,8 @@ from billing.filters import TransactionFilter
 from billing.gateways import GatewayError, gateways_enabled
 from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidAmount, topup_amount_check, topup_order_create, yuan_to_fen
-from core.api import ServiceError
-from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from core.drf import ServiceError
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 
 
 class GatewayUnavailable(ServiceError):

@@ -7,7 +7,7 @@ from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from console import prometheus, views
-from core.api import json_not_found
+from core.drf import json_not_found
 
 api_v1 = [
     path("account/device/", include("devicelogin.api_urls")),

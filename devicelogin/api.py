@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from accounts.client import request_client
 from accounts.models import APIToken
-from core.api import ServiceError, StrictJsonTypes
+from core.drf import ServiceError, StrictJsonTypes
 from devicelogin import services
 
 

@@ -30,8 +30,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.models import SSHKey
-from core.api import ServiceError, SlugRelatedField
-from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from core.drf import ServiceError, SlugRelatedField
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, reservations, resize, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.boot import boot_timeline

@@ -24,7 +24,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes, request_rule
+from core.drf import PersonalTokenForChanges, ServiceError, StrictJsonTypes, request_rule
 from notifications import selectors, services
 from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
 from notifications.throttles import WebhookTestThrottle

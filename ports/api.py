@@ -15,7 +15,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ServiceError
+from core.drf import ServiceError
 from instances.models import Instance
 from ports import selectors, services
 from ports.errors import PortRefused

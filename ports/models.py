@@ -7,7 +7,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.proxy import proxy_link, proxy_public_link
+from core.user_content import proxy_link, proxy_public_link
 
 MAX_PORT = 65535
 
@@ -63,7 +63,7 @@ class PortShare(models.Model):
     STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: ""}
 
     port = models.ForeignKey(InstancePort, on_delete=models.CASCADE, related_name="shares")
-    # Who made it: the link lends their access, so it ends with it (``ports.proxy``, and the revocation
+    # Who made it: the link lends their access, so it ends with it (``ports.proxy_targets``, and the revocation
     # when they leave the team). Null for links made before this was recorded: their instance's launcher
     # stands in.
     created_by = models.ForeignKey(

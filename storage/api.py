@@ -17,8 +17,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
-from core.api import ServiceError, SlugRelatedField
-from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from core.drf import ServiceError, SlugRelatedField
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances.errors import InstanceError, LaunchInvalid, NotPermitted
 from instances.models import Instance, Region
 from storage import selectors, services

@@ -21,8 +21,8 @@ from rest_framework.views import APIView
 
 from accounts.models import APIToken
 from billing.selectors import balance_get, runway_get
-from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes
-from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from core.drf import PersonalTokenForChanges, ServiceError, StrictJsonTypes
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from teams import selectors, services
 from teams.errors import TeamError
 from teams.models import Invitation, Membership, Role, Team, TeamEvent

@@ -34,7 +34,7 @@ def local_apps(this_host, settings, rich_alice):
     """This host as the region "local", running only the deployments' app servers (no JupyterLab), with
     the resolver that knows deployments' keys. Skips when TensorBoard is not installed."""
     backend = this_host(services=())
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     tensorboard = App.objects.get(slug="tensorboard")
     from providers.base import AppLaunch
 

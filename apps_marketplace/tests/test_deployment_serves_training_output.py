@@ -42,7 +42,7 @@ def test_a_tensorboard_deployment_serves_what_a_training_instance_wrote_to_a_vol
     this_host, settings, rich_alice, tmp_path
 ):
     backend = this_host(services=("ssh",))
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     key, public = _keypair(tmp_path, "alice")
     laptop = ssh_key_add(user=rich_alice, name="laptop", public_key=public)
     volume = make_volume(rich_alice, region="local", size_gb=10, name="experiments")

@@ -119,7 +119,7 @@ def this_host(settings, tmp_path, db):
     def make(*, services=("lab",), **options):
         settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=services, **options)
         # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
         backend = get_backend("local")
         missing = backend.runtime.missing_components()
         if missing:
@@ -167,7 +167,7 @@ def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
         settings.PROVISIONING_BACKENDS = slurm_backends(
             slurm_tmp_path / "instances", rest=rest, services=services, **options
         )
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
         catalogue_seed()
         return get_backend("slurm")
 

@@ -10,15 +10,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.tests.factories import UserFactory
-from billing.metering import amount_owed
+from billing.meter_arithmetic import amount_owed
 from billing.models import Meter
 from billing.selectors import balance_get
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaExceeded, ResizeNotSupported, ResizeRefused
-from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.reconciler import instances_reconcile
 from instances.resize import instance_resize
 from instances.services import instance_launch, instance_stop, nodes_sync
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import backends, committed, fund, launch, running
 from providers import get_backend
 from providers.simulated.backend import SimulatedBackend

@@ -5,10 +5,10 @@ import pytest
 
 from billing.models import Meter
 from instances.errors import LaunchInvalid, NoCapacity, QuotaExceeded
-from instances.metering import gpu_meter_ref
 from instances.models import Instance, Node
 from instances.quota import quota_usage
 from instances.services import instance_release, instance_start, instance_stop
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, launch, running, simulate
 from providers import get_backend
 from providers.simulated.models import SimulatedMachine

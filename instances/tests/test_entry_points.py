@@ -8,7 +8,7 @@ import json
 from instances.catalogue import catalogue_seed
 from instances.entry_points import instance_entry_points_refresh
 from instances.models import GpuModel, Image, Instance, Region
-from instances.proxy import instance_proxy_target
+from instances.proxy_targets import instance_proxy_target
 from instances.services import instance_stop
 from instances.tests.conftest import committed, running
 from instances.tests.local_helpers import local_backends

@@ -10,7 +10,7 @@ import base64
 import pytest
 
 from instances.models import Instance, Node, StrayMachine
-from instances.proxy import instance_proxy_target
+from instances.proxy_targets import instance_proxy_target
 from instances.reconciler import instances_reconcile
 from instances.services import instance_release, instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, launch

@@ -12,7 +12,7 @@ import pytest
 from instances.catalogue import catalogue_seed
 from instances.errors import LaunchInvalid
 from instances.models import Instance, Node
-from instances.proxy import instance_proxy_target
+from instances.proxy_targets import instance_proxy_target
 from instances.reconciler import instances_reconcile
 from instances.services import (
     instance_provision,
@@ -49,7 +49,7 @@ def cluster(settings, tmp_path, catalogue):
                 },
             },
         }
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
         catalogue_seed()  # the region named in the backend's OPTIONS
         yield api
 

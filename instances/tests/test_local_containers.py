@@ -376,7 +376,7 @@ def test_a_one_click_app_runs_in_the_instances_container_and_answers_its_owner_a
     from instances.models import GpuModel, Region
 
     backend = in_containers(services=("lab",))
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     # A server the image has (Python's), serving the image's /etc: the page shows which image it runs in.
     app = App.objects.create(
         slug="etc-browser",

@@ -15,10 +15,10 @@ from django.utils import timezone
 from billing.models import Meter
 from instances.capacity import smallest_set
 from instances.errors import LaunchInvalid, NoCapacity
-from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, Node, Region
 from instances.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
 from instances.services import instance_launch, instance_release, instance_stop
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, fund
 from notifications.models import Kind, Notification
 from providers import get_backend

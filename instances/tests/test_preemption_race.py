@@ -15,10 +15,10 @@ from billing.models import Meter
 from core.testing import race
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
-from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.preemption import preemptions_finish_due
 from instances.services import instance_launch
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, fund
 from providers import get_backend
 

@@ -12,7 +12,7 @@ from gateway.selectors import gateway_verdict
 from instances import services
 from instances.errors import MemberLimitReached, NotPermitted
 from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
-from instances.proxy import instance_proxy_target
+from instances.proxy_targets import instance_proxy_target
 from instances.tests.conftest import committed, fund
 from providers import get_backend
 from teams.context import SESSION_KEY

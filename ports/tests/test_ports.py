@@ -13,7 +13,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from console.tests.conftest import session_cookie
-from core.proxy import content_host
+from core.user_content import content_host
 from ports.models import InstancePort, PortShare
 from ports.services import port_declare, share_create
 

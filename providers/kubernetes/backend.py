@@ -22,7 +22,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from core.proxy import ProxyTarget
+from core.user_content import ProxyTarget
 from providers.base import (
     BackendError,
     ClustersCapability,

@@ -99,7 +99,7 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
-from core.proxy import ProxyTarget
+from core.user_content import ProxyTarget
 from providers.base import (
     ClustersCapability,
     EntryPoints,

@@ -22,7 +22,7 @@ def this_host_apps(settings, tmp_path):
     from providers.base import AppLaunch
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=())
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     backend = get_backend("local")
     why = backend.app_check(AppLaunch(name="tensorboard", argv=("tensorboard",)))
     if why:

@@ -25,7 +25,7 @@ def this_host_backend(settings, tmp_path):
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=("lab", "code"))
     # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-    settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
     backend = get_backend("local")
     missing = backend.runtime.missing_components()
     if missing:

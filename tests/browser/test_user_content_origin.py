@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from core.proxy import ProxyTarget, content_host
+from core.user_content import ProxyTarget, content_host
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
 from instances.tests.local_helpers import asgi_server, free_port

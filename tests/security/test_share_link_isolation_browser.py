@@ -18,7 +18,7 @@ from django.test import Client
 
 from accounts.models import APIToken
 from console.settings import DEVELOPMENT_CONTENT_HOST
-from core.proxy import ProxyTarget, content_host
+from core.user_content import ProxyTarget, content_host
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
 from instances.tests.local_helpers import asgi_server, free_port

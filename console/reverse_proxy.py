@@ -23,7 +23,7 @@ What the proxy guarantees, whatever the resolver:
 User servers on hosts of their own (the real isolation of user content from the console's cookies,
 and of one instance's content from another's, as JupyterHub's ``subdomain_host`` does per user): set
 ``CONSOLE_PROXY_HOST`` to a domain; each instance's servers are then at ``<label>.<that domain>``
-(``core.proxy.content_host``), one origin per instance. The proxy answers only on that domain (and on
+(``core.user_content.content_host``), one origin per instance. The proxy answers only on that domain (and on
 an instance's host, only for that instance's paths), and Django only elsewhere. The console's session
 cookie stays host-only (leave ``SESSION_COOKIE_DOMAIN`` unset), so it is never sent to user content;
 the browser is signed in on an instance's host by a one-time hand-off from the console that sets that
@@ -50,7 +50,7 @@ from django.utils.module_loading import import_string
 from websockets.asyncio.client import connect as websocket_connect
 
 from console import proxy_handoff
-from core.proxy import ProxyTarget, content_host, instance_of_path, label_of_host, path_matches_label, proxy_link
+from core.user_content import ProxyTarget, content_host, instance_of_path, label_of_host, path_matches_label, proxy_link
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ SERVICES = ("lab", "code", "app", "webui")
 KEY_SERVICES = ("app",)
 _PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z][a-z0-9-]{0,40})(?P<rest>/.*)?$")
 # A user's own port (``p6006``) or a share link to one (``s-<token>``): ``CONSOLE_PROXY_PORT_RESOLVER``
-# answers for those (``ports.proxy``); a share link needs no session.
+# answers for those (``ports.proxy_targets``); a share link needs no session.
 _PORT_SERVICE = re.compile(r"^(p[1-9][0-9]{0,4}|s-[a-z2-7]{32})$")
 
 

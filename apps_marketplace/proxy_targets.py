@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from apps_marketplace.models import Deployment
 from apps_marketplace.services import DeploymentKeyRefused, deployment_key_check
 from instances.models import Instance
-from instances.proxy import instance_proxy_target
+from instances.proxy_targets import instance_proxy_target
 from providers import BackendError, get_backend
 
 APP_SERVICE = "app"

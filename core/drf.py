@@ -256,7 +256,7 @@ _IDEMPOTENCY_CONFLICT = "`idempotency_key_reused`: the Idempotency-Key was used 
 
 
 def _document_idempotency_conflict(responses: dict) -> None:
-    """An operation that takes ``Idempotency-Key`` answers 409 ``idempotency_key_reused`` (idempotency/api.py)."""
+    """An operation that takes ``Idempotency-Key`` answers 409 ``idempotency_key_reused`` (idempotency/decorators.py)."""
     conflict = responses.get("409")
     if conflict is None:
         responses["409"] = _error_response("409", _IDEMPOTENCY_CONFLICT)

@@ -21,7 +21,7 @@ from teams.access import Access, resource_access
 
 def instance_proxy_target(*, instance_id: str, service: str, user, api_key: str = ""):
     if api_key or user is None:
-        return None  # instances know no keys: a deployment's key is checked by apps_marketplace.proxy
+        return None  # instances know no keys: a deployment's key is checked by apps_marketplace.proxy_targets
     try:
         pk = uuid.UUID(str(instance_id))
     except ValueError:

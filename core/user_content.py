@@ -1,8 +1,11 @@
-"""The one type the console's reverse proxy (``console.proxy``) and the providers share.
+"""User content: where a user's server listens, and the addresses the browser reaches it at.
 
-A backend's ``proxy_target`` says where a user's server listens with a ``ProxyTarget``; the proxy
-forwards to it. It lives here, below both, so a provider never imports the proxy (and its HTTP and
-WebSocket machinery) to name its answer.
+``ProxyTarget`` is the one type the console's reverse proxy (``console.reverse_proxy``) and the
+providers share: a backend's ``proxy_target`` says where a user's server listens with one, and the
+proxy forwards to it. It lives here, below both, so a provider never imports the proxy (and its HTTP
+and WebSocket machinery) to name its answer. The rest names user content's own origins: one host per
+instance (``content_host``), which instance a host or a path is (``label_of_host``,
+``path_matches_label``), and the links console pages give (``proxy_link``, ``proxy_public_link``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from core.api import ServiceError
+from core.drf import ServiceError
 from idempotency import services
 
 HEADER = "Idempotency-Key"
