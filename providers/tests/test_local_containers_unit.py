@@ -12,7 +12,7 @@ import pytest
 from providers.base import InstanceSpec, PermanentBackendError, Tenant
 from providers.local.backend import LocalBackend
 from providers.local.runtime.cdi import CdiError, cdi_devices
-from providers.local.runtime.containers import Limits, limits_for, pull_progress, run_argv, uid_map_check
+from providers.local.runtime.container_spec import Limits, limits_for, pull_progress, run_argv, uid_map_check
 from providers.local.runtime.supervisor import LocalRuntimeError, Mount
 
 RECORDED_CDI = Path(__file__).resolve().parents[2] / "instances/tests/recordings/cdi"
