@@ -35,7 +35,7 @@ from apps_marketplace.forms import (
     FitForm,
     ModelFilterForm,
 )
-from apps_marketplace.models import AppCategory, DatasetTask, Deployment, ModelTask
+from apps_marketplace.models import AppCategory, DatasetTask, ModelTask
 from apps_marketplace.serializers import (
     AppSerializer,
     DatasetEntrySerializer,
@@ -46,10 +46,12 @@ from apps_marketplace.serializers import (
     ModelEntrySerializer,
     RedeploySerializer,
 )
-from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from idempotency.decorators import idempotent
+from instances.api import LAUNCH_REFUSED
 from instances.api import raise_as_api_error as _raise_instance_error
 from instances.errors import InstanceError
-from teams.access import request_acting, require_access, require_permission
+from teams.access import request_acting, require_permission
+from teams.resource_api import TeamResourceViewSet, resource_schema
 from teams.roles import Permission
 
 
@@ -185,54 +187,27 @@ _action_response = {200: DeploymentSerializer, 409: OpenApiResponse(description=
 _key_response = inline_serializer("DeploymentApiKey", {"api_key": serializers.CharField()})
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List your deployments", tags=["deployments"]),
-    retrieve=extend_schema(summary="Get one deployment", tags=["deployments"]),
-    create=extend_schema(
-        summary="Deploy an app",
-        tags=["deployments"],
-        request=DeploySerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        responses={
+@resource_schema(
+    tag="deployments",
+    noun="deployment",
+    nouns="deployments",
+    create={
+        "summary": "Deploy an app",
+        "request": DeploySerializer,
+        "responses": {
             201: DeploymentCreatedSerializer,
             400: OpenApiResponse(description=_("Invalid choice, or the model does not fit")),
-            409: OpenApiResponse(description="no_capacity, quota_exceeded or insufficient_funds"),
+            409: LAUNCH_REFUSED,
         },
-    ),
-    destroy=extend_schema(
-        summary="Delete (releases the instance)", tags=["deployments"], responses={204: None, 409: None}
-    ),
+    },
+    destroy={"summary": "Delete (releases the instance)", "responses": {204: None, 409: None}},
 )
-class DeploymentViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
-):
+class DeploymentViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
     serializer_class = DeploymentSerializer
-    lookup_value_converter = "uuid"
+    change_refused = _("Only the deployment's creator or a team admin can change it.")
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
-            return Deployment.objects.none()
-        require_permission(
-            self.request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources.")
-        )
-        return selectors.deployment_list_for(user=request_acting(self.request)[0])
-
-    def get_object(self, *, operate: bool = False) -> Deployment:
-        """The deployment (404 for another account's); 403 when ``operate`` is asked of a person who may
-        only see it."""
-        deployment = super().get_object()
-        require_access(
-            self.request,
-            owner_id=deployment.owner_id,
-            created_by_id=deployment.created_by_id,
-            operate=operate,
-            message=_("Only the deployment's creator or a team admin can change it."),
-        )
-        return deployment
+    def resources_for(self, principal):
+        return selectors.deployment_list_for(user=principal)
 
     @idempotent(secret_fields=("api_key",))
     def create(self, request, *args, **kwargs):

@@ -26,11 +26,11 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.drf import ServiceError
-from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from idempotency.decorators import idempotent
 from instances import errors, quota, resize, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.filters import InstanceFilter
-from instances.models import GpuModel, Instance, QuotaRequest, Reservation
+from instances.models import GpuModel, QuotaRequest, Reservation
 from instances.serializers import (
     AutoStopSerializer,
     EventSerializer,
@@ -44,6 +44,7 @@ from instances.serializers import (
     ReservationSerializer,
     ResizeSerializer,
 )
+from teams.resource_api import TeamResourceViewSet, resource_schema
 
 
 def raise_as_api_error(exc: errors.InstanceError):
@@ -85,42 +86,43 @@ LIST_FIELDS = (
 
 # --- Views ----------------------------------------------------------------------------------------------------
 
+#: A launch's business refusals, as an instance's create and a deployment's answer them.
+LAUNCH_REFUSED = OpenApiResponse(description="no_capacity, quota_exceeded or insufficient_funds")
 _action_response = {200: InstanceSerializer, 409: OpenApiResponse(description=_("Not allowed in this state"))}
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List your instances", tags=["instances"]),
-    retrieve=extend_schema(summary="Get one instance", tags=["instances"]),
-    create=extend_schema(
-        summary="Launch an instance",
-        tags=["instances"],
-        request=LaunchSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        responses={
+@resource_schema(
+    tag="instances",
+    noun="instance",
+    nouns="instances",
+    create={
+        "summary": "Launch an instance",
+        "request": LaunchSerializer,
+        "responses": {
             201: InstanceSerializer,
             400: OpenApiResponse(description=_("Invalid choice")),
-            409: OpenApiResponse(description="no_capacity, quota_exceeded or insufficient_funds"),
+            409: LAUNCH_REFUSED,
         },
-    ),
+    },
 )
-class InstanceViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
-):
+class InstanceViewSet(TeamResourceViewSet):
     serializer_class = InstanceSerializer
-    lookup_value_converter = "uuid"
     filter_backends = [DjangoFilterBackend]
     filterset_class = InstanceFilter
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
-            return Instance.objects.none()
-        released = self.request.query_params.get("released", "").lower() in {"1", "true"}
-        include_released = released or self.action != "list"
+    def view_required(self) -> None:
         try:
             require_view(self.request)  # a billing viewer sees none of the team's instances
         except errors.NotPermitted as exc:
             raise_as_api_error(exc)
-        principal, _membership = acting(self.request)
+
+    def get_object(self):
+        # Seen by any member who sees the team's instances; _act asks require_operate for a change.
+        return super(TeamResourceViewSet, self).get_object()
+
+    def resources_for(self, principal):
+        released = self.request.query_params.get("released", "").lower() in {"1", "true"}
+        include_released = released or self.action != "list"
         qs = selectors.instance_list_for(user=principal, include_released=include_released)
         if self.action == "list":
             # Only what the representation reads: the joined models' slugs, not their every column.

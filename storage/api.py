@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from django.http import FileResponse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
@@ -44,6 +45,7 @@ from storage.serializers import (
     VolumeSerializer,
 )
 from teams.access import Access, principal_access, request_acting, require_access, require_permission
+from teams.resource_api import TeamResourceViewSet, resource_schema
 from teams.roles import Permission
 
 
@@ -72,52 +74,26 @@ def _require_instance(request, instance: Instance) -> None:
 _refused = OpenApiResponse(description="invalid_state, attachment_conflict, quota_exceeded or insufficient_funds")
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List your volumes", tags=["storage"]),
-    retrieve=extend_schema(summary="Get one volume", tags=["storage"]),
-    create=extend_schema(
-        summary="Create a volume",
-        tags=["storage"],
-        request=VolumeCreateSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        responses={201: VolumeSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
-    ),
-    destroy=extend_schema(
-        summary="Delete a volume and its files",
-        tags=["storage"],
-        responses={202: VolumeSerializer, 409: OpenApiResponse(description="Attached, or not in a deletable state")},
-    ),
+@resource_schema(
+    tag="storage",
+    noun="volume",
+    nouns="volumes",
+    create={
+        "summary": "Create a volume",
+        "request": VolumeCreateSerializer,
+        "responses": {201: VolumeSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
+    },
+    destroy={
+        "summary": "Delete a volume and its files",
+        "responses": {202: VolumeSerializer, 409: OpenApiResponse(description="Attached, or not in a deletable state")},
+    },
 )
-class VolumeViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
-):
+class VolumeViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
     serializer_class = VolumeSerializer
-    lookup_value_converter = "uuid"
+    change_refused = gettext_lazy("Only the volume's creator or a team admin can change it.")
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
-            return Volume.objects.none()
-        require_permission(
-            self.request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources.")
-        )
-        return selectors.volume_list_for(user=request_acting(self.request)[0])
-
-    def get_object(self, *, operate: bool = False) -> Volume:
-        """The volume (404 for another account's, or a role that sees no resources); 403 when ``operate``
-        is asked of a person who may only see it."""
-        volume = super().get_object()
-        require_access(
-            self.request,
-            owner_id=volume.owner_id,
-            created_by_id=volume.created_by_id,
-            operate=operate,
-            message=_("Only the volume's creator or a team admin can change it."),
-        )
-        return volume
+    def resources_for(self, principal):
+        return selectors.volume_list_for(user=principal)
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
