@@ -24,7 +24,7 @@ from instances.errors import LaunchInvalid
 from instances.models import GpuModel, Instance, Region
 from instances.services import instance_sync
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import asgi_server, wait_running, wait_until
+from providers.local.tests.local_helpers import asgi_server, wait_running, wait_until
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from apps_marketplace.tests.test_deployment_local_app import _write_scalars
 from console.tests.conftest import session_cookie
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import asgi_server, wait_running
+from providers.local.tests.local_helpers import asgi_server, wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

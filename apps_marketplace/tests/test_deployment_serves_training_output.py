@@ -15,8 +15,8 @@ from apps_marketplace.models import App
 from apps_marketplace.services import deployment_create
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import asgi_server, wait_running
-from instances.tests.test_local_sshd import _keypair
+from providers.local.tests.local_helpers import asgi_server, wait_running
+from providers.local.tests.test_local_sshd import _keypair
 from storage.tests.conftest import make_volume
 from storage.tests.test_local_volume_shared import Shell, _launch
 

@@ -10,7 +10,7 @@ import pytest
 import uvicorn
 
 from console.reverse_proxy import ProxyTarget, proxy_http
-from instances.tests.local_helpers import free_port, wait_until
+from providers.local.tests.local_helpers import free_port, wait_until
 
 UPSTREAM = {}
 

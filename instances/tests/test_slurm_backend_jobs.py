@@ -11,9 +11,9 @@ from django.test import Client
 
 from instances.services import instance_release, instance_sync
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_until
 from instances.tests.slurm_helpers import PREFIX, tenant
 from providers import InstanceSpec, Observed
+from providers.local.tests.local_helpers import wait_until
 from providers.slurm.job import claim_read, claim_write, report_path
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]

@@ -10,8 +10,8 @@ from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
 from instances.services import nodes_sync
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running, wait_until
 from instances.tests.slurm_helpers import NODES
+from providers.local.tests.local_helpers import wait_running, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from instances.tests.local_helpers import wait_until
 from instances.tests.slurm_helpers import tenant
 from providers import InstanceSpec, Observed
+from providers.local.tests.local_helpers import wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from websockets.asyncio.server import serve
 from core.user_content import ProxyTarget
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
-from instances.tests.local_helpers import asgi_server, free_port
+from providers.local.tests.local_helpers import asgi_server, free_port
 from providers.simulated.backend import SimulatedBackend
 
 

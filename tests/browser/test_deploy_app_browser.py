@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from console.tests.conftest import session_cookie
-from instances.tests.local_helpers import asgi_server, local_backends
+from providers.local.tests.local_helpers import asgi_server, local_backends
 from tests.browser.test_local_backend_browser import Worker, _context
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _refusal
-from instances.tests.local_helpers import asgi_server, local_backends
+from providers.local.tests.local_helpers import asgi_server, local_backends
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,6 @@ import threading
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import (
     AppLaunch,
     InstanceSpec,
@@ -18,6 +17,7 @@ from providers.base import (
     VolumeMount,
 )
 from providers.kubernetes import KubernetesBackend, instance_name
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
 OTHER = "6f1c2a9b-03de-4f00-9000-000000000002"  # same first 12 hex digits: the same object names

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import InstanceSpec, Observed
 from providers.kubernetes import KubernetesBackend, cluster_name, instance_name
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server
 
 KEY = "c0000000-1111-4222-8333-000000000001"
 NAME = cluster_name(KEY)

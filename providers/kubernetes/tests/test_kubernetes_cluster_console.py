@@ -14,9 +14,9 @@ from instances.proxy_targets import instance_proxy_target
 from instances.reconciler import instances_reconcile
 from instances.services import instance_release, instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, launch
-from instances.tests.test_kubernetes_console import cluster  # noqa: F401  (the fixture)
 from providers import get_backend
 from providers.kubernetes import cluster_name, instance_name
+from providers.kubernetes.tests.test_kubernetes_console import cluster  # noqa: F401  (the fixture)
 
 S = Instance.Status
 

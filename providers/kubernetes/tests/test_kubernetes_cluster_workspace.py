@@ -8,9 +8,9 @@ import base64
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server, parse_selector
 from providers.base import AppLaunch, InstanceSpec, Observed, PermanentBackendError, VolumeMount
 from providers.kubernetes import KubernetesBackend, cluster_name, instance_name
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server, parse_selector
 
 KEY = "c0000000-2222-4333-8444-000000000002"
 VOLUME = "0b7e0000-aaaa-4bbb-8ccc-000000000009"

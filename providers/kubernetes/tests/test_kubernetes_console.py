@@ -23,9 +23,9 @@ from instances.services import (
     instance_sync,
 )
 from instances.tests.conftest import backends, committed, launch
-from instances.tests.k8s_fake import fake_api_server
 from providers import get_backend
 from providers.kubernetes import instance_name
+from providers.kubernetes.tests.k8s_fake import fake_api_server
 
 S = Instance.Status
 

@@ -8,7 +8,6 @@ import dataclasses
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 from providers.base import InstanceSpec, Observed, PermanentBackendError
 from providers.kubernetes import (
     KubeOptions,
@@ -17,6 +16,7 @@ from providers.kubernetes import (
     priority_class_manifests,
     statefulset_manifest,
 )
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000009"
 RDMA = "rdma/hca_shared_devices_a"

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES_OPTION, restricted_violations, validate_manifest
 from providers.base import AppLaunch, InstanceSpec, PermanentBackendError, VolumeMount
 from providers.kubernetes import (
     KubeOptions,
@@ -20,6 +19,7 @@ from providers.kubernetes import (
     statefulset_manifest,
     volume_pvc_manifest,
 )
+from providers.kubernetes.tests.k8s_fake import IMAGES_OPTION, restricted_violations, validate_manifest
 
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"
 APP = AppLaunch(

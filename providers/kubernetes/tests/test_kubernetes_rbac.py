@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 from providers.base import AppLaunch, InstanceSpec, VolumeMount
 from providers.kubernetes import KubernetesBackend
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 
-RBAC = Path(__file__).resolve().parents[2] / "deploy/kubernetes/console-rbac.yaml"
+RBAC = Path(__file__).resolve().parents[3] / "deploy/kubernetes/console-rbac.yaml"
 
 
 def documents() -> list[dict]:

@@ -10,7 +10,7 @@ import pytest
 
 from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running, wait_until
+from providers.local.tests.local_helpers import wait_running, wait_until
 
 pytestmark = pytest.mark.local
 

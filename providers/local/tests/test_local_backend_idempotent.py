@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from instances.tests.local_helpers import wait_until
 from providers import InstanceSpec, PermanentBackendError, TransientBackendError
+from providers.local.tests.local_helpers import wait_until
 
 pytestmark = pytest.mark.local
 

@@ -14,8 +14,8 @@ from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _execute, _refusal
 from instances.services import instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import asgi_server, listening_ports, wait_running, wait_until
 from providers.local.runtime.supervisor import MARKER
+from providers.local.tests.local_helpers import asgi_server, listening_ports, wait_running, wait_until
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

@@ -11,9 +11,9 @@ from django.test import override_settings
 from instances.catalogue import catalogue_seed
 from instances.models import Node, Region
 from instances.services import nodes_sync
-from instances.tests.local_helpers import local_backends
 from providers import get_backend
 from providers.local.backend import LocalBackend
+from providers.local.tests.local_helpers import local_backends
 
 RECORDINGS = Path(__file__).parent / "recordings"
 

@@ -7,8 +7,8 @@ import pytest
 
 from accounts.services import ssh_key_add
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running
-from instances.tests.test_local_sshd import _keypair, _ssh
+from providers.local.tests.local_helpers import wait_running
+from providers.local.tests.test_local_sshd import _keypair, _ssh
 
 pytestmark = pytest.mark.local
 

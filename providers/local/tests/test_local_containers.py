@@ -31,12 +31,12 @@ from console.tests.test_proxy_websocket import _execute
 from instances.models import Image, InstanceEvent
 from instances.services import instance_release, instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, fund, launch
-from instances.tests.local_helpers import asgi_server, wait_running, wait_until
-from instances.tests.test_local_sshd import _keypair, _ssh
+from providers.local.tests.local_helpers import asgi_server, wait_running, wait_until
+from providers.local.tests.test_local_sshd import _keypair, _ssh
 
 pytestmark = [pytest.mark.local, pytest.mark.containers, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MINIMAL = "localhost/console/minimal:latest"
 ALT = "localhost/console/minimal-alt:latest"
 BOOT_S = 180  # wall-clock: JupyterLab's first start in a 1-CPU container on a busy 2-core CI host
@@ -273,7 +273,7 @@ def registry(tmp_path):
     import shutil
     import socket
 
-    from instances.tests.local_helpers import free_port
+    from providers.local.tests.local_helpers import free_port
 
     binary = shutil.which("docker-registry")
     if binary is None:

@@ -15,7 +15,7 @@ from providers.local.runtime.cdi import CdiError, cdi_devices
 from providers.local.runtime.container_spec import Limits, limits_for, pull_progress, run_argv, uid_map_check
 from providers.local.runtime.supervisor import LocalRuntimeError, Mount
 
-RECORDED_CDI = Path(__file__).resolve().parents[2] / "instances/tests/recordings/cdi"
+RECORDED_CDI = Path(__file__).parent / "recordings/cdi"
 TENANT = {"name": "gpuc-t3", "uid": 70003, "uid_base": 16777216 + 3 * 65536, "uid_count": 65536}
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from instances.services import instance_auto_stop_set, instances_auto_stop
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import runtime_or_skip, wait_running, wait_until
-from instances.tests.test_local_sshd import _keypair
+from providers.local.tests.local_helpers import runtime_or_skip, wait_running, wait_until
+from providers.local.tests.test_local_sshd import _keypair
 
 pytestmark = pytest.mark.local
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from instances.tests.local_helpers import runtime_or_skip
 from providers.local.runtime.supervisor import Mount
+from providers.local.tests.local_helpers import runtime_or_skip
 
 
 @pytest.fixture

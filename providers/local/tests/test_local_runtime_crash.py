@@ -7,8 +7,8 @@ import signal
 import psutil
 import pytest
 
-from instances.tests.local_helpers import runtime_or_skip, wait_until
 from providers.local.runtime.supervisor import ServerState
+from providers.local.tests.local_helpers import runtime_or_skip, wait_until
 
 pytestmark = pytest.mark.local
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from instances.tests.local_helpers import lab_answers, listening_ports, runtime_or_skip, wait_until
 from providers.local.runtime.supervisor import MARKER, Mount, ServerState
+from providers.local.tests.local_helpers import lab_answers, listening_ports, runtime_or_skip, wait_until
 
 pytestmark = pytest.mark.local
 

@@ -8,8 +8,8 @@ import httpx
 import psutil
 import pytest
 
-from instances.tests.local_helpers import lab_answers, listening_ports, runtime_or_skip, wait_until
 from providers.local.runtime.supervisor import MARKER
+from providers.local.tests.local_helpers import lab_answers, listening_ports, runtime_or_skip, wait_until
 
 pytestmark = pytest.mark.local
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from instances.tests.local_helpers import runtime_or_skip, wait_until
+from providers.local.tests.local_helpers import runtime_or_skip, wait_until
 
 pytestmark = pytest.mark.local
 
