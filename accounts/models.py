@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from accounts.useragent import user_agent_describe
 from core.appendonly import AppendOnlyModel
+from core.revocable import Revocable
 
 
 class UserManager(BaseUserManager):
@@ -108,20 +109,13 @@ class SSHKey(models.Model):
         return f"{self.name} ({self.fingerprint})"
 
 
-class APIToken(models.Model):
+class APIToken(Revocable):
     """A bearer token for the REST API.
 
     The token is shown once, at creation; only its SHA-256 digest is stored (the token is 256 random
     bits, so a fast hash is enough: there is nothing to brute-force). ``prefix`` is the token's first
     characters, stored in clear so the user can tell tokens apart in the list.
     """
-
-    class Status(models.TextChoices):
-        ACTIVE = "active", _("Active")  # usable now
-        EXPIRED = "expired", _("Expired")  # past its expiry; refused
-        REVOKED = "revoked", _("Revoked")  # revoked by its owner; refused for good
-
-    STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: "red"}
 
     class Scope(models.TextChoices):
         FULL = "full", _("Full access")  # everything its owner may do through the API
@@ -141,9 +135,8 @@ class APIToken(models.Model):
         "teams.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="api_tokens", verbose_name=_("team")
     )
     created_at = models.DateTimeField(_("created"), default=timezone.now)
-    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
-    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+    # expires_at, revoked_at and the status they give: core.revocable.Revocable
     # A limit of the token's own, within its account's (``accounts.throttles``): a CI job's token that
     # loops cannot use up the requests its owner's other scripts and pages need. Empty: the account's.
     rate_per_min = models.PositiveIntegerField(
@@ -158,22 +151,6 @@ class APIToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
-    def status(self, now=None) -> Status:
-        now = now or timezone.now()
-        if self.revoked_at is not None:
-            return self.Status.REVOKED
-        if self.expires_at is not None and self.expires_at <= now:
-            return self.Status.EXPIRED
-        return self.Status.ACTIVE
-
-    @property
-    def status_now(self) -> Status:
-        return self.status()
-
-    @property
-    def status_badge(self) -> str:
-        return self.STATUS_BADGE[self.status()]
-
     @property
     def scope_badge(self) -> str:
         return self.SCOPE_BADGE.get(self.scope, "")
@@ -181,10 +158,6 @@ class APIToken(models.Model):
     @property
     def read_only(self) -> bool:
         return self.scope == self.Scope.READ
-
-    def is_active(self, now=None) -> bool:
-        now = now or timezone.now()
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
 
 
 class SecurityEvent(AppendOnlyModel):

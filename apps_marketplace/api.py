@@ -1,15 +1,33 @@
-"""REST endpoints: the app catalogue with its fit check, and the public model and dataset catalogues."""
+"""REST endpoints: the app catalogue with its fit check, the public model and dataset catalogues, and
+one-click deployments (the same services and errors as the pages).
+
+A deployment's field problem (the model does not fit, a bad parameter) is a 400 naming the field; a
+business refusal from the instances app (``no_capacity``, ``quota_exceeded``, ``insufficient_funds``,
+``invalid_state``) is a 409 with that code. Another account's deployment is a 404.
+
+In the acting context, as the pages: deploying needs ``resources.launch``; stopping, starting,
+redeploying, a new key and deleting need OPERATE (its creator, or a team admin); a refusal is a 403
+with ``code: permission_denied`` and a message saying why.
+"""
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_lazy as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import exceptions, viewsets
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import exceptions, mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps_marketplace import fit, selectors
+from apps_marketplace import fit, selectors, services
 from apps_marketplace.forms import (
     AppFilterForm,
     CatalogueFilterForm,
@@ -18,7 +36,23 @@ from apps_marketplace.forms import (
     ModelFilterForm,
 )
 from apps_marketplace.models import AppCategory, DatasetTask, ModelTask
-from apps_marketplace.serializers import AppSerializer, DatasetEntrySerializer, FitSerializer, ModelEntrySerializer
+from apps_marketplace.serializers import (
+    AppSerializer,
+    DatasetEntrySerializer,
+    DeploymentCreatedSerializer,
+    DeploymentSerializer,
+    DeploySerializer,
+    FitSerializer,
+    ModelEntrySerializer,
+    RedeploySerializer,
+)
+from idempotency.decorators import idempotent
+from instances.api import LAUNCH_REFUSED
+from instances.api import raise_as_api_error as _raise_instance_error
+from instances.errors import InstanceError
+from teams.access import request_acting, require_permission
+from teams.resource_api import TeamResourceViewSet, resource_schema
+from teams.roles import Permission
 
 
 def _form_or_400(form):
@@ -139,3 +173,113 @@ class AppViewSet(viewsets.ReadOnlyModelViewSet):
             "assumptions": assumptions,
         }
         return Response(FitSerializer(body).data)
+
+
+def _raise(exc: InstanceError):
+    if isinstance(exc, services.DeploymentInvalid) and exc.fields:
+        raise ValidationError(exc.fields) from exc
+    _raise_instance_error(exc)
+
+
+_action_response = {200: DeploymentSerializer, 409: OpenApiResponse(description=_("Not allowed in this state"))}
+
+
+_key_response = inline_serializer("DeploymentApiKey", {"api_key": serializers.CharField()})
+
+
+@resource_schema(
+    tag="deployments",
+    noun="deployment",
+    nouns="deployments",
+    create={
+        "summary": "Deploy an app",
+        "request": DeploySerializer,
+        "responses": {
+            201: DeploymentCreatedSerializer,
+            400: OpenApiResponse(description=_("Invalid choice, or the model does not fit")),
+            409: LAUNCH_REFUSED,
+        },
+    },
+    destroy={"summary": "Delete (releases the instance)", "responses": {204: None, 409: None}},
+)
+class DeploymentViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
+    serializer_class = DeploymentSerializer
+    change_refused = _("Only the deployment's creator or a team admin can change it.")
+
+    def resources_for(self, principal):
+        return selectors.deployment_list_for(user=principal)
+
+    @idempotent(secret_fields=("api_key",))
+    def create(self, request, *args, **kwargs):
+        require_permission(
+            request, Permission.RESOURCES_LAUNCH, _("Your role in this team does not allow deploying apps.")
+        )
+        body = DeploySerializer(data=request.data, context=self.get_serializer_context())
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
+        data.setdefault("model", data["app"].default_model)  # left out: the app's default model
+        try:
+            deployment, key = services.deployment_create(user=request_acting(request)[0], actor=request.user, **data)
+        except InstanceError as exc:
+            _raise(exc)
+        deployment.api_key = key
+        data = DeploymentCreatedSerializer(deployment, context=self.get_serializer_context()).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request, *args, **kwargs):
+        try:
+            services.deployment_delete(deployment=self.get_object(operate=True), actor=request.user)
+        except InstanceError as exc:
+            _raise(exc)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _act(self, verb, **kwargs):
+        deployment = self.get_object(operate=True)
+        try:
+            deployment = verb(deployment=deployment, **kwargs)
+        except InstanceError as exc:
+            _raise(exc)
+        return Response(DeploymentSerializer(deployment, context=self.get_serializer_context()).data)
+
+    @extend_schema(
+        summary="Stop (GPUs freed, disk kept)", tags=["deployments"], request=None, responses=_action_response
+    )
+    @action(detail=True, methods=["post"])
+    def stop(self, request, pk=None):
+        return self._act(services.deployment_stop)
+
+    @extend_schema(summary="Start a stopped deployment", tags=["deployments"], request=None, responses=_action_response)
+    @action(detail=True, methods=["post"])
+    def start(self, request, pk=None):
+        return self._act(services.deployment_start)
+
+    @extend_schema(summary="Restart in place", tags=["deployments"], request=None, responses=_action_response)
+    @action(detail=True, methods=["post"])
+    def restart(self, request, pk=None):
+        return self._act(services.deployment_restart)
+
+    @extend_schema(
+        summary="Redeploy with another model or parameters (restarts in place)",
+        tags=["deployments"],
+        request=RedeploySerializer,
+        responses={**_action_response, 400: OpenApiResponse(description=_("Invalid, or does not fit"))},
+    )
+    @action(detail=True, methods=["post"])
+    def redeploy(self, request, pk=None):
+        body = RedeploySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        deployment = self.get_object(operate=True)
+        model = body.validated_data.get("model", deployment.model)
+        return self._act(services.deployment_redeploy, model=model, parameters=body.validated_data["parameters"])
+
+    @extend_schema(
+        summary="Make a new API key (the old one stops working)",
+        tags=["deployments"],
+        request=None,
+        responses={200: _key_response},
+    )
+    @action(detail=True, methods=["post"], url_path="regenerate-key")
+    def regenerate_key(self, request, pk=None):
+        key = services.deployment_key_regenerate(deployment=self.get_object(operate=True))
+        return Response({"api_key": key})

@@ -1,8 +1,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from apps_marketplace.api import AppViewSet, DatasetEntryViewSet, ModelEntryViewSet
-from apps_marketplace.deployment_api import DeploymentViewSet
+from apps_marketplace.api import AppViewSet, DatasetEntryViewSet, DeploymentViewSet, ModelEntryViewSet
 from apps_marketplace.views import deployment_readiness
 
 router = SimpleRouter()

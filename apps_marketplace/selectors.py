@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 
 from apps_marketplace import fit
 from apps_marketplace.models import App, DatasetEntry, Deployment, ModelEntry
-from core.proxy import content_host
+from core.user_content import content_host
 from instances.entry_points import entry_points_saved
 from instances.models import GpuModel, Instance
 
@@ -261,7 +261,7 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
     web = entry_points_saved(instance)["web"]
     serving, has_webui = "app" in web, "webui" in web
     base = f"{settings.CONSOLE_PROXY_PREFIX}{instance.pk}/app"
-    # The instance's own host when user content has a domain of its own (``core.proxy.content_host``).
+    # The instance's own host when user content has a domain of its own (``core.user_content.content_host``).
     origin = f"//{content_host(instance.pk)}" if getattr(settings, "CONSOLE_PROXY_HOST", "") else f"//{host}"
     app = deployment.app
     return {

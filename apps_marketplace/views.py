@@ -26,7 +26,7 @@ from apps_marketplace.forms import (
 )
 from apps_marketplace.models import App, AppCategory, DatasetEntry, Deployment, ModelEntry
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
-from core.api import error_body
+from core.drf import error_body
 from instances.errors import InstanceError
 from instances.gpu_metrics import gpu_metrics_hooks
 from teams.access import Access, request_acting, request_can, require_access, require_permission, resource_access

@@ -159,9 +159,9 @@ def world_seed() -> list[tuple[str, str]]:
     from django.core.management import call_command
 
     from instances.catalogue import catalogue_seed
-    from instances.metering import catalogue_skus_sync
     from instances.models import Region
     from instances.services import nodes_sync
+    from instances.skus import catalogue_skus_sync
 
     call_command("migrate", verbosity=0)
     catalogue_seed()

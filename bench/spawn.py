@@ -66,7 +66,7 @@ def ours(runs: int, engine: str = "podman") -> list[float]:
     import uvicorn
     from django.conf import settings
 
-    from console import proxy
+    from console import reverse_proxy as proxy
     from providers.local.runtime import registry
 
     root = Path(tempfile.mkdtemp(prefix="bench-spawn-"))

@@ -10,7 +10,7 @@ from django.db.models import F, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from billing.metering import amount_owed, elapsed_seconds
+from billing.meter_arithmetic import amount_owed, elapsed_seconds
 from billing.models import BalanceAlert, Entry, LedgerAccount, LedgerCheckRun, Meter, Refund, TopUpOrder, Transaction
 
 Kind = LedgerAccount.Kind

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from billing.access import is_team_account
-from billing.metering import amount_owed, elapsed_seconds
+from billing.meter_arithmetic import amount_owed, elapsed_seconds
 from billing.models import Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, Transaction
 
 # Balance and balance_get are reads (billing.selectors): importable from here only for the callers not

@@ -33,8 +33,8 @@ from billing.models import TopUpOrder, Transaction
 from billing.payments import InvalidGateway, topup_checkout_simulate, topup_order_create, topup_webhook_receive
 from billing.qr import qr_svg
 from billing.services import TrialUnavailable, trial_claim
-from core.api import error_body
 from core.csvexport import csv_writer
+from core.drf import error_body
 from identity.errors import RealNameRequired
 
 logger = logging.getLogger(__name__)

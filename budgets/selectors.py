@@ -12,7 +12,7 @@ from django.utils import timezone
 from billing.models import Entry, LedgerAccount, Meter, Transaction
 from billing.statements import month_bounds
 from budgets.models import Budget, BudgetAlert, InstanceCap
-from instances.metering import disk_meter_ref, gpu_meter_ref
+from instances.skus import disk_meter_ref, gpu_meter_ref
 
 
 def month_of(now: datetime) -> date:

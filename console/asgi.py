@@ -1,6 +1,6 @@
 """The ASGI entry point: Django for HTTP, Channels for WebSockets.
 
-Paths under ``/i/`` (HTTP and WebSocket) go first to ``console.proxy``, the owner-only reverse proxy
+Paths under ``/i/`` (HTTP and WebSocket) go first to ``console.reverse_proxy``, the owner-only reverse proxy
 to instances' JupyterLab and VS Code. WebSocket routes come from ``console.routing``; they pass the session (so consumers know the user)
 and accept only connections whose Origin is one of ALLOWED_HOSTS, which stops cross-site WebSocket
 hijacking of a logged-in user's session.
@@ -28,7 +28,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from console.proxy import InstanceProxyRouter  # noqa: E402
+from console.reverse_proxy import InstanceProxyRouter  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
 
 application = InstanceProxyRouter(

@@ -115,7 +115,7 @@ class JsonFormatter(logging.Formatter):
 _SECRETS_IN_URLS = (
     # Query parameters that carry a credential: the hand-off's token, device and OAuth codes, keys.
     (re.compile(r"([?&](?:token|key|code|secret|signature)=)[^&\s\"']+", re.IGNORECASE), r"\1[redacted]"),
-    # A port's share link, /i/<instance>/s-<32 base32 characters>/ (ports.proxy.SHARE_SERVICE).
+    # A port's share link, /i/<instance>/s-<32 base32 characters>/ (ports.proxy_targets.SHARE_SERVICE).
     (re.compile(r"(/s-)[a-z2-7]{32}(?![a-z2-7])"), r"\1[redacted]"),
     # allauth's password-reset and e-mail confirmation links.
     (re.compile(r"(/accounts/(?:password/reset/key|confirm-email)/)[^/\s\"'?]+"), r"\1[redacted]"),

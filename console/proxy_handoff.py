@@ -1,8 +1,8 @@
-"""Signing a browser in on an instance's own host (``<label>.<CONSOLE_PROXY_HOST>``, ``core.proxy``), in
+"""Signing a browser in on an instance's own host (``<label>.<CONSOLE_PROXY_HOST>``, ``core.user_content``), in
 the spirit of JupyterHub's OAuth hand-off, so that the console's session cookie is never sent to user
 content, and one instance's sign-in is no sign-in on another's.
 
-1. A console page links a user server through ``/open/?next=/i/<id>/lab/`` (``core.proxy.proxy_link``).
+1. A console page links a user server through ``/open/?next=/i/<id>/lab/`` (``core.user_content.proxy_link``).
    That view, on the console's host and behind its session, makes a **one-time token** (signed, valid
    ``CONSOLE_PROXY_HANDOFF_TTL_S`` seconds, its nonce kept in the cache until used) and redirects to
    ``<that instance's host>/i/_handoff?token=…``.
@@ -38,7 +38,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.utils.crypto import constant_time_compare
 
-from core.proxy import content_host, content_label, instance_of_path, path_matches_label
+from core.user_content import content_host, content_label, instance_of_path, path_matches_label
 
 TOKEN_SALT = "console.proxy.handoff"  # noqa: S105 (a signing namespace, not a secret)
 COOKIE_SALT = "console.proxy.content-cookie"

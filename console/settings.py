@@ -514,10 +514,10 @@ REST_FRAMEWORK = {
         "privacy.authentication.TermsSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "core.api.Pagination",
+    "DEFAULT_PAGINATION_CLASS": "core.drf.Pagination",
     "PAGE_SIZE": 20,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "core.api.exception_handler",
+    "EXCEPTION_HANDLER": "core.drf.exception_handler",
     # REMOTE_ADDR is already the client (core.proxies), and X-Forwarded-For is gone: DRF must not read
     # the header itself (its default, NUM_PROXIES None, would key the anonymous throttle on it).
     "NUM_PROXIES": 0,
@@ -557,12 +557,12 @@ SPECTACULAR_SETTINGS = {
     # Clients send JSON; the form parsers stay for the browsable API but are not documented
     # (a form field cannot say null).
     "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
-    # Every 4xx in the one error format (core/api.py), documented on every operation.
+    # Every 4xx in the one error format (core/drf.py), documented on every operation.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "core.api.schema_error_responses",
+        "core.drf.schema_error_responses",
         # OpenAPI links from each create to the operations on what it created (stateful clients follow them).
-        "core.api.schema_create_links",
+        "core.drf.schema_create_links",
     ],
 }
 
@@ -831,14 +831,14 @@ CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
     "schedule": 120.0,
 }
 
-# --- Instance proxy and the local runtime (console/proxy.py, providers/local/runtime/) ------------
+# --- Instance proxy and the local runtime (console/reverse_proxy.py, providers/local/runtime/) ------------
 # The proxy serves /i/<instance-id>/lab/ and /i/<instance-id>/code/ to the instance's owner only.
 CONSOLE_PROXY_PREFIX = "/i/"
-# resolve(*, instance_id, service, user) -> core.proxy.ProxyTarget | None (None: a 404); the
-# resolver is set with the instances settings below (instances.proxy.instance_proxy_target).
+# resolve(*, instance_id, service, user) -> core.user_content.ProxyTarget | None (None: a 404); the
+# resolver is set with the instances settings below (instances.proxy_targets.instance_proxy_target).
 # Origins other than the console's own that may open WebSockets / POST through the proxy.
 CONSOLE_PROXY_TRUSTED_ORIGINS = env_list("CONSOLE_PROXY_TRUSTED_ORIGINS")
-# The host of user content (see console/proxy.py): each instance's servers at <label>.<it>, never on the
+# The host of user content (see console/reverse_proxy.py): each instance's servers at <label>.<it>, never on the
 # console's own origin, where an author's script could read the console's pages and call its API with
 # the visitor's session. Development defaults to a subdomain of localhost (browsers resolve *.localhost
 # to the loopback address, no DNS needed; `make run` passes its port); production must name one; only
@@ -1179,11 +1179,13 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
     else:
         PROVISIONING_BACKENDS[_alias] = {"BACKEND": _config["BACKEND"], "OPTIONS": _config.get("OPTIONS", {})}
 # The proxy asks the Instance model who owns what, and a deployment's API key opens that deployment's
-# app (apps_marketplace.proxy); the runtime-only resolver, providers.local.runtime.registry.proxy_target_for,
+# app (apps_marketplace.proxy_targets); the runtime-only resolver, providers.local.runtime.registry.proxy_target_for,
 # serves instances started without the console.
-CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
-# Users' own ports (/i/<id>/p<port>/) and their share links (/i/<id>/s-<token>/): ports.proxy.
-CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy.port_proxy_target"
+CONSOLE_PROXY_RESOLVER = os.environ.get(
+    "CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy_targets.deployment_proxy_target"
+)
+# Users' own ports (/i/<id>/p<port>/) and their share links (/i/<id>/s-<token>/): ports.proxy_targets.
+CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy_targets.port_proxy_target"
 # Ports asked for at launch are declared by the ports app, in the launch's transaction.
 INSTANCES_PORTS_HOOK = "ports.services.ports_declare_at_launch"
 # Called in each instance transition's transaction: the marketplace tells a deployment's owner "ready"/"failed".

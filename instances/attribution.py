@@ -1,6 +1,6 @@
 """Who and what a statement's usage lines are for (billing's ``BILLING_USAGE_ATTRIBUTION_HOOKS``).
 
-Billing knows a meter by its ref (``instances.metering``: ``instance:<id>:gpu``, ``instance:<id>:disk``);
+Billing knows a meter by its ref (``instances.skus``: ``instance:<id>:gpu``, ``instance:<id>:disk``);
 this names the instance and the person who launched it (``Instance.created_by``), so a team's statement
 breaks its usage down per member and per instance. One query for all the refs of a statement.
 """

@@ -30,8 +30,8 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
-from instances.metering import disk_meter_ref, disk_sku_upsert, gpu_meter_ref, gpu_sku_upsert, instance_shape
 from instances.models import Instance, InstanceEvent, Node
+from instances.skus import disk_meter_ref, disk_sku_upsert, gpu_meter_ref, gpu_sku_upsert, instance_shape
 
 logger = logging.getLogger(__name__)
 

@@ -23,13 +23,13 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from billing.metering import amount_owed, elapsed_seconds
+from billing.meter_arithmetic import amount_owed, elapsed_seconds
 from billing.models import Entry, LedgerAccount, Meter, Transaction
 from billing.statements import month_bounds
 from core.formatting import cny
 from instances.errors import MemberLimitReached, NotPermitted
-from instances.metering import disk_meter_ref, gpu_meter_ref
 from instances.models import Instance
+from instances.skus import disk_meter_ref, gpu_meter_ref
 from teams.models import Membership
 from teams.roles import Permission, membership_can
 

@@ -45,10 +45,10 @@ from instances.errors import (
 )
 from instances.lifecycle import instance_events_write, instance_notify
 from instances.members import member_limits_check
-from instances.metering import gpu_meter_ref, gpu_sku_upsert, instance_shape
 from instances.models import Instance, InstanceEvent, Node
 from instances.quota import quota_check
 from instances.services import _funds_check, _nodes_ensure, _spec, instance_hourly_price, node_count_choices
+from instances.skus import gpu_meter_ref, gpu_sku_upsert, instance_shape
 from providers import PermanentBackendError, TransientBackendError, get_backend
 from teams.models import TeamEvent
 from teams.services import team_event_record

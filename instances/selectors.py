@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from billing.models import Entry, Transaction
 from billing.selectors import runway_get
-from core.proxy import proxy_link
+from core.user_content import proxy_link
 from instances.boot import image_contents
 from instances.entry_points import entry_points_saved
 from instances.models import (
@@ -467,7 +467,7 @@ def instance_entry_points(*, instance: Instance, host: str) -> dict:
         user = f"{offered['ssh_user']}@" if offered["ssh_user"] else ""
         ssh = f"ssh -p {offered['ssh_port']} {user}{ssh_host}"
     return {
-        # Through the hand-off when user servers have a host of their own (core.proxy.proxy_link).
+        # Through the hand-off when user servers have a host of their own (core.user_content.proxy_link).
         "jupyterlab_url": proxy_link(f"{base}lab/") if "lab" in web else None,
         "vscode_url": proxy_link(f"{base}code/") if "code" in web else None,
         "ssh_command": ssh,

@@ -1,6 +1,9 @@
 from django.urls import path
 
+from core.urls import choice_converter
 from instances import views
+
+choice_converter("instance_action", views.ACTIONS)  # only the verbs: never another page under <pk>/
 
 urlpatterns = [
     path("", views.instance_list, name="instances"),
@@ -10,5 +13,5 @@ urlpatterns = [
     path("<uuid:pk>/auto-stop/", views.instance_auto_stop, name="instance_auto_stop"),
     path("<uuid:pk>/resize/", views.instance_resize, name="instance_resize"),
     # List rows build this as their detail URL + "<action>/" (one reverse per row, not four).
-    path("<uuid:pk>/<slug:action>/", views.instance_action, name="instance_action"),
+    path("<uuid:pk>/<instance_action:action>/", views.instance_action, name="instance_action"),
 ]

@@ -18,11 +18,11 @@ from itertools import pairwise
 
 from django.utils import timezone
 
-from billing.metering import amount_owed, elapsed_seconds
+from billing.meter_arithmetic import amount_owed, elapsed_seconds
 from billing.models import Meter
 from billing.selectors import meters_charged_in_ledger
-from instances.metering import gpu_meter_ref
 from instances.models import Instance, InstanceEvent
+from instances.skus import gpu_meter_ref
 
 S = Instance.Status
 

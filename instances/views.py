@@ -6,6 +6,10 @@ live update swaps in exactly what a reload would show.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -14,6 +18,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from instances import errors, resize, selectors, services, tasks
@@ -226,63 +231,60 @@ def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
     return _back(request, instance)
 
 
-@login_required
-@require_POST
-def instance_rename(request: HttpRequest, pk) -> HttpResponse:
-    instance = _operable(request, pk)
-    if isinstance(instance, HttpResponse):
-        return instance
-    form = RenameForm(request.POST)
-    if form.is_valid():
-        try:
-            services.instance_rename(instance=instance, name=form.cleaned_data["name"])
-            messages.success(request, _("Renamed."))
-        except errors.InstanceError as exc:
-            messages.error(request, exc.message)
-    else:
-        messages.error(request, _("Give the instance a name of at most 64 characters."))
-    return redirect("instance_detail", pk=instance.pk)
+def instance_form_change(*, form: Callable[[HttpRequest, Instance], forms.Form], invalid: str):
+    """A POST from a form of the instance page (rename, resize, auto-stop): the view gets an instance
+    this person operates and the form's valid data, runs the service and says what it did; a refusal,
+    or a form that is not valid (``invalid``), is a message on the instance's page as well."""
+
+    def wrap(view: Callable[[HttpRequest, Instance, dict], str]):
+        @login_required
+        @require_POST
+        @functools.wraps(view)
+        def change(request: HttpRequest, pk) -> HttpResponse:
+            instance = _operable(request, pk)
+            if isinstance(instance, HttpResponse):
+                return instance
+            bound = form(request, instance)
+            if not bound.is_valid():
+                messages.error(request, invalid)
+            else:
+                try:
+                    messages.success(request, view(request, instance, bound.cleaned_data))
+                except errors.InstanceError as exc:
+                    messages.error(request, exc.message)
+            return redirect("instance_detail", pk=instance.pk)
+
+        return change
+
+    return wrap
 
 
-@login_required
-@require_POST
-def instance_resize(request: HttpRequest, pk) -> HttpResponse:
+@instance_form_change(
+    form=lambda request, instance: RenameForm(request.POST),
+    invalid=gettext_lazy("Give the instance a name of at most 64 characters."),
+)
+def instance_rename(request: HttpRequest, instance: Instance, data: dict) -> str:
+    services.instance_rename(instance=instance, name=data["name"])
+    return _("Renamed.")
+
+
+@instance_form_change(
+    form=lambda request, instance: ResizeForm(request.POST, choices=resize.resize_choices(instance=instance)),
+    invalid=gettext_lazy("Choose one of the sizes offered."),
+)
+def instance_resize(request: HttpRequest, instance: Instance, data: dict) -> str:
     """The instance page's "Cluster size" control: the same service as ``POST …/resize/`` in the API."""
-    instance = _operable(request, pk)
-    if isinstance(instance, HttpResponse):
-        return instance
-    form = ResizeForm(request.POST, choices=resize.resize_choices(instance=instance))
-    if not form.is_valid():
-        messages.error(request, _("Choose one of the sizes offered."))
-        return redirect("instance_detail", pk=instance.pk)
-    try:
-        instance = resize.instance_resize(
-            instance=instance, node_count=form.cleaned_data["node_count"], actor=request.user
-        )
-        messages.success(request, _("The cluster now has %(n)d nodes.") % {"n": instance.node_count})
-    except errors.InstanceError as exc:
-        messages.error(request, exc.message)
-    return redirect("instance_detail", pk=instance.pk)
+    instance = resize.instance_resize(instance=instance, node_count=data["node_count"], actor=request.user)
+    return _("The cluster now has %(n)d nodes.") % {"n": instance.node_count}
 
 
-@login_required
-@require_POST
-def instance_auto_stop(request: HttpRequest, pk) -> HttpResponse:
-    instance = _operable(request, pk)
-    if isinstance(instance, HttpResponse):
-        return instance
-    form = AutoStopForm(request.POST)
-    if form.is_valid():
-        try:
-            services.instance_auto_stop_set(
-                instance=instance, at=form.cleaned_data["at"], idle_minutes=form.cleaned_data["idle_minutes"]
-            )
-            messages.success(request, _("Auto-stop saved."))
-        except errors.InstanceError as exc:
-            messages.error(request, exc.message)
-    else:
-        messages.error(request, _("Check the auto-stop time and minutes."))
-    return redirect("instance_detail", pk=instance.pk)
+@instance_form_change(
+    form=lambda request, instance: AutoStopForm(request.POST),
+    invalid=gettext_lazy("Check the auto-stop time and minutes."),
+)
+def instance_auto_stop(request: HttpRequest, instance: Instance, data: dict) -> str:
+    services.instance_auto_stop_set(instance=instance, at=data["at"], idle_minutes=data["idle_minutes"])
+    return _("Auto-stop saved.")
 
 
 # --- GPU quota ------------------------------------------------------------------------------------------

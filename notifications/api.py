@@ -9,7 +9,6 @@ inbox, preferences and endpoints but changes none of them, marking news read inc
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -24,9 +23,18 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import PersonalTokenForChanges, ServiceError, StrictJsonTypes, request_rule
+from core.drf import PersonalTokenForChanges, ServiceError
 from notifications import selectors, services
-from notifications.models import Kind, Notification, WebhookDelivery, WebhookEndpoint
+from notifications.models import Notification, WebhookEndpoint
+from notifications.serializers import (
+    DeliverySerializer,
+    MarkReadSerializer,
+    NotificationSerializer,
+    PreferencesSerializer,
+    UnreadQuerySerializer,
+    WebhookEndpointCreatedSerializer,
+    WebhookEndpointSerializer,
+)
 from notifications.throttles import WebhookTestThrottle
 
 TAG = ["notifications"]
@@ -36,37 +44,6 @@ PERSONAL_SETTINGS = [permissions.IsAuthenticated, PersonalTokenForChanges]
 
 def _field_error(field: str, error: DjangoValidationError):
     raise ValidationError({field: error.messages}) from error
-
-
-class NotificationSerializer(serializers.ModelSerializer):
-    kind = serializers.ChoiceField(choices=Kind.choices, read_only=True)
-
-    class Meta:
-        model = Notification
-        fields = ["id", "kind", "title", "body", "link", "created_at", "read_at"]
-        read_only_fields = fields
-
-
-class UnreadQuerySerializer(serializers.Serializer):
-    unread = serializers.BooleanField(required=False, default=False)
-
-
-@request_rule(
-    anyOf=[
-        {"required": ["ids"], "properties": {"ids": {"minItems": 1}}},
-        {"required": ["all"], "properties": {"all": {"enum": [True]}}},
-    ]
-)
-class MarkReadSerializer(StrictJsonTypes, serializers.Serializer):
-    ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1), required=False, max_length=1000
-    )
-    all = serializers.BooleanField(required=False, default=False)
-
-    def validate(self, attrs):
-        if not attrs.get("all") and not attrs.get("ids"):
-            raise ValidationError({"ids": [_("Give ids, or all: true.")]})
-        return attrs
 
 
 MARKED = inline_serializer("NotificationsMarked", {"marked": serializers.IntegerField()})
@@ -117,18 +94,6 @@ class NotificationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, view
         return Response({"marked": services.notifications_mark_read(user=request.user, ids=ids)})
 
 
-class PreferenceSerializer(StrictJsonTypes, serializers.Serializer):
-    kind = serializers.ChoiceField(choices=Kind.choices)
-    label = serializers.CharField(read_only=True)
-    inbox = serializers.BooleanField(read_only=True, help_text="Always true: the inbox keeps every kind.")
-    email = serializers.BooleanField()
-    webhook = serializers.BooleanField()
-
-
-class PreferencesSerializer(serializers.Serializer):
-    preferences = PreferenceSerializer(many=True)
-
-
 class PreferencesView(APIView):
     """Which kinds go by e-mail and webhook (the inbox keeps them all)."""
 
@@ -160,38 +125,6 @@ class PreferencesView(APIView):
         }
         services.preferences_set(user=request.user, choices=choices)
         return self._answer(request)
-
-
-class DeliverySerializer(serializers.ModelSerializer):
-    class Meta:
-        model = WebhookDelivery
-        fields = [
-            "event_id",
-            "kind",
-            "status",
-            "attempts",
-            "status_code",
-            "error",
-            "duration_ms",
-            "created_at",
-            "delivered_at",
-        ]
-        read_only_fields = fields
-
-
-class WebhookEndpointSerializer(StrictJsonTypes, serializers.ModelSerializer):
-    class Meta:
-        model = WebhookEndpoint
-        fields = ["id", "url", "active", "created_at"]
-        read_only_fields = ["id", "created_at"]
-        extra_kwargs = {"url": {"max_length": 500}}
-
-
-class WebhookEndpointCreatedSerializer(WebhookEndpointSerializer):
-    secret = serializers.CharField(read_only=True, help_text="Signs every delivery. Shown this once: keep it.")
-
-    class Meta(WebhookEndpointSerializer.Meta):
-        fields = [*WebhookEndpointSerializer.Meta.fields, "secret"]
 
 
 @extend_schema_view(

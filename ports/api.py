@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import ServiceError
+from core.drf import ServiceError
 from instances.models import Instance
 from ports import selectors, services
 from ports.errors import PortRefused
-from ports.models import MAX_PORT, InstancePort, PortShare
+from ports.models import InstancePort
+from ports.serializers import PortCreateSerializer, PortSerializer, ShareCreateSerializer, ShareSerializer
 from teams.access import Access, request_acting, require_access
 
 
@@ -52,40 +53,6 @@ def _raise(exc: PortRefused):
     if exc.field:
         raise ValidationError({exc.field: [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
-
-
-class ShareSerializer(serializers.ModelSerializer):
-    url = serializers.SerializerMethodField()
-    status = serializers.CharField(source="status_now", read_only=True)
-
-    class Meta:
-        model = PortShare
-        fields = ["id", "label", "url", "status", "created_at", "expires_at", "revoked_at"]
-        read_only_fields = fields
-
-    def get_url(self, share: PortShare) -> str | None:
-        """The link itself, a secret: null for a team member who may see the instance but not change it."""
-        return share.url if self.context.get("can_operate", True) else None
-
-
-class PortSerializer(serializers.ModelSerializer):
-    url = serializers.CharField(read_only=True)
-    shares = ShareSerializer(many=True, read_only=True)
-
-    class Meta:
-        model = InstancePort
-        fields = ["id", "port", "name", "url", "shares", "created_at"]
-        read_only_fields = fields
-
-
-class PortCreateSerializer(serializers.Serializer):
-    port = serializers.IntegerField(min_value=1, max_value=MAX_PORT)
-    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-
-
-class ShareCreateSerializer(serializers.Serializer):
-    label = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-    expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
 
 class PortListView(APIView):

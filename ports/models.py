@@ -7,7 +7,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.proxy import proxy_link, proxy_public_link
+from core.revocable import Revocable
+from core.user_content import proxy_link, proxy_public_link
 
 MAX_PORT = 65535
 
@@ -47,7 +48,7 @@ class InstancePort(models.Model):
         return proxy_link(self.path)
 
 
-class PortShare(models.Model):
+class PortShare(Revocable):
     """A public link to a port: anyone with the URL reaches it, until it is revoked or expires.
 
     The token is stored as it is (the owner copies the link again from the list, as with an unlisted
@@ -55,15 +56,10 @@ class PortShare(models.Model):
     operates the instance: a former member's links stop at once.
     """
 
-    class Status(models.TextChoices):
-        ACTIVE = "active", _("Active")  # the link works
-        EXPIRED = "expired", _("Expired")  # past its expiry
-        REVOKED = "revoked", _("Revoked")  # revoked by the owner
-
-    STATUS_BADGE = {Status.ACTIVE: "green", Status.EXPIRED: "yellow", Status.REVOKED: ""}
+    STATUS_BADGE = {**Revocable.STATUS_BADGE, Revocable.Status.REVOKED: ""}  # a revoked link: greyed, no alarm
 
     port = models.ForeignKey(InstancePort, on_delete=models.CASCADE, related_name="shares")
-    # Who made it: the link lends their access, so it ends with it (``ports.proxy``, and the revocation
+    # Who made it: the link lends their access, so it ends with it (``ports.proxy_targets``, and the revocation
     # when they leave the team). Null for links made before this was recorded: their instance's launcher
     # stands in.
     created_by = models.ForeignKey(
@@ -77,8 +73,7 @@ class PortShare(models.Model):
     token = models.CharField(max_length=64, unique=True)
     label = models.CharField(_("for"), max_length=64, blank=True)  # who has it: "the demo for Bob"
     created_at = models.DateTimeField(_("created"), default=timezone.now)
-    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
-    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+    # expires_at, revoked_at and the status they give: core.revocable.Revocable
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -100,19 +95,3 @@ class PortShare(models.Model):
     def url(self) -> str:
         """Anyone's link: on the user-content host when there is one."""
         return proxy_public_link(self.path)
-
-    def status(self, now=None) -> Status:
-        now = now or timezone.now()
-        if self.revoked_at is not None:
-            return self.Status.REVOKED
-        if self.expires_at is not None and self.expires_at <= now:
-            return self.Status.EXPIRED
-        return self.Status.ACTIVE
-
-    @property
-    def status_now(self) -> Status:
-        return self.status()
-
-    @property
-    def status_badge(self) -> str:
-        return self.STATUS_BADGE[self.status()]

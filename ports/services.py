@@ -56,7 +56,7 @@ def port_remove(*, port: InstancePort) -> None:
 
 def share_create(*, port: InstancePort, label: str = "", expires_at: datetime | None = None, actor=None) -> PortShare:
     """A public link to ``port``, made by ``actor`` (the person; recorded, since the link lends their
-    access and ends with it: ``shares_revoke_for_member``, and ``ports.proxy``)."""
+    access and ends with it: ``shares_revoke_for_member``, and ``ports.proxy_targets``)."""
     label = (label or "").strip()
     if len(label) > 64:
         raise PortRefused(_("Labels are at most 64 characters."), field="label")

@@ -2,7 +2,6 @@ from django.urls import path
 
 from ports import views
 
-# Under instances/ (console/urls.py includes these before the instances app's own catch-all actions).
 urlpatterns = [
     path("<uuid:pk>/ports/", views.ports_card, name="instance_ports"),
     path("<uuid:pk>/ports/add/", views.port_add, name="instance_port_add"),

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from core.proxy import ProxyTarget
+    from core.user_content import ProxyTarget
 
 
 class BackendError(Exception):

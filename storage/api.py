@@ -6,24 +6,46 @@ resizing and deleting finish in a worker: the answer shows the volume in its bus
 
 In the acting context, as the pages (``storage.views``): a role that may not create, or a volume this
 person may see but not change, is a 403 with ``code: permission_denied`` and a message saying why.
+
+A volume's files (``storage.files``), in the instance files API's shapes (``core.files``): list, stat,
+download, upload in resumable chunks, delete, make a folder. Paths are volume paths: ``/`` is the
+volume's root. Uploading a large file: ``PUT /api/v1/volumes/<id>/files/content/?path=/data.bin&offset=0``
+with the first chunk as the body, then each next chunk at the size the previous answer returned. After
+a dropped connection, ``GET …/files/stat/?path=/data.bin`` says how many bytes arrived: resume there. A
+chunk that would take the volume past its size is a 413 ``volume_full``, refused before it is written.
+Reading (list, stat, download) needs to see the volume; changing its files needs to operate it (its
+creator or a team admin), else a 403; anyone else gets a 404, checked on every call.
 """
 
 from __future__ import annotations
 
+from django.http import FileResponse
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import mixins, serializers, status, viewsets
+from django.utils.translation import gettext_lazy
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from core.api import ServiceError, SlugRelatedField
-from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
+from core.drf import ServiceError
+from core.files import MAX_CHUNK, EntrySerializer, RawBody, call, query_offset, query_path, refused
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances.errors import InstanceError, LaunchInvalid, NotPermitted
-from instances.models import Instance, Region
-from storage import selectors, services
-from storage.models import Volume, VolumeAttachment
+from instances.models import Instance
+from storage import files, selectors, services
+from storage.models import Volume
+from storage.serializers import (
+    AttachmentSerializer,
+    AttachSerializer,
+    VolumeCreateSerializer,
+    VolumeResizeSerializer,
+    VolumeSerializer,
+)
 from teams.access import Access, principal_access, request_acting, require_access, require_permission
+from teams.resource_api import TeamResourceViewSet, resource_schema
 from teams.roles import Permission
 
 
@@ -33,89 +55,6 @@ def _raise(exc: InstanceError):
     if isinstance(exc, LaunchInvalid):
         raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
-
-
-# --- Serializers ----------------------------------------------------------------------------------------
-
-
-class AttachmentSerializer(serializers.ModelSerializer):
-    instance = serializers.UUIDField(source="instance_id", read_only=True)
-    instance_name = serializers.CharField(source="instance.name", read_only=True)
-    detach_pending = serializers.SerializerMethodField()
-
-    class Meta:
-        model = VolumeAttachment
-        fields = ["id", "instance", "instance_name", "mount_path", "mode", "created_at", "detach_pending"]
-        read_only_fields = fields
-
-    def get_detach_pending(self, attachment: VolumeAttachment) -> bool:
-        """True while a detach waits for the instance's next stop or restart."""
-        return attachment.detach_requested_at is not None
-
-
-class VolumeSerializer(serializers.ModelSerializer):
-    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    status_display = serializers.CharField(source="get_status_display", read_only=True)
-    status_reason = serializers.CharField(source="status_reason_text", read_only=True)
-    attachments = AttachmentSerializer(many=True, read_only=True)
-    cost_per_day_fen = serializers.SerializerMethodField()
-    cost_month_fen = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Volume
-        fields = [
-            "id",
-            "name",
-            "region",
-            "size_gb",
-            "resize_to_gb",
-            "status",
-            "status_display",
-            "status_reason",
-            "used_bytes",
-            "usage_checked_at",
-            "cost_per_day_fen",
-            "cost_month_fen",
-            "attachments",
-            "created_at",
-            "status_changed_at",
-        ]
-        read_only_fields = fields
-
-    def _cost(self, volume: Volume):
-        costs = self.context.get("costs")
-        if costs is None or volume.pk not in costs:
-            costs = selectors.volume_costs(volumes=[volume])
-        return costs[volume.pk]
-
-    def get_cost_per_day_fen(self, volume: Volume) -> int:
-        return self._cost(volume).per_day_fen
-
-    def get_cost_month_fen(self, volume: Volume) -> int:
-        """Accrued since the 1st of this month (settled or not)."""
-        return self._cost(volume).month_fen
-
-
-class VolumeCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=64)
-    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
-    size_gb = serializers.IntegerField()
-
-
-class VolumeResizeSerializer(serializers.Serializer):
-    size_gb = serializers.IntegerField()
-
-
-class AttachSerializer(serializers.Serializer):
-    instance = serializers.PrimaryKeyRelatedField(queryset=Instance.objects.none())
-    mount_path = serializers.CharField(max_length=128)
-    mode = serializers.ChoiceField(choices=VolumeAttachment.Mode.choices, default=VolumeAttachment.Mode.READ_WRITE)
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        request = self.context.get("request")
-        if request is not None:  # another account's instance id is "does not exist", as any stranger's object
-            self.fields["instance"].queryset = Instance.objects.filter(owner=request_acting(request)[0])
 
 
 # --- Views ----------------------------------------------------------------------------------------------
@@ -135,52 +74,26 @@ def _require_instance(request, instance: Instance) -> None:
 _refused = OpenApiResponse(description="invalid_state, attachment_conflict, quota_exceeded or insufficient_funds")
 
 
-@extend_schema_view(
-    list=extend_schema(summary="List your volumes", tags=["storage"]),
-    retrieve=extend_schema(summary="Get one volume", tags=["storage"]),
-    create=extend_schema(
-        summary="Create a volume",
-        tags=["storage"],
-        request=VolumeCreateSerializer,
-        parameters=[IDEMPOTENCY_KEY_PARAMETER],
-        responses={201: VolumeSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
-    ),
-    destroy=extend_schema(
-        summary="Delete a volume and its files",
-        tags=["storage"],
-        responses={202: VolumeSerializer, 409: OpenApiResponse(description="Attached, or not in a deletable state")},
-    ),
+@resource_schema(
+    tag="storage",
+    noun="volume",
+    nouns="volumes",
+    create={
+        "summary": "Create a volume",
+        "request": VolumeCreateSerializer,
+        "responses": {201: VolumeSerializer, 400: OpenApiResponse(description="Invalid choice"), 409: _refused},
+    },
+    destroy={
+        "summary": "Delete a volume and its files",
+        "responses": {202: VolumeSerializer, 409: OpenApiResponse(description="Attached, or not in a deletable state")},
+    },
 )
-class VolumeViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
-):
+class VolumeViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
     serializer_class = VolumeSerializer
-    lookup_value_converter = "uuid"
+    change_refused = gettext_lazy("Only the volume's creator or a team admin can change it.")
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):  # schema generation: no user
-            return Volume.objects.none()
-        require_permission(
-            self.request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources.")
-        )
-        return selectors.volume_list_for(user=request_acting(self.request)[0])
-
-    def get_object(self, *, operate: bool = False) -> Volume:
-        """The volume (404 for another account's, or a role that sees no resources); 403 when ``operate``
-        is asked of a person who may only see it."""
-        volume = super().get_object()
-        require_access(
-            self.request,
-            owner_id=volume.owner_id,
-            created_by_id=volume.created_by_id,
-            operate=operate,
-            message=_("Only the volume's creator or a team admin can change it."),
-        )
-        return volume
+    def resources_for(self, principal):
+        return selectors.volume_list_for(user=principal)
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
@@ -293,3 +206,143 @@ class VolumeViewSet(
         if pending is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         return Response(AttachmentSerializer(pending).data)
+
+
+PATH = OpenApiParameter(
+    "path",
+    {"type": "string", "minLength": 1},
+    required=True,
+    description="A path in the volume, e.g. /runs (/ is its root)",
+)
+
+
+DOWNLOAD_BLOCK = 1024 * 1024  # what a download streams at a time
+
+
+def _volume(request, volume_id, *, change: bool = False) -> Volume:
+    """The acting account's volume (404 for anyone else's); 403 when ``change`` is asked of a person who
+    may only see it."""
+    require_permission(request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources."))
+    volume = selectors.volume_get_for(user=request_acting(request)[0], volume_id=volume_id)
+    require_access(
+        request,
+        owner_id=volume.owner_id,
+        created_by_id=volume.created_by_id,
+        operate=change,
+        message=_("Only the volume's creator or a team admin can change its files."),
+    )
+    return volume
+
+
+_TAGS = ["storage"]
+
+
+_refusals = {
+    400: OpenApiResponse(
+        description="invalid_path (e.g. ..), link (a symbolic link is not followed), not_a_file (a FIFO, a device)"
+    ),
+    404: OpenApiResponse(description="No such volume, file or folder"),
+    409: OpenApiResponse(description="invalid_state, unavailable (files not on the console's host)"),
+    504: OpenApiResponse(description="timeout (more than STORAGE_FILES_DEADLINE_S going through the volume)"),
+}
+
+
+class VolumeFilesView(APIView):
+    @extend_schema(
+        parameters=[PATH],
+        responses={200: EntrySerializer(many=True), **_refusals},
+        summary="List a folder of a volume",
+        tags=_TAGS,
+    )
+    def get(self, request, volume_id):
+        _where, entries = call(files.volume_files_list, volume=_volume(request, volume_id), path=query_path(request))
+        return Response(EntrySerializer(entries, many=True).data)
+
+    @extend_schema(
+        parameters=[PATH],
+        responses={204: None, **_refusals},
+        summary="Delete a file, a link or an empty folder of a volume",
+        tags=_TAGS,
+    )
+    def delete(self, request, volume_id):
+        call(files.volume_file_delete, volume=_volume(request, volume_id, change=True), path=query_path(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class VolumeFileStatView(APIView):
+    @extend_schema(
+        parameters=[PATH],
+        responses={200: EntrySerializer, **_refusals},
+        summary="A file's size on a volume (where to resume)",
+        tags=_TAGS,
+    )
+    def get(self, request, volume_id):
+        entry = call(files.volume_file_stat, volume=_volume(request, volume_id), path=query_path(request))
+        return Response(EntrySerializer(entry).data)
+
+
+class VolumeFolderView(APIView):
+    @extend_schema(
+        parameters=[PATH],
+        request=None,
+        responses={201: None, **_refusals},
+        summary="Make a folder (and its parents) on a volume",
+        tags=_TAGS,
+    )
+    def post(self, request, volume_id):
+        call(files.volume_folder_make, volume=_volume(request, volume_id, change=True), path=query_path(request))
+        return Response(status=status.HTTP_201_CREATED)
+
+
+class VolumeFileContentView(APIView):
+    parser_classes = [RawBody]
+
+    @extend_schema(
+        parameters=[PATH],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            413: OpenApiResponse(description="too_large (a file larger than the volume: a sparse file)"),
+            **_refusals,
+        },
+        summary="Download a file of a volume (streamed)",
+        tags=_TAGS,
+    )
+    def get(self, request, volume_id):
+        handle, entry = call(files.volume_file_open, volume=_volume(request, volume_id), path=query_path(request))
+        # Streamed off the request's lane (console.handlers), and no further than the file's size at open.
+        response = FileResponse(handle, as_attachment=True, filename=entry.name)
+        response["Content-Length"] = str(entry.size)
+        response.block_size = DOWNLOAD_BLOCK
+        return response
+
+    @extend_schema(
+        parameters=[
+            PATH,
+            OpenApiParameter("offset", OpenApiTypes.INT, description="Where this chunk goes; 0 starts afresh"),
+        ],
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        responses={
+            200: EntrySerializer,
+            413: OpenApiResponse(description="volume_full (past the volume's size), too_large (a chunk over 64 MB)"),
+            **_refusals,
+        },
+        summary="Upload a chunk of a file to a volume",
+        tags=_TAGS,
+    )
+    def put(self, request, volume_id):
+        volume, path = _volume(request, volume_id, change=True), query_path(request)
+        offset = query_offset(request)
+        declared = request.META.get("CONTENT_LENGTH") or ""
+        if declared.isascii() and declared.isdigit():
+            length = int(declared)
+            if length > MAX_CHUNK:
+                raise refused(
+                    _("Send at most %(mb)d MB per chunk.") % {"mb": MAX_CHUNK // 2**20}, code="too_large", status=413
+                )
+            body = files.body_pieces(request.stream, length=length) if request.stream is not None else iter(())
+        else:  # no length said (chunked transfer): read the chunk first, to check it before writing
+            data = request.stream.read(MAX_CHUNK + 1) if request.stream is not None else b""
+            length, body = len(data), iter((data,))
+        size = call(files.volume_file_write, volume=volume, path=path, offset=offset, length=length, body=body)
+        name = files.volume_path_clean(path)[-1]
+        return Response({"name": name, "type": "file", "size": size, "modified": 0})

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from billing.metering import amount_owed, elapsed_seconds
+from billing.meter_arithmetic import amount_owed, elapsed_seconds
 from billing.models import Meter
 from instances.models import Instance, Region
 from providers import get_backend

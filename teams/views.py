@@ -3,7 +3,9 @@ context switch. Thin: each POST calls one service; a team the user is not in is 
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib import messages
@@ -58,6 +60,35 @@ def _refuse(request: HttpRequest, error: TeamError) -> None:
     if isinstance(error, TeamForbidden):
         raise PermissionDenied(error.message)
     messages.error(request, error.message)
+
+
+def team_change(*, leave: bool = False):
+    """A POST from the team's page that changes the team: the view gets the person's membership (404
+    when none) and runs one service. A refusal is shown on the team's page (a 403 for a role that may
+    not); the view's answer is what success says (a message, or None when it said it already), and the
+    person goes back to the team's page, or to the teams list when they are no longer in it (``leave``,
+    or a response of the view's own)."""
+
+    def wrap(view: Callable[..., str | HttpResponse | None]):
+        @login_required
+        @require_POST
+        @functools.wraps(view)
+        def change(request: HttpRequest, slug: str, **kwargs) -> HttpResponse:
+            membership = _membership_or_404(request, slug)
+            try:
+                done = view(request, membership, **kwargs)
+            except TeamError as error:
+                _refuse(request, error)
+                return redirect("team_detail", slug=slug)
+            if isinstance(done, HttpResponse):
+                return done
+            if done:
+                messages.success(request, done)
+            return redirect("teams") if leave else redirect("team_detail", slug=slug)
+
+        return change
+
+    return wrap
 
 
 @login_required
@@ -152,98 +183,68 @@ def team_invite(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "teams/detail.html", context, status=400)
 
 
-@login_required
-@require_POST
-def team_invitation_revoke(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
-    membership = _membership_or_404(request, slug)
+@team_change()
+def team_invitation_revoke(request: HttpRequest, membership: Membership, invitation_id: int) -> str | None:
     invitation = get_object_or_404(Invitation, pk=invitation_id, team=membership.team)
-    try:
-        if services.invitation_revoke(actor=request.user, invitation=invitation):
-            messages.success(request, _("The invitation to %(email)s is withdrawn.") % {"email": invitation.email})
-    except TeamError as error:
-        _refuse(request, error)
-    return redirect("team_detail", slug=slug)
+    if services.invitation_revoke(actor=request.user, invitation=invitation):
+        return _("The invitation to %(email)s is withdrawn.") % {"email": invitation.email}
+    return None
 
 
 def _member_or_404(membership: Membership, member_id: int) -> Membership:
     return get_object_or_404(Membership.objects.select_related("user", "team"), pk=member_id, team=membership.team)
 
 
-@login_required
-@require_POST
-def team_member_role(request: HttpRequest, slug: str, member_id: int) -> HttpResponse:
-    membership = _membership_or_404(request, slug)
+@team_change()
+def team_member_role(request: HttpRequest, membership: Membership, member_id: int) -> str | None:
     member = _member_or_404(membership, member_id)
     form = RoleForm(request.POST)
     if not form.is_valid():
         messages.error(request, _("Choose one of the roles."))
-        return redirect("team_detail", slug=slug)
-    try:
-        services.membership_role_change(actor=request.user, membership=member, role=form.cleaned_data["role"])
-    except TeamError as error:
-        _refuse(request, error)
-    else:
-        messages.success(
-            request,
-            _("%(who)s is now %(role)s.")
-            % {"who": member.user.short_name, "role": Role(form.cleaned_data["role"]).label},
-        )
-    return redirect("team_detail", slug=slug)
+        return None
+    role = form.cleaned_data["role"]
+    services.membership_role_change(actor=request.user, membership=member, role=role)
+    return _("%(who)s is now %(role)s.") % {"who": member.user.short_name, "role": Role(role).label}
 
 
-@login_required
-@require_POST
-def team_member_limits(request: HttpRequest, slug: str, member_id: int) -> HttpResponse:
-    membership = _membership_or_404(request, slug)
+@team_change()
+def team_member_limits(request: HttpRequest, membership: Membership, member_id: int) -> str | None:
     member = _member_or_404(membership, member_id)
     form = LimitsForm(request.POST)
     if not form.is_valid():
         for errors in form.errors.values():
             for error in errors:
                 messages.error(request, error)
-        return redirect("team_detail", slug=slug)
-    try:
-        services.membership_limits_set(
-            actor=request.user,
-            membership=member,
-            spend_limit_fen=form.cleaned_data["spend_limit"],
-            gpu_limit=form.cleaned_data["gpu_limit"],
-        )
-    except TeamError as error:
-        _refuse(request, error)
-    else:
-        messages.success(request, _("Limits of %(who)s saved.") % {"who": member.user.short_name})
-    return redirect("team_detail", slug=slug)
+        return None
+    services.membership_limits_set(
+        actor=request.user,
+        membership=member,
+        spend_limit_fen=form.cleaned_data["spend_limit"],
+        gpu_limit=form.cleaned_data["gpu_limit"],
+    )
+    return _("Limits of %(who)s saved.") % {"who": member.user.short_name}
 
 
-@login_required
-@require_POST
-def team_member_remove(request: HttpRequest, slug: str, member_id: int) -> HttpResponse:
-    membership = _membership_or_404(request, slug)
+@team_change()
+def team_member_remove(request: HttpRequest, membership: Membership, member_id: int) -> str | HttpResponse:
     member = _member_or_404(membership, member_id)
-    try:
-        services.membership_remove(actor=request.user, membership=member)
-    except TeamError as error:
-        _refuse(request, error)
-        return redirect("team_detail", slug=slug)
-    if member.user_id == request.user.pk:
-        messages.success(request, _("You left the team “%(name)s”.") % {"name": membership.team.name})
-        return redirect("teams")
-    messages.success(request, _("%(who)s was removed from the team.") % {"who": member.user.short_name})
-    return redirect("team_detail", slug=slug)
-
-
-@login_required
-@require_POST
-def team_leave(request: HttpRequest, slug: str) -> HttpResponse:
-    membership = _membership_or_404(request, slug)
-    try:
-        services.membership_leave(user=request.user, team=membership.team)
-    except TeamError as error:
-        _refuse(request, error)
-        return redirect("team_detail", slug=slug)
+    services.membership_remove(actor=request.user, membership=member)
+    if member.user_id != request.user.pk:
+        return _("%(who)s was removed from the team.") % {"who": member.user.short_name}
     messages.success(request, _("You left the team “%(name)s”.") % {"name": membership.team.name})
-    return redirect("teams")
+    return redirect("teams")  # the person removed themself: the team's page is no longer theirs
+
+
+@team_change(leave=True)
+def team_leave(request: HttpRequest, membership: Membership) -> str:
+    services.membership_leave(user=request.user, team=membership.team)
+    return _("You left the team “%(name)s”.") % {"name": membership.team.name}
+
+
+@team_change(leave=True)
+def team_delete(request: HttpRequest, membership: Membership) -> str:
+    services.team_delete(actor=request.user, team=membership.team)
+    return _("The team “%(name)s” is deleted.") % {"name": membership.team.name}
 
 
 @login_required
@@ -264,19 +265,6 @@ def team_rename(request: HttpRequest, slug: str) -> HttpResponse:
     if not membership_can(membership, Permission.TEAM_MANAGE):
         raise PermissionDenied
     return render(request, "teams/detail.html", _detail_context(request, membership, rename_form=form), status=400)
-
-
-@login_required
-@require_POST
-def team_delete(request: HttpRequest, slug: str) -> HttpResponse:
-    membership = _membership_or_404(request, slug)
-    try:
-        services.team_delete(actor=request.user, team=membership.team)
-    except TeamError as error:
-        _refuse(request, error)
-        return redirect("team_detail", slug=slug)
-    messages.success(request, _("The team “%(name)s” is deleted.") % {"name": membership.team.name})
-    return redirect("teams")
 
 
 @login_required

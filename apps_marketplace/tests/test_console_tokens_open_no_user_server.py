@@ -5,7 +5,7 @@ import pytest
 
 from accounts.models import APIToken
 from accounts.services import api_token_create
-from apps_marketplace import proxy
+from apps_marketplace import proxy_targets
 from apps_marketplace.tests.conftest import deploy
 
 SERVER = object()  # where the provider says the app listens
@@ -20,10 +20,15 @@ class _Provider:
 
 @pytest.mark.parametrize("scope", [APIToken.Scope.READ, APIToken.Scope.FULL])
 def test_a_console_token_is_not_a_deployment_key(rich_alice, scope, monkeypatch):
-    monkeypatch.setattr(proxy, "get_backend", lambda alias: _Provider())
+    monkeypatch.setattr(proxy_targets, "get_backend", lambda alias: _Provider())
     deployment, key = deploy(rich_alice)
     _token, raw = api_token_create(user=rich_alice, name="t", expires_at=None, scope=scope)
     instance_id = str(deployment.instance_id)
-    assert proxy.deployment_proxy_target(instance_id=instance_id, service="app", user=None, api_key=key) is SERVER
+    assert (
+        proxy_targets.deployment_proxy_target(instance_id=instance_id, service="app", user=None, api_key=key) is SERVER
+    )
     for service in ("app", "lab", "code"):
-        assert proxy.deployment_proxy_target(instance_id=instance_id, service=service, user=None, api_key=raw) is None
+        assert (
+            proxy_targets.deployment_proxy_target(instance_id=instance_id, service=service, user=None, api_key=raw)
+            is None
+        )

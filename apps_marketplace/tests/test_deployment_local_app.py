@@ -24,7 +24,7 @@ from instances.errors import LaunchInvalid
 from instances.models import GpuModel, Instance, Region
 from instances.services import instance_sync
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import asgi_server, wait_running, wait_until
+from providers.local.tests.local_helpers import asgi_server, wait_running, wait_until
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 
@@ -34,7 +34,7 @@ def local_apps(this_host, settings, rich_alice):
     """This host as the region "local", running only the deployments' app servers (no JupyterLab), with
     the resolver that knows deployments' keys. Skips when TensorBoard is not installed."""
     backend = this_host(services=())
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     tensorboard = App.objects.get(slug="tensorboard")
     from providers.base import AppLaunch
 

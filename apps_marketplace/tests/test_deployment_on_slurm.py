@@ -12,7 +12,7 @@ from apps_marketplace.tests.test_deployment_local_app import _write_scalars
 from console.tests.conftest import session_cookie
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import asgi_server, wait_running
+from providers.local.tests.local_helpers import asgi_server, wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +24,7 @@ def test_tensorboard_runs_in_the_slurm_job_with_the_public_models_and_answers_it
     (public / "Qwen/Qwen2.5-0.5B").mkdir(parents=True)
     (public / "Qwen/Qwen2.5-0.5B/config.json").write_text("{}")
     backend = on_slurm(services=(), PUBLIC_MOUNTS={"/models": str(public)})
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     from providers.local.runtime.supervisor import LocalRuntime
 
     runtime = LocalRuntime(root=tmp_path / "probe", services=())

@@ -15,8 +15,8 @@ from apps_marketplace.models import App
 from apps_marketplace.services import deployment_create
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import asgi_server, wait_running
-from instances.tests.test_local_sshd import _keypair
+from providers.local.tests.local_helpers import asgi_server, wait_running
+from providers.local.tests.test_local_sshd import _keypair
 from storage.tests.conftest import make_volume
 from storage.tests.test_local_volume_shared import Shell, _launch
 
@@ -42,7 +42,7 @@ def test_a_tensorboard_deployment_serves_what_a_training_instance_wrote_to_a_vol
     this_host, settings, rich_alice, tmp_path
 ):
     backend = this_host(services=("ssh",))
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     key, public = _keypair(tmp_path, "alice")
     laptop = ssh_key_add(user=rich_alice, name="laptop", public_key=public)
     volume = make_volume(rich_alice, region="local", size_gb=10, name="experiments")

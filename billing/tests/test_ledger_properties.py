@@ -19,7 +19,7 @@ from hypothesis.stateful import (
 )
 
 from accounts.tests.factories import UserFactory
-from billing.metering import amount_owed, elapsed_seconds
+from billing.meter_arithmetic import amount_owed, elapsed_seconds
 from billing.models import Entry, LedgerAccount, Meter
 from billing.selectors import balance_get
 from billing.services import ledger_check, meter_settle, meter_start, meter_stop, sku_upsert, trial_claim

@@ -7,7 +7,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.tests.factories import UserFactory
-from billing.metering import amount_owed
+from billing.meter_arithmetic import amount_owed
 from billing.models import Meter, Transaction
 from billing.services import ledger_check, meter_start, meter_stop, trial_claim
 from billing.settlement import meters_settle_all

@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts.tests.factories import UserFactory
-from billing.metering import amount_owed
+from billing.meter_arithmetic import amount_owed
 from billing.models import Meter, Transaction
 from billing.selectors import balance_get
 from billing.services import ledger_check, meter_settle, meter_start, meter_stop, trial_claim

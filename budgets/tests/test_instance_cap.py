@@ -10,9 +10,9 @@ from billing.models import Meter
 from budgets.models import InstanceCap
 from budgets.services import budgets_check, instance_cap_set
 from instances.errors import BudgetReached
-from instances.metering import gpu_meter_ref
 from instances.models import Instance
 from instances.services import instance_start
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, running
 
 S = Instance.Status

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import pytest
 from django.test import Client, override_settings
 
-from instances.tests.local_helpers import asgi_server, lab_answers, runtime_or_skip, wait_until
 from providers.local.runtime import registry
 from providers.local.runtime.supervisor import LocalRuntime
+from providers.local.tests.local_helpers import asgi_server, lab_answers, runtime_or_skip, wait_until
 
 
 @dataclass

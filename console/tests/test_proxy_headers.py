@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from console.proxy import (
+from console.reverse_proxy import (
     REQUEST_DROP,
     InstanceProxyRouter,
     ProxyTarget,

@@ -9,8 +9,8 @@ import threading
 import pytest
 import uvicorn
 
-from console.proxy import ProxyTarget, proxy_http
-from instances.tests.local_helpers import free_port, wait_until
+from console.reverse_proxy import ProxyTarget, proxy_http
+from providers.local.tests.local_helpers import free_port, wait_until
 
 UPSTREAM = {}
 

@@ -13,7 +13,7 @@ from gateway.models import GatewaySession, InstanceHostKey
 from gateway.tests.conftest import openssh, person
 from instances.services import instance_start, instance_stop
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running
+from providers.local.tests.local_helpers import wait_running
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

@@ -11,7 +11,7 @@ import pytest
 from gateway.models import GatewaySession
 from gateway.tests.conftest import echo_once, free_port, openssh, person, through_tunnel
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running
+from providers.local.tests.local_helpers import wait_running
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

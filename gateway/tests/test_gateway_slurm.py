@@ -14,7 +14,7 @@ import pytest
 from gateway.models import GatewaySession, InstanceHostKey
 from gateway.tests.conftest import echo_once, free_port, openssh, person, through_tunnel
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running, wait_until
+from providers.local.tests.local_helpers import wait_running, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

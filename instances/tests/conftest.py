@@ -75,11 +75,18 @@ def launch(
     name="",
     ssh_keys=(),
     nodes=1,
+    tier=Instance.Tier.ON_DEMAND,
+    checkpoint="",
+    volumes=(),
+    actor=None,
 ):
+    """The one way the tests launch: ``instance_launch`` with the small fleet's defaults, the catalogue
+    named by slug. ``user`` is the account that pays (a team's ``account`` with ``actor`` its member)."""
     from instances.services import instance_launch
 
     return instance_launch(
         user=user,
+        actor=actor,
         region=Region.objects.get(slug=region),
         gpu_model=GpuModel.objects.get(slug=gpu),
         gpu_count=count,
@@ -88,6 +95,9 @@ def launch(
         name=name,
         ssh_keys=ssh_keys,
         node_count=nodes,
+        tier=tier,
+        checkpoint_command=checkpoint,
+        volumes=volumes,
     )
 
 
@@ -115,15 +125,15 @@ def this_host(settings, tmp_path, db):
     """``this_host(services=("lab",))``: the local backend (region "local", two simulated H200s) with a
     runtime in a temporary root, the catalogue seeded with its region; skips when a server is not
     installed. Every instance it made is destroyed afterwards. Returns the backend."""
-    from instances.tests.local_helpers import local_backends
     from providers import get_backend
+    from providers.local.tests.local_helpers import local_backends
 
     made = []
 
     def make(*, services=("lab",), **options):
         settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=services, **options)
         # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
         backend = get_backend("local")
         missing = backend.runtime.missing_components()
         if missing:

@@ -2,9 +2,9 @@
 
 from billing.models import Meter
 from billing.selectors import balance_get
-from instances.metering import disk_meter_ref, gpu_meter_ref
 from instances.models import Instance
 from instances.services import instance_release, instance_start, instance_stop
+from instances.skus import disk_meter_ref, gpu_meter_ref
 from instances.tests.conftest import committed, launch, running, simulate
 
 S = Instance.Status

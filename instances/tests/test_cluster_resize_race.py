@@ -9,10 +9,10 @@ from billing.models import Meter
 from core.testing import race
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
-from instances.metering import gpu_meter_ref
 from instances.models import Instance, Node
 from instances.resize import instance_resize
 from instances.services import nodes_sync
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import backends, fund, launch, running
 
 pytestmark = pytest.mark.django_db(transaction=True)

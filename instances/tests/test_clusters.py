@@ -5,10 +5,10 @@ import pytest
 
 from billing.models import Meter
 from instances.errors import LaunchInvalid, NoCapacity, QuotaExceeded
-from instances.metering import gpu_meter_ref
 from instances.models import Instance, Node
 from instances.quota import quota_usage
 from instances.services import instance_release, instance_start, instance_stop
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, launch, running, simulate
 from providers import get_backend
 from providers.simulated.models import SimulatedMachine
@@ -252,7 +252,7 @@ def test_the_launch_options_say_how_many_nodes_fit_each_card_count(rich_alice):
 
 def test_the_local_backend_refuses_a_cluster_at_launch(rich_alice, settings, tmp_path):
     from instances.catalogue import catalogue_seed
-    from instances.tests.local_helpers import local_backends
+    from providers.local.tests.local_helpers import local_backends
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances")
     catalogue_seed()

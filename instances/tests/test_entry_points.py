@@ -8,12 +8,12 @@ import json
 from instances.catalogue import catalogue_seed
 from instances.entry_points import instance_entry_points_refresh
 from instances.models import GpuModel, Image, Instance, Region
-from instances.proxy import instance_proxy_target
+from instances.proxy_targets import instance_proxy_target
 from instances.services import instance_stop
 from instances.tests.conftest import committed, running
-from instances.tests.local_helpers import local_backends
 from providers import get_backend
 from providers.local.runtime.servers import Paths
+from providers.local.tests.local_helpers import local_backends
 
 
 def _servers_recorded(backend, key: str, services=("lab", "code", "ssh")) -> None:

@@ -12,9 +12,9 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from billing.models import Meter
-from instances.metering import gpu_meter_ref
 from instances.models import Image, Instance, Node
 from instances.services import instance_sync, nodes_sync
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, launch, simulate
 
 pytestmark = pytest.mark.django_db

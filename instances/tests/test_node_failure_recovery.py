@@ -6,9 +6,9 @@ where the disk cannot follow, they are lost as before (``test_node_health``)."""
 import pytest
 
 from billing.models import Meter
-from instances.metering import gpu_meter_ref
 from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import backends, committed, running
 from providers import get_backend
 from providers.simulated.models import SimulatedNode

@@ -2,8 +2,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from billing.models import Meter
-from instances.metering import disk_meter_ref
 from instances.models import Instance
+from instances.skus import disk_meter_ref
 from instances.tests.conftest import running
 
 S = Instance.Status

@@ -15,11 +15,11 @@ from django.utils import timezone
 from billing.models import Meter
 from instances.capacity import smallest_set
 from instances.errors import LaunchInvalid, NoCapacity
-from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, Node, Region
 from instances.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
-from instances.services import instance_launch, instance_release, instance_stop
-from instances.tests.conftest import committed, fund
+from instances.services import instance_release, instance_stop
+from instances.skus import gpu_meter_ref
+from instances.tests.conftest import committed, fund, running
 from notifications.models import Kind, Notification
 from providers import get_backend
 
@@ -27,21 +27,9 @@ S = Instance.Status
 T = Instance.Tier
 
 
-def launch(user, *, count=1, tier=T.ON_DEMAND, checkpoint="", gpu="h800", nodes=1) -> Instance:
-    with committed():
-        instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug=gpu),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            node_count=nodes,
-            tier=tier,
-            checkpoint_command=checkpoint,
-        )
-    instance.refresh_from_db()
-    return instance
+def launch(user, **options) -> Instance:
+    """The shared helper on this file's fleet, the H800 node, run through its worker."""
+    return running(user, **{"gpu": "h800", **options})
 
 
 def after_grace(instance: Instance) -> None:
@@ -258,41 +246,15 @@ def test_the_detail_page_shows_the_tier_and_checkpoint_command(alice_client, spo
 # --- Clusters ------------------------------------------------------------------------------------------------
 
 
-def spot_a800(user, count):
-    with committed():
-        instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            tier=T.INTERRUPTIBLE,
-        )
-    instance.refresh_from_db()
-    return instance
-
-
-def on_demand_cluster(user, *, count, nodes):
-    with committed():
-        instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            node_count=nodes,
-        )
-    instance.refresh_from_db()
-    return instance
-
-
 def test_an_on_demand_cluster_preempts_the_fewest_on_each_of_its_nodes(rich_alice, bob_rich, settings):
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
-    four_a, four_b, eight = spot_a800(rich_alice, 4), spot_a800(rich_alice, 4), spot_a800(rich_alice, 8)
+    four_a, four_b, eight = (
+        launch(rich_alice, gpu="a800-80g", count=4, tier=T.INTERRUPTIBLE),
+        launch(rich_alice, gpu="a800-80g", count=4, tier=T.INTERRUPTIBLE),
+        launch(rich_alice, gpu="a800-80g", count=8, tier=T.INTERRUPTIBLE),
+    )
     assert {four_a.node_id, four_b.node_id} != {eight.node_id}
-    cluster = on_demand_cluster(bob_rich, count=4, nodes=2)
+    cluster = launch(bob_rich, gpu="a800-80g", count=4, nodes=2)
     statuses = dict(Instance.objects.filter(owner=rich_alice).values_list("pk", "status"))
     assert statuses[eight.pk] == S.PREEMPTING
     assert sorted([statuses[four_a.pk], statuses[four_b.pk]]) == [S.PREEMPTING, S.RUNNING]  # one of the two
@@ -315,9 +277,9 @@ def test_an_on_demand_cluster_preempts_the_fewest_on_each_of_its_nodes(rich_alic
 def test_an_on_demand_cluster_that_preemption_cannot_fit_preempts_nobody(rich_alice, bob_rich, settings):
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
     settings.INSTANCES_MAX_NODES = 4
-    spot_a800(rich_alice, 8)
+    launch(rich_alice, gpu="a800-80g", count=8, tier=T.INTERRUPTIBLE)
     with pytest.raises(NoCapacity):
-        on_demand_cluster(bob_rich, count=8, nodes=4)  # cn-north-1 has two A800 nodes
+        launch(bob_rich, gpu="a800-80g", count=8, nodes=4)  # cn-north-1 has two A800 nodes
     assert not Instance.objects.filter(status=S.PREEMPTING).exists()
 
 

@@ -15,27 +15,14 @@ from billing.models import Meter
 from core.testing import race
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
-from instances.metering import gpu_meter_ref
-from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
+from instances.models import Instance, InstanceEvent, Node
 from instances.preemption import preemptions_finish_due
-from instances.services import instance_launch
-from instances.tests.conftest import committed, fund
+from instances.skus import gpu_meter_ref
+from instances.tests.conftest import committed, fund, launch
 from providers import get_backend
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Instance.Status
-
-
-def _launch(user, tier):
-    return instance_launch(
-        user=user,
-        region=Region.objects.get(slug="cn-north-1"),
-        gpu_model=GpuModel.objects.get(slug="h800"),
-        gpu_count=1,
-        image=Image.objects.get(slug="pytorch-2.5-cu124"),
-        disk_gb=50,
-        tier=tier,
-    )
 
 
 def test_a_hundred_on_demand_launches_against_a_full_spot_fleet_never_oversubscribe(settings, django_user_model):
@@ -46,7 +33,7 @@ def test_a_hundred_on_demand_launches_against_a_full_spot_fleet_never_oversubscr
     spot_owner = django_user_model.objects.create_user(email="spot@example.com", password="x" * 12)
     fund(spot_owner, 1_000_000)
     with committed():
-        spots = [_launch(spot_owner, Instance.Tier.INTERRUPTIBLE) for _ in range(8)]
+        spots = [launch(spot_owner, gpu="h800", tier=Instance.Tier.INTERRUPTIBLE) for _ in range(8)]
     assert Instance.objects.filter(pk__in=[s.pk for s in spots], status=S.RUNNING).count() == 8
     users = []
     for n in range(20):
@@ -55,7 +42,10 @@ def test_a_hundred_on_demand_launches_against_a_full_spot_fleet_never_oversubscr
         users.append(user)
 
     won, refused, errors = race(
-        lambda k: _launch(users[k % 20], Instance.Tier.ON_DEMAND).pk, threads=50, each=2, refusals=(NoCapacity,)
+        lambda k: launch(users[k % 20], gpu="h800", tier=Instance.Tier.ON_DEMAND).pk,
+        threads=50,
+        each=2,
+        refusals=(NoCapacity,),
     )
 
     assert errors == []

@@ -10,10 +10,10 @@ from billing.models import Meter
 from billing.selectors import balance_get
 from billing.settlement import meters_settle_all
 from instances.catalogue import catalogue_seed
-from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Instance, Node, Region
 from instances.reconciler import instances_reconcile
 from instances.services import nodes_ensure, nodes_sync
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, fund, launch, running
 from providers import get_backend
 from providers.simulated.models import SimulatedMachine

@@ -11,12 +11,12 @@ from django.core import mail
 from django.utils import timezone
 
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaRequestInvalid, ReservationInvalid
-from instances.models import GpuModel, Image, Instance, Node, QuotaAudit, QuotaRequest, Region, Reservation
+from instances.models import GpuModel, Instance, Node, QuotaAudit, QuotaRequest, Region, Reservation
 from instances.preemption import instance_preemption_finish
 from instances.quota import quota_request_approve, quota_request_create
 from instances.reservations import reservation_account_find, reservation_cancel, reservation_create, reservations_expire
-from instances.services import instance_launch, instance_release, instance_start, instance_stop, nodes_sync
-from instances.tests.conftest import committed, fund
+from instances.services import instance_release, instance_start, instance_stop, nodes_sync
+from instances.tests.conftest import committed, fund, running
 from notifications.models import Kind, Notification
 from teams.services import team_create
 
@@ -60,19 +60,9 @@ def reserve(account, staff, *, cards=4, starts_in=timedelta(0), lasts=timedelta(
     )
 
 
-def launch(user, *, count=1, tier=T.ON_DEMAND) -> Instance:
-    with committed():
-        instance = instance_launch(
-            user=user,
-            region=region(),
-            gpu_model=GpuModel.objects.get(slug="h800"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            tier=tier,
-        )
-    instance.refresh_from_db()
-    return instance
+def launch(user, **options) -> Instance:
+    """The shared helper on the H800 node, run through its worker."""
+    return running(user, **{"gpu": "h800", **options})
 
 
 def free_cards() -> int:

@@ -11,36 +11,15 @@ from accounts.tests.factories import UserFactory
 from gateway.selectors import gateway_verdict
 from instances import services
 from instances.errors import MemberLimitReached, NotPermitted
-from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
-from instances.proxy import instance_proxy_target
-from instances.tests.conftest import committed, fund
+from instances.models import GpuModel, Instance, QuotaRequest
+from instances.proxy_targets import instance_proxy_target
+from instances.tests.conftest import committed, fund, launch, running
 from providers import get_backend
 from teams.context import SESSION_KEY
 from teams.models import Membership, Role, TeamEvent
 from teams.services import membership_remove, team_create
 
 pytestmark = pytest.mark.django_db
-
-
-def team_launch(team, person, *, count=1, gpu="a800-80g", ssh_keys=(), name="") -> Instance:
-    return services.instance_launch(
-        user=team.account,
-        actor=person,
-        region=Region.objects.get(slug="cn-north-1"),
-        gpu_model=GpuModel.objects.get(slug=gpu),
-        gpu_count=count,
-        image=Image.objects.get(slug="pytorch-2.5-cu124"),
-        disk_gb=50,
-        ssh_keys=ssh_keys,
-        name=name,
-    )
-
-
-def team_running(team, person, **kwargs) -> Instance:
-    with committed():
-        instance = team_launch(team, person, **kwargs)
-    instance.refresh_from_db()
-    return instance
 
 
 def acting_client(client, user, team):
@@ -67,7 +46,7 @@ def lab(alice, catalogue, settings):
 
 def test_a_members_launch_is_the_teams_and_names_who_launched(client, lab):
     mia = lab.people["mia"]
-    instance = team_launch(lab, mia, name="mia-run")
+    instance = launch(lab.account, actor=mia, name="mia-run")
     assert instance.owner_id == lab.account_id and instance.created_by_id == mia.pk
     event = TeamEvent.objects.get(team=lab, action=TeamEvent.Action.INSTANCE_LAUNCHED)
     assert event.actor_id == mia.pk and event.target == "mia-run"
@@ -88,7 +67,7 @@ def test_a_personal_launch_is_unchanged(rich_alice):
 
 
 def test_a_member_sees_another_members_instance_but_cannot_operate_it(client, lab):
-    instance = team_running(lab, lab.people["mia"], name="mia-run")
+    instance = running(lab.account, actor=lab.people["mia"], name="mia-run")
     max_client = acting_client(client, lab.people["max"], lab)
 
     detail = max_client.get(f"/instances/{instance.pk}/")
@@ -111,7 +90,7 @@ def test_a_member_sees_another_members_instance_but_cannot_operate_it(client, la
 
 
 def test_the_launcher_and_an_admin_can_operate_it(client, lab):
-    instance = team_running(lab, lab.people["mia"], name="mia-run")
+    instance = running(lab.account, actor=lab.people["mia"], name="mia-run")
     mia_client = acting_client(client, lab.people["mia"], lab)
     page = mia_client.get(f"/instances/{instance.pk}/")
     assert f"/instances/{instance.pk}/stop/".encode() in page.content
@@ -132,7 +111,7 @@ def test_the_launcher_and_an_admin_can_operate_it(client, lab):
 
 def test_start_is_recorded_in_the_team_audit_log(lab):
     mia = lab.people["mia"]
-    instance = team_running(lab, mia)
+    instance = running(lab.account, actor=mia)
     with committed():
         services.instance_stop(instance=instance, actor=mia)
     instance.refresh_from_db()
@@ -143,24 +122,24 @@ def test_start_is_recorded_in_the_team_audit_log(lab):
 
 
 def test_a_billing_viewer_cannot_launch_nor_see_instances(client, lab):
-    instance = team_running(lab, lab.people["mia"])
+    instance = running(lab.account, actor=lab.people["mia"])
     bea_client = acting_client(client, lab.people["bea"], lab)
     assert bea_client.get("/instances/").status_code == 403
     assert bea_client.get("/instances/launch/").status_code == 403
     assert bea_client.get(f"/instances/{instance.pk}/").status_code == 404
     assert bea_client.get("/api/v1/instances/").status_code == 403
-    launch = bea_client.post(
+    refused = bea_client.post(
         "/api/v1/instances/",
         {"region": "cn-north-1", "gpu_model": "a800-80g", "gpu_count": 1, "image": "pytorch-2.5-cu124", "disk_gb": 50},
         content_type="application/json",
     )
-    assert launch.status_code == 403
+    assert refused.status_code == 403
     with pytest.raises(NotPermitted):
-        team_launch(lab, lab.people["bea"])
+        launch(lab.account, actor=lab.people["bea"])
 
 
 def test_a_non_member_gets_404(client, lab, charlie):
-    instance = team_running(lab, lab.people["mia"])
+    instance = running(lab.account, actor=lab.people["mia"])
     client.force_login(charlie)
     assert client.get(f"/instances/{instance.pk}/").status_code == 404
     assert client.post(f"/instances/{instance.pk}/stop/").status_code == 404
@@ -185,7 +164,7 @@ def _key(user, fingerprint: str) -> SSHKey:
 def test_a_former_member_loses_proxy_gateway_and_files_at_once(client, lab, monkeypatch):
     mia = lab.people["mia"]
     key = _key(mia, "SHA256:mia")
-    instance = team_running(lab, mia, ssh_keys=[key])
+    instance = running(lab.account, actor=mia, ssh_keys=[key])
     backend = get_backend(instance.backend_alias)
     monkeypatch.setattr(backend, "proxy_target", lambda *, key, service: f"target:{service}", raising=False)
     monkeypatch.setattr(backend, "ssh_target", lambda *, key: "sshd", raising=False)
@@ -210,7 +189,7 @@ def test_a_former_member_loses_proxy_gateway_and_files_at_once(client, lab, monk
 
 
 def test_another_members_key_opens_no_ssh_session(lab):
-    instance = team_running(lab, lab.people["mia"], ssh_keys=[_key(lab.people["mia"], "SHA256:mia")])
+    instance = running(lab.account, actor=lab.people["mia"], ssh_keys=[_key(lab.people["mia"], "SHA256:mia")])
     _key(lab.people["max"], "SHA256:max")
     verdict = gateway_verdict(login=str(instance.pk), fingerprint="SHA256:max")
     assert not verdict.allowed and "another member" in verdict.refusal
@@ -218,7 +197,7 @@ def test_another_members_key_opens_no_ssh_session(lab):
 
 def test_a_removed_members_key_is_not_in_the_spec_of_the_next_start(lab, monkeypatch):
     mia = lab.people["mia"]
-    instance = team_running(lab, mia, ssh_keys=[_key(mia, "SHA256:mia")])
+    instance = running(lab.account, actor=mia, ssh_keys=[_key(mia, "SHA256:mia")])
     spec = services._spec(services._get(instance.pk))
     assert any("SHA256:mia" in k for k in spec.ssh_public_keys)
     with committed():
@@ -239,15 +218,15 @@ def test_a_removed_members_key_is_not_in_the_spec_of_the_next_start(lab, monkeyp
 def test_a_member_over_their_card_limit_is_refused_with_the_reason(lab):
     mia = lab.people["mia"]
     Membership.objects.filter(team=lab, user=mia).update(gpu_limit=2)
-    team_launch(lab, mia, count=2)
+    launch(lab.account, actor=mia, count=2)
     with pytest.raises(MemberLimitReached, match="2 GPU cards"):
-        team_launch(lab, mia, count=1)
-    team_launch(lab, lab.people["max"], count=2)  # another member's limit is their own
+        launch(lab.account, actor=mia, count=1)
+    launch(lab.account, actor=lab.people["max"], count=2)  # another member's limit is their own
 
 
 def test_a_member_at_their_spend_limit_is_refused(lab):
     mia = lab.people["mia"]
-    instance = team_running(lab, mia)
+    instance = running(lab.account, actor=mia)
     from billing.models import Meter
     from instances.members import member_spend_this_month
 
@@ -256,15 +235,15 @@ def test_a_member_at_their_spend_limit_is_refused(lab):
     assert member_spend_this_month(account_id=lab.account_id, user_ids=[mia.pk])[mia.pk] == 5_000
     Membership.objects.filter(team=lab, user=mia).update(spend_limit_fen=5_000)
     with pytest.raises(MemberLimitReached, match="monthly limit"):
-        team_launch(lab, mia)
+        launch(lab.account, actor=mia)
     Membership.objects.filter(team=lab, user=mia).update(spend_limit_fen=5_001)
-    team_launch(lab, mia)
+    launch(lab.account, actor=mia)
 
 
 def test_admins_see_each_members_spend_against_their_limit(client, lab):
     mia = lab.people["mia"]
     Membership.objects.filter(team=lab, user=mia).update(gpu_limit=4)
-    team_launch(lab, mia, count=2)
+    launch(lab.account, actor=mia, count=2)
     page = acting_client(client, lab.people["ada"], lab).get(f"/teams/{lab.slug}/")
     assert page.status_code == 200
     assert b'class="member-cards"' in page.content

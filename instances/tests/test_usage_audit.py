@@ -10,9 +10,9 @@ from django.core.management import CommandError, call_command
 from django.db.models import F
 
 from billing.models import Meter
-from instances.metering import gpu_meter_ref
 from instances.models import Instance, InstanceEvent
 from instances.services import instance_release, instance_start, instance_stop
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, running
 from instances.usage_audit import usage_audit
 

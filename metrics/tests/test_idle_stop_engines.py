@@ -19,10 +19,10 @@ from instances.catalogue import catalogue_seed
 from instances.models import Instance
 from instances.services import instance_auto_stop_set, instance_sync, instances_auto_stop
 from instances.tests.conftest import SMALL_FLEET, committed, launch, running
-from instances.tests.test_kubernetes_console import cluster, running_on_kubernetes  # noqa: F401  (the fixture)
 from metrics.models import CardSample
 from metrics.services import metrics_collect
 from providers.kubernetes import instance_name
+from providers.kubernetes.tests.test_kubernetes_console import cluster, running_on_kubernetes  # noqa: F401  (the fixture)
 from providers.local.backend import LocalBackend
 from providers.simulated.backend import SimulatedBackend
 from providers.simulated.gpus import STRETCH_S, stretch_is_idle

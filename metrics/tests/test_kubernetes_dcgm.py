@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import GpuSample, InstanceSpec
 from providers.kubernetes import KubernetesBackend, instance_name
 from providers.kubernetes.dcgm import parse_exposition, samples_by_pod
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server
 
 RECORDING = (Path(__file__).parent / "recordings" / "dcgm-exporter-5xH200.txt").read_text()
 KEY = "6f1c2a9b-03de-4f00-9000-000000000001"

@@ -13,10 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from websockets.asyncio.server import serve
 
-from core.proxy import ProxyTarget
+from core.user_content import ProxyTarget
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
-from instances.tests.local_helpers import asgi_server, free_port
+from providers.local.tests.local_helpers import asgi_server, free_port
 from providers.simulated.backend import SimulatedBackend
 
 

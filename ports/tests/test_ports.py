@@ -13,7 +13,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
 
 from console.tests.conftest import session_cookie
-from core.proxy import content_host
+from core.user_content import content_host
 from ports.models import InstancePort, PortShare
 from ports.services import port_declare, share_create
 
@@ -157,7 +157,7 @@ def test_bad_input_is_a_form_error_or_a_400_and_a_strangers_instance_a_404(alice
 
 
 def test_the_card_says_whether_a_port_answers(alice_instance, alice, client_for, user_server):
-    from instances.tests.local_helpers import free_port
+    from providers.local.tests.local_helpers import free_port
 
     client = client_for(alice)
     served = port_declare(instance=alice_instance, port=user_server)

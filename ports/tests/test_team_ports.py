@@ -8,7 +8,7 @@ import pytest
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import running
 from ports.models import InstancePort
-from ports.proxy import port_proxy_target
+from ports.proxy_targets import port_proxy_target
 from ports.services import port_declare, share_create
 from teams.models import Membership
 from teams.tests.helpers import in_team, lab_with_roles

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from console.tests.conftest import session_cookie
-from core.proxy import content_host, content_label
+from core.user_content import content_host, content_label
 from instances.tests.conftest import running
 from ports.services import port_declare, share_create
 

@@ -92,9 +92,12 @@ The package's modules import one way, each only from those above it in this list
 
     names        labels, annotations, ports and the objects' names (inst-…, clu-…, vol-…)
     options      OPTIONS, parsed and checked once (KubeOptions)
-    manifests    pure builders of what the backend sends: no client, no I/O
+    manifests    pure builders of what the backend sends: no client, no I/O (instance, cluster, tenant)
     observation  pure readers of what the API answers (pods, nodes, Jobs) into ``Observation``
-    backend      KubernetesBackend: the API client, and the ProvisioningBackend calls in order
+    client       KubeClient: the API client, its errors, tenants' namespaces, what every machine shares
+    volumes      KubeVolumes: volumes as PVCs
+    clusters     KubeClusters: a head and a Job of workers, whole
+    backend      KubernetesBackend: the ProvisioningBackend calls for single machines, over the three
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.proxy import ProxyTarget
+from core.user_content import ProxyTarget
 from providers.base import (
     BOOT_FAILED,
     AppLaunch,

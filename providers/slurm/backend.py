@@ -97,7 +97,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.proxy import ProxyTarget
+from core.user_content import ProxyTarget
 from providers.base import (
     ClustersCapability,
     EntryPoints,

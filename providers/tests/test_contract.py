@@ -7,7 +7,7 @@ Each test is one clause and runs once per provider:
   (Python's ``http.server``: no JupyterLab or code-server needed) on two simulated cards;
 - ``slurm-fake``: the Slurm backend with an in-process Slurm behind its transport (``slurm_fake``);
 - ``slurm``: the Slurm backend on the real test cluster (``make slurm``), skipped without it;
-- ``kubernetes``: the Kubernetes backend against the fake API server (``instances.tests.k8s_fake``).
+- ``kubernetes``: the Kubernetes backend against the fake API server (``providers.kubernetes.tests.k8s_fake``).
 
 A provider that lacks what a clause needs (a way to be unreachable, to crash, a capability) skips it
 with the reason. A new provider gets a ``World`` here and must pass every clause.
@@ -222,8 +222,8 @@ def _slurm(request) -> World:
 
 
 def _kubernetes(request) -> World:
-    from instances.tests.k8s_fake import IMAGES, fake_api_server
     from providers.kubernetes import KubernetesBackend, instance_name
+    from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server
 
     stack = contextlib.ExitStack()
     request.addfinalizer(stack.close)

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from accounts.services import ssh_key_add
-from instances.models import GpuModel, Image, Region
-from instances.services import instance_launch, instance_release, instance_restart
-from instances.tests.conftest import committed
-from instances.tests.local_helpers import wait_running, wait_until
-from instances.tests.test_local_sshd import _keypair, _ssh
+from instances.services import instance_release, instance_restart
+from instances.tests.conftest import committed, launch
+from providers.local.tests.local_helpers import wait_running, wait_until
+from providers.local.tests.test_local_sshd import _keypair, _ssh
 from storage import services
 from storage.models import Volume
 from storage.tests.conftest import make_volume
@@ -23,17 +22,7 @@ pytestmark = pytest.mark.local
 
 def _launch(user, *, name, volumes, ssh_keys):
     with committed():
-        instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="local"),
-            gpu_model=GpuModel.objects.get(slug="h200"),
-            gpu_count=1,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            name=name,
-            ssh_keys=ssh_keys,
-            volumes=volumes,
-        )
+        instance = launch(user, region="local", gpu="h200", name=name, ssh_keys=ssh_keys, volumes=volumes)
     return wait_running(instance)
 
 

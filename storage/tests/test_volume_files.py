@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from instances.tests.conftest import backends
-from storage import files, files_api
+from storage import api, files
 from storage.models import Volume
 from storage.services import volume_usage_refresh
 from storage.tests.conftest import make_volume
@@ -204,7 +204,7 @@ def test_a_region_keeping_files_elsewhere_points_to_an_instance_that_mounts_it(r
 
 
 def test_a_chunk_bigger_than_allowed_is_refused(local_volume, client_for, rich_alice, monkeypatch):
-    monkeypatch.setattr(files_api, "MAX_CHUNK", 1000)
+    monkeypatch.setattr(api, "MAX_CHUNK", 1000)
     monkeypatch.setattr(files, "MAX_CHUNK", 1000)
     answer = _put(client_for(rich_alice), local_volume, "/a.bin", 0, b"a" * 1001)
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "too_large"

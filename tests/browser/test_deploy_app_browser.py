@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from console.tests.conftest import session_cookie
-from instances.tests.local_helpers import asgi_server, local_backends
+from providers.local.tests.local_helpers import asgi_server, local_backends
 from tests.browser.test_local_backend_browser import Worker, _context
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -22,7 +22,7 @@ def this_host_apps(settings, tmp_path):
     from providers.base import AppLaunch
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=())
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy.deployment_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
     backend = get_backend("local")
     why = backend.app_check(AppLaunch(name="tensorboard", argv=("tensorboard",)))
     if why:

@@ -38,7 +38,7 @@ def _redis_up() -> bool:
 def console_url(settings):
     """The console's ASGI app (HTTP and the WebSocket) with the channel layer production uses."""
     from console.settings import redis_channel_layer
-    from instances.tests.local_helpers import asgi_server
+    from providers.local.tests.local_helpers import asgi_server
 
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} does not exist: install Debian's chromium (make browser-deps)")

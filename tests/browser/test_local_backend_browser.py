@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _refusal
-from instances.tests.local_helpers import asgi_server, local_backends
+from providers.local.tests.local_helpers import asgi_server, local_backends
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +25,7 @@ def this_host_backend(settings, tmp_path):
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=("lab", "code"))
     # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-    settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+    settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
     backend = get_backend("local")
     missing = backend.runtime.missing_components()
     if missing:

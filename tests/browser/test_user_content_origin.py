@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from core.proxy import ProxyTarget, content_host
+from core.user_content import ProxyTarget, content_host
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
-from instances.tests.local_helpers import asgi_server, free_port
 from ports.services import port_declare
+from providers.local.tests.local_helpers import asgi_server, free_port
 from providers.simulated.backend import SimulatedBackend
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

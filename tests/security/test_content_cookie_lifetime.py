@@ -11,7 +11,7 @@ import httpx
 import pytest
 from django.test import Client
 
-from core.proxy import content_host
+from core.user_content import content_host
 from ports.services import port_declare
 from ports.tests.conftest import alice_instance, console_url, simulated_here, user_server  # noqa: F401 (fixtures)
 from ports.tests.test_user_content_origin import content_domain, on_content_host  # noqa: F401 (a fixture)

@@ -12,7 +12,7 @@ from django.test import Client
 
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
-from instances.tests.local_helpers import asgi_server
+from providers.local.tests.local_helpers import asgi_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

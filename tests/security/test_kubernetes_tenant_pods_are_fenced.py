@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from instances.tests.k8s_fake import IMAGES, fake_api_server
 from providers.base import InstanceSpec
 from providers.kubernetes import KubernetesBackend, instance_name
+from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server
 
 CONSOLE_NS = "gpu-console"
 ALICE_KEY = "6f1c2a9b-03de-4f00-9000-00000000a11c"

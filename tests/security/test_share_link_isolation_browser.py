@@ -18,11 +18,11 @@ from django.test import Client
 
 from accounts.models import APIToken
 from console.settings import DEVELOPMENT_CONTENT_HOST
-from core.proxy import ProxyTarget, content_host
+from core.user_content import ProxyTarget, content_host
 from instances.catalogue import catalogue_seed
 from instances.tests.conftest import backends, fund, running
-from instances.tests.local_helpers import asgi_server, free_port
 from ports.services import port_declare, share_create
+from providers.local.tests.local_helpers import asgi_server, free_port
 from providers.simulated.backend import SimulatedBackend
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

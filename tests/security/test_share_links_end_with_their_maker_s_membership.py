@@ -10,7 +10,7 @@ import pytest
 from instances.models import Instance
 from instances.tests.conftest import catalogue, running  # noqa: F401 (a fixture, and a helper)
 from ports.models import PortShare
-from ports.proxy import port_proxy_target
+from ports.proxy_targets import port_proxy_target
 from ports.services import port_declare
 from teams import services as teams_services
 from teams.models import Membership

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 from django.conf import settings
 
-from console.proxy import InstanceProxyRouter
-from core.proxy import ProxyTarget, content_host
+from console.reverse_proxy import InstanceProxyRouter
+from core.user_content import ProxyTarget, content_host
 
 INSTANCE = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 SECRET_KEY = "k" * 20 + "3x9!Qz_vL0pR7mW2sT5yB8nC4dF6gH1jK" + "z" * 10
@@ -219,7 +219,7 @@ def test_proxied_responses_never_widen_a_service_workers_scope(settings, upstrea
     settings.CONSOLE_PROXY_HOST = ""
     settings.CONSOLE_PROXY_RESOLVER = f"{__name__}.resolve_to_upstream"
     UPSTREAM["port"] = upstream_with_service_worker_scope
-    from console.proxy import _proxy_app
+    from console.reverse_proxy import _proxy_app
 
     user = SimpleNamespace(is_authenticated=True, pk=1)
     sent = asgi_call(_proxy_app, http_scope(f"/i/{INSTANCE}/lab/sw.js", host="localhost:8000", user=user))

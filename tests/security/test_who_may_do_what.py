@@ -785,8 +785,8 @@ def _want(person: str, context: str) -> str:
 
 @pytest.mark.parametrize(("person", "context"), list(_operators_cells()))
 def test_proxy(world, db, upstream, person, context):
-    from apps_marketplace.proxy import deployment_proxy_target
-    from ports.proxy import port_proxy_target
+    from apps_marketplace.proxy_targets import deployment_proxy_target
+    from ports.proxy_targets import port_proxy_target
 
     instance = world.contexts[context].objects["instance"]
     user = world.people[person]
@@ -800,7 +800,7 @@ def test_proxy(world, db, upstream, person, context):
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_proxy_share_links_open_to_anyone_while_their_maker_operates(world, db, upstream, context):
     share = world.contexts[context].objects["share"]
-    from ports.proxy import port_proxy_target
+    from ports.proxy_targets import port_proxy_target
 
     assert (
         port_proxy_target(instance_id=str(share.port.instance_id), service=f"s-{share.token}", user=None) == "upstream"

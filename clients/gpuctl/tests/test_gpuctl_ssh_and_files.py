@@ -20,7 +20,7 @@ import pytest
 from gateway.tests.conftest import free_port, gateway, loop_thread, person  # noqa: F401 (fixtures)
 from instances.models import Instance
 from instances.tests.conftest import this_host  # noqa: F401 (a fixture)
-from instances.tests.local_helpers import wait_running
+from providers.local.tests.local_helpers import wait_running
 
 pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 

@@ -11,8 +11,8 @@ from django.db import transaction
 
 from apps_marketplace.loaders import marketplace_catalogue_load
 from instances.catalogue import catalogue_seed
-from instances.metering import catalogue_skus_sync
 from instances.services import nodes_ensure
+from instances.skus import catalogue_skus_sync
 
 DEMO_STAFF_EMAIL = "admin@example.com"
 

@@ -10,9 +10,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from instances.catalogue import catalogue_seed
-from instances.metering import catalogue_skus_sync
 from instances.models import Region
 from instances.services import nodes_ensure
+from instances.skus import catalogue_skus_sync
 
 
 class Command(BaseCommand):

@@ -29,7 +29,6 @@ of it; podman kills what is left after the timeout), so nothing of an instance o
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import http.client
 import json
@@ -41,227 +40,56 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import datetime
-from pathlib import Path, PurePosixPath
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
 
 from providers.local.runtime import servers
-from providers.local.runtime.cdi import CdiError, cdi_devices
-from providers.local.runtime.gpus import GpuRegistry
-from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
-from providers.local.runtime.ports import PortRegistry
-from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
-from providers.local.runtime.supervisor import (
+from providers.local.runtime.base import (
     InstanceStatus,
     LocalRuntimeError,
     Mount,
+    RuntimeBase,
     ServerState,
     ServerStatus,
     Upstream,
     _answers,
-    _disk_usage,
+    jupyter_activity,
 )
+from providers.local.runtime.container_files import home_mount, home_unmount, hostkey_ensure, secrets_folder_write
+from providers.local.runtime.container_spec import (
+    CONTAINER_PORTS,
+    CONTAINER_UID,
+    CONTRACT_LABEL,
+    DEFAULT_IMAGE,
+    HOME_PATH,
+    INSTANCE_LABEL,
+    LOGIN_USER,
+    ContainerPaths,
+    Limits,
+    _check_mount_path,
+    _folder_bytes,
+    _gpu_devices,
+    _network_name,
+    _registry_of,
+    limits_for,
+    pull_progress,
+    run_argv,
+    uid_map_check,
+)
+from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
+from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 
 STATE_VERSION = 2
 BOOT_FAILED = "failed"  # providers.base.BOOT_FAILED: a boot that cannot succeed
-CONTAINER_PORTS = {LAB: 8888, CODE: 8080, SSH: 2222}
-CONTRACT_LABEL = "org.gpu-console.contract"
-INSTANCE_LABEL = "org.gpu-console.instance"
-SECRETS_PATH = "/run/console-secrets"
-HOSTKEYS_PATH = "/run/console-hostkeys"
-HOME_PATH = "/home/user"
-LOGIN_USER = "user"
-CONTAINER_UID = 1000
-DEFAULT_IMAGE = "localhost/console/minimal:latest"
-# Capabilities the servers do not need (sshd keeps SETUID/SETGID/SYS_CHROOT to log users in).
-CAP_DROP = ("NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "NET_ADMIN", "SYS_ADMIN")
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one instance may use on this host; the spec's figures are capped to what it has."""
-
-    cpus: float
-    memory_gb: float
-    pids: int
-
-
-@dataclass(frozen=True)
-class ContainerPaths(servers.Paths):
-    """The process runtime's layout (``home``, ``run``, ``meta.json``), and what a container adds."""
-
-    @property
-    def secrets(self) -> Path:
-        return self.base / "secrets"
-
-    @property
-    def hostkeys(self) -> Path:
-        return self.base / "hostkeys"
-
-    @property
-    def home_image(self) -> Path:
-        return self.base / "home.img"
-
-
-def limits_for(*, cpus: float, memory_gb: float, options: Mapping) -> Limits:
-    """The spec's CPU and RAM (the catalogue's per card × cards), within this host's caps.
-
-    ``CPUS`` / ``MEMORY_GB`` in the options replace the spec's figures (a small test host);
-    ``MAX_CPUS`` (default: the host's cores) and ``MAX_MEMORY_GB`` (default: half its RAM) cap them;
-    without figures an instance gets ``DEFAULT_CPUS`` (1) and ``DEFAULT_MEMORY_GB`` (2)."""
-    host_cpus = os.cpu_count() or 1
-    try:
-        host_memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        host_memory_gb = 4.0
-    want_cpus = float(options.get("CPUS") or cpus or options.get("DEFAULT_CPUS") or 1)
-    want_memory = float(options.get("MEMORY_GB") or memory_gb or options.get("DEFAULT_MEMORY_GB") or 2)
-    max_cpus = float(options.get("MAX_CPUS") or host_cpus)
-    max_memory = float(options.get("MAX_MEMORY_GB") or max(1.0, host_memory_gb / 2))
-    return Limits(
-        cpus=round(max(0.1, min(want_cpus, max_cpus)), 2),
-        memory_gb=round(max(0.25, min(want_memory, max_memory)), 2),
-        pids=int(options.get("PIDS_LIMIT") or 1024),
-    )
-
-
-def run_argv(
-    *,
-    name: str,
-    image: str,
-    tenant: Mapping,
-    limits: Limits,
-    ports: Mapping[str, int],
-    secrets_dir: str,
-    home_dir: str,
-    hostkeys_dir: str = "",
-    mounts: Sequence[Mount] = (),
-    public_mounts: Mapping[str, str] | None = None,
-    gpu_devices: Sequence[str] = (),
-    tools: Mapping[str, str] | None = None,
-    contract: bool = True,
-    network: str = "",
-    bind: str = "127.0.0.1",
-    labels: Mapping[str, str] | None = None,
-) -> list[str]:
-    """The ``podman run`` arguments of one instance (pure, so a test reads exactly what would run).
-
-    ``tools``: host paths mounted read-only under /opt/console (``console-start``, ``code-server``,
-    ``node``, ``tini``). ``contract``: the image follows the contract; otherwise the console's start
-    script is the entrypoint, under the host's static tini."""
-    uid_base, uid_count = int(tenant["uid_base"]), int(tenant["uid_count"])
-    memory = f"{int(limits.memory_gb * 1024)}m"
-    argv = [
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--hostname",
-        name.removeprefix("console-")[:12] or "instance",
-        "--uidmap",
-        f"0:{uid_base}:{uid_count}",
-        "--gidmap",
-        f"0:{uid_base}:{uid_count}",
-        "--cpus",
-        f"{limits.cpus:g}",
-        "--memory",
-        memory,
-        "--memory-swap",
-        memory,  # no swap beyond the limit: an allocation over it is killed, not paged out
-        "--pids-limit",
-        str(limits.pids),
-        "--cap-drop",
-        ",".join(CAP_DROP),
-        "--security-opt",
-        "no-new-privileges",
-        "--tmpfs",
-        "/run:rw,exec,nosuid,nodev,size=64m,mode=0755",
-        "--tmpfs",
-        "/tmp:rw,nosuid,nodev,size=1g,mode=1777",  # noqa: S108 (the container's own /tmp)
-        "--stop-timeout",
-        "5",
-        "--log-opt",
-        "max-size=1mb",
-    ]
-    if network:
-        argv += ["--network", network]
-    for key, value in sorted((labels or {}).items()):
-        argv += ["--label", f"{key}={value}"]
-    for service, port in sorted(ports.items()):
-        argv += ["-p", f"{bind}:{int(port)}:{CONTAINER_PORTS[service]}"]
-    argv += ["-v", f"{secrets_dir}:{SECRETS_PATH}:ro", "-v", f"{home_dir}:{HOME_PATH}"]
-    if hostkeys_dir:
-        argv += ["-v", f"{hostkeys_dir}:{HOSTKEYS_PATH}:ro"]
-    for path, source in sorted((public_mounts or {}).items()):
-        argv += ["-v", f"{source}:{path}:ro"]
-    for mount in mounts:
-        _check_mount_path(mount.path)
-        argv += ["-v", f"{mount.source}:{mount.path}" + (":ro" if mount.read_only else "")]
-    for tool, source in sorted((tools or {}).items()):
-        argv += ["-v", f"{source}:/opt/console/{tool}:ro"]
-    for device in gpu_devices:
-        argv += ["--device", device]
-    if not contract:
-        argv += ["--entrypoint", '["/opt/console/tini", "-g", "--", "/opt/console/console-start"]']
-    argv.append(image)
-    return argv
-
-
-def _check_mount_path(path: str) -> None:
-    pure = PurePosixPath(path)
-    if (
-        not pure.is_absolute()
-        or any(part in (".", "..") for part in pure.parts)
-        or path.rstrip("/")
-        in (
-            "",
-            "/run",
-            SECRETS_PATH,
-            "/proc",
-            "/sys",
-            "/dev",
-        )
-        or ":" in path
-        or "," in path
-    ):
-        raise LocalRuntimeError(f"invalid mount path {path!r}")
-
-
-def uid_map_check(uid_map: str, *, uid_base: int, uid_count: int) -> str:
-    """Why a container's uid map is not its tenant's range ("" when it is)."""
-    rows = [line.split() for line in uid_map.strip().splitlines() if line.strip()]
-    if not rows:
-        return "its uid map could not be read"
-    if any(len(row) == 3 and row[1] == "0" for row in rows):
-        return "it runs in the host's user namespace (uid 0 is the host's root)"
-    if len(rows) != 1 or rows[0] != ["0", str(uid_base), str(uid_count)]:
-        return f"its uid map is {' / '.join(' '.join(r) for r in rows)}, not 0 {uid_base} {uid_count}"
-    return ""
-
-
-def pull_progress(log_text: str, layer_sizes: Mapping[str, int], downloaded: int = 0) -> int:
-    """Bytes of the image fetched: what ``podman pull`` has downloaded so far (``downloaded``, the
-    size of its download folder), or the layers its output says are done or already present
-    ("Copying blob sha256:… done", "… skipped: already exists"), whichever is more; once it writes
-    the manifest, all of them."""
-    total = sum(layer_sizes.values())
-    if "Writing manifest" in log_text:
-        return total
-    done = 0
-    for digest, size in layer_sizes.items():
-        short = digest.removeprefix("sha256:")
-        for line in log_text.splitlines():
-            if short[:12] in line and ("done" in line or "skipped" in line or "already exists" in line):
-                done += size
-                break
-    return min(total, max(done, downloaded)) if total else max(done, downloaded)
-
-
-class ContainerRuntime:
+class ContainerRuntime(RuntimeBase):
     """Start, stop, observe and destroy instances as podman containers (see the module's docstring)."""
 
     engine = "podman"
+    paths_class = ContainerPaths
+    key_pattern = r"[\w.-]+"  # also a container's and a network's name
 
     def __init__(
         self,
@@ -283,22 +111,24 @@ class ContainerRuntime:
         bind: str = "127.0.0.1",
         stop_timeout: float = 5.0,
     ) -> None:
-        self.root = Path(root)
+        super().__init__(
+            root=root,
+            services=tuple(s for s in services if s in CONTAINER_PORTS),
+            port_low=port_low,
+            port_high=port_high,
+            url_prefix=url_prefix,
+            stop_timeout=stop_timeout,
+            public_mounts=public_mounts,
+            bind=bind,
+        )
         self.podman = podman or Podman()
-        self.services = tuple(s for s in services if s in CONTAINER_PORTS)
-        self.url_prefix = url_prefix
         self.images = dict(images or {})
         self.default_image = default_image
         self.limit_options = dict(limits or {})
-        self.public_mounts = {str(path): str(source) for path, source in (public_mounts or {}).items()}
         self.code_server_dir = code_server_dir or str(PROJECT_ROOT / "var/local-deps/code-server")
         self.node_bin = node_bin or shutil.which("node") or ""
         self.cdi_spec_dirs = tuple(cdi_spec_dirs)
         self.registries_insecure = tuple(registries_insecure)
-        self.bind = bind
-        self.stop_timeout = stop_timeout
-        self.ports = PortRegistry(self.root / "ports.json", low=port_low, high=port_high)
-        self.gpus = GpuRegistry(self.root / "gpus.json")
 
     # --- what is installed ------------------------------------------------------------------------
 
@@ -325,44 +155,14 @@ class ContainerRuntime:
 
     # --- paths, locks, metadata -------------------------------------------------------------------
 
-    def paths(self, key: str) -> ContainerPaths:
-        if not key or "/" in key or key.startswith(".") or len(key) > 64 or not re.fullmatch(r"[\w.-]+", key):
-            raise LocalRuntimeError(f"invalid instance key {key!r}")
-        return ContainerPaths(self.root / key)
-
     @staticmethod
     def container_name(key: str) -> str:
         return f"console-{key}"
 
-    @contextlib.contextmanager
-    def _lock(self, key: str) -> Iterator[None]:
-        lockdir = self.root / ".locks"
-        lockdir.mkdir(parents=True, exist_ok=True)
-        with open(lockdir / f"{key}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-
-    def meta(self, key: str) -> dict | None:
-        try:
-            return json.loads(self.paths(key).meta.read_text())
-        except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
-            return None
-
     def _save_meta(self, paths: ContainerPaths, meta: dict) -> None:
         paths.run.mkdir(parents=True, exist_ok=True)
-        os.chmod(paths.run, 0o700)
-        tmp = paths.meta.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, paths.meta)
-
-    def instance_keys(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if (p / "run" / "meta.json").is_file())
-
-    def base_url(self, key: str, service: str) -> str:
-        return f"{self.url_prefix}{key}/{service}/"
+        os.chmod(paths.run, 0o700)  # out of the tenant's reach: nothing under run/ is mounted anywhere
+        super()._save_meta(paths, meta)
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -416,7 +216,7 @@ class ContainerRuntime:
                 app=app,
             )
             tenant = meta["tenant"]
-            self._home_mount(paths, meta)
+            home_mount(paths, meta)
             ports = self.ports.allocate(key, list(self.services))
             self._secrets_write(key, paths, meta, ports)
             name = self.container_name(key)
@@ -629,53 +429,8 @@ class ContainerRuntime:
 
     # --- the home volume (disk_gb) and the secrets folder -----------------------------------------
 
-    def _home_mount(self, paths: ContainerPaths, meta: dict) -> None:
-        """The instance's disk: an ext4 file of ``disk_gb`` loop-mounted at ``home/``, owned by the
-        tenant's uid 1000. Made once; a larger ``disk_gb`` later grows it."""
-        owner = int(meta["tenant"]["uid_base"]) + CONTAINER_UID
-        size = int(meta["disk_gb"]) * 2**30
-        if not paths.home_image.exists():
-            with open(paths.home_image, "wb") as handle:
-                handle.truncate(size)
-            os.chmod(paths.home_image, 0o600)
-            _run_checked(
-                [
-                    "mkfs.ext4",
-                    "-q",
-                    "-F",
-                    "-m",
-                    "0",
-                    "-E",
-                    f"lazy_itable_init=1,lazy_journal_init=1,root_owner={owner}:{owner}",
-                    str(paths.home_image),
-                ],
-                "the instance's disk could not be made",
-            )
-        paths.home.mkdir(exist_ok=True)
-        if not os.path.ismount(paths.home):
-            _run_checked(
-                ["mount", "-o", "loop,nodev,nosuid", str(paths.home_image), str(paths.home)],
-                "the instance's disk could not be mounted",
-            )
-        lost = paths.home / "lost+found"
-        if lost.is_dir():
-            with contextlib.suppress(OSError):
-                lost.rmdir()
-        info = os.stat(paths.home)
-        if (info.st_uid, info.st_gid) != (owner, owner):
-            os.chown(paths.home, owner, owner)
-        os.chmod(paths.home, 0o700)
-
-    def _home_unmount(self, paths: ContainerPaths) -> None:
-        if not (paths.home.exists() and os.path.ismount(paths.home)):
-            return
-        if subprocess.run(["umount", str(paths.home)], capture_output=True, check=False).returncode != 0:  # noqa: S603,S607
-            subprocess.run(["umount", "-l", str(paths.home)], capture_output=True, check=False)  # noqa: S603,S607
-
     def _secrets_write(self, key: str, paths: ContainerPaths, meta: dict, ports: Mapping[str, int]) -> None:
         owner = int(meta["tenant"]["uid_base"]) + CONTAINER_UID
-        folder = paths.secrets
-        folder.mkdir(exist_ok=True)
         gpus = meta.get("gpus") or []
         visible = ",".join(str(i) for i in range(len(gpus))) if meta.get("gpu_devices") else ",".join(gpus)
         settings = {
@@ -695,23 +450,9 @@ class ContainerRuntime:
         for service in (APP, WEBUI):
             if service in self.servers_of(meta):
                 files[f"{service}.sh"] = self._app_script(key, meta, service)
-        stale = {f"{service}.sh" for service in (APP, WEBUI)} - set(files)
-        os.chmod(folder, 0o700)
-        os.chown(folder, 0, 0)
-        for name in stale:  # an app no longer run
-            with contextlib.suppress(FileNotFoundError):
-                (folder / name).unlink()
-        for name, text in files.items():
-            target = folder / name
-            tmp = folder / f".{name}.tmp"
-            tmp.write_text(text)
-            os.chown(tmp, owner, owner)
-            os.chmod(tmp, 0o400)
-            os.replace(tmp, target)
-        os.chown(folder, owner, owner)
-        os.chmod(folder, 0o500)
+        secrets_folder_write(paths.secrets, files, owner=owner)
         if SSH in self.services:
-            self._hostkey_ensure(key, paths, meta)
+            hostkey_ensure(key, paths, meta)
 
     def servers_of(self, meta: dict | None) -> tuple[str, ...]:
         """The servers this instance runs: the configured entry points, plus its app (and the app's
@@ -744,26 +485,6 @@ class ContainerRuntime:
         app = meta.get("app") or {}
         part = app if service == APP else (app.get("webui") or {})
         return int(part.get("port") or (8000 if service == APP else 8080))
-
-    def _hostkey_ensure(self, key: str, paths: ContainerPaths, meta: dict) -> None:
-        """The sshd's host key, made once per instance on the host and mounted read-only for the
-        container's root only (not uid 1000): the same key after every start, so the SSH gateway's
-        pin holds, and never part of the image (a bind mount is not saved by a commit)."""
-        folder = paths.hostkeys
-        private = folder / "ssh_host_ed25519_key"
-        root = int(meta["tenant"]["uid_base"])
-        if not private.exists():
-            folder.mkdir(exist_ok=True)
-            os.chmod(folder, 0o700)
-            _run_checked(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"instance-{key}", "-f", str(private)],
-                "the instance's SSH host key could not be made",
-            )
-        for path in (private, private.with_suffix(".pub")):
-            os.chown(path, root, root)
-        os.chmod(private, 0o400)
-        os.chown(folder, root, root)
-        os.chmod(folder, 0o500)
 
     # --- checks after start -----------------------------------------------------------------------
 
@@ -985,11 +706,8 @@ class ContainerRuntime:
         last = float(meta.get("started") or meta.get("created") or now)
         upstream = self.upstream(key, LAB)
         if upstream is not None:
-            status = _get_json(upstream.port, f"{self.base_url(key, LAB)}api/status", upstream.secret)
-            kernels = _get_json(upstream.port, f"{self.base_url(key, LAB)}api/kernels", upstream.secret) or []
-            if any(isinstance(k, dict) and k.get("execution_state") == "busy" for k in kernels):
-                gpu_busy = True
-            stamp = _timestamp((status or {}).get("last_activity"))
+            stamp, kernel_busy = jupyter_activity(upstream, self.base_url(key, LAB))
+            gpu_busy = gpu_busy or kernel_busy
             if stamp:
                 last = max(last, stamp)
         if gpu_busy:
@@ -1018,7 +736,7 @@ class ContainerRuntime:
                 result = self.podman.run("stop", "-t", f"{self.stop_timeout:g}", name, check=False)
                 if result.returncode != 0:
                     self.podman.remove(name)  # a stop that failed: remove it (the disk is the home volume)
-            self._home_unmount(paths)
+            home_unmount(paths)
             # Its ports stay its own while it is stopped, so `podman start` finds them free; its cards
             # go back (a start on other cards makes a new container, same disk).
             self.gpus.release(key)
@@ -1045,34 +763,13 @@ class ContainerRuntime:
             self.podman.remove(self.container_name(key))
             self.ports.release(key)
             self.gpus.release(key)
-            self._home_unmount(paths)
+            home_unmount(paths)
             if paths.home.exists() and os.path.ismount(paths.home):
                 raise LocalRuntimeError("the instance's disk is still mounted; try again")
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 
     # --- volumes (directories on this host, bind-mounted with the tenant's ownership) --------------
-
-    @property
-    def volumes_root(self) -> Path:
-        return self.root / "volumes"
-
-    def volume_path(self, key: str) -> Path:
-        if not key or "/" in key or key.startswith(".") or len(key) > 64:
-            raise LocalRuntimeError(f"invalid volume key {key!r}")
-        return self.volumes_root / key
-
-    def volume_create(self, key: str) -> Path:
-        path = self.volume_path(key)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def volume_destroy(self, key: str) -> None:
-        shutil.rmtree(self.volume_path(key), ignore_errors=True)
-
-    def volume_usage(self, key: str) -> int | None:
-        path = self.volume_path(key)
-        return _disk_usage(path) if path.is_dir() else None
 
     def volume_own(self, source: str, tenant: Mapping) -> None:
         """Give a volume to the tenant's uid 1000 (the first time it is attached to one of its machines)."""
@@ -1087,59 +784,7 @@ class ContainerRuntime:
         os.chown(source, owner, owner)
 
 
-def _gpu_devices(cards: Sequence[str], spec_dirs: Sequence[str]) -> list[str]:
-    try:
-        return cdi_devices(cards, spec_dirs=spec_dirs)
-    except CdiError as exc:
-        raise LocalRuntimeError(str(exc)) from exc
-
-
-def _folder_bytes(folder: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(folder):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total
-
-
-def _network_name(tenant: Mapping) -> str:
-    return f"console-t{int(tenant['uid_base'])}"
-
-
-def _registry_of(image: str) -> str:
-    first = image.split("/", 1)[0]
-    return first if "/" in image and ("." in first or ":" in first or first == "localhost") else "docker.io"
-
-
-def _run_checked(argv: list[str], what: str) -> None:
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603
-    if result.returncode != 0:
-        raise LocalRuntimeError(f"{what}: {last_words(result.stderr) or result.returncode}")
-
-
 def _last_lines(text: str, lines: int = 3, limit: int = 300) -> str:
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
     joined = " / ".join(kept)
     return joined if len(joined) <= limit else "…" + joined[-limit:]
-
-
-def _get_json(port: int, path: str, token: str):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-    try:
-        connection.request("GET", path, headers={"Authorization": f"token {token}", "User-Agent": "console-idle-check"})
-        response = connection.getresponse()
-        return json.loads(response.read()) if response.status == 200 else None
-    except (OSError, http.client.HTTPException, ValueError):
-        return None
-    finally:
-        connection.close()
-
-
-def _timestamp(value) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

@@ -1,6 +1,6 @@
 """The host's one ``LocalRuntime``, configured by ``settings.LOCAL_RUNTIME``, and its proxy resolver.
 
-``proxy_target_for`` is the resolver ``console.proxy`` uses until the instances app plugs in its
+``proxy_target_for`` is the resolver ``console.reverse_proxy`` uses until the instances app plugs in its
 Instance model: the ownership record is the ``owner_ref`` the runtime stored at start
 (``owner_ref_for(user)``), so only the user who started an instance reaches its servers.
 """
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from core.proxy import ProxyTarget
+from core.user_content import ProxyTarget
 from providers.local.runtime.containers import ContainerRuntime
 from providers.local.runtime.gpus import GpuInventory, gpu_discover
 from providers.local.runtime.podman import Podman

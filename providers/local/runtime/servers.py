@@ -3,7 +3,7 @@
 The runtime (``supervisor``) owns processes and ports; these functions only describe commands, so a
 test can read exactly what would run. Every server listens on 127.0.0.1 only (or the node's address
 ``bind`` that a Slurm job gives, for a console on another machine) and is reached through
-the console's authenticating proxy (``console.proxy``), which injects the server's own secret:
+the console's authenticating proxy (``console.reverse_proxy``), which injects the server's own secret:
 
 - JupyterLab: ``JUPYTER_TOKEN`` in its environment (never argv, which ``ps`` shows to every local
   user); the proxy sends ``Authorization: token …``.

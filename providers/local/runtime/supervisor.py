@@ -31,9 +31,6 @@ release never deletes a volume's files.
 from __future__ import annotations
 
 import contextlib
-import enum
-import fcntl
-import http.client
 import json
 import os
 import re
@@ -41,93 +38,28 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
-from pathlib import Path, PurePosixPath
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
 
 import psutil
 
 from providers.local.runtime import servers
-from providers.local.runtime.gpus import GpuRegistry
-from providers.local.runtime.ports import PortRegistry
+from providers.local.runtime.base import (
+    InstanceStatus,
+    LocalRuntimeError,
+    Mount,
+    RuntimeBase,
+    ServerState,
+    ServerStatus,
+    Upstream,
+    _answers,
+    jupyter_activity,
+)
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI, Paths
 
 MARKER = "CONSOLE_INSTANCE_KEY"
 STATE_VERSION = 1
-
-
-class LocalRuntimeError(Exception):
-    """A permanent problem with this host's setup (a component not installed, a bad key)."""
-
-
-class ServerState(enum.StrEnum):
-    RUNNING = "running"  # the process is alive and its port accepts connections
-    STARTING = "starting"  # alive, not listening yet
-    CRASHED = "crashed"  # it was started and is not alive any more (not stopped by us)
-    STOPPED = "stopped"  # not started, or stopped by us
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    name: str
-    state: ServerState
-    port: int | None = None
-    pid: int | None = None
-    detail: str = ""  # for a crash: the last lines of its log
-
-
-@dataclass(frozen=True)
-class InstanceStatus:
-    key: str
-    exists: bool
-    servers: dict[str, ServerStatus] = field(default_factory=dict)
-
-    @property
-    def overall(self) -> str:
-        """gone, stopped, starting, running or crashed (any server crashed)."""
-        if not self.exists:
-            return "gone"
-        states = {s.state for s in self.servers.values()}
-        if ServerState.CRASHED in states:
-            return "crashed"
-        if not states or states == {ServerState.STOPPED}:
-            return "stopped"
-        if states == {ServerState.RUNNING}:
-            return "running"
-        return "starting"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """Where the proxy sends a user's requests for one server, and the secret it injects."""
-
-    host: str
-    port: int
-    service: str
-    secret: str
-
-
-@dataclass(frozen=True)
-class Mount:
-    """A volume the instance sees: ``source`` (a directory on this host) at ``path`` (``/mnt/data``)."""
-
-    source: str
-    path: str
-    read_only: bool = False
-
-    def target(self, home: Path) -> Path:
-        """Where it appears on this host: the mount path under the instance's home."""
-        relative = PurePosixPath(self.path).relative_to("/")
-        if not relative.parts or any(part in ("", ".", "..") for part in relative.parts):
-            raise LocalRuntimeError(f"invalid mount path {self.path!r}")
-        return home.joinpath(*relative.parts)
-
-    @property
-    def env_name(self) -> str:
-        """``/mnt/train`` → ``CONSOLE_VOLUME_MNT_TRAIN``."""
-        name = "".join(c if c.isalnum() else "_" for c in self.path.strip("/")).upper()
-        return f"CONSOLE_VOLUME_{name}"
 
 
 # The checkout: `make local-deps` installs the user servers under its var/local-deps/.
@@ -142,7 +74,9 @@ def _default_code_server() -> str:
     return str(PROJECT_ROOT / "var/local-deps/code-server/node_modules/code-server/out/node/entry.js")
 
 
-class LocalRuntime:
+class LocalRuntime(RuntimeBase):
+    """Instances as this host's processes (see the module's docstring), as a Slurm job runs them too."""
+
     def __init__(
         self,
         *,
@@ -161,21 +95,22 @@ class LocalRuntime:
         public_mounts: Mapping[str, str | os.PathLike] | None = None,
         bind: str = "127.0.0.1",
     ) -> None:
-        self.root = Path(root)
+        super().__init__(
+            root=root,
+            services=services,
+            port_low=port_low,
+            port_high=port_high,
+            url_prefix=url_prefix,
+            stop_timeout=stop_timeout,
+            public_mounts=public_mounts,
+            bind=bind,
+        )
         self.jupyter_bin = jupyter_bin or _default_jupyter()
         self.code_server_entry = code_server_entry or _default_code_server()
         self.node_bin = node_bin
         self.sshd_bin = sshd_bin or shutil.which("sshd") or "/usr/sbin/sshd"
         self.ssh_keygen_bin = ssh_keygen_bin
         self.sftp_server = sftp_server
-        self.services = tuple(services)
-        self.url_prefix = url_prefix
-        self.stop_timeout = stop_timeout
-        # Read-only in every instance, as AutoDL mounts its public models and datasets: ``{"/models": dir}``.
-        self.public_mounts = {str(path): str(source) for path, source in (public_mounts or {}).items()}
-        self.bind = bind  # where the servers listen: loopback, unless a Slurm job serves a remote console
-        self.ports = PortRegistry(self.root / "ports.json", low=port_low, high=port_high)
-        self.gpus = GpuRegistry(self.root / "gpus.json")
 
     # --- what is installed ------------------------------------------------------------------------
 
@@ -207,33 +142,6 @@ class LocalRuntime:
         return None
 
     # --- paths, locks, metadata -------------------------------------------------------------------
-
-    def paths(self, key: str) -> Paths:
-        if not key or "/" in key or key.startswith(".") or len(key) > 64:
-            raise LocalRuntimeError(f"invalid instance key {key!r}")
-        return Paths(self.root / key)
-
-    @contextlib.contextmanager
-    def _lock(self, key: str) -> Iterator[None]:
-        lockdir = self.root / ".locks"
-        lockdir.mkdir(parents=True, exist_ok=True)
-        with open(lockdir / f"{key}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-
-    def meta(self, key: str) -> dict | None:
-        try:
-            return json.loads(self.paths(key).meta.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
-
-    def instance_keys(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if (p / "run" / "meta.json").is_file())
-
-    def base_url(self, key: str, service: str) -> str:
-        return f"{self.url_prefix}{key}/{service}/"
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -334,43 +242,7 @@ class LocalRuntime:
             )
         return meta
 
-    @staticmethod
-    def _save_meta(paths: Paths, meta: dict) -> None:
-        tmp = paths.meta.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=1))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, paths.meta)
-
     # --- volumes and mounts -----------------------------------------------------------------------
-
-    @property
-    def volumes_root(self) -> Path:
-        return self.root / "volumes"
-
-    def volume_path(self, key: str) -> Path:
-        if not key or "/" in key or key.startswith(".") or len(key) > 64:
-            raise LocalRuntimeError(f"invalid volume key {key!r}")
-        return self.volumes_root / key
-
-    def volume_create(self, key: str) -> Path:
-        """Make volume ``key``'s directory, or find it. Returns its path."""
-        path = self.volume_path(key)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def volume_destroy(self, key: str) -> None:
-        """Delete volume ``key`` and its files. Already gone counts as done."""
-        path = self.volume_path(key)
-        if path.is_symlink():  # never ours; do not follow it
-            path.unlink()
-        shutil.rmtree(path, ignore_errors=True)
-
-    def volume_usage(self, key: str) -> int | None:
-        """Bytes volume ``key`` takes on disk (allocated blocks, hard links once); None when it is missing."""
-        path = self.volume_path(key)
-        if not path.is_dir() or path.is_symlink():
-            return None
-        return _disk_usage(path)
 
     def all_mounts(self, meta: dict) -> list[Mount]:
         """The instance's volumes, then the host's public directories (read-only) at paths no volume took."""
@@ -603,12 +475,7 @@ class LocalRuntime:
         upstream = self.upstream(key, LAB)
         if upstream is None or self._alive(self.paths(key), LAB) is None:
             return None, False
-        base = self.base_url(key, LAB)
-        headers = {"Authorization": f"token {upstream.secret}", "User-Agent": "console-idle-check"}
-        status = _get_json(upstream.port, f"{base}api/status", headers)
-        kernels = _get_json(upstream.port, f"{base}api/kernels", headers) or []
-        busy = any(k.get("execution_state") == "busy" for k in kernels if isinstance(k, dict))
-        return _timestamp((status or {}).get("last_activity")), busy
+        return jupyter_activity(upstream, self.base_url(key, LAB))
 
     def _sessions_open(self, key: str, paths: Paths) -> bool:
         """An SSH session, or a client connected to VS Code or the app (the proxy holds these open)."""
@@ -759,46 +626,11 @@ def _listens(process: psutil.Process, port: int) -> bool:
     return False
 
 
-def _get_json(port: int, path: str, headers: dict, timeout: float = 2.0):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.request("GET", path, headers=headers)
-        response = connection.getresponse()
-        return json.loads(response.read()) if response.status == 200 else None
-    except (OSError, http.client.HTTPException, ValueError):
-        return None
-    finally:
-        connection.close()
-
-
-def _timestamp(value) -> float | None:
-    """An ISO 8601 time from Jupyter ("2026-11-30T06:00:00.123456Z") as a POSIX timestamp."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _cmdline(process: psutil.Process) -> list[str]:
     try:
         return process.cmdline()
     except psutil.Error:
         return []
-
-
-def _answers(port: int, path: str, timeout: float = 1.0, host: str = "127.0.0.1") -> bool:
-    """The app answers ``GET path`` with a status below 500: it is serving, not just listening
-    (vLLM opens its port before the weights are loaded and answers 503 until then)."""
-    connection = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        connection.request("GET", path, headers={"User-Agent": "console-readiness"})
-        return connection.getresponse().status < 500
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
 
 
 def _tail(path: Path, lines: int = 5, limit: int = 2000) -> str:
@@ -904,28 +736,3 @@ def _unmount(target: Path, record: dict) -> None:
             target.rmdir()
     elif target.is_symlink():
         target.unlink()
-
-
-def _disk_usage(path: Path) -> int:
-    """What ``du -s --bytes``-like accounting of allocated blocks says ``path`` takes, not following links."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    stack = [path]
-    while stack:
-        directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            total += info.st_blocks * 512
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(Path(entry.path))
-    return total

@@ -42,7 +42,7 @@ def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
         settings.PROVISIONING_BACKENDS = slurm_backends(
             slurm_tmp_path / "instances", rest=rest, services=services, **options
         )
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
         catalogue_seed()
         return get_backend("slurm")
 

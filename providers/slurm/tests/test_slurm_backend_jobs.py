@@ -11,8 +11,8 @@ from django.test import Client
 
 from instances.services import instance_release, instance_sync
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_until
 from providers import InstanceSpec, Observed
+from providers.local.tests.local_helpers import wait_until
 from providers.slurm.job import claim_read, claim_write, report_path
 from providers.slurm.tests.slurm_helpers import PREFIX, tenant
 

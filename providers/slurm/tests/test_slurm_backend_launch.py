@@ -15,8 +15,8 @@ from django.test import Client
 from console.tests.conftest import session_cookie
 from instances.services import instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import asgi_server, wait_running, wait_until
 from providers.local.runtime.supervisor import MARKER
+from providers.local.tests.local_helpers import asgi_server, wait_running, wait_until
 from providers.slurm.tests.slurm_helpers import PREFIX
 
 pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,7 @@ from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
 from instances.services import nodes_sync
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running, wait_until
+from providers.local.tests.local_helpers import wait_running, wait_until
 from providers.slurm.tests.slurm_helpers import NODES
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]

@@ -16,10 +16,10 @@ from django.utils import timezone
 from instances.models import Instance
 from instances.services import instance_auto_stop_set, instance_sync, instances_auto_stop
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running, wait_until
 from metrics.models import CardSample
 from metrics.services import metrics_collect
 from metrics.tests.test_idle_stop_engines import NVIDIA_SMI_SCRIPT
+from providers.local.tests.local_helpers import wait_running, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ import pytest
 from instances.models import InstanceEvent
 from instances.services import instance_sync
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running, wait_until
+from providers.local.tests.local_helpers import wait_running, wait_until
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -11,8 +11,8 @@ import subprocess
 import psutil
 import pytest
 
-from instances.tests.local_helpers import wait_until
 from providers import InstanceSpec, Observed
+from providers.local.tests.local_helpers import wait_until
 from providers.slurm.tests.slurm_helpers import SCRIPT, cluster_or_skip, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]

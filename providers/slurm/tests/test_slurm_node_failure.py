@@ -24,7 +24,7 @@ from core.messages import shown
 from instances.models import Instance, InstanceEvent, Node
 from instances.reconciler import instances_reconcile
 from instances.tests.conftest import committed, launch
-from instances.tests.local_helpers import wait_running
+from providers.local.tests.local_helpers import wait_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 

@@ -12,13 +12,13 @@ import pytest
 from django.utils import timezone
 
 from billing.models import Meter
-from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, Region
 from instances.reconciler import instances_reconcile
 from instances.services import instance_launch, instance_release, instance_sync
+from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed
-from instances.tests.local_helpers import wait_running, wait_until
 from providers import InstanceSpec, Observed, get_backend
+from providers.local.tests.local_helpers import wait_running, wait_until
 from providers.slurm.tests.slurm_helpers import NODES, PREFIX, tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]

@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from instances.tests.local_helpers import wait_until
 from providers import InstanceSpec, Observed
+from providers.local.tests.local_helpers import wait_until
 from providers.slurm.tests.slurm_helpers import tenant
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]

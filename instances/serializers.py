@@ -1,0 +1,505 @@
+"""The REST API's serializers for instances, the catalogue, GPU quota and reservations: what goes in and out.
+
+Validation that needs the database stays in the services; a serializer checks shapes and resolves
+what the caller names (a catalogue slug, the caller's own volume) within what the caller may see.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    extend_schema_field,
+    inline_serializer,
+)
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+
+from accounts.models import SSHKey
+from core.drf import SlugRelatedField
+from instances import reservations, selectors
+from instances.acting import acting
+from instances.boot import boot_timeline
+from instances.catalogue_cache import catalogue_active
+from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
+from instances.volumes import volume_hooks
+from providers.base import BOOT_STAGES
+
+
+class InstanceSerializer(serializers.ModelSerializer):
+    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    image = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status_display = serializers.CharField(source="get_status_display", read_only=True)
+    status_reason = serializers.CharField(source="status_reason_text", read_only=True)
+    ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    entry_points = serializers.SerializerMethodField()
+    boot = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Instance
+        fields = [
+            "id",
+            "name",
+            "status",
+            "status_display",
+            "status_reason",
+            "region",
+            "gpu_model",
+            "gpu_count",
+            "node_count",
+            "image",
+            "disk_gb",
+            "ssh_keys",
+            "hourly_price_fen",
+            "tier",
+            "auto_stop_at",
+            "auto_stop_idle_minutes",
+            "created_at",
+            "status_changed_at",
+            "running_since",
+            "entry_points",
+            "image_ref",
+            "boot",
+        ]
+        read_only_fields = fields
+
+    def to_representation(self, instance: Instance) -> dict:
+        # The list endpoint's hot path: the same output as the declared fields, built directly
+        # (ModelSerializer's field-by-field walk costs ~0.4 ms per row; this ~0.05 ms).
+        when = _DATETIME.to_representation
+        return {
+            "id": str(instance.pk),
+            "name": instance.name,
+            "status": instance.status,
+            "status_display": str(instance.get_status_display()),
+            "status_reason": instance.status_reason_text,  # in the request's language
+            "region": instance.region.slug,
+            "gpu_model": instance.gpu_model.slug,
+            "gpu_count": instance.gpu_count,
+            "node_count": instance.node_count,
+            "image": instance.image.slug,
+            "disk_gb": instance.disk_gb,
+            "ssh_keys": self.context["ssh_key_ids"]
+            if "ssh_key_ids" in self.context
+            else [k.pk for k in instance.ssh_keys.all()],
+            "hourly_price_fen": instance.hourly_price_fen,
+            "tier": instance.tier,
+            "auto_stop_at": when(instance.auto_stop_at) if instance.auto_stop_at else None,
+            "auto_stop_idle_minutes": instance.auto_stop_idle_minutes,
+            "created_at": when(instance.created_at),
+            "status_changed_at": when(instance.status_changed_at),
+            "running_since": when(instance.running_since) if instance.running_since else None,
+            "entry_points": self.get_entry_points(instance),
+            "image_ref": instance.image_ref,
+            "boot": self.get_boot(instance),
+        }
+
+    @extend_schema_field(
+        inline_serializer(
+            "Boot",
+            {
+                "stages": inline_serializer(
+                    "BootStage",
+                    {
+                        "stage": serializers.ChoiceField(choices=BOOT_STAGES),
+                        "started_at": serializers.DateTimeField(),
+                        "seconds": serializers.FloatField(allow_null=True),
+                        "failed": serializers.BooleanField(),
+                    },
+                    many=True,
+                ),
+                "pull": inline_serializer(
+                    "ImagePull",
+                    {
+                        "bytes_done": serializers.IntegerField(),
+                        "bytes_total": serializers.IntegerField(),
+                        "bytes_per_second": serializers.FloatField(allow_null=True),
+                        "seconds_left": serializers.FloatField(allow_null=True),
+                    },
+                    allow_null=True,
+                ),
+                "total_seconds": serializers.FloatField(allow_null=True),
+            },
+            allow_null=True,
+        )
+    )
+    def get_boot(self, instance: Instance) -> dict | None:
+        """The current (or last) boot's stages as the provider's polls reported them: each one's start and
+        length (null while it is the stage now), the image pull's progress while it runs."""
+        timeline = boot_timeline(instance=instance)
+        if timeline is None:
+            return None
+        when = _DATETIME.to_representation
+        pull = timeline.pull
+        return {
+            "stages": [
+                {"stage": s.key, "started_at": when(s.started_at), "seconds": s.seconds, "failed": s.failed}
+                for s in timeline.stages
+            ],
+            "pull": {
+                "bytes_done": pull.done,
+                "bytes_total": pull.total,
+                "bytes_per_second": pull.rate_bytes_s,
+                "seconds_left": pull.seconds_left,
+            }
+            if pull
+            else None,
+            "total_seconds": timeline.total_seconds,
+        }
+
+    @extend_schema_field(
+        inline_serializer(
+            "EntryPoints",
+            {
+                "jupyterlab_url": serializers.CharField(allow_null=True),
+                "vscode_url": serializers.CharField(allow_null=True),
+                "ssh_command": serializers.CharField(allow_null=True),
+                "gateway_command": serializers.CharField(allow_null=True),
+            },
+        )
+    )
+    def get_entry_points(self, instance: Instance) -> dict:
+        request = self.context.get("request")
+        host = request.get_host() if request is not None else ""
+        return selectors.instance_entry_points(instance=instance, host=host)
+
+
+_DATETIME = serializers.DateTimeField()
+
+
+@extend_schema_field(OpenApiTypes.UUID)
+class _OwnVolumeField(serializers.PrimaryKeyRelatedField):
+    """A volume of the requesting user; another user's id is "does not exist", as any stranger's object."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        owned = volume_hooks().owned
+        return owned(user=acting(request)[0]) if request is not None else owned(user=None).none()
+
+
+class LaunchVolumeSerializer(serializers.Serializer):
+    volume = _OwnVolumeField()
+    mount_path = serializers.CharField(max_length=128)
+    mode = serializers.ChoiceField(choices=["rw", "ro", "shared-rw"], default="rw")
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class CatalogueSlugField(serializers.Field):
+    """The slug of an active region, GPU model or image, looked up in the process's copy of the
+    catalogue (``instances.catalogue_cache``): no query per launch.
+
+    A plain field, not a related one: DRF copies a serializer's fields for every instance of it, and a
+    related field's copy builds a queryset each time, three of them on every launch request.
+    """
+
+    default_error_messages = SlugRelatedField.default_error_messages
+
+    def __init__(self, model, **kwargs) -> None:
+        self.model = model
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        obj = catalogue_active(self.model).get(data)
+        if obj is None:
+            self.fail("does_not_exist", slug_name="slug", value=data.replace("\x00", ""))
+        return obj
+
+    def to_representation(self, value) -> str:
+        return value.slug
+
+
+class LaunchSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    region = CatalogueSlugField(Region)
+    gpu_model = CatalogueSlugField(GpuModel)
+    gpu_count = serializers.ChoiceField(choices=Instance.GPU_COUNTS)
+    node_count = serializers.ChoiceField(
+        choices=Instance.NODE_COUNTS,
+        default=1,
+        help_text="Nodes of a cluster, each with gpu_count cards (billed for all); at most INSTANCES_MAX_NODES.",
+    )
+    image = CatalogueSlugField(Image)
+    disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
+    ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
+    volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")
+    ports = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=65535),
+        required=False,
+        max_length=16,
+        help_text="HTTP ports the owner will serve, each at /i/<id>/p<port>/ (see the ports endpoints).",
+    )
+    tier = serializers.ChoiceField(
+        choices=Instance.Tier.values,
+        default=Instance.Tier.ON_DEMAND,
+        help_text="on-demand, or interruptible: cheaper (spot_price_per_card_hour_fen), preempted for on-demand work.",
+    )
+    checkpoint_command = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        help_text="Run on the machine when it is preempted, within the grace period (interruptible only).",
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:  # (schema generation has none)
+            # Another user's key id is "does not exist", as any other stranger's object.
+            self.fields["ssh_keys"].child_relation.queryset = request.user.ssh_keys.all()
+
+
+class RenameSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+
+
+class ResizeSerializer(serializers.Serializer):
+    node_count = serializers.IntegerField(
+        min_value=1, help_text=_("The cluster's new number of nodes (whole nodes; rank 0 stays).")
+    )
+
+
+class AutoStopSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(required=False, allow_null=True)
+    idle_minutes = serializers.IntegerField(required=False, allow_null=True)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    reason = serializers.CharField(source="reason_text", read_only=True)
+
+    class Meta:
+        model = InstanceEvent
+        fields = ["kind", "old", "new", "reason", "created_at"]
+
+
+class GpuModelSerializer(serializers.ModelSerializer):
+    spot_price_per_card_hour_fen = serializers.IntegerField(
+        source="spot_price_fen", read_only=True, help_text="The interruptible tier's price per card-hour."
+    )
+    free_cards = serializers.SerializerMethodField()
+    free_cards_by_region = serializers.SerializerMethodField()
+
+    class Meta:
+        model = GpuModel
+        fields = [
+            "slug",
+            "name",
+            "vendor",
+            "memory_gb",
+            "price_per_card_hour_fen",
+            "spot_price_per_card_hour_fen",
+            "cpu_cores_per_card",
+            "ram_gb_per_card",
+            "free_cards",
+            "free_cards_by_region",
+        ]
+
+    def _capacity(self) -> dict:
+        return self.context["capacity"]
+
+    def get_free_cards(self, obj) -> int:
+        return sum(v["free"] for (_r, g), v in self._capacity().items() if g == obj.pk)
+
+    def get_free_cards_by_region(self, obj) -> dict[str, dict[str, int]]:
+        regions = self.context["regions"]
+        return {
+            regions[r]: {"free": v["free"], "largest_on_one_node": v["best"]}
+            for (r, g), v in self._capacity().items()
+            if g == obj.pk and r in regions
+        }
+
+
+class ImageSerializer(serializers.ModelSerializer):
+    # Image slugs carry versions ("pytorch-2.5-cu124"): not a SlugField's pattern.
+    slug = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Image
+        fields = [
+            "slug",
+            "name",
+            "framework",
+            "framework_version",
+            "cuda_version",
+            "python_version",
+            "os",
+            # As published to the console's registry (``images_publish``): what a launch pins and pulls.
+            "repository",
+            "tag",
+            "digest",
+            "size_bytes",
+            "contents",
+        ]
+
+
+class RegionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Region
+        fields = ["slug", "name"]
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "gpu_model",
+            "cards",
+            "duration_days",
+            "reason",
+            "status",
+            "granted_cards",
+            "message",
+            "decided_at",
+            "expires_at",
+            "created_at",
+        ]
+        read_only_fields = ["id", "status", "granted_cards", "message", "decided_at", "expires_at", "created_at"]
+
+
+class StaffQuotaRequestSerializer(serializers.ModelSerializer):
+    """A request as staff review it: who asked, and its age against the review SLA while it waits."""
+
+    user = serializers.EmailField(source="user.email", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    decided_by = serializers.EmailField(source="decided_by.email", read_only=True, allow_null=True, default=None)
+    age_min = serializers.SerializerMethodField(help_text="Minutes since it was sent (while pending; else null).")
+    sla_min = serializers.SerializerMethodField(help_text="INSTANCES_QUOTA_REVIEW_SLA_MIN: minutes promised.")
+    overdue = serializers.SerializerMethodField(help_text="Pending for longer than the SLA.")
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "user",
+            "gpu_model",
+            "cards",
+            "duration_days",
+            "reason",
+            "status",
+            "granted_cards",
+            "message",
+            "decided_by",
+            "decided_at",
+            "expires_at",
+            "created_at",
+            "age_min",
+            "sla_min",
+            "overdue",
+        ]
+        read_only_fields = fields
+
+    def _age(self, obj: QuotaRequest) -> int | None:
+        if obj.status != QuotaRequest.Status.PENDING:
+            return None
+        return max(int((timezone.now() - obj.created_at).total_seconds() // 60), 0)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_age_min(self, obj: QuotaRequest) -> int | None:
+        return self._age(obj)
+
+    @extend_schema_field(serializers.IntegerField())
+    def get_sla_min(self, obj: QuotaRequest) -> int:
+        return int(settings.INSTANCES_QUOTA_REVIEW_SLA_MIN)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_overdue(self, obj: QuotaRequest) -> bool:
+        age = self._age(obj)
+        return age is not None and age >= settings.INSTANCES_QUOTA_REVIEW_SLA_MIN
+
+
+class StaffQuotaListQuery(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=["all", *QuotaRequest.Status.values],
+        default=QuotaRequest.Status.PENDING,
+        help_text="pending (the default: the queue, most urgent first), all, or one status (newest first).",
+    )
+
+
+class StaffQuotaApproveSerializer(serializers.Serializer):
+    cards = serializers.IntegerField(
+        min_value=1, required=False, help_text="Cards to grant, at most those asked (default: all of them)."
+    )
+    days = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.INSTANCES_QUOTA_MAX_DAYS,
+        required=False,
+        help_text="How long the grant lasts from now (default: the days asked).",
+    )
+    message = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+    reserve_region = SlugRelatedField(
+        slug_field="slug",
+        queryset=Region.objects.filter(is_active=True),
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Also reserve the granted cards in this region for the grant's window (or the part given).",
+    )
+    reserve_starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    reserve_ends_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+
+class StaffQuotaDenySerializer(serializers.Serializer):
+    message = serializers.CharField(max_length=2000, help_text="Why: the user reads it.")
+
+    def validate_message(self, value: str) -> str:
+        if not value.strip():
+            raise ValidationError(_("Tell the user why."))
+        return value
+
+
+class ReservationSerializer(serializers.ModelSerializer):
+    """A reservation as its holder sees it: where, what, when, and how many of its cards are in use."""
+
+    region = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    current = serializers.BooleanField(read_only=True, help_text="Active and inside its window now.")
+    in_use = serializers.IntegerField(
+        read_only=True, help_text="Cards the holder's on-demand instances hold against it now."
+    )
+
+    class Meta:
+        model = Reservation
+        fields = ["id", "region", "gpu_model", "cards", "starts_at", "ends_at", "status", "current", "in_use"]
+        read_only_fields = fields
+
+
+class StaffReservationSerializer(ReservationSerializer):
+    account = serializers.SerializerMethodField(help_text="The holder: an e-mail address, or team:<slug>.")
+    created_by = serializers.EmailField(source="created_by.email", read_only=True, allow_null=True, default=None)
+    quota_request = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta(ReservationSerializer.Meta):
+        fields = [*ReservationSerializer.Meta.fields, "account", "note", "created_by", "quota_request", "created_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField())
+    def get_account(self, obj: Reservation) -> str:
+        team = getattr(obj.account, "team", None)
+        return f"team:{team.slug}" if team is not None else obj.account.email
+
+
+class StaffReservationCreateSerializer(serializers.Serializer):
+    account = serializers.CharField(max_length=254, help_text="A person's e-mail address, or a team's slug.")
+    region = SlugRelatedField(slug_field="slug", queryset=Region.objects.filter(is_active=True))
+    gpu_model = SlugRelatedField(slug_field="slug", queryset=GpuModel.objects.filter(is_active=True))
+    cards = serializers.IntegerField(min_value=1, max_value=reservations.MAX_CARDS)
+    starts_at = serializers.DateTimeField(required=False, allow_null=True, default=None, help_text="Default: now.")
+    ends_at = serializers.DateTimeField()
+    note = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+    def validate_account(self, value: str):
+        account = reservations.reservation_account_find(text=value.removeprefix("team:"))
+        if account is None:
+            raise ValidationError(_("No active account has that e-mail address or team slug."))
+        return account
+
+
+class StaffReservationListQuery(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["", *Reservation.Status.values], default="", required=False)
