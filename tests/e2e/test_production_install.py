@@ -43,7 +43,10 @@ def production(clone, tmp_path_factory):
     venv = clone / "prod-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run(
-        [str(venv / "bin/pip"), "install", "-q", "-r", "requirements.txt"], cwd=clone, check=True, env=clean_env()
+        [str(venv / "bin/pip"), "install", "-q", "--require-hashes", "-r", "requirements.txt"],
+        cwd=clone,
+        check=True,
+        env=clean_env(),
     )
     logs = tmp_path_factory.mktemp("e2e-production")
     port = free_port()
