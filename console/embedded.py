@@ -105,6 +105,10 @@ class EmbeddedPostgres:
     root: Path
     port: int = DEFAULT_PG_PORT
     log: list[str] | None = None
+    # `make test`'s server (scripts/test_postgres.py) is the same PostgreSQL with the superuser the
+    # tests expect and no password on 127.0.0.1, as a developer's own server for tests usually is.
+    user: str = PG_USER
+    trust: bool = False
 
     @property
     def data(self) -> Path:
@@ -116,8 +120,10 @@ class EmbeddedPostgres:
 
     @property
     def url(self) -> str:
+        if self.trust:
+            return f"postgres://{self.user}@127.0.0.1:{self.port}/{PG_DATABASE}"
         password = _secret(self.root / "password")
-        return f"postgres://{PG_USER}:{password}@127.0.0.1:{self.port}/{PG_DATABASE}"
+        return f"postgres://{self.user}:{password}@127.0.0.1:{self.port}/{PG_DATABASE}"
 
     def _note(self, message: str) -> None:
         if self.log is not None:
@@ -203,11 +209,11 @@ class EmbeddedPostgres:
                         "-D",
                         str(self.data),
                         "--username",
-                        PG_USER,
+                        self.user,
                         "--pwfile",
                         str(pwfile),
-                        "--auth-host=scram-sha-256",
-                        "--auth-local=scram-sha-256",
+                        f"--auth-host={'trust' if self.trust else 'scram-sha-256'}",
+                        f"--auth-local={'trust' if self.trust else 'scram-sha-256'}",
                         "--encoding=UTF8",
                         "--locale-provider=builtin",
                         "--locale=C.UTF-8",
@@ -275,7 +281,7 @@ class EmbeddedPostgres:
 
     def _ensure_database(self, password: str) -> None:
         with psycopg.connect(
-            host="127.0.0.1", port=self.port, user=PG_USER, password=password, dbname="postgres", autocommit=True
+            host="127.0.0.1", port=self.port, user=self.user, password=password, dbname="postgres", autocommit=True
         ) as conn:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (PG_DATABASE,)).fetchone():
                 conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')

@@ -37,7 +37,7 @@ install_jupyter() {
   fi
   echo "JupyterLab: installing into $venv"
   [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements-local.txt"
+  "$venv/bin/pip" install -q --disable-pip-version-check --require-hashes -r "$ROOT/requirements-local.txt"
   cp "$ROOT/requirements-local.txt" "$stamp"
 }
 

@@ -183,8 +183,8 @@ def test_compose_sets_only_settings_the_console_reads():
 
 def test_the_dockerfile_installs_the_requirements_and_collects_static_files():
     text = (DEPLOY / "Dockerfile").read_text()
-    assert text.startswith("#") and "FROM python:3.12-slim" in text
-    assert "pip install -r requirements.txt" in text
+    assert text.startswith("#") and "FROM ${BASE}" in text
+    assert "pip install --require-hashes -r requirements.txt" in text
     assert "manage.py collectstatic --noinput" in text
     assert "USER console" in text
     for path in re.findall(r"^COPY (\S+)", text, flags=re.M):

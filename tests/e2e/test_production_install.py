@@ -12,6 +12,7 @@ import secrets
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -23,7 +24,9 @@ from tests.e2e.flow import newcomer_first_session
 from tests.e2e.smtp_sink import SMTPSink
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
-ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
+# The server the tests run on (`make test`'s, or DATABASE_URL's), as its superuser.
+SERVER = urlsplit(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:54328/console")
+ADMIN_URL = urlunsplit(SERVER._replace(path="/postgres"))
 DB_NAME = "console_e2e_production"
 REDIS_URL = re.sub(r"/\d+$", "/9", os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"))
 
@@ -43,7 +46,10 @@ def production(clone, tmp_path_factory):
     venv = clone / "prod-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run(
-        [str(venv / "bin/pip"), "install", "-q", "-r", "requirements.txt"], cwd=clone, check=True, env=clean_env()
+        [str(venv / "bin/pip"), "install", "-q", "--require-hashes", "-r", "requirements.txt"],
+        cwd=clone,
+        check=True,
+        env=clean_env(),
     )
     logs = tmp_path_factory.mktemp("e2e-production")
     port = free_port()
@@ -54,7 +60,7 @@ def production(clone, tmp_path_factory):
             DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
             CONSOLE_PROXY_HOST=f"apps.localhost:{port}",
             DJANGO_SECURE_SSL_REDIRECT="0",
-            DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+            DATABASE_URL=urlunsplit(SERVER._replace(path=f"/{DB_NAME}")),
             REDIS_URL=REDIS_URL,
             CONSOLE_DEMO_MODE="1",  # the simulated cloud: there is no GPU here
             EMAIL_HOST="127.0.0.1",

@@ -47,7 +47,7 @@ def production_check(**env: str) -> subprocess.CompletedProcess:
         "DJANGO_SECRET_KEY": "k" * 20 + "3x9!Qz_vL0pR7mW2sT5yB8nC4dF6gH1jK" + "z" * 10,
         "DJANGO_ALLOWED_HOSTS": "console.example.com",
         "CONSOLE_PROXY_HOST": "console-content.example.net",
-        "DATABASE_URL": os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/console"),
+        "DATABASE_URL": os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:54328/console"),
         "REDIS_URL": os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
         **env,
     }
