@@ -17,3 +17,8 @@ class ConsoleConfig(AppConfig):
         # Every process of a production console (web, workers, beat, manage.py) stops here rather
         # than take real sign-ups on simulated parts.
         production_demo_parts_refuse()
+
+        # What console answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        from console import wiring
+
+        wiring.wire()

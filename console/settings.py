@@ -585,9 +585,6 @@ CONSOLE_SITE_NAME = os.environ.get("CONSOLE_SITE_NAME", "GPU Console")
 CONSOLE_DEMO_MODE = env_bool("CONSOLE_DEMO_MODE", default=not PRODUCTION)
 # API tokens: how long an unused token's last-used time may lag (one write per interval, not per call).
 API_TOKEN_LAST_USED_RESOLUTION = timedelta(seconds=60)
-# Which teams a token may be scoped to, and the team's audit of tokens (accounts.tokens): none, unless
-# teams names its own (its block below).
-ACCOUNTS_TOKEN_TEAMS_HOOK = ""
 
 # --- Billing ---------------------------------------------------------------------------------------
 BILLING_TRIAL_CREDIT_FEN = int(os.environ.get("BILLING_TRIAL_CREDIT_FEN", "1000"))  # ¥10.00
@@ -598,18 +595,15 @@ BILLING_MIN_RUNWAY_S = int(os.environ.get("BILLING_MIN_RUNWAY_S", str(10 * 60)))
 BILLING_SETTLE_INTERVAL_S = int(os.environ.get("BILLING_SETTLE_INTERVAL_S", "60"))  # the settlement tick
 BILLING_SETTLE_BATCH_SIZE = int(os.environ.get("BILLING_SETTLE_BATCH_SIZE", "25000"))  # meters per transaction
 BILLING_LOW_BALANCE_WARNING_S = int(os.environ.get("BILLING_LOW_BALANCE_WARNING_S", "3600"))  # warn below this runway
-BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S", "300"))  # then call the hook
-# Called with user_id=… once per out-of-funds episode. The instances app sets its own (stop the
-# user's instances, keep their disks); the default stops the user's meters that are not storage.
-BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "billing.alerts.meters_stop_unpaid")
-# Who tells statements what was spent while GPUs sat idle (billing.statements.idle_waste): nobody,
-# unless an app that measures GPU use names itself (metrics' block below).
-BILLING_IDLE_WASTE_HOOK = ""
-# Who tells a statement what each meter measured and who launched it (billing.statements.usage_attribute):
-# instances' block below names its own. What a team membership may do with its team's wallet
-# (billing.access): teams' block names its own; without it a membership allows nothing.
-BILLING_USAGE_ATTRIBUTION_HOOKS: list[str] = []
-BILLING_TEAMS_HOOK = ""
+BILLING_OUT_OF_FUNDS_GRACE_S = int(os.environ.get("BILLING_OUT_OF_FUNDS_GRACE_S", "300"))  # then apply the policy
+# What running out of money does, once per episode (billing/alerts.py, the one reader): "stop" what
+# runs (billing.hooks.out_of_funds: instances stops the machines, keeping their disks), or "notify"
+# only (nothing stops; the usage becomes debt, for consoles whose users are billed afterwards).
+BILLING_OUT_OF_FUNDS_POLICY = os.environ.get("BILLING_OUT_OF_FUNDS_POLICY", "stop")
+if BILLING_OUT_OF_FUNDS_POLICY not in ("stop", "notify"):
+    raise ImproperlyConfigured(
+        f"BILLING_OUT_OF_FUNDS_POLICY is 'stop' or 'notify', not {BILLING_OUT_OF_FUNDS_POLICY!r}."
+    )
 BILLING_LEDGER_CHECK_INTERVAL_S = int(os.environ.get("BILLING_LEDGER_CHECK_INTERVAL_S", "3600"))
 # The hour (UTC, as Celery beat keeps time) the daily reconciliation compares yesterday's gateway bills
 # with the ledger: 03:30 UTC is 11:30 in Beijing, when Alipay's and WeChat Pay's bills are ready.
@@ -699,10 +693,6 @@ TEMPLATES[0]["OPTIONS"]["context_processors"].append("instances.context_processo
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("notifications.context_processors.unread")
 
 # --- Notifications (notifications/): the inbox, e-mail in the user's language, signed webhooks ------
-# A dotted path ``f(*, user, kind, actor=None) -> iterable of users``: who hears about ``user``'s
-# account (a team's owners and admins, and ``actor``, the member who launched the machine the news is
-# about). None: the user itself.
-NOTIFICATIONS_RECIPIENTS_HOOK: str | None = "teams.notifications.team_notification_recipients"
 # Webhooks to private, loopback, link-local or reserved addresses (SSRF): refused unless this is on.
 NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE = env_bool("NOTIFICATIONS_WEBHOOK_ALLOW_PRIVATE", default=DEBUG)
 # http:// (not https) accepted for localhost endpoints outside production: development and tests.
@@ -891,21 +881,6 @@ INSTANCES_QUOTA_MAX_DAYS = 365
 INSTANCES_QUOTA_REVIEW_SLA_MIN = int(os.environ.get("INSTANCES_QUOTA_REVIEW_SLA_MIN", "30"))
 # How long before an idle auto-stop its owner is warned (e-mail and a console notice, with "Keep running").
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
-# With instances installed, running out of money stops the user's instances; BILLING_OUT_OF_FUNDS_HOOK
-# in the environment still wins (billing's block above reads it too, but this line comes later).
-BILLING_OUT_OF_FUNDS_HOOK = os.environ.get("BILLING_OUT_OF_FUNDS_HOOK", "instances.services.instances_stop_for_funds")
-BILLING_USAGE_ATTRIBUTION_HOOKS = [*BILLING_USAGE_ATTRIBUTION_HOOKS, "instances.attribution.usage_attribution"]
-# What instances asks of volumes at launch, at boot and on its pages (instances/volumes.py): none,
-# unless an app above it offers them (storage's block below names its own).
-INSTANCES_VOLUME_HOOKS = "instances.volumes.VolumeHooks"
-# What the instance list and page show of GPU metrics (instances/gpu_metrics.py): nothing, unless an
-# app above it samples them (metrics' block below names its own).
-INSTANCES_GPU_METRICS_HOOKS = "instances.gpu_metrics.GpuMetricsHooks"
-# Who may refuse a launch or a start besides the funds check (a budget's hard cap): a dotted path to
-# ``guard(*, user) -> str | None``, the refusal's message; empty: nobody (budgets' block names its own).
-INSTANCES_SPEND_GUARD = ""
-# Templates of apps above instances included on the instance page (each gets ``instance``).
-INSTANCES_DETAIL_PANELS: tuple[str, ...] = ()
 CELERY_BEAT_SCHEDULE.update(
     {
         "instances-reconcile": {
@@ -1074,16 +1049,6 @@ for _alias, _config in _backends_from_env(os.environ.get("CONSOLE_PROVISIONING_B
         PROVISIONING_BACKENDS.pop(_alias, None)
     else:
         PROVISIONING_BACKENDS[_alias] = {"BACKEND": _config["BACKEND"], "OPTIONS": _config.get("OPTIONS", {})}
-# The proxy asks the Instance model who owns what, and a deployment's API key opens that deployment's
-# app (apps_marketplace.proxy); the runtime-only resolver, providers.local.runtime.registry.proxy_target_for,
-# serves instances started without the console.
-CONSOLE_PROXY_RESOLVER = os.environ.get("CONSOLE_PROXY_RESOLVER", "apps_marketplace.proxy.deployment_proxy_target")
-# Users' own ports (/i/<id>/p<port>/) and their share links (/i/<id>/s-<token>/): ports.proxy.
-CONSOLE_PROXY_PORT_RESOLVER = "ports.proxy.port_proxy_target"
-# Ports asked for at launch are declared by the ports app, in the launch's transaction.
-INSTANCES_PORTS_HOOK = "ports.services.ports_declare_at_launch"
-# Called in each instance transition's transaction: the marketplace tells a deployment's owner "ready"/"failed".
-INSTANCES_TRANSITION_HOOKS = ["apps_marketplace.hooks.deployment_transition_notify"]
 # The host name in the SSH command the instance page shows; empty: the host the browser used.
 INSTANCES_SSH_HOST = os.environ.get("INSTANCES_SSH_HOST", "")
 # --- The SSH gateway (gateway/): `ssh -p 2222 <instance>@host` reaches any instance on any backend ----------
@@ -1105,8 +1070,6 @@ GATEWAY_CONNECT_TIMEOUT_S = float(os.environ.get("GATEWAY_CONNECT_TIMEOUT_S", "1
 # The file browser's and the files API's SFTP work for one request, login included: an instance that
 # stops answering mid-transfer (or a file that never ends) frees the request's lane after this long.
 GATEWAY_FILES_DEADLINE_S = int(os.environ.get("GATEWAY_FILES_DEADLINE_S", "120"))
-# Keys the instances app adds to every launch's authorized keys: the instance's gateway key.
-INSTANCES_AUTHORIZED_KEYS_HOOK = "gateway.keys.instance_authorized_keys"
 # A machine whose user server crashes is restarted; this many crashes within the window fail it.
 INSTANCES_CRASH_LIMIT = int(os.environ.get("INSTANCES_CRASH_LIMIT", "3"))
 INSTANCES_CRASH_WINDOW_S = int(os.environ.get("INSTANCES_CRASH_WINDOW_S", "600"))
@@ -1124,8 +1087,6 @@ STORAGE_USAGE_REFRESH_S = int(os.environ.get("STORAGE_USAGE_REFRESH_S", "300"))
 # A volume file browser's call that walks folders (a listing, the size check before a chunk) gives up
 # with a 504 after this long, so a volume of millions of files cannot hold a web request's lane.
 STORAGE_FILES_DEADLINE_S = int(os.environ.get("STORAGE_FILES_DEADLINE_S", "30"))
-# Instances mount the volumes attached to them: storage answers the instances app's questions.
-INSTANCES_VOLUME_HOOKS = "storage.hooks.StorageVolumeHooks"
 CELERY_BEAT_SCHEDULE.update(
     {
         "storage-volumes-refresh": {
@@ -1174,8 +1135,6 @@ METRICS_IDLE_STALE_S = 120
 # The statement's idle-waste line counts idle stretches (every card below METRICS_IDLE_BELOW_PCT) of
 # at least this many minutes, recorded per instance and day (metrics.models.IdleDay) every hour.
 METRICS_IDLE_WASTE_MIN_MINUTES = int(os.environ.get("METRICS_IDLE_WASTE_MIN_MINUTES", "15"))
-BILLING_IDLE_WASTE_HOOK = "metrics.selectors.idle_waste_for"
-INSTANCES_GPU_METRICS_HOOKS = "metrics.hooks.MetricsHooks"
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].update({"GpuMetricsRangeEnum": "metrics.selectors.RANGE_CHOICES"})
 CELERY_BEAT_SCHEDULE.update(
     {
@@ -1199,11 +1158,6 @@ CELERY_BEAT_SCHEDULE.update(
 )
 
 # --- Budgets (budgets/): a monthly limit per user, alerts at 50/80/100 %, an optional hard cap -------
-INSTANCES_SPEND_GUARD = "budgets.services.spend_guard"  # a reached hard cap refuses launches and starts
-INSTANCES_DETAIL_PANELS = (
-    "budgets/_instance_cap.html",  # "stop this one after ¥X"
-    "gateway/_files_panel.html",  # the file browser: its page is gateway.views.instance_files
-)
 CELERY_BEAT_SCHEDULE.update(
     {
         "budgets-check": {
@@ -1222,18 +1176,7 @@ CONSOLE_METRICS_ALLOWED_IPS = env_list("CONSOLE_METRICS_ALLOWED_IPS", "127.0.0.1
 # --- Teams (teams/): a team is an account that its members act on, with roles and an audit log --------
 # Hours an invitation link works; the periodic task marks the older ones expired.
 TEAMS_INVITATION_TTL_H = int(os.environ.get("TEAMS_INVITATION_TTL_H", "168"))
-# Each member's spend this month and cards held, against their limits, on the team page (for admins):
-# computed by instances (above teams, which cannot read instances or the ledger), named here.
-TEAMS_MEMBER_USAGE_HOOK = "instances.members.member_usage"
-# When a member leaves a team or is removed, in the same transaction, each of these is called as
-# ``hook(account=team.account, user=person)``: the share links they made on its instances are revoked.
-TEAMS_MEMBERSHIP_END_HOOKS = ["ports.services.shares_revoke_for_member"]
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("teams.context_processors.acting_context")
-# What a membership may do with the team's wallet (billing.access) and which teams a token may be
-# scoped to (accounts.tokens); API tokens authenticate through teams, which sets request.principal
-# (the token's team, its membership re-checked on every request).
-BILLING_TEAMS_HOOK = "teams.hooks.BillingTeams"
-ACCOUNTS_TOKEN_TEAMS_HOOK = "teams.hooks.TokenTeams"  # noqa: S105 (a dotted path, not a secret)
 CELERY_BEAT_SCHEDULE.update(
     {
         "teams-invitations-expire": {

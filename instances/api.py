@@ -37,8 +37,8 @@ from instances.acting import acting, require_launch, require_operate, require_qu
 from instances.boot import boot_timeline
 from instances.catalogue_cache import catalogue_active
 from instances.filters import InstanceFilter
+from instances.hooks import volume_hooks
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
-from instances.volumes import volume_hooks
 from providers.base import BOOT_STAGES
 
 

@@ -22,7 +22,6 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop
 
 from billing.services import meter_open, meter_stop
@@ -31,6 +30,7 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
+from instances import hooks
 from instances.metering import disk_meter_ref, disk_sku_upsert, gpu_meter_ref, gpu_sku_upsert, instance_shape
 from instances.models import Instance, InstanceEvent, Node
 
@@ -141,17 +141,11 @@ def instance_transition(
     return transition(model=Instance, pk=instance_id, table=ALLOWED, src=src, dst=dst, changes=fields, record=record)
 
 
-_hooks: dict[tuple[str, ...], list[Callable]] = {}
-
-
-def transition_hooks() -> list[Callable]:
-    """``INSTANCES_TRANSITION_HOOKS``: functions of higher apps called as ``hook(instance=, src=, dst=)``
-    inside each transition's transaction, after its event row (the marketplace tells a deployment's
-    owner it is ready or failed). Imported once per list of paths."""
-    paths = tuple(getattr(settings, "INSTANCES_TRANSITION_HOOKS", ()))
-    if paths not in _hooks:
-        _hooks[paths] = [import_string(path) for path in paths]
-    return _hooks[paths]
+def transition_hooks() -> tuple[Callable, ...]:
+    """``hooks.transition``: functions of higher apps called as ``hook(instance=, src=, dst=)`` inside
+    each transition's transaction, after its event row (the marketplace tells a deployment's owner it
+    is ready or failed)."""
+    return hooks.transition.all()
 
 
 def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:

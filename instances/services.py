@@ -24,7 +24,6 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop, ngettext
 
@@ -36,6 +35,7 @@ from core.memo import process_memo_register
 from core.messages import reason as stored
 from core.messages import shown
 from core.tasks import enqueue_on_commit
+from instances import hooks
 from instances.boot import boot_changes, boot_failed, node_image_cached
 from instances.capacity import beneficiary_drive, gang_reserve, gang_take_by_preempting, gpus_take_by_preempting
 from instances.entry_points import running_changes
@@ -47,7 +47,7 @@ from instances.errors import (
     NoCapacity,
     OperationNotAllowed,
 )
-from instances.gpu_metrics import gpu_metrics_hooks
+from instances.hooks import gpu_metrics_hooks, volume_hooks
 from instances.incidents import incident_credit
 from instances.lifecycle import (
     ALLOWED,
@@ -64,7 +64,6 @@ from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Reg
 from instances.quota import quota_check
 from instances.reservations import reservations_admit
 from instances.tenancy import tenant_for
-from instances.volumes import volume_hooks
 from notifications.models import Kind
 from notifications.services import Message, notify
 from providers import (
@@ -400,14 +399,13 @@ def _gpus_reserve_nodes_for(
 
 def _funds_check(*, user, hourly_fen: int, instance: Instance | None = None) -> None:
     """Before compute starts (a launch; a start, of ``instance``): the money must cover it, and no
-    spending guard (a budget's hard cap, an instance's own limit: ``INSTANCES_SPEND_GUARD``, named by
+    spending guard (a budget's hard cap, an instance's own limit: ``hooks.spend_guard``, answered by
     an app above) may refuse it."""
     try:
         launch_check(user=user, extra_hourly_fen=hourly_fen)
     except InsufficientFunds as exc:
         raise FundsTooLow(str(exc)) from exc
-    guard = getattr(settings, "INSTANCES_SPEND_GUARD", "")
-    refusal = import_string(guard)(user=user, instance=instance) if guard else None
+    refusal = hooks.spend_guard(user=user, instance=instance)
     if refusal:
         raise BudgetReached(refusal)
 
@@ -453,7 +451,7 @@ def instance_launch(
     records the launch.
 
     ``ports`` are HTTP ports the owner will serve, declared in the same transaction by the ports app
-    (``INSTANCES_PORTS_HOOK``), so their URLs are there when the machine runs.
+    (``hooks.ports_at_launch``), so their URLs are there when the machine runs.
 
     ``app`` is a server the machine runs beside its entry points (a one-click deployment's); a region
     whose provider cannot run it refuses here, before anything is reserved.
@@ -461,7 +459,7 @@ def instance_launch(
     Refused before anything is created when the choice is invalid, over quota, without capacity or
     without the balance to run it for the minimum runway. Nothing is billed until it is running.
     ``volumes`` are ``(volume, mount_path, mode)`` triples attached in the same transaction by the
-    volumes app (``INSTANCES_VOLUME_HOOKS``; storage's rules), so the machine boots with them mounted.
+    volumes app (``hooks.volumes``; storage's rules), so the machine boots with them mounted.
 
     ``node_count`` > 1 makes a cluster: ``gpu_count`` cards on each of that many distinct nodes,
     priced, billed and counted against quota as ``node_count × gpu_count`` cards.
@@ -512,8 +510,7 @@ def instance_launch(
         raise LaunchInvalid(_("A port is a number from 1 to 65535."), field="ports")
     if len(ports) > 16:
         raise LaunchInvalid(_("An instance serves at most %(n)d ports.") % {"n": 16}, field="ports")
-    ports_hook = getattr(settings, "INSTANCES_PORTS_HOOK", "")
-    if ports and not ports_hook:
+    if ports and not hooks.ports_at_launch.implemented:
         raise LaunchInvalid(_("This console serves no ports of your own."), field="ports")
     name = (name or "").strip() or f"{gpu_model.slug}-{timezone.now():%m%d-%H%M%S}"
     if len(name) > 64:
@@ -601,7 +598,7 @@ def instance_launch(
         if volumes:
             volume_hooks().attach_at_launch(user=user, instance=instance, volumes=volumes)
         if ports:
-            import_string(ports_hook)(instance=instance, ports=ports)
+            hooks.ports_at_launch(instance=instance, ports=ports)
         reasons = [
             stored(gettext_noop("Launched by %(who)s"), who=actor.email),
             stored(gettext_noop("Finding a node")),
@@ -648,11 +645,9 @@ def app_launch_from(data: dict) -> AppLaunch | None:
 
 
 def _authorized_keys(instance: Instance) -> tuple[str, ...]:
-    """The owner's chosen keys, then those ``INSTANCES_AUTHORIZED_KEYS_HOOK`` adds (the SSH gateway's key for
-    this instance, ``gateway.keys``): the instances app names the hook, so it never imports the gateway."""
-    keys = tuple(_ssh_public_keys(instance))
-    hook = getattr(settings, "INSTANCES_AUTHORIZED_KEYS_HOOK", "")
-    return keys + tuple(import_string(hook)(instance=instance)) if hook else keys
+    """The owner's chosen keys, then those ``hooks.authorized_keys`` adds (the SSH gateway's key for
+    this instance, ``gateway.keys``): the gateway answers the hook, so instances never imports it."""
+    return tuple(_ssh_public_keys(instance)) + tuple(hooks.authorized_keys(instance=instance))
 
 
 def _spec(instance: Instance) -> InstanceSpec:
@@ -1622,7 +1617,7 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
 
     Use is judged twice, and any sign of it counts (the shorter idle time wins): by the provider
     (GPU work, and on this host also notebooks, SSH and VS Code sessions) and by the GPU samples the
-    console stored (``INSTANCES_GPU_METRICS_HOOKS``), which is what makes idle stop work on engines
+    console stored (``hooks.gpu_metrics``), which is what makes idle stop work on engines
     whose provider reports no use (Kubernetes, Slurm). Neither knowing: not stopped."""
     now = now or timezone.now()
     stopped = 0

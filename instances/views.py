@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from instances import errors, resize, selectors, services, tasks
+from instances import errors, hooks, resize, selectors, services, tasks
 from instances.acting import (
     acting,
     acting_can,
@@ -28,10 +28,9 @@ from instances.acting import (
 )
 from instances.boot import boot_timeline
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm, ResizeForm
-from instances.gpu_metrics import gpu_metrics_hooks
+from instances.hooks import gpu_metrics_hooks, volume_hooks
 from instances.models import Instance, QuotaRequest, Region
 from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
-from instances.volumes import volume_hooks
 from teams.roles import Permission
 
 ACTIONS = {
@@ -163,10 +162,16 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         # The launch timeline and the image pull's progress, as the worker recorded them.
         "boot": boot_timeline(instance=instance),
         "mounts": _mounts(instance),
-        # Panels of the apps above (GPU charts; a spending limit: INSTANCES_DETAIL_PANELS).
+        # Panels of the apps above (GPU charts; a spending limit, the files: hooks.detail_panels).
         "gpu_panels": [
             *gpu_metrics_hooks().detail_panels(instance=instance),
-            *(settings.INSTANCES_DETAIL_PANELS if instance.status != Instance.Status.RELEASED else ()),
+            *(
+                panel
+                for panels in (
+                    hooks.detail_panels(instance=instance) if instance.status != Instance.Status.RELEASED else ()
+                )
+                for panel in panels
+            ),
         ],
     }
     if request.GET.get("partial") == "body":
@@ -176,7 +181,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
 
 def _with_gpu_use(instances: list[Instance]) -> list[Instance]:
     """Give each running instance its ``gpu_use`` (the list's utilisation figure and sparkline), read
-    for the whole page at once through ``INSTANCES_GPU_METRICS_HOOKS``."""
+    for the whole page at once through ``hooks.gpu_metrics``."""
     running = [i.pk for i in instances if i.status == Instance.Status.RUNNING]
     uses = gpu_metrics_hooks().gpu_use(instance_ids=running) if running else {}
     for instance in instances:
@@ -185,7 +190,7 @@ def _with_gpu_use(instances: list[Instance]) -> list[Instance]:
 
 
 def _mounts(instance: Instance) -> list:
-    return volume_hooks().mounts(instance=instance)  # storage's, through INSTANCES_VOLUME_HOOKS
+    return volume_hooks().mounts(instance=instance)  # storage's, through hooks.volumes
 
 
 def _operable(request: HttpRequest, pk) -> Instance | HttpResponse:

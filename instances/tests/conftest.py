@@ -7,8 +7,10 @@ from django.test import override_settings
 
 from billing.models import LedgerAccount, Transaction
 from billing.services import account_get, ledger_post
+from console.hooks import proxy_target
 from instances.catalogue import catalogue_seed
 from instances.models import GpuModel, Image, Instance, Region
+from instances.proxy import instance_proxy_target
 
 # Two 8-card A800 nodes and one 8-card H800 node in cn-north-1; one A800 node in cn-east-1.
 SMALL_FLEET = [
@@ -107,7 +109,7 @@ def running(user, **kwargs) -> Instance:
 
 
 @pytest.fixture
-def this_host(settings, tmp_path, db):
+def this_host(settings, tmp_path, db, hooks_override):
     """``this_host(services=("lab",))``: the local backend (region "local", two simulated H200s) with a
     runtime in a temporary root, the catalogue seeded with its region; skips when a server is not
     installed. Every instance it made is destroyed afterwards. Returns the backend."""
@@ -119,7 +121,7 @@ def this_host(settings, tmp_path, db):
     def make(*, services=("lab",), **options):
         settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=services, **options)
         # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        hooks_override(proxy_target, instance_proxy_target)
         backend = get_backend("local")
         missing = backend.runtime.missing_components()
         if missing:
@@ -151,7 +153,7 @@ def slurm_tmp_path(request):
 
 
 @pytest.fixture
-def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
+def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster, hooks_override):
     """``on_slurm(rest=False, services=("lab",), **options)``: the Slurm backend (region "slurm-local")
     on the test cluster with instance directories in a temporary root, the catalogue seeded with its
     region. Skips when a server it should start is not installed. Every job of the test is cancelled
@@ -167,7 +169,7 @@ def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
         settings.PROVISIONING_BACKENDS = slurm_backends(
             slurm_tmp_path / "instances", rest=rest, services=services, **options
         )
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy.instance_proxy_target"
+        hooks_override(proxy_target, instance_proxy_target)
         catalogue_seed()
         return get_backend("slurm")
 
