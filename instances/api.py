@@ -32,9 +32,10 @@ from rest_framework.views import APIView
 from accounts.models import SSHKey
 from core.api import ServiceError, SlugRelatedField
 from idempotency.api import IDEMPOTENCY_KEY_PARAMETER, idempotent
-from instances import errors, quota, reservations, resize, selectors, services, tasks
+from instances import errors, quota, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.boot import boot_timeline
+from instances.capacity import reservations, resize
 from instances.catalogue_cache import catalogue_active
 from instances.filters import InstanceFilter
 from instances.hooks import volume_hooks
@@ -466,7 +467,7 @@ class InstanceViewSet(
         principal, _membership = acting(request)
         try:
             require_launch(request)
-            instance = services.instance_launch(user=principal, actor=request.user, **data)
+            instance = services.instance_launch(services.LaunchRequest(user=principal, actor=request.user, **data))
         except errors.InstanceError as exc:
             _raise(exc)
         # Its keys are the ones it was launched with, in the model's order: no query to read them back.

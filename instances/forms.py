@@ -143,7 +143,7 @@ class RenameForm(forms.Form):
 
 
 class ResizeForm(forms.Form):
-    """A running cluster's new size: one of ``instances.resize.resize_choices``."""
+    """A running cluster's new size: one of ``instances.capacity.resize.resize_choices``."""
 
     node_count = forms.TypedChoiceField(label=_("Nodes"), coerce=int, choices=())
 

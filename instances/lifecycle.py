@@ -43,7 +43,7 @@ ALLOWED = transition_table(
         S.REQUESTED: {S.SCHEDULING, S.FAILED, S.RELEASING},
         S.SCHEDULING: {S.PROVISIONING, S.FAILED, S.RELEASING},
         S.PROVISIONING: {S.RUNNING, S.FAILED, S.LOST, S.RELEASING},
-        # FAILED from running or restarting: a machine that keeps crashing (see ``services._instance_repair``).
+        # FAILED from running or restarting: a machine that keeps crashing (see ``services.sync._instance_repair``).
         # STARTING and PREEMPTED from running: its node failed and its disk follows it (a provider with
         # ``disk_follows_node_loss``): placed on a healthy node at once, or queued until one has room.
         S.RUNNING: {S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED, S.PREEMPTING, S.STARTING, S.PREEMPTED},
@@ -51,7 +51,7 @@ ALLOWED = transition_table(
         S.STOPPING: {S.STOPPED, S.RELEASING, S.LOST},
         S.STOPPED: {S.STARTING, S.RELEASING, S.LOST},
         # Interruptible: the grace period (checkpoint), then off with the disk kept; back to STARTING
-        # by itself when capacity returns (``instances.preemption``), or stopped/released by its owner.
+        # by itself when capacity returns (``instances.capacity.preemption``), or stopped/released by its owner.
         S.PREEMPTING: {S.PREEMPTED, S.RELEASING, S.LOST},
         S.PREEMPTED: {S.STARTING, S.STOPPING, S.RELEASING, S.LOST},
         # A start that cannot complete (the provider refused) goes back to stopped, disk intact.
@@ -222,7 +222,7 @@ SETTLES_AT = {
     S.RESTARTING: S.STOPPED,
     S.STOPPING: S.STOPPED,
     S.RELEASING: S.RELEASED,
-    # The grace period's end was never acted on (``instances.preemption`` lost its task): off, disk kept.
+    # The grace period's end was never acted on (``instances.capacity.preemption`` lost its task): off, disk kept.
     S.PREEMPTING: S.PREEMPTED,
 }
 

@@ -10,7 +10,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from core.views import staff_only
-from instances import errors, reservations, selectors, services
+from instances import errors, selectors, services
+from instances.capacity import reservations
 from instances.forms import ReservationForm
 from instances.hooks import gpu_metrics_hooks
 from instances.models import Region, Reservation

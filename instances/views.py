@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from instances import errors, hooks, resize, selectors, services, tasks
+from instances import errors, hooks, selectors, services, tasks
 from instances.acting import (
     acting,
     acting_can,
@@ -27,6 +27,7 @@ from instances.acting import (
     require_view,
 )
 from instances.boot import boot_timeline
+from instances.capacity import resize
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm, ResizeForm
 from instances.hooks import gpu_metrics_hooks, volume_hooks
 from instances.models import Instance, QuotaRequest, Region
@@ -103,7 +104,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                instance = services.instance_launch(user=principal, actor=request.user, **data)
+                instance = services.instance_launch(services.LaunchRequest(user=principal, actor=request.user, **data))
             except errors.InstanceError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:

@@ -74,18 +74,20 @@ def launch(
     ssh_keys=(),
     nodes=1,
 ):
-    from instances.services import instance_launch
+    from instances.services import LaunchRequest, instance_launch
 
     return instance_launch(
-        user=user,
-        region=Region.objects.get(slug=region),
-        gpu_model=GpuModel.objects.get(slug=gpu),
-        gpu_count=count,
-        image=Image.objects.get(slug=image),
-        disk_gb=disk_gb,
-        name=name,
-        ssh_keys=ssh_keys,
-        node_count=nodes,
+        LaunchRequest(
+            user=user,
+            region=Region.objects.get(slug=region),
+            gpu_model=GpuModel.objects.get(slug=gpu),
+            gpu_count=count,
+            image=Image.objects.get(slug=image),
+            disk_gb=disk_gb,
+            name=name,
+            ssh_keys=ssh_keys,
+            node_count=nodes,
+        )
     )
 
 

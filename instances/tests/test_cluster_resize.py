@@ -13,12 +13,12 @@ from accounts.tests.factories import UserFactory
 from billing.metering import amount_owed
 from billing.models import Meter
 from billing.selectors import balance_get
+from instances.capacity.resize import instance_resize
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaExceeded, ResizeNotSupported, ResizeRefused
 from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
 from instances.reconciler import instances_reconcile
-from instances.resize import instance_resize
-from instances.services import instance_launch, instance_stop, nodes_sync
+from instances.services import LaunchRequest, instance_launch, instance_stop, nodes_sync
 from instances.tests.conftest import backends, committed, fund, launch, running
 from providers import get_backend
 from providers.simulated.backend import SimulatedBackend
@@ -269,15 +269,17 @@ def test_in_a_team_an_admin_resizes_a_members_cluster_on_the_audit_log_and_a_tea
     Membership.objects.create(team=team, user=max_, role=Role.MEMBER)
     with committed():
         cluster = instance_launch(
-            user=team.account,
-            actor=mia,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=8,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            node_count=2,
-            name="mia-train",
+            LaunchRequest(
+                user=team.account,
+                actor=mia,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug="a800-80g"),
+                gpu_count=8,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                node_count=2,
+                name="mia-train",
+            )
         )
     url = reverse("api-instance-resize", args=[cluster.pk])
     client.force_login(max_)

@@ -7,11 +7,11 @@ from django.db import connection
 
 from billing.models import Meter
 from core.testing import race
+from instances.capacity.resize import instance_resize
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.metering import gpu_meter_ref
 from instances.models import Instance, Node
-from instances.resize import instance_resize
 from instances.services import nodes_sync
 from instances.tests.conftest import backends, fund, launch, running
 

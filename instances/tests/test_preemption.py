@@ -13,12 +13,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing.models import Meter
-from instances.capacity import smallest_set
+from instances.capacity.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
+from instances.capacity.takeback import smallest_set
 from instances.errors import LaunchInvalid, NoCapacity
 from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, Node, Region
-from instances.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
-from instances.services import instance_launch, instance_release, instance_stop
+from instances.services import LaunchRequest, instance_launch, instance_release, instance_stop
 from instances.tests.conftest import committed, fund
 from notifications.models import Kind, Notification
 from providers import get_backend
@@ -30,15 +30,17 @@ T = Instance.Tier
 def launch(user, *, count=1, tier=T.ON_DEMAND, checkpoint="", gpu="h800", nodes=1) -> Instance:
     with committed():
         instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug=gpu),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            node_count=nodes,
-            tier=tier,
-            checkpoint_command=checkpoint,
+            LaunchRequest(
+                user=user,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug=gpu),
+                gpu_count=count,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                node_count=nodes,
+                tier=tier,
+                checkpoint_command=checkpoint,
+            )
         )
     instance.refresh_from_db()
     return instance
@@ -261,13 +263,15 @@ def test_the_detail_page_shows_the_tier_and_checkpoint_command(alice_client, spo
 def spot_a800(user, count):
     with committed():
         instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            tier=T.INTERRUPTIBLE,
+            LaunchRequest(
+                user=user,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug="a800-80g"),
+                gpu_count=count,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                tier=T.INTERRUPTIBLE,
+            )
         )
     instance.refresh_from_db()
     return instance
@@ -276,13 +280,15 @@ def spot_a800(user, count):
 def on_demand_cluster(user, *, count, nodes):
     with committed():
         instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            node_count=nodes,
+            LaunchRequest(
+                user=user,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug="a800-80g"),
+                gpu_count=count,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                node_count=nodes,
+            )
         )
     instance.refresh_from_db()
     return instance

@@ -13,12 +13,12 @@ from django.utils import timezone
 
 from billing.models import Meter
 from core.testing import race
+from instances.capacity.preemption import preemptions_finish_due
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.metering import gpu_meter_ref
 from instances.models import GpuModel, Image, Instance, InstanceEvent, Node, Region
-from instances.preemption import preemptions_finish_due
-from instances.services import instance_launch
+from instances.services import LaunchRequest, instance_launch
 from instances.tests.conftest import committed, fund
 from providers import get_backend
 
@@ -28,13 +28,15 @@ S = Instance.Status
 
 def _launch(user, tier):
     return instance_launch(
-        user=user,
-        region=Region.objects.get(slug="cn-north-1"),
-        gpu_model=GpuModel.objects.get(slug="h800"),
-        gpu_count=1,
-        image=Image.objects.get(slug="pytorch-2.5-cu124"),
-        disk_gb=50,
-        tier=tier,
+        LaunchRequest(
+            user=user,
+            region=Region.objects.get(slug="cn-north-1"),
+            gpu_model=GpuModel.objects.get(slug="h800"),
+            gpu_count=1,
+            image=Image.objects.get(slug="pytorch-2.5-cu124"),
+            disk_gb=50,
+            tier=tier,
+        )
     )
 
 

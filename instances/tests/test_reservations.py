@@ -10,12 +10,24 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from instances.capacity.preemption import instance_preemption_finish
+from instances.capacity.reservations import (
+    reservation_account_find,
+    reservation_cancel,
+    reservation_create,
+    reservations_expire,
+)
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaRequestInvalid, ReservationInvalid
 from instances.models import GpuModel, Image, Instance, Node, QuotaAudit, QuotaRequest, Region, Reservation
-from instances.preemption import instance_preemption_finish
 from instances.quota import quota_request_approve, quota_request_create
-from instances.reservations import reservation_account_find, reservation_cancel, reservation_create, reservations_expire
-from instances.services import instance_launch, instance_release, instance_start, instance_stop, nodes_sync
+from instances.services import (
+    LaunchRequest,
+    instance_launch,
+    instance_release,
+    instance_start,
+    instance_stop,
+    nodes_sync,
+)
 from instances.tests.conftest import committed, fund
 from notifications.models import Kind, Notification
 from teams.services import team_create
@@ -63,13 +75,15 @@ def reserve(account, staff, *, cards=4, starts_in=timedelta(0), lasts=timedelta(
 def launch(user, *, count=1, tier=T.ON_DEMAND) -> Instance:
     with committed():
         instance = instance_launch(
-            user=user,
-            region=region(),
-            gpu_model=GpuModel.objects.get(slug="h800"),
-            gpu_count=count,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            tier=tier,
+            LaunchRequest(
+                user=user,
+                region=region(),
+                gpu_model=GpuModel.objects.get(slug="h800"),
+                gpu_count=count,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                tier=tier,
+            )
         )
     instance.refresh_from_db()
     return instance

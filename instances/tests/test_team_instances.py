@@ -24,15 +24,17 @@ pytestmark = pytest.mark.django_db
 
 def team_launch(team, person, *, count=1, gpu="a800-80g", ssh_keys=(), name="") -> Instance:
     return services.instance_launch(
-        user=team.account,
-        actor=person,
-        region=Region.objects.get(slug="cn-north-1"),
-        gpu_model=GpuModel.objects.get(slug=gpu),
-        gpu_count=count,
-        image=Image.objects.get(slug="pytorch-2.5-cu124"),
-        disk_gb=50,
-        ssh_keys=ssh_keys,
-        name=name,
+        services.LaunchRequest(
+            user=team.account,
+            actor=person,
+            region=Region.objects.get(slug="cn-north-1"),
+            gpu_model=GpuModel.objects.get(slug=gpu),
+            gpu_count=count,
+            image=Image.objects.get(slug="pytorch-2.5-cu124"),
+            disk_gb=50,
+            ssh_keys=ssh_keys,
+            name=name,
+        )
     )
 
 
@@ -219,7 +221,7 @@ def test_another_members_key_opens_no_ssh_session(lab):
 def test_a_removed_members_key_is_not_in_the_spec_of_the_next_start(lab, monkeypatch):
     mia = lab.people["mia"]
     instance = team_running(lab, mia, ssh_keys=[_key(mia, "SHA256:mia")])
-    spec = services._spec(services._get(instance.pk))
+    spec = services.common._spec(services.common._get(instance.pk))
     assert any("SHA256:mia" in k for k in spec.ssh_public_keys)
     with committed():
         services.instance_stop(instance=instance, actor=mia)

@@ -10,7 +10,7 @@ import pytest
 
 from accounts.services import ssh_key_add
 from instances.models import GpuModel, Image, Region
-from instances.services import instance_launch, instance_release, instance_restart
+from instances.services import LaunchRequest, instance_launch, instance_release, instance_restart
 from instances.tests.conftest import committed
 from instances.tests.local_helpers import wait_running, wait_until
 from instances.tests.test_local_sshd import _keypair, _ssh
@@ -24,15 +24,17 @@ pytestmark = pytest.mark.local
 def _launch(user, *, name, volumes, ssh_keys):
     with committed():
         instance = instance_launch(
-            user=user,
-            region=Region.objects.get(slug="local"),
-            gpu_model=GpuModel.objects.get(slug="h200"),
-            gpu_count=1,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            name=name,
-            ssh_keys=ssh_keys,
-            volumes=volumes,
+            LaunchRequest(
+                user=user,
+                region=Region.objects.get(slug="local"),
+                gpu_model=GpuModel.objects.get(slug="h200"),
+                gpu_count=1,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                name=name,
+                ssh_keys=ssh_keys,
+                volumes=volumes,
+            )
         )
     return wait_running(instance)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from instances.models import GpuModel, Image, Instance, Node, Region
-from instances.services import instance_launch, instance_release, instance_restart, instance_stop
+from instances.services import LaunchRequest, instance_launch, instance_release, instance_restart, instance_stop
 from instances.tests.conftest import backends, committed, running
 from providers.simulated.models import SimulatedMachine
 from storage import services
@@ -172,13 +172,15 @@ def test_attached_at_launch_the_machine_boots_with_it_mounted(rich_alice, volume
     reader = make_volume(rich_alice, name="datasets")
     with committed():
         instance = instance_launch(
-            user=rich_alice,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=1,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            volumes=[(volume, "/mnt/train", RW), (reader, "/data/sets", RO)],
+            LaunchRequest(
+                user=rich_alice,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug="a800-80g"),
+                gpu_count=1,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                volumes=[(volume, "/mnt/train", RW), (reader, "/data/sets", RO)],
+            )
         )
     assert _mounted(instance) == [
         {"key": volume.key, "path": "/mnt/train", "read_only": False},
@@ -192,13 +194,15 @@ def test_a_launch_with_a_refused_volume_creates_nothing(rich_alice, volume):
     free_before = sum(Node.objects.values_list("free_cards", flat=True))
     with pytest.raises(services.AttachmentConflict), committed():
         instance_launch(
-            user=rich_alice,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=1,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            volumes=[(volume, "/mnt/train", RW)],
+            LaunchRequest(
+                user=rich_alice,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug="a800-80g"),
+                gpu_count=1,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                volumes=[(volume, "/mnt/train", RW)],
+            )
         )
     assert Instance.objects.count() == 1
     assert sum(Node.objects.values_list("free_cards", flat=True)) == free_before

@@ -11,7 +11,7 @@ from django.urls import reverse
 from accounts.tests.factories import UserFactory
 from instances.errors import NotPermitted
 from instances.models import GpuModel, Image, Instance, Region
-from instances.services import instance_launch
+from instances.services import LaunchRequest, instance_launch
 from instances.tests.conftest import catalogue, committed, running  # noqa: F401 (a fixture, and helpers)
 from storage import services
 from storage.models import Volume, VolumeAttachment
@@ -84,14 +84,16 @@ def test_a_launch_cannot_take_another_member_s_team_volume_read_write(lab):
     volume = _volume_of(lab, mia)
     with pytest.raises(NotPermitted):
         instance_launch(
-            user=lab.account,
-            actor=bob,
-            region=Region.objects.get(slug="cn-north-1"),
-            gpu_model=GpuModel.objects.get(slug="a800-80g"),
-            gpu_count=1,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=50,
-            volumes=[(volume, "/mnt/data", "rw")],
+            LaunchRequest(
+                user=lab.account,
+                actor=bob,
+                region=Region.objects.get(slug="cn-north-1"),
+                gpu_model=GpuModel.objects.get(slug="a800-80g"),
+                gpu_count=1,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=50,
+                volumes=[(volume, "/mnt/data", "rw")],
+            )
         )
     assert not VolumeAttachment.objects.exists()
 
