@@ -18,7 +18,7 @@ class ConsoleConfig(AppConfig):
         # than take real sign-ups on simulated parts.
         production_demo_parts_refuse()
 
-        # What console answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        # Which apps answer the proxy's questions (console.hooks; `manage.py hooks` lists every hook).
         from console import wiring
 
         wiring.wire()

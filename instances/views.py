@@ -163,21 +163,19 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         # The launch timeline and the image pull's progress, as the worker recorded them.
         "boot": boot_timeline(instance=instance),
         "mounts": _mounts(instance),
-        # Panels of the apps above (GPU charts; a spending limit, the files: hooks.detail_panels).
-        "gpu_panels": [
-            *gpu_metrics_hooks().detail_panels(instance=instance),
-            *(
-                panel
-                for panels in (
-                    hooks.detail_panels(instance=instance) if instance.status != Instance.Status.RELEASED else ()
-                )
-                for panel in panels
-            ),
-        ],
+        # Panels of the apps above: GPU charts, a spending limit, the files (hooks.detail_panels).
+        "gpu_panels": [*gpu_metrics_hooks().detail_panels(instance=instance), *_detail_panels(instance)],
     }
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
+
+
+def _detail_panels(instance: Instance) -> list[str]:
+    """The templates the apps above add to the page (``hooks.detail_panels``), while it is not released."""
+    if instance.status == Instance.Status.RELEASED:
+        return []
+    return [panel for panels in hooks.detail_panels(instance=instance) for panel in panels]
 
 
 def _with_gpu_use(instances: list[Instance]) -> list[Instance]:
