@@ -5,18 +5,18 @@ higher one knows: billing must stop a user's machines when the money runs out, i
 storage's volumes at launch. The lower app *declares* a hook in its ``hooks`` module, as a stub whose
 signature and docstring are the contract and whose body is what happens when no app above answers::
 
-    # billing/hooks.py
+    # instances/hooks.py
     @hook
-    def out_of_funds(*, user_id: int) -> object:
-        \"\"\"Called once when ``user_id``'s balance has run out, past the grace period.\"\"\"
-        return meters_stop_unpaid(user_id=user_id)
+    def spend_guard(*, user, instance=None) -> str | None:
+        \"\"\"Why compute may not start now for ``user``, or None. Without an answer, nothing is refused.\"\"\"
+        return None
 
-and calls it like the function it describes (``out_of_funds(user_id=…)``). A higher app *implements*
-it from its ``wiring`` module, registered in its ``AppConfig.ready()``::
+and calls it like the function it describes (``refusal = hooks.spend_guard(user=user)``). A higher app
+*implements* it from its ``wiring`` module, registered in its ``AppConfig.ready()``::
 
-    # instances/wiring.py
+    # budgets/wiring.py
     def wire() -> None:
-        billing_hooks.out_of_funds.implement(instances_stop_for_funds)
+        instance_hooks.spend_guard.implement(spend_guard)
 
 A hook is ``single`` (one answer: a second implementation is a configuration error) or ``many``
 (every implementation is called, in ``INSTALLED_APPS`` order). A single hook declared ``required``
