@@ -7,7 +7,18 @@ import re
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from core import hooks as hooks_registry
 from core.hooks import Hook, HookNotImplemented, describe, hook
+
+
+@pytest.fixture(autouse=True)
+def _registry_kept():
+    """The hooks these tests declare leave the process-wide registry with them (``manage.py hooks``'s
+    listing, checked against ARCHITECTURE.md later in the same run, shows the project's hooks only)."""
+    saved = dict(hooks_registry._registry)
+    yield
+    hooks_registry._registry.clear()
+    hooks_registry._registry.update(saved)
 
 
 def _unique(name: str) -> str:
