@@ -85,3 +85,17 @@ def _english_by_default():
     translation.activate("en")
     yield
     translation.deactivate()
+
+
+@pytest.fixture
+def hooks_override():
+    """``hooks_override(some_hook, fake, …)``: the hook answers with ``fake`` until the test ends (none:
+    its declaration's own answer), as pytest-django's ``settings`` puts settings back (core.hooks)."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+
+        def override(hook, *implementations) -> None:
+            stack.enter_context(hook.override(*implementations))
+
+        yield override

@@ -1,4 +1,4 @@
-"""The console proxy's resolver with deployments' API keys (``CONSOLE_PROXY_RESOLVER``).
+"""The console proxy's resolver with deployments' API keys (``console.hooks.proxy_target``).
 
 ``/i/<instance>/app/…`` is a deployment's app server. Its owner reaches it with the console session,
 like JupyterLab; a script or an OpenAI client reaches it with the deployment's own API key as a Bearer

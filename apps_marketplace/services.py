@@ -193,16 +193,18 @@ def deployment_create(
     actor = actor or user
     with transaction.atomic():
         instance = instance_services.instance_launch(
-            user=user,
-            actor=actor,
-            region=region,
-            gpu_model=gpu_model,
-            gpu_count=gpu_count,
-            image=_base_image(),
-            disk_gb=DISK_GB,
-            name=f"{app.slug}-{timezone.now():%m%d-%H%M%S}"[:64],
-            app=deployment_app_launch(app=app, parameters=cleaned, gpu_count=gpu_count),
-            volumes=volumes,
+            instance_services.LaunchRequest(
+                user=user,
+                actor=actor,
+                region=region,
+                gpu_model=gpu_model,
+                gpu_count=gpu_count,
+                image=_base_image(),
+                disk_gb=DISK_GB,
+                name=f"{app.slug}-{timezone.now():%m%d-%H%M%S}"[:64],
+                app=deployment_app_launch(app=app, parameters=cleaned, gpu_count=gpu_count),
+                volumes=volumes,
+            )
         )
         deployment = Deployment.objects.create(
             owner=user,

@@ -28,7 +28,7 @@ from apps_marketplace.models import App, AppCategory, DatasetEntry, Deployment, 
 from apps_marketplace.parameters import app_command_render, app_parameters_clean
 from core.drf import error_body
 from instances.errors import InstanceError
-from instances.gpu_metrics import gpu_metrics_hooks
+from instances.hooks import gpu_metrics_hooks
 from teams.access import Access, request_acting, request_can, require_access, require_permission, resource_access
 from teams.roles import Permission
 
@@ -253,7 +253,7 @@ def deployment_detail(request: HttpRequest, deployment_id) -> HttpResponse:
             app=deployment.app,
         ),
         tab="deployments",
-        # The GPU charts of its instance, as the instance page shows them (INSTANCES_GPU_METRICS_HOOKS).
+        # The GPU charts of its instance, as the instance page shows them (instances.hooks.gpu_metrics).
         gpu_panels=gpu_metrics_hooks().detail_panels(instance=deployment.instance),
     )
     return render(request, "apps_marketplace/deployment.html", context)

@@ -112,11 +112,12 @@ def measure() -> dict:
 
     from billing.models import LedgerAccount, Transaction
     from billing.services import account_get, ledger_post
-    from instances.capacity import gpus_take_by_preempting, preemption_plan
+    from instances.capacity.takeback import gpus_take_by_preempting, preemption_plan
     from instances.catalogue import catalogue_seed
     from instances.errors import NoCapacity
     from instances.models import GpuModel, Image, Instance, Node, Region
-    from instances.services import _gpus_reserve, _gpus_reserve_nodes, instance_launch, nodes_sync
+    from instances.services import LaunchRequest, instance_launch, nodes_sync
+    from instances.services.placement import _gpus_reserve, _gpus_reserve_nodes
 
     catalogue_seed()
     nodes_sync(alias="default")
@@ -151,7 +152,9 @@ def measure() -> dict:
     launch = [
         rolled_back(
             lambda: instance_launch(
-                user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=128
+                LaunchRequest(
+                    user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=128
+                )
             )
         )
         for _ in range(SAMPLES)
@@ -209,7 +212,9 @@ def measure() -> dict:
         try:
             with transaction.atomic():
                 for _ in range(batch_n):
-                    instance_launch(user=user, region=region, gpu_model=a800, gpu_count=1, image=image, disk_gb=50)
+                    instance_launch(
+                        LaunchRequest(user=user, region=region, gpu_model=a800, gpu_count=1, image=image, disk_gb=50)
+                    )
                 raise _Rollback
         except _Rollback:
             pass
@@ -283,13 +288,15 @@ def measure() -> dict:
     # 4. An 8,192-card cluster, launched and booted at the simulated cloud, all or nothing.
     started = time.perf_counter()
     cluster = instance_launch(
-        user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=NODES
+        LaunchRequest(user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=NODES)
     )
     cluster.refresh_from_db()
     boot_s = time.perf_counter() - started
     placed = cluster.status == Instance.Status.RUNNING and len(set(cluster.node_names)) == NODES
     try:
-        instance_launch(user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=2)
+        instance_launch(
+            LaunchRequest(user=user, region=region, gpu_model=a800, gpu_count=8, image=image, disk_gb=50, node_count=2)
+        )
         refused = False
     except NoCapacity:
         refused = True

@@ -67,11 +67,12 @@ def ours(runs: int, engine: str = "podman") -> list[float]:
     from django.conf import settings
 
     from console import reverse_proxy as proxy
+    from console.hooks import proxy_target
     from providers.local.runtime import registry
 
     root = Path(tempfile.mkdtemp(prefix="bench-spawn-"))
     settings.LOCAL_RUNTIME = {"ROOT": root, "SERVICES": ["lab", "ssh"], "ENGINE": engine}
-    settings.CONSOLE_PROXY_RESOLVER = "bench.spawn.bench_resolver"
+    proxy_target.override(bench_resolver).__enter__()  # for the whole run: this process is the bench's
     registry.get_runtime.cache_clear()
     runtime = registry.get_runtime()
     missing = runtime.missing_components()

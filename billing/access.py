@@ -4,23 +4,17 @@ Billing sits below teams and imports nothing of them. A request carries the acco
 ``request.principal`` (teams' middleware sets it: the person themself when personal, the team's account
 in a team), and in a team the person's membership, ``request.membership``. In the personal context
 the person may do everything with their own wallet. In a team, what the membership allows is asked
-of the object named by ``BILLING_TEAMS_HOOK`` (``teams.hooks.BillingTeams``): ``allows(membership,
+of the hook ``billing.hooks.team_wallets`` (teams answers it): ``allows(membership,
 action)`` with one of billing's actions below, and ``is_team_account(user)`` (a team gets no trial
 credit). Without the hook a membership allows nothing and no account is a team's.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.utils.module_loading import import_string
+from billing.hooks import team_wallets
 
 VIEW = "view"  # the balance, transactions, statements and spend
 PAY = "pay"  # top up the wallet through a payment gateway
-
-
-def _hook():
-    path = getattr(settings, "BILLING_TEAMS_HOOK", "")
-    return import_string(path) if path else None
 
 
 def principal(request):
@@ -40,11 +34,9 @@ def allows(request, action: str) -> bool:
     membership = getattr(request, "membership", None)
     if membership is None:
         return True
-    hook = _hook()
-    return bool(hook and hook.allows(membership=membership, action=action))
+    return bool(team_wallets.get().allows(membership=membership, action=action))
 
 
 def is_team_account(user) -> bool:
     """Whether ``user`` is a team's account (no trial credit, no person to e-mail)."""
-    hook = _hook()
-    return bool(user is not None and hook and hook.is_team_account(user=user))
+    return bool(user is not None and team_wallets.get().is_team_account(user=user))

@@ -9,10 +9,11 @@ queries for everyone) and keeps one ``BalanceAlert`` episode per kind:
   ends when the runway is back above the threshold (a top-up) or nothing runs any more, so the next
   shortage warns again. The console's banner reads ``billing.selectors.low_balance_warning_active``.
 - EXHAUSTED: the runway is zero, or the meters owe more than the balance. After
-  ``BILLING_OUT_OF_FUNDS_GRACE_S`` the hook named by ``BILLING_OUT_OF_FUNDS_HOOK`` is called once
-  with ``user_id=…``, and the user is notified. The instances app points the setting at its own function (stop the user's
-  instances, keep their disks); the default, ``billing.alerts.meters_stop_unpaid``, stops the
-  user's open meters that are not storage.
+  ``BILLING_OUT_OF_FUNDS_GRACE_S`` the hook ``billing.hooks.out_of_funds`` is called once with
+  ``user_id=…``, and the user is notified. The instances app answers it (stop the user's instances,
+  keep their disks, then ``meters_stop_unpaid``: the open meters that are not storage). The operator's
+  one choice is ``BILLING_OUT_OF_FUNDS_POLICY``: ``stop`` (the default) or ``notify`` (the user is told,
+  nothing is stopped and the usage becomes debt: a console whose users are billed afterwards).
 
 The unique open episode per (user, kind) and compare-and-set updates make repeats and concurrent
 runs harmless: one e-mail, one hook call per episode.
@@ -28,9 +29,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
+from billing.hooks import out_of_funds
 from billing.models import BalanceAlert, Meter
 from billing.selectors import Runway, runways_all
 from billing.services import meter_stop
@@ -164,37 +165,64 @@ def _warn(*, alert: BalanceAlert, runway: Runway, now: datetime) -> int:
 def _out_of_funds(*, alert: BalanceAlert, now: datetime) -> int:
     if not _claim(alert=alert, now=now):
         return 0
-    hook = import_string(settings.BILLING_OUT_OF_FUNDS_HOOK)
-    try:
-        hook(user_id=alert.user_id)
-    except Exception:
-        logger.exception("out-of-funds hook for user %s failed; retried at the next run", alert.user_id)
-        _release(alert=alert)
-        return 0
-    logger.warning("user %s out of funds since %s: %s called", alert.user_id, alert.started_at, hook.__name__)
+    stop = out_of_funds_policy() == OUT_OF_FUNDS_STOP
+    if stop:
+        try:
+            out_of_funds(user_id=alert.user_id)
+        except Exception:
+            logger.exception("out-of-funds hook for user %s failed; retried at the next run", alert.user_id)
+            _release(alert=alert)
+            return 0
+        logger.warning("user %s out of funds since %s: what runs was stopped", alert.user_id, alert.started_at)
+    else:
+        logger.warning("user %s out of funds since %s: told, nothing stopped (policy)", alert.user_id, alert.started_at)
     user = get_user_model().objects.filter(pk=alert.user_id).first()
     if user is not None:
         notify(
             user=user,
             kind=Kind.OUT_OF_FUNDS,
-            render=lambda: Message(
-                title=_("Your balance ran out: your instances were stopped"),
-                body=_(
-                    "Your balance is used up, so your running instances were stopped. Their disks are kept "
-                    "(storage is still billed). Top up on the Billing page to start them again."
-                ),
-            ),
+            render=_stopped_message if stop else _running_message,
             link="/billing/",
-            data={"started_at": alert.started_at.isoformat()},
+            data={"started_at": alert.started_at.isoformat(), "stopped": stop},
         )
-    return 1
+    return 1 if stop else 0  # hooks called
+
+
+OUT_OF_FUNDS_STOP = "stop"  # stop what runs (the out-of-funds hook), keep disks: the default
+OUT_OF_FUNDS_NOTIFY = "notify"  # tell the user only: usage goes on and becomes debt
+OUT_OF_FUNDS_POLICIES = (OUT_OF_FUNDS_STOP, OUT_OF_FUNDS_NOTIFY)
+
+
+def out_of_funds_policy() -> str:
+    """``BILLING_OUT_OF_FUNDS_POLICY``, the operator's one choice about running out of money (the
+    settings refuse any other value at load), read here only."""
+    return getattr(settings, "BILLING_OUT_OF_FUNDS_POLICY", OUT_OF_FUNDS_STOP)
+
+
+def _stopped_message() -> Message:
+    return Message(
+        title=_("Your balance ran out: your instances were stopped"),
+        body=_(
+            "Your balance is used up, so your running instances were stopped. Their disks are kept "
+            "(storage is still billed). Top up on the Billing page to start them again."
+        ),
+    )
+
+
+def _running_message() -> Message:
+    return Message(
+        title=_("Your balance ran out"),
+        body=_(
+            "Your balance is used up. Your instances keep running and what they use is still charged, "
+            "so your balance goes below zero: top up on the Billing page."
+        ),
+    )
 
 
 def meters_stop_unpaid(*, user_id: int) -> list[str]:
-    """The default out-of-funds hook: stop the user's open meters that are not storage.
-
-    The instances app replaces it (``BILLING_OUT_OF_FUNDS_HOOK``) with a function that stops the
-    user's instances, keeping their disks, and closes their meters itself. Returns the refs stopped.
+    """Stop the user's open meters that are not storage: what the out-of-funds hook's answer calls
+    last (instances stops the machines, keeping their disks, then closes whatever meter is left).
+    Returns the refs stopped.
     """
     refs = list(
         Meter.objects.filter(user_id=user_id, stopped_at__isnull=True, sku__is_storage=False).values_list(

@@ -4,7 +4,7 @@ from django.utils.translation import gettext_lazy as _
 
 class BillingConfig(AppConfig):
     """Billing's periodic tasks (settlement tick, balance alerts, ledger check, trial expiry) are
-    added to ``CELERY_BEAT_SCHEDULE`` in billing's block at the end of console/settings.py, where
+    added to ``CELERY_BEAT_SCHEDULE`` in billing's block in console/settings/__init__.py, where
     Celery beat reads them before any app is ready."""
 
     name = "billing"

@@ -1,8 +1,8 @@
 """Billing's verbs: post to the ledger, open and close meters, settle what a meter owes.
 
 Other apps call these and nothing else: ``sku_upsert``, ``meter_start``, ``meter_stop``. Billing never
-imports them back; when a user's money runs out it calls the hook named by the
-``BILLING_OUT_OF_FUNDS_HOOK`` setting.
+imports them back; when a user's money runs out it calls the hook ``billing.hooks.out_of_funds``
+(``billing/alerts.py``), which the instances app answers.
 """
 
 from __future__ import annotations

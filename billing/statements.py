@@ -11,13 +11,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from django.conf import settings
 from django.db.models import BigIntegerField, Max, Min, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncMonth
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
+from billing import hooks
 from billing.models import Entry, LedgerAccount, Meter, Transaction
 
 TxKind = Transaction.Kind
@@ -140,7 +139,7 @@ class UsageLine:
     end: datetime | None
     seconds: int
     amount_fen: int
-    # Whose and what: filled by ``BILLING_USAGE_ATTRIBUTION_HOOKS`` (the instance and who launched it).
+    # Whose and what: filled by ``billing.hooks.usage_attribution`` (the instance and who launched it).
     resource_key: str = ""  # the resource this meter measured ("instance:<id>"); the ref when unknown
     resource_label: str = ""  # its name for people
     member_id: int | None = None  # the person who launched it (in a team), when known
@@ -156,7 +155,7 @@ class UsageLine:
 class Statement:
     summary: MonthSummary
     lines: list[UsageLine] = field(default_factory=list)
-    # What was spent while GPUs sat idle, per instance (``BILLING_IDLE_WASTE_HOOK``): part of the usage
+    # What was spent while GPUs sat idle, per instance (``billing.hooks.idle_waste``): part of the usage
     # above, shown so the owner sees what auto-stop would have saved. Each has ``name``, ``ref``,
     # ``idle_seconds`` and ``amount_fen``.
     idle_lines: list = field(default_factory=list)
@@ -204,7 +203,7 @@ def _group(lines: list[UsageLine], *, key) -> list[Breakdown]:
 
 
 def usage_attribute(*, user, lines: list[UsageLine]) -> None:
-    """Fill each line's resource and member from the apps named in ``BILLING_USAGE_ATTRIBUTION_HOOKS``.
+    """Fill each line's resource and member from the apps answering ``billing.hooks.usage_attribution``.
 
     Billing knows meters by their ``ref`` only; the app that opened a meter knows what it measured and
     who launched it. Each hook is called as ``hook(user=…, refs=[…])`` and answers ``{ref: {"resource_key",
@@ -212,9 +211,9 @@ def usage_attribute(*, user, lines: list[UsageLine]) -> None:
     """
     refs = sorted({line.ref for line in lines if line.ref})
     found: dict[str, dict] = {}
-    for path in getattr(settings, "BILLING_USAGE_ATTRIBUTION_HOOKS", ()) or ():
-        if refs:
-            found.update(import_string(path)(user=user, refs=refs))
+    if refs:
+        for answer in hooks.usage_attribution(user=user, refs=refs):
+            found.update(answer)
     for line in lines:
         info = found.get(line.ref) or {}
         line.resource_key = info.get("resource_key") or line.ref
@@ -244,10 +243,9 @@ def statement_get(*, user, month: date) -> Statement:
 
 
 def idle_waste(*, user, start: datetime, end: datetime) -> list:
-    """The idle-waste lines of ``[start, end)``, from the app named in ``BILLING_IDLE_WASTE_HOOK`` (GPU
+    """The idle-waste lines of ``[start, end)``, from the app answering ``billing.hooks.idle_waste`` (GPU
     use is measured above billing, by ``metrics``); none without one."""
-    hook = getattr(settings, "BILLING_IDLE_WASTE_HOOK", "")
-    return list(import_string(hook)(user=user, start=start, end=end)) if hook else []
+    return list(hooks.idle_waste(user=user, start=start, end=end))
 
 
 def usage_lines(*, user, start: datetime, end: datetime) -> list[UsageLine]:

@@ -8,4 +8,10 @@ class BudgetsConfig(AppConfig):
     verbose_name = _("budgets")
 
     def ready(self) -> None:
-        from budgets import tasks  # noqa: F401  (registers the periodic task)
+        # What budgets answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        from budgets import (
+            tasks,  # noqa: F401  (registers the periodic task)
+            wiring,
+        )
+
+        wiring.wire()

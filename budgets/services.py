@@ -71,7 +71,7 @@ def instance_cap_set(*, instance: Instance, limit_fen: int | None) -> InstanceCa
 
 
 def spend_guard(*, user, instance: Instance | None = None) -> str | None:
-    """``INSTANCES_SPEND_GUARD``: why compute may not start now (a hard-capped budget reached this
+    """``instances.hooks.spend_guard``: why compute may not start now (a hard-capped budget reached this
     month; for a start, the instance's own spending limit reached), or None. A few queries, asked at
     each launch and start."""
     if instance is not None:

@@ -17,3 +17,8 @@ class ConsoleConfig(AppConfig):
         # Every process of a production console (web, workers, beat, manage.py) stops here rather
         # than take real sign-ups on simulated parts.
         production_demo_parts_refuse()
+
+        # Which apps answer the proxy's questions (console.hooks; `manage.py hooks` lists every hook).
+        from console import wiring
+
+        wiring.wire()

@@ -5,7 +5,7 @@ connection: each task sent (``LPUSH``), each acknowledgement. Building one copie
 some 170 reply parsers, which cost more than sending the command: a third of a millisecond of every
 launch request's CPU. A client is thread-safe and takes a connection from the channel's pool for each
 command, so one per channel does the same work. ``CELERY_BROKER_TRANSPORT`` names this transport
-where the broker is Redis (console/settings.py).
+where the broker is Redis (console/settings/base.py).
 
 It overrides a private method of kombu's: ``Transport`` is kombu's own transport, unchanged, on a
 kombu outside the versions it was checked on, or with ``CONSOLE_SPEEDUP_BROKER=0`` (core.speedups).

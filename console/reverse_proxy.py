@@ -2,7 +2,7 @@
 
 Mounted in ``console.asgi`` in front of Django for paths under ``CONSOLE_PROXY_PREFIX``. It carries
 HTTP (streamed both ways, never buffered) and WebSocket (relayed frame by frame) to the server that
-``CONSOLE_PROXY_RESOLVER`` names. The resolver is the one seam between the proxy and whatever runs
+``console.hooks.proxy_target`` answers (``console/wiring.py``). The resolver is the one seam between the proxy and whatever runs
 instances: ``resolve(*, instance_id, service, user, api_key="") -> ProxyTarget | None``; it returns
 None unless ``user`` may use that instance (its owner, later a teammate), or ``api_key`` is a key that
 opens it (a deployment's, for its app: ``KEY_SERVICES``), and the server has an address.
@@ -46,10 +46,10 @@ from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.request import validate_host
-from django.utils.module_loading import import_string
 from websockets.asyncio.client import connect as websocket_connect
 
 from console import proxy_handoff
+from console.hooks import port_target, proxy_target
 from core.user_content import ProxyTarget, content_host, instance_of_path, label_of_host, path_matches_label, proxy_link
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ SERVICES = ("lab", "code", "app", "webui")
 # scripts and OpenAI clients send no cookies). The resolver checks the key; the key never goes upstream.
 KEY_SERVICES = ("app",)
 _PATH = re.compile(r"^(?P<id>[A-Za-z0-9][A-Za-z0-9-]{0,63})/(?P<service>[a-z][a-z0-9-]{0,40})(?P<rest>/.*)?$")
-# A user's own port (``p6006``) or a share link to one (``s-<token>``): ``CONSOLE_PROXY_PORT_RESOLVER``
+# A user's own port (``p6006``) or a share link to one (``s-<token>``): ``console.hooks.port_target``
 # answers for those (``ports.proxy_targets``); a share link needs no session.
 _PORT_SERVICE = re.compile(r"^(p[1-9][0-9]{0,4}|s-[a-z2-7]{32})$")
 
@@ -102,22 +102,14 @@ def is_proxy_path(path: str) -> bool:
     return path.startswith(_prefix())
 
 
-@cache
-def _resolver(dotted: str):
-    return import_string(dotted)
-
-
 async def resolve(*, instance_id: str, service: str, user, api_key: str = "") -> ProxyTarget | None:
     """The target for the session's ``user``, or, with ``api_key``, for whoever holds that key."""
     if is_port_service(service):
-        port_resolver = getattr(settings, "CONSOLE_PROXY_PORT_RESOLVER", "")
-        if not port_resolver:
-            return None
         authenticated = user is not None and getattr(user, "is_authenticated", False)
-        return await database_sync_to_async(_resolver(port_resolver))(
+        return await database_sync_to_async(port_target.get())(
             instance_id=instance_id, service=service, user=user if authenticated else None
         )
-    resolver = _resolver(settings.CONSOLE_PROXY_RESOLVER)
+    resolver = proxy_target.get()
     if api_key:
         # Only the key decides: a request carrying one is not also granted by the session beside it.
         return await database_sync_to_async(resolver)(

@@ -1,7 +1,7 @@
 """The gateway's keys, derived from ``GATEWAY_KEY_SECRET``: nothing to store, and every replica agrees.
 
 - Each instance's gateway key (Ed25519): the public half goes into the instance's authorized keys at
-  launch (``instance_authorized_keys``, the instances app's ``INSTANCES_AUTHORIZED_KEYS_HOOK``); the
+  launch (``instance_authorized_keys``, the instances app's ``instances.hooks.authorized_keys``); the
   private half is derived again when the gateway logs in. One key per instance, so a key taken from one
   machine opens no other.
 - The gateway's host key, unless ``GATEWAY_HOST_KEY_FILE`` names one: replicas behind one address must
@@ -47,7 +47,7 @@ def instance_public_key(instance_id) -> str:
 
 
 def instance_authorized_keys(*, instance) -> list[str]:
-    """``INSTANCES_AUTHORIZED_KEYS_HOOK``: the gateway's key for this instance, while the gateway is on."""
+    """``instances.hooks.authorized_keys``: the gateway's key for this instance, while the gateway is on."""
     return [instance_public_key(instance.pk)] if settings.GATEWAY_ENABLED else []
 
 

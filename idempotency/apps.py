@@ -3,7 +3,7 @@ from django.utils.translation import gettext_lazy as _
 
 
 class IdempotencyConfig(AppConfig):
-    """The prune task's beat entry is in console/settings.py (idempotency's block), where beat reads it."""
+    """The prune task's beat entry is in console/settings/__init__.py (idempotency's block), where beat reads it."""
 
     name = "idempotency"
     verbose_name = _("Idempotency keys")

@@ -27,8 +27,9 @@ from rest_framework.views import APIView
 from accounts.models import SSHKey
 from core.drf import ServiceError
 from idempotency.decorators import idempotent
-from instances import errors, quota, resize, selectors, services, tasks
+from instances import errors, quota, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
+from instances.capacity import resize
 from instances.filters import InstanceFilter
 from instances.models import GpuModel, QuotaRequest, Reservation
 from instances.serializers import (
@@ -138,7 +139,7 @@ class InstanceViewSet(TeamResourceViewSet):
         principal, _membership = acting(request)
         try:
             require_launch(request)
-            instance = services.instance_launch(user=principal, actor=request.user, **data)
+            instance = services.instance_launch(services.LaunchRequest(user=principal, actor=request.user, **data))
         except errors.InstanceError as exc:
             raise_as_api_error(exc)
         # Its keys are the ones it was launched with, in the model's order: no query to read them back.

@@ -18,3 +18,8 @@ class InstancesConfig(AppConfig):
             # A change made here is seen here at once (staff pages, tests); elsewhere within seconds.
             signals.post_save.connect(catalogue_cache_clear, sender=model, dispatch_uid=f"catalogue-{model.__name__}")
             signals.post_delete.connect(catalogue_cache_clear, sender=model, dispatch_uid=f"catalogue-{model.__name__}")
+
+        # What instances answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        from instances import wiring
+
+        wiring.wire()

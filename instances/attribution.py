@@ -1,4 +1,4 @@
-"""Who and what a statement's usage lines are for (billing's ``BILLING_USAGE_ATTRIBUTION_HOOKS``).
+"""Who and what a statement's usage lines are for (``billing.hooks.usage_attribution``).
 
 Billing knows a meter by its ref (``instances.skus``: ``instance:<id>:gpu``, ``instance:<id>:disk``);
 this names the instance and the person who launched it (``Instance.created_by``), so a team's statement

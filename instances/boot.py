@@ -1,7 +1,7 @@
 """Where a boot has got to: the stages a provider's polls report, when each was first seen, and the
 image pull's progress, for the instance page's launch timeline.
 
-The worker records (``boot_observe``, called where a poll is applied: ``services._instance_observe``);
+The worker records (``boot_observe``, called where a poll is applied: ``services.sync._instance_observe``);
 the page reads what was recorded (``boot_timeline``), never the provider. A boot begins when the
 instance enters provisioning, starting or restarting (``since``: that status's ``status_changed_at``);
 its "queued" stage starts then, whatever the provider says, and each later stage lasts until the next

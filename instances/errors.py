@@ -32,7 +32,7 @@ class FundsTooLow(InstanceError):
 
 
 class BudgetReached(InstanceError):
-    """The owner's budget has a hard cap and this month's spending reached it (``INSTANCES_SPEND_GUARD``)."""
+    """The owner's budget has a hard cap and this month's spending reached it (``instances.hooks.spend_guard``)."""
 
     code = "budget_reached"
 

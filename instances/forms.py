@@ -8,10 +8,10 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
+from instances.hooks import volume_hooks
 from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
 from instances.selectors import regions_offered
 from instances.services import node_count_choices
-from instances.volumes import volume_hooks
 
 
 class LaunchForm(forms.Form):
@@ -88,7 +88,7 @@ class LaunchForm(forms.Form):
         self._add_volume_fields(account if account is not None else user)
 
     def _add_volume_fields(self, user) -> None:
-        """Per volume the user could attach (``INSTANCES_VOLUME_HOOKS``): attach it?, where, how. ``clean``
+        """Per volume the user could attach (``instances.hooks.volumes``): attach it?, where, how. ``clean``
         turns them into ``volumes``."""
         hooks = volume_hooks()
         self.volume_rows = []
@@ -143,7 +143,7 @@ class RenameForm(forms.Form):
 
 
 class ResizeForm(forms.Form):
-    """A running cluster's new size: one of ``instances.resize.resize_choices``."""
+    """A running cluster's new size: one of ``instances.capacity.resize.resize_choices``."""
 
     node_count = forms.TypedChoiceField(label=_("Nodes"), coerce=int, choices=())
 

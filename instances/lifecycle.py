@@ -22,7 +22,6 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Least
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop
 
 from billing.services import meter_open, meter_stop
@@ -30,6 +29,7 @@ from core.live import notify_user
 from core.messages import reason as stored
 from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
+from instances import hooks
 from instances.models import Instance, InstanceEvent, Node
 from instances.skus import disk_meter_ref, disk_sku_upsert, gpu_meter_ref, gpu_sku_upsert, instance_shape
 
@@ -42,7 +42,7 @@ ALLOWED = transition_table(
         S.REQUESTED: {S.SCHEDULING, S.FAILED, S.RELEASING},
         S.SCHEDULING: {S.PROVISIONING, S.FAILED, S.RELEASING},
         S.PROVISIONING: {S.RUNNING, S.FAILED, S.LOST, S.RELEASING},
-        # FAILED from running or restarting: a machine that keeps crashing (see ``services._instance_repair``).
+        # FAILED from running or restarting: a machine that keeps crashing (see ``services.sync._instance_repair``).
         # STARTING and PREEMPTED from running: its node failed and its disk follows it (a provider with
         # ``disk_follows_node_loss``): placed on a healthy node at once, or queued until one has room.
         S.RUNNING: {S.STOPPING, S.RESTARTING, S.RELEASING, S.LOST, S.FAILED, S.PREEMPTING, S.STARTING, S.PREEMPTED},
@@ -50,7 +50,7 @@ ALLOWED = transition_table(
         S.STOPPING: {S.STOPPED, S.RELEASING, S.LOST},
         S.STOPPED: {S.STARTING, S.RELEASING, S.LOST},
         # Interruptible: the grace period (checkpoint), then off with the disk kept; back to STARTING
-        # by itself when capacity returns (``instances.preemption``), or stopped/released by its owner.
+        # by itself when capacity returns (``instances.capacity.preemption``), or stopped/released by its owner.
         S.PREEMPTING: {S.PREEMPTED, S.RELEASING, S.LOST},
         S.PREEMPTED: {S.STARTING, S.STOPPING, S.RELEASING, S.LOST},
         # A start that cannot complete (the provider refused) goes back to stopped, disk intact.
@@ -137,17 +137,11 @@ def instance_transition(
     return transition(model=Instance, pk=instance_id, table=ALLOWED, src=src, dst=dst, changes=fields, record=record)
 
 
-_hooks: dict[tuple[str, ...], list[Callable]] = {}
-
-
-def transition_hooks() -> list[Callable]:
-    """``INSTANCES_TRANSITION_HOOKS``: functions of higher apps called as ``hook(instance=, src=, dst=)``
-    inside each transition's transaction, after its event row (the marketplace tells a deployment's
-    owner it is ready or failed). Imported once per list of paths."""
-    paths = tuple(getattr(settings, "INSTANCES_TRANSITION_HOOKS", ()))
-    if paths not in _hooks:
-        _hooks[paths] = [import_string(path) for path in paths]
-    return _hooks[paths]
+def transition_hooks() -> tuple[Callable, ...]:
+    """``hooks.transition``: functions of higher apps called as ``hook(instance=, src=, dst=)`` inside
+    each transition's transaction, after its event row (the marketplace tells a deployment's owner it
+    is ready or failed)."""
+    return hooks.transition.all()
 
 
 def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
@@ -224,7 +218,7 @@ SETTLES_AT = {
     S.RESTARTING: S.STOPPED,
     S.STOPPING: S.STOPPED,
     S.RELEASING: S.RELEASED,
-    # The grace period's end was never acted on (``instances.preemption`` lost its task): off, disk kept.
+    # The grace period's end was never acted on (``instances.capacity.preemption`` lost its task): off, disk kept.
     S.PREEMPTING: S.PREEMPTED,
 }
 

@@ -9,8 +9,8 @@ cards, after the quota's lock, under a lock of their own on the (team, member) p
 launches by one member cannot pass the check together.
 
 This module sits in instances, above teams and billing: teams (below) cannot read instances or the
-ledger, so the team page gets its members' spend figures through ``TEAMS_MEMBER_SPEND_HOOK``, which
-names ``member_spend_this_month`` here.
+ledger, so the team page gets its members' spend figures through ``teams.hooks.member_usage``, which
+``member_usage`` here answers (``instances/wiring.py``).
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def member_limits_check(*, account, member_id: int | None, count: int, launching
 def member_usage(*, account_id: int, user_ids: Iterable[int]) -> dict[int, dict]:
     """Per member, ``{"spent_fen": …, "cards": …}``: this month's spend of their instances in the team
     (``member_spend_this_month``) and the cards those hold now. The team page's members table reads it
-    through ``TEAMS_MEMBER_USAGE_HOOK``. Four queries for any number of members."""
+    through ``teams.hooks.member_usage``. Four queries for any number of members."""
     user_ids = list(user_ids)
     spent = member_spend_this_month(account_id=account_id, user_ids=user_ids)
     cards = dict(

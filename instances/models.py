@@ -154,7 +154,7 @@ class Node(models.Model):
     health_detail = models.CharField(_("health detail"), max_length=128, blank=True)
     health_changed_at = models.DateTimeField(_("health changed"), null=True, blank=True)
     # The network block it sits in (a leaf switch, an InfiniBand island), as the provider reports it:
-    # a cluster is placed in as few blocks as it fits in (``instances.capacity.gang_reserve``). Empty:
+    # a cluster is placed in as few blocks as it fits in (``instances.capacity.takeback.gang_reserve``). Empty:
     # the provider does not say, and all its nodes count as one block.
     block = models.CharField(_("network block"), max_length=64, blank=True)
     last_seen_at = models.DateTimeField(_("last seen"), default=timezone.now)
@@ -549,7 +549,7 @@ class QuotaAudit(AuditEntry):
 
 class Reservation(models.Model):
     """``cards`` cards of ``gpu_model`` in ``region`` held for ``account`` (a person's or a team's) from
-    ``starts_at`` until ``ends_at``, granted by staff (``instances.reservations``).
+    ``starts_at`` until ``ends_at``, granted by staff (``instances.capacity.reservations``).
 
     While it is in its window, other accounts' on-demand placements leave enough free-or-interruptible
     cards for its unused part; the holder's on-demand launches draw on it first. Unused cards stay lent

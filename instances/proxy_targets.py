@@ -1,4 +1,4 @@
-"""The console proxy's resolver backed by the Instance model (``CONSOLE_PROXY_RESOLVER``).
+"""The console proxy's resolver backed by the Instance model (``console.hooks.proxy_target``).
 
 Only a person who may operate the instance (its owner; on a team's account, as ``teams.access`` says:
 the team's admins and its launcher while a member who may launch), and only while it is running, gets

@@ -20,9 +20,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import override
 
+from instances.capacity.reservations import reservation_create
 from instances.errors import OperationNotAllowed, QuotaExceeded, QuotaRequestInvalid, ReservationInvalid
 from instances.models import GpuModel, GpuQuota, Instance, QuotaAudit, QuotaRequest, Region
-from instances.reservations import reservation_create
 from notifications.models import Kind
 from notifications.services import Message, notify
 from teams.models import TeamEvent
@@ -309,7 +309,7 @@ def quota_request_approve(
 ) -> QuotaRequest:
     """Grant ``cards`` (at most what was asked) until ``days`` from now. Only a pending request moves.
 
-    With ``reserve_region``, the granted cards are also reserved there (``instances.reservations``) for
+    With ``reserve_region``, the granted cards are also reserved there (``instances.capacity.reservations``) for
     the grant's window, or the part of it between ``reserve_starts_at`` and ``reserve_ends_at``; when
     the region cannot promise them, nothing is approved."""
     with transaction.atomic():

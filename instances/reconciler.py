@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from instances.capacity.preemption import instances_requeue, preemptions_finish_due
 from instances.entry_points import instances_entry_points_refresh
 from instances.lifecycle import deadline_s, overdue_reason
 from instances.models import Instance, InstanceEvent, Node, Region, StrayMachine
-from instances.preemption import instances_requeue, preemptions_finish_due
 from instances.services import instance_abandon, instance_sync, nodes_sync
 from providers import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 

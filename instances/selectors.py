@@ -60,7 +60,7 @@ def capacity_by_region_model() -> dict[tuple[int, int], dict]:
     and ``fits``: per card count, how many nodes have that many free (how large a cluster can get).
 
     Only nodes of the region's own backend count: those are the ones placement uses. ``best_on_demand``
-    adds the cards of interruptible instances an on-demand launch may preempt (``instances.capacity``).
+    adds the cards of interruptible instances an on-demand launch may preempt (``instances.capacity.takeback``).
     """
     fits = {f"fit{n}": Count("id", filter=Q(free_cards__gte=n)) for n in Instance.GPU_COUNTS}
     preemptible = (

@@ -19,12 +19,13 @@ from rest_framework.exceptions import ValidationError
 
 from accounts.models import SSHKey
 from core.drf import SlugRelatedField
-from instances import reservations, selectors
+from instances import selectors
 from instances.acting import acting
 from instances.boot import boot_timeline
+from instances.capacity import reservations
 from instances.catalogue_cache import catalogue_active
+from instances.hooks import volume_hooks
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
-from instances.volumes import volume_hooks
 from providers.base import BOOT_STAGES
 
 

@@ -16,8 +16,9 @@ from rest_framework.decorators import action
 from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 
-from instances import errors, quota, reservations, selectors
+from instances import errors, quota, selectors
 from instances.api import raise_as_api_error
+from instances.capacity import reservations
 from instances.models import QuotaRequest, Reservation
 from instances.serializers import (
     StaffQuotaApproveSerializer,

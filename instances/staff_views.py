@@ -10,9 +10,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from core.views import staff_only
-from instances import errors, reservations, selectors, services
+from instances import errors, selectors, services
+from instances.capacity import reservations
 from instances.forms import ReservationForm
-from instances.gpu_metrics import gpu_metrics_hooks
+from instances.hooks import gpu_metrics_hooks
 from instances.models import Region, Reservation
 from instances.quota import account_label
 
@@ -21,7 +22,7 @@ from instances.quota import account_label
 def staff_fleet(request: HttpRequest) -> HttpResponse:
     """The whole page, or (htmx, every 30 s) the body it is made of."""
     fleet = selectors.fleet_overview()
-    # Real GPU work beside allocation (INSTANCES_GPU_METRICS_HOOKS): per GPU model and per node.
+    # Real GPU work beside allocation (instances.hooks.gpu_metrics): per GPU model and per node.
     use = gpu_metrics_hooks().fleet_use()
     for row in fleet["gpu_models"]:
         row["gpu_use"] = use["models"].get(row["gpu_model"].pk)

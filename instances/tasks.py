@@ -17,7 +17,8 @@ from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
-from instances import preemption, quota, reconciler, reservations, services
+from instances import quota, reconciler, services
+from instances.capacity import preemption, reservations
 from instances.models import Instance, Node
 from providers import BackendError, TransientBackendError, backend_aliases
 

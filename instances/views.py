@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from instances import errors, resize, selectors, services, tasks
+from instances import errors, hooks, selectors, services, tasks
 from instances.acting import (
     acting,
     acting_can,
@@ -32,11 +32,11 @@ from instances.acting import (
     require_view,
 )
 from instances.boot import boot_timeline
+from instances.capacity import resize
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm, ResizeForm
-from instances.gpu_metrics import gpu_metrics_hooks
+from instances.hooks import gpu_metrics_hooks, volume_hooks
 from instances.models import Instance, QuotaRequest, Region
 from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
-from instances.volumes import volume_hooks
 from teams.roles import Permission
 
 ACTIONS = {
@@ -109,7 +109,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                instance = services.instance_launch(user=principal, actor=request.user, **data)
+                instance = services.instance_launch(services.LaunchRequest(user=principal, actor=request.user, **data))
             except errors.InstanceError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
             else:
@@ -168,20 +168,24 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         # The launch timeline and the image pull's progress, as the worker recorded them.
         "boot": boot_timeline(instance=instance),
         "mounts": _mounts(instance),
-        # Panels of the apps above (GPU charts; a spending limit: INSTANCES_DETAIL_PANELS).
-        "gpu_panels": [
-            *gpu_metrics_hooks().detail_panels(instance=instance),
-            *(settings.INSTANCES_DETAIL_PANELS if instance.status != Instance.Status.RELEASED else ()),
-        ],
+        # Panels of the apps above: GPU charts, a spending limit, the files (hooks.detail_panels).
+        "gpu_panels": [*gpu_metrics_hooks().detail_panels(instance=instance), *_detail_panels(instance)],
     }
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
 
 
+def _detail_panels(instance: Instance) -> list[str]:
+    """The templates the apps above add to the page (``hooks.detail_panels``), while it is not released."""
+    if instance.status == Instance.Status.RELEASED:
+        return []
+    return [panel for panels in hooks.detail_panels(instance=instance) for panel in panels]
+
+
 def _with_gpu_use(instances: list[Instance]) -> list[Instance]:
     """Give each running instance its ``gpu_use`` (the list's utilisation figure and sparkline), read
-    for the whole page at once through ``INSTANCES_GPU_METRICS_HOOKS``."""
+    for the whole page at once through ``hooks.gpu_metrics``."""
     running = [i.pk for i in instances if i.status == Instance.Status.RUNNING]
     uses = gpu_metrics_hooks().gpu_use(instance_ids=running) if running else {}
     for instance in instances:
@@ -190,7 +194,7 @@ def _with_gpu_use(instances: list[Instance]) -> list[Instance]:
 
 
 def _mounts(instance: Instance) -> list:
-    return volume_hooks().mounts(instance=instance)  # storage's, through INSTANCES_VOLUME_HOOKS
+    return volume_hooks().mounts(instance=instance)  # storage's, through hooks.volumes
 
 
 def _operable(request: HttpRequest, pk) -> Instance | HttpResponse:

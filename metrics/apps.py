@@ -8,4 +8,10 @@ class MetricsConfig(AppConfig):
     verbose_name = _("GPU metrics")
 
     def ready(self) -> None:
-        from metrics import tasks  # noqa: F401  (registers the periodic tasks)
+        # What metrics answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        from metrics import (
+            tasks,  # noqa: F401  (registers the periodic tasks)
+            wiring,
+        )
+
+        wiring.wire()

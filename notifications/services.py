@@ -35,12 +35,12 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone, translation
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from core.live import notify_user
 from core.tasks import enqueue_on_commit, error_text
 from notifications import webhooks
+from notifications.hooks import recipients
 from notifications.models import (
     EmailDelivery,
     Notification,
@@ -80,13 +80,10 @@ def language_of(user) -> str:
 
 
 def recipients_for(*, user, kind: str, actor=None) -> list:
-    """Who hears about ``user``'s account: ``NOTIFICATIONS_RECIPIENTS_HOOK`` may expand it (a team's
+    """Who hears about ``user``'s account: ``notifications.hooks.recipients`` may expand it (a team's
     owners and admins, and ``actor``, the person who launched the thing the news is about, while they
     may still see it); without one, the user itself. Each person once, in the hook's order."""
-    hook = getattr(settings, "NOTIFICATIONS_RECIPIENTS_HOOK", None)
-    if not hook:
-        return [user]
-    people = {person.pk: person for person in import_string(hook)(user=user, kind=kind, actor=actor)}
+    people = {person.pk: person for person in recipients(user=user, kind=kind, actor=actor)}
     return list(people.values())
 
 

@@ -1,4 +1,4 @@
-"""The console proxy's resolver for service ports (``CONSOLE_PROXY_PORT_RESOLVER``).
+"""The console proxy's resolver for service ports (``console.hooks.port_target``).
 
 ``/i/<instance>/p<port>/…`` reaches a declared port for whoever operates the instance (its owner; in a
 team, its creator while a member who may launch, and the admins: ``teams.access``, checked on every

@@ -44,7 +44,7 @@ def port_declare(*, instance: Instance, port: int, name: str = "") -> InstancePo
 
 
 def ports_declare_at_launch(*, instance: Instance, ports: list[int]) -> None:
-    """``INSTANCES_PORTS_HOOK``: the ports asked for at launch (checked there), in its transaction."""
+    """``instances.hooks.ports_at_launch``: the ports asked for at launch (checked there), in its transaction."""
     for port in ports:
         port_declare(instance=instance, port=port)
 
@@ -71,7 +71,7 @@ def share_revoke(*, share: PortShare) -> bool:
 
 
 def shares_revoke_for_member(*, account, user) -> int:
-    """``TEAMS_MEMBERSHIP_END_HOOKS``: ``user`` left the team whose account is ``account`` (or was
+    """``teams.hooks.membership_end``: ``user`` left the team whose account is ``account`` (or was
     removed): revoke the share links they made on its instances, in the same transaction. A link hands
     its maker's access to whoever holds the URL, so it must not outlive the membership that gave it.
     Links made before makers were recorded count as their instance's launcher's. Returns how many."""

@@ -8,4 +8,10 @@ class StorageConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the app's tasks with Celery: services enqueue them by name (core.tasks.enqueue_on_commit).
-        from storage import tasks  # noqa: F401
+        # What storage answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        from storage import (
+            tasks,  # noqa: F401
+            wiring,
+        )
+
+        wiring.wire()

@@ -15,8 +15,8 @@ storage, so running out of money does not stop it (billing keeps storage meters 
 collected on top-up), as with a stopped instance's disk.
 
 Attachments take effect when the instance boots (launch, start, restart): ``volume_mounts_for_boot``
-is what the instances app puts in the machine's spec, asked through ``storage.hooks`` (instances
-imports nothing of storage).
+is what the instances app puts in the machine's spec, asked through ``instances.hooks.volumes`` and
+answered in ``storage.wiring`` (instances imports nothing of storage).
 """
 
 from __future__ import annotations
@@ -586,7 +586,7 @@ def volume_detach(*, attachment: VolumeAttachment) -> VolumeAttachment | None:
 def volume_attachments_at_launch(*, user, instance: Instance, volumes: Iterable) -> None:
     """Attach ``volumes`` (``(volume, mount_path, mode)`` triples) to an instance being launched.
 
-    Called by ``instances.services.instance_launch`` (through ``storage.hooks``) inside its transaction,
+    Called by ``instances.services.instance_launch`` (through ``instances.hooks.volumes``) inside its transaction,
     before the machine is created: a refusal rolls the whole launch back, and the machine boots with
     them mounted. The launcher (``instance.created_by``) is the actor: a colleague's team volume is
     mounted read-only or not at all.

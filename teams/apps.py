@@ -8,4 +8,10 @@ class TeamsConfig(AppConfig):
     verbose_name = _("teams")
 
     def ready(self) -> None:
-        from teams import tasks  # noqa: F401  (registers the periodic task)
+        # What teams answers for the apps below it (core.hooks; `manage.py hooks` lists them all).
+        from teams import (
+            tasks,  # noqa: F401  (registers the periodic task)
+            wiring,
+        )
+
+        wiring.wire()

@@ -1,4 +1,4 @@
-"""Who hears about a team's account (``NOTIFICATIONS_RECIPIENTS_HOOK``).
+"""Who hears about a team's account (``notifications.hooks.recipients``).
 
 A team's account has an address that reaches no one (``@teams.invalid``), so the console's news about
 it goes to people: its owners and admins, who run its machines, quota and money, and for news about

@@ -22,7 +22,6 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from django.utils.text import slugify
 from django.utils.translation import gettext as _
 
@@ -38,6 +37,7 @@ from teams.errors import (
     TeamInvalid,
     TeamNotEmpty,
 )
+from teams.hooks import membership_end
 from teams.models import Invitation, Membership, Role, Team, TeamEvent
 from teams.roles import Permission, membership_can
 from teams.selectors import team_holdings
@@ -388,11 +388,10 @@ def membership_role_change(*, actor, membership: Membership, role: str) -> Membe
 
 
 def _membership_ended(*, team: Team, user) -> None:
-    """Tell the apps above (``TEAMS_MEMBERSHIP_END_HOOKS``, each ``hook(account=, user=)``) that ``user``
-    is no longer in ``team``, in the same transaction: what they hold on the person's behalf (the share
-    links they made) ends with the membership. Teams cannot import those apps, so settings name them."""
-    for path in getattr(settings, "TEAMS_MEMBERSHIP_END_HOOKS", ()):
-        import_string(path)(account=team.account, user=user)
+    """Tell the apps above (``teams.hooks.membership_end``) that ``user`` is no longer in ``team``, in the
+    same transaction: what they hold on the person's behalf (the share links they made) ends with the
+    membership. Teams cannot import those apps, so they answer the hook."""
+    membership_end(account=team.account, user=user)
 
 
 def membership_remove(*, actor, membership: Membership) -> None:

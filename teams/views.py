@@ -7,7 +7,6 @@ import functools
 import uuid
 from collections.abc import Callable
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -17,7 +16,6 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -29,6 +27,7 @@ from teams import selectors, services
 from teams.context import acting_team_set
 from teams.errors import TeamError, TeamForbidden
 from teams.forms import InviteForm, LimitsForm, MoneyMoveForm, RoleForm, TeamForm
+from teams.hooks import member_usage
 from teams.models import Invitation, Membership, Role
 from teams.roles import Permission, membership_can
 
@@ -113,11 +112,10 @@ def teams_index(request: HttpRequest) -> HttpResponse:
 
 def _members_usage(*, team, members: list[Membership]) -> None:
     """Give each member ``usage`` (``{"spent_fen", "cards"}``: this month's spend of the instances they
-    launched, and the cards those hold) from ``TEAMS_MEMBER_USAGE_HOOK``. Teams sit below the apps that
-    know instances and the ledger, so an app above names the function (as ``INSTANCES_SPEND_GUARD``
-    does for budgets); without one the table shows the limits alone."""
-    hook = getattr(settings, "TEAMS_MEMBER_USAGE_HOOK", "")
-    usage = import_string(hook)(account_id=team.account_id, user_ids=[m.user_id for m in members]) if hook else {}
+    launched, and the cards those hold) from ``teams.hooks.member_usage``. Teams sit below the apps that
+    know instances and the ledger, so instances answers the hook; without an answer the table shows the
+    limits alone."""
+    usage = member_usage(account_id=team.account_id, user_ids=[m.user_id for m in members])
     for member in members:
         member.usage = usage.get(member.user_id)
 

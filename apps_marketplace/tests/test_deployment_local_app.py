@@ -15,10 +15,12 @@ import psutil
 import pytest
 
 from apps_marketplace.models import App, Deployment
+from apps_marketplace.proxy_targets import deployment_proxy_target
 from apps_marketplace.selectors import deployment_endpoints, deployment_status
 from apps_marketplace.services import deployment_create, deployment_redeploy
 from billing.models import Meter
 from billing.selectors import balance_get
+from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from instances.errors import LaunchInvalid
 from instances.models import GpuModel, Instance, Region
@@ -30,11 +32,11 @@ pytestmark = [pytest.mark.local, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def local_apps(this_host, settings, rich_alice):
+def local_apps(this_host, settings, rich_alice, hooks_override):
     """This host as the region "local", running only the deployments' app servers (no JupyterLab), with
     the resolver that knows deployments' keys. Skips when TensorBoard is not installed."""
     backend = this_host(services=())
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
+    hooks_override(proxy_target, deployment_proxy_target)
     tensorboard = App.objects.get(slug="tensorboard")
     from providers.base import AppLaunch
 

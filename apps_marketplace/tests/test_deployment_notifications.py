@@ -1,4 +1,4 @@
-"""A deployment's owner hears when its app is ready, and when it failed (INSTANCES_TRANSITION_HOOKS)."""
+"""A deployment's owner hears when its app is ready, and when it failed (instances.hooks.transition)."""
 
 from __future__ import annotations
 

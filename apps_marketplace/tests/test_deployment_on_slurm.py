@@ -7,8 +7,10 @@ import httpx
 import pytest
 
 from apps_marketplace.models import App
+from apps_marketplace.proxy_targets import deployment_proxy_target
 from apps_marketplace.services import deployment_create
 from apps_marketplace.tests.test_deployment_local_app import _write_scalars
+from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed
@@ -18,13 +20,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.local, pytest.mark.django_db(transa
 
 
 def test_tensorboard_runs_in_the_slurm_job_with_the_public_models_and_answers_its_key(
-    on_slurm, rich_alice, charlie, settings, tmp_path, slurm_tmp_path
+    on_slurm, rich_alice, charlie, settings, tmp_path, slurm_tmp_path, hooks_override
 ):
     public = slurm_tmp_path / "public-models"  # what the tenant's job reads: where it can pass through
     (public / "Qwen/Qwen2.5-0.5B").mkdir(parents=True)
     (public / "Qwen/Qwen2.5-0.5B/config.json").write_text("{}")
     backend = on_slurm(services=(), PUBLIC_MOUNTS={"/models": str(public)})
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
+    hooks_override(proxy_target, deployment_proxy_target)
     from providers.local.runtime.supervisor import LocalRuntime
 
     runtime = LocalRuntime(root=tmp_path / "probe", services=())

@@ -12,7 +12,9 @@ import pytest
 
 from accounts.services import ssh_key_add
 from apps_marketplace.models import App
+from apps_marketplace.proxy_targets import deployment_proxy_target
 from apps_marketplace.services import deployment_create
+from console.hooks import proxy_target
 from instances.models import GpuModel, Region
 from instances.tests.conftest import committed
 from providers.local.tests.local_helpers import asgi_server, wait_running
@@ -39,10 +41,10 @@ TRAIN = textwrap.dedent(
 
 
 def test_a_tensorboard_deployment_serves_what_a_training_instance_wrote_to_a_volume(
-    this_host, settings, rich_alice, tmp_path
+    this_host, settings, rich_alice, tmp_path, hooks_override
 ):
     backend = this_host(services=("ssh",))
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
+    hooks_override(proxy_target, deployment_proxy_target)
     key, public = _keypair(tmp_path, "alice")
     laptop = ssh_key_add(user=rich_alice, name="laptop", public_key=public)
     volume = make_volume(rich_alice, region="local", size_gb=10, name="experiments")

@@ -4,6 +4,7 @@ from django.core import mail
 from django.utils import timezone
 
 from billing.alerts import balance_alerts_update
+from billing.hooks import out_of_funds
 from billing.models import BalanceAlert, Meter
 from billing.selectors import low_balance_warning_active, out_of_funds_since, runway_get
 from billing.services import meter_start, trial_claim
@@ -60,9 +61,9 @@ def test_out_of_funds_stops_compute_after_the_grace_period_and_keeps_storage(ali
     assert _watch(NOW + timedelta(minutes=20)).hooks_called == 0  # once per episode
 
 
-def test_the_hook_named_in_settings_is_called_with_the_user_id(alice, settings):
+def test_the_out_of_funds_hook_is_called_with_the_user_id(alice, settings, hooks_override):
     calls = []
-    settings.BILLING_OUT_OF_FUNDS_HOOK = "billing.tests.test_balance_alerts.record_hook"
+    hooks_override(out_of_funds, record_hook)
     settings.BILLING_OUT_OF_FUNDS_GRACE_S = 0
     record_hook.calls = calls
     meter_start(user=alice, sku=gpu_sku(), quantity=1, ref="i:1", at=NOW)  # no balance at all
@@ -72,8 +73,8 @@ def test_the_hook_named_in_settings_is_called_with_the_user_id(alice, settings):
     assert runway_get(user=alice, now=NOW + timedelta(seconds=20)).seconds == 0
 
 
-def test_a_failing_hook_is_retried_at_the_next_run(alice, settings):
-    settings.BILLING_OUT_OF_FUNDS_HOOK = "billing.tests.test_balance_alerts.flaky_hook"
+def test_a_failing_hook_is_retried_at_the_next_run(alice, settings, hooks_override):
+    hooks_override(out_of_funds, flaky_hook)
     settings.BILLING_OUT_OF_FUNDS_GRACE_S = 0
     flaky_hook.calls = []
     meter_start(user=alice, sku=gpu_sku(), quantity=1, ref="i:1", at=NOW)
@@ -91,3 +92,21 @@ def flaky_hook(*, user_id):
     flaky_hook.calls.append(user_id)
     if len(flaky_hook.calls) == 1:
         raise ConnectionError("provider unreachable")
+
+
+def test_with_the_notify_policy_the_user_is_told_and_nothing_is_stopped(
+    alice, settings, hooks_override, django_capture_on_commit_callbacks
+):
+    calls = []
+    record_hook.calls = calls
+    hooks_override(out_of_funds, record_hook)
+    settings.BILLING_OUT_OF_FUNDS_POLICY = "notify"
+    settings.BILLING_OUT_OF_FUNDS_GRACE_S = 0
+    meter_start(user=alice, sku=gpu_sku(), quantity=1, ref="i:1", at=NOW)  # no balance at all
+    with django_capture_on_commit_callbacks(execute=True):  # the e-mails go on commit
+        for seconds in (10, 20, 30):
+            assert _watch(NOW + timedelta(seconds=seconds)).hooks_called == 0
+    assert calls == []
+    assert Meter.objects.get(ref="i:1").is_open  # still running, still charged
+    assert BalanceAlert.objects.get(kind="exhausted").notified_at is not None
+    assert [m.subject for m in mail.outbox if "ran out" in m.subject] == ["Your balance ran out"]  # once

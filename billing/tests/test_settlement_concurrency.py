@@ -7,6 +7,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.tests.factories import UserFactory
+from billing.hooks import out_of_funds
 from billing.meter_arithmetic import amount_owed
 from billing.models import Meter, Transaction
 from billing.services import ledger_check, meter_start, meter_stop, trial_claim
@@ -117,14 +118,14 @@ def test_a_tick_killed_mid_batch_leaves_no_trace_and_the_next_one_settles_everyt
     assert all(m.settled_seconds == 3600 for m in meters)
 
 
-def test_two_watchers_at_once_send_one_warning_and_call_the_hook_once(settings):
+def test_two_watchers_at_once_send_one_warning_and_call_the_hook_once(settings, hooks_override):
     from django.core import mail
 
     from billing.alerts import balance_alerts_update
     from billing.models import BalanceAlert
 
     settings.BILLING_OUT_OF_FUNDS_GRACE_S = 0
-    settings.BILLING_OUT_OF_FUNDS_HOOK = "billing.tests.test_settlement_concurrency.counting_hook"
+    hooks_override(out_of_funds, counting_hook)
     counting_hook.calls = []
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     user = UserFactory()
@@ -137,7 +138,7 @@ def test_two_watchers_at_once_send_one_warning_and_call_the_hook_once(settings):
     assert len(subjects) == 2 and "runs out" in subjects[1] and "ran out" in subjects[0]
     assert BalanceAlert.objects.filter(user=user).count() == 2  # one LOW, one EXHAUSTED episode
     assert counting_hook.calls == [user.pk]
-    assert not Meter.objects.get(ref="w:1").is_open  # the default hook's work, done once
+    assert not Meter.objects.get(ref="w:1").is_open  # the hook's work, done once
 
 
 def counting_hook(*, user_id):

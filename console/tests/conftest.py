@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 from django.test import Client, override_settings
 
+from console.hooks import proxy_target
 from providers.local.runtime import registry
 from providers.local.runtime.supervisor import LocalRuntime
 from providers.local.tests.local_helpers import asgi_server, lab_answers, runtime_or_skip, wait_until
@@ -43,9 +44,9 @@ def proxy_world(tmp_path_factory, django_db_setup, django_db_blocker):
     runtime = runtime_or_skip(root, services)
     alice_key, charlie_key = str(uuid.uuid4()), str(uuid.uuid4())
     # Instances started straight on the runtime, without Instance rows: the runtime's own resolver.
-    with override_settings(
-        LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services), "ENGINE": "process"},
-        CONSOLE_PROXY_RESOLVER="providers.local.runtime.registry.proxy_target_for",
+    with (
+        override_settings(LOCAL_RUNTIME={"ROOT": root, "SERVICES": list(services), "ENGINE": "process"}),
+        proxy_target.override(registry.proxy_target_for),
     ):
         registry.get_runtime.cache_clear()
         try:

@@ -24,8 +24,8 @@ NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBY
 
 
 def settings_env_names() -> set[str]:
-    """Every environment variable console/settings.py reads."""
-    source = (ROOT / "console/settings.py").read_text()
+    """Every environment variable console/settings/ (the package's modules) reads."""
+    source = "\n".join(path.read_text() for path in sorted((ROOT / "console/settings").glob("*.py")))
     pattern = r'(?:os\.environ(?:\.get)?[\[(]|env_bool\(|env_list\()\s*"([A-Z][A-Z0-9_]*)"'
     names = set(re.findall(pattern, source))
     if "dj_database_url.config(" in source:  # it reads DATABASE_URL
@@ -174,7 +174,7 @@ def test_compose_sets_only_settings_the_console_reads():
     names = settings_env_names() | NOT_SETTINGS
     for name in CONSOLE_SERVICES:
         env = services[name]["environment"]
-        assert set(env) <= names, f"{name}: {set(env) - names} are not read by console/settings.py"
+        assert set(env) <= names, f"{name}: {set(env) - names} are not read by console/settings/"
         assert env["CONSOLE_ENV"] == "production"
         assert env["DATABASE_URL"].startswith("postgres://") and "@postgres:5432/" in env["DATABASE_URL"]
         assert env["REDIS_URL"].startswith("redis://redis:6379/")

@@ -9,6 +9,7 @@ import threading
 import pytest
 import uvicorn
 
+from console.hooks import proxy_target
 from console.reverse_proxy import ProxyTarget, proxy_http
 from providers.local.tests.local_helpers import free_port, wait_until
 
@@ -41,7 +42,7 @@ def resolve_to_endless(*, instance_id, service, user):
 
 
 @pytest.fixture
-def endless_upstream(settings):
+def endless_upstream(hooks_override):
     UPSTREAM["port"] = free_port()
     server = uvicorn.Server(
         uvicorn.Config(_endless, host="127.0.0.1", port=UPSTREAM["port"], log_level="warning", lifespan="off")
@@ -49,7 +50,7 @@ def endless_upstream(settings):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started, what="the upstream")
-    settings.CONSOLE_PROXY_RESOLVER = "console.tests.test_proxy_streaming.resolve_to_endless"
+    hooks_override(proxy_target, resolve_to_endless)
     yield
     server.should_exit = True
     thread.join(timeout=5)

@@ -2,7 +2,7 @@
 console reads: what an operator reads there is what the settings do.
 
 "Reads" is found in the source, not by importing settings (which would only show the names set in
-this process): console/settings.py, `make run`'s launcher (console/run.py), the project modules
+this process): console/settings/ (the package), `make run`'s launcher (console/run.py), the project modules
 either imports, and the management commands.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-SETTINGS = ROOT / "console/settings.py"
+SETTINGS = ROOT / "console/settings/__init__.py"  # and console/settings/base.py, which it imports
 # What reads the configuration before and while the settings load: the settings, and `make run`.
 ENTRY_POINTS = [SETTINGS, ROOT / "console/run.py"]
 # The process's own environment, which the console passes on or reads as any program does.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.keys import instance_public_key
-from instances.services import _spec
+from instances.services.common import _spec
 from instances.tests.conftest import committed
 
 pytestmark = pytest.mark.django_db(transaction=True)

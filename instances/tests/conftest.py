@@ -7,8 +7,10 @@ from django.test import override_settings
 
 from billing.models import LedgerAccount, Transaction
 from billing.services import account_get, ledger_post
+from console.hooks import proxy_target
 from instances.catalogue import catalogue_seed
 from instances.models import GpuModel, Image, Instance, Region
+from instances.proxy_targets import instance_proxy_target
 
 # The Slurm provider's fixtures live with its tests (providers/slurm/tests/cluster_fixtures.py); named here too,
 # for the tests of other apps that still take them from this module.
@@ -82,22 +84,24 @@ def launch(
 ):
     """The one way the tests launch: ``instance_launch`` with the small fleet's defaults, the catalogue
     named by slug. ``user`` is the account that pays (a team's ``account`` with ``actor`` its member)."""
-    from instances.services import instance_launch
+    from instances.services import LaunchRequest, instance_launch
 
     return instance_launch(
-        user=user,
-        actor=actor,
-        region=Region.objects.get(slug=region),
-        gpu_model=GpuModel.objects.get(slug=gpu),
-        gpu_count=count,
-        image=Image.objects.get(slug=image),
-        disk_gb=disk_gb,
-        name=name,
-        ssh_keys=ssh_keys,
-        node_count=nodes,
-        tier=tier,
-        checkpoint_command=checkpoint,
-        volumes=volumes,
+        LaunchRequest(
+            user=user,
+            actor=actor,
+            region=Region.objects.get(slug=region),
+            gpu_model=GpuModel.objects.get(slug=gpu),
+            gpu_count=count,
+            image=Image.objects.get(slug=image),
+            disk_gb=disk_gb,
+            name=name,
+            ssh_keys=ssh_keys,
+            node_count=nodes,
+            tier=tier,
+            checkpoint_command=checkpoint,
+            volumes=volumes,
+        )
     )
 
 
@@ -121,7 +125,7 @@ def running(user, **kwargs) -> Instance:
 
 
 @pytest.fixture
-def this_host(settings, tmp_path, db):
+def this_host(settings, tmp_path, db, hooks_override):
     """``this_host(services=("lab",))``: the local backend (region "local", two simulated H200s) with a
     runtime in a temporary root, the catalogue seeded with its region; skips when a server is not
     installed. Every instance it made is destroyed afterwards. Returns the backend."""
@@ -133,7 +137,7 @@ def this_host(settings, tmp_path, db):
     def make(*, services=("lab",), **options):
         settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=services, **options)
         # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
+        hooks_override(proxy_target, instance_proxy_target)
         backend = get_backend("local")
         missing = backend.runtime.missing_components()
         if missing:

@@ -13,10 +13,10 @@ from accounts.tests.factories import UserFactory
 from billing.meter_arithmetic import amount_owed
 from billing.models import Meter
 from billing.selectors import balance_get
+from instances.capacity.resize import instance_resize
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaExceeded, ResizeNotSupported, ResizeRefused
 from instances.models import Instance, InstanceEvent, Node
 from instances.reconciler import instances_reconcile
-from instances.resize import instance_resize
 from instances.services import instance_stop, nodes_sync
 from instances.skus import gpu_meter_ref
 from instances.tests.conftest import backends, committed, fund, launch, running

@@ -7,10 +7,10 @@ from django.db import connection
 
 from billing.models import Meter
 from core.testing import race
+from instances.capacity.resize import instance_resize
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.models import Instance, Node
-from instances.resize import instance_resize
 from instances.services import nodes_sync
 from instances.skus import gpu_meter_ref
 from instances.tests.conftest import backends, fund, launch, running

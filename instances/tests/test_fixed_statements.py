@@ -11,7 +11,7 @@ from core import speedups, sql
 from core.statemachine import transition
 from instances.lifecycle import ALLOWED
 from instances.models import Instance
-from instances.services import _get
+from instances.services.common import _get
 from instances.tests.conftest import launch
 from providers.simulated.models import SimulatedMachine, SimulatedNode
 

@@ -3,7 +3,7 @@ fewest network blocks (leaf switches), one statement whatever the size."""
 
 import pytest
 
-from instances.capacity import blocks_choose
+from instances.capacity.takeback import blocks_choose
 from instances.errors import NoCapacity
 from instances.models import Instance, Node
 from instances.services import nodes_sync

@@ -7,7 +7,7 @@ import pytest
 from billing.models import Transaction
 from billing.selectors import balance_get
 from billing.services import ledger_check
-from instances.incidents import incident_credit
+from instances.capacity.incidents import incident_credit
 from instances.models import Instance, InstanceEvent
 from instances.reconciler import instances_reconcile
 from instances.tests.conftest import backends, committed, running

@@ -107,7 +107,7 @@ def test_where_the_disk_cannot_follow_the_instance_is_lost_as_before(rich_alice)
 
 
 def test_a_move_whose_start_task_was_lost_is_sent_again_not_marked_lost(rich_alice, disks_follow, monkeypatch):
-    import instances.services as services
+    import instances.services.sync as services  # where the recovery enqueues the start
 
     instance = running(rich_alice, count=1)
     get_backend("default").node_lose(name=instance.node.name)

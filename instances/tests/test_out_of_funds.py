@@ -1,6 +1,4 @@
-from django.conf import settings
-from django.utils.module_loading import import_string
-
+from billing.hooks import out_of_funds
 from billing.models import Meter
 from instances.models import Instance
 from instances.skus import disk_meter_ref
@@ -16,7 +14,7 @@ def test_the_billing_hook_stops_the_owners_running_instances_and_keeps_their_dis
     first = running(rich_alice)
     second = running(rich_alice, count=2)
     bobs = running(bob)
-    hook = import_string(settings.BILLING_OUT_OF_FUNDS_HOOK)
+    hook = out_of_funds  # instances' answer, registered by InstancesConfig.ready()
 
     with committed():
         assert hook(user_id=rich_alice.pk) == 2
@@ -34,7 +32,7 @@ def test_the_hook_twice_stops_once(rich_alice):
     from instances.tests.conftest import committed
 
     instance = running(rich_alice)
-    hook = import_string(settings.BILLING_OUT_OF_FUNDS_HOOK)
+    hook = out_of_funds  # instances' answer, registered by InstancesConfig.ready()
     with committed():
         hook(user_id=rich_alice.pk)
         assert hook(user_id=rich_alice.pk) == 0

@@ -7,7 +7,8 @@ import pytest
 from django.db import connection, transaction
 
 from instances.models import GpuModel, Region
-from instances.services import _gpus_reserve, nodes_sync
+from instances.services import nodes_sync
+from instances.services.placement import _gpus_reserve
 from instances.tests.conftest import launch
 
 pytestmark = pytest.mark.django_db(transaction=True)

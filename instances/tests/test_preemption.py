@@ -13,10 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from billing.models import Meter
-from instances.capacity import smallest_set
+from instances.capacity.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
+from instances.capacity.takeback import smallest_set
 from instances.errors import LaunchInvalid, NoCapacity
 from instances.models import GpuModel, Image, Instance, Node, Region
-from instances.preemption import instance_preemption_finish, instances_requeue, preemptions_finish_due
 from instances.services import instance_release, instance_stop
 from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, fund, running

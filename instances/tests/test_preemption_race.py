@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from billing.models import Meter
 from core.testing import race
+from instances.capacity.preemption import preemptions_finish_due
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.models import Instance, InstanceEvent, Node
-from instances.preemption import preemptions_finish_due
 from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed, fund, launch
 from providers import get_backend

@@ -124,7 +124,7 @@ def test_a_launch_takes_a_fixed_few_queries_in_the_request_and_in_the_worker(ric
     assert Instance.objects.get(pk=response.json()["id"]).status == "running"
     # Was 19 and 22. The request: the session and its user, the three catalogue choices, whether the
     # region's nodes are known, the quota (its lock, then grant and usage), the funds, the spending guard
-    # (a hard-capped budget: INSTANCES_SPEND_GUARD), the cards, the instance and its events, and a
+    # (a hard-capped budget: instances.hooks.spend_guard), the cards, the instance and its events, and a
     # savepoint around them. The worker: the instance and its boot spec
     # (keys, volumes), the simulated cloud's machine, the state, the poll, and the move to RUNNING with
     # its event, price and meter.

@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from instances.capacity.reservations import reservation_create
 from instances.models import GpuModel, QuotaRequest, Region, Reservation
 from instances.quota import quota_request_create
-from instances.reservations import reservation_create
 from instances.services import nodes_sync
 from teams.services import team_create
 

@@ -12,10 +12,10 @@ from django.db import connection
 from django.utils import timezone
 
 from core.testing import race
+from instances.capacity.reservations import reservation_create
 from instances.catalogue import catalogue_seed
 from instances.errors import NoCapacity
 from instances.models import GpuModel, Instance, Node, Region
-from instances.reservations import reservation_create
 from instances.services import nodes_sync
 from instances.tests.conftest import fund, launch
 from providers import get_backend

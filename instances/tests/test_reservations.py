@@ -10,11 +10,16 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from instances.capacity.preemption import instance_preemption_finish
+from instances.capacity.reservations import (
+    reservation_account_find,
+    reservation_cancel,
+    reservation_create,
+    reservations_expire,
+)
 from instances.errors import NoCapacity, OperationNotAllowed, QuotaRequestInvalid, ReservationInvalid
 from instances.models import GpuModel, Instance, Node, QuotaAudit, QuotaRequest, Region, Reservation
-from instances.preemption import instance_preemption_finish
 from instances.quota import quota_request_approve, quota_request_create
-from instances.reservations import reservation_account_find, reservation_cancel, reservation_create, reservations_expire
 from instances.services import instance_release, instance_start, instance_stop, nodes_sync
 from instances.tests.conftest import committed, fund, running
 from notifications.models import Kind, Notification

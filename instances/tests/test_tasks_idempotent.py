@@ -4,7 +4,8 @@ import pytest
 
 from instances.models import Instance
 from instances.reconciler import instances_reconcile
-from instances.services import _spec, instance_provision
+from instances.services import instance_provision
+from instances.services.common import _spec
 from instances.tasks import instance_provision_task, instance_release_task, instance_stop_task
 from instances.tests.conftest import committed, launch, running, simulate
 from providers import TransientBackendError, get_backend

@@ -198,7 +198,7 @@ def test_another_members_key_opens_no_ssh_session(lab):
 def test_a_removed_members_key_is_not_in_the_spec_of_the_next_start(lab, monkeypatch):
     mia = lab.people["mia"]
     instance = running(lab.account, actor=mia, ssh_keys=[_key(mia, "SHA256:mia")])
-    spec = services._spec(services._get(instance.pk))
+    spec = services.common._spec(services.common._get(instance.pk))
     assert any("SHA256:mia" in k for k in spec.ssh_public_keys)
     with committed():
         services.instance_stop(instance=instance, actor=mia)

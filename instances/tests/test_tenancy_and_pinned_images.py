@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from instances.models import Image, TenantRange
-from instances.services import _spec
+from instances.services.common import _spec
 from instances.tenancy import tenant_for
 from instances.tests.conftest import launch
 

@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 from budgets.services import budget_set
 from budgets.tasks import budgets_check_task
 from budgets.tests.test_budgets import spend
+from notifications.hooks import recipients
 from notifications.models import Kind, Notification, NotificationPreference, WebhookDelivery
 from notifications.services import Message, notify, preferences_set, webhook_endpoint_create
 
@@ -73,8 +74,8 @@ def team_of_alice_and_bob(*, user, kind, actor=None):
     return User.objects.filter(email__in=["alice@example.com", "bob@example.com"])
 
 
-def test_the_recipients_hook_expands_an_account(alice, bob, settings, django_capture_on_commit_callbacks):
-    settings.NOTIFICATIONS_RECIPIENTS_HOOK = "notifications.tests.test_notify.team_of_alice_and_bob"
+def test_the_recipients_hook_expands_an_account(alice, bob, hooks_override, django_capture_on_commit_callbacks):
+    hooks_override(recipients, team_of_alice_and_bob)
     bob.language = "zh-hans"
     bob.save(update_fields=["language"])
     with django_capture_on_commit_callbacks(execute=True):

@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from instances.capacity.reservations import reservation_create
 from instances.catalogue import catalogue_seed
 from instances.models import GpuModel, Region
-from instances.reservations import reservation_create
 from instances.services import nodes_sync
 from instances.tests.conftest import fund, running
 

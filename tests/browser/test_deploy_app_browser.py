@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from apps_marketplace.proxy_targets import deployment_proxy_target
+from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from providers.local.tests.local_helpers import asgi_server, local_backends
 from tests.browser.test_local_backend_browser import Worker, _context
@@ -15,14 +17,14 @@ pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(tran
 
 
 @pytest.fixture
-def this_host_apps(settings, tmp_path):
+def this_host_apps(settings, tmp_path, hooks_override):
     from apps_marketplace.loaders import marketplace_catalogue_load
     from instances.catalogue import catalogue_seed
     from providers import get_backend
     from providers.base import AppLaunch
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=())
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
+    hooks_override(proxy_target, deployment_proxy_target)
     backend = get_backend("local")
     why = backend.app_check(AppLaunch(name="tensorboard", argv=("tensorboard",)))
     if why:

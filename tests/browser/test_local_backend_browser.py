@@ -11,21 +11,23 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _refusal
+from instances.proxy_targets import instance_proxy_target
 from providers.local.tests.local_helpers import asgi_server, local_backends
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def this_host_backend(settings, tmp_path):
+def this_host_backend(settings, tmp_path, hooks_override):
     from instances.catalogue import catalogue_seed
     from providers import get_backend
 
     settings.PROVISIONING_BACKENDS = local_backends(tmp_path / "instances", services=("lab", "code"))
     # The console's resolver, whatever a session-wide fixture (console/tests' proxy_world) set.
-    settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
+    hooks_override(proxy_target, instance_proxy_target)
     backend = get_backend("local")
     missing = backend.runtime.missing_components()
     if missing:

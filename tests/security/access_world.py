@@ -25,9 +25,9 @@ from accounts.tests.factories import UserFactory
 from apps_marketplace.models import App, ModelEntry
 from apps_marketplace.services import deployment_create
 from billing.payments import topup_order_create
+from instances.capacity.reservations import reservation_create
 from instances.models import GpuModel, Region
 from instances.quota import quota_request_create
-from instances.reservations import reservation_create
 from instances.tests.conftest import committed, fund, launch
 from notifications.models import Kind
 from notifications.services import Message, notify, webhook_endpoint_create

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 from django.conf import settings
 
+from console.hooks import proxy_target
 from console.reverse_proxy import InstanceProxyRouter
 from core.user_content import ProxyTarget, content_host
 
@@ -215,9 +216,11 @@ def resolve_to_upstream(*, instance_id, service, user, api_key=""):
     return ProxyTarget(host="127.0.0.1", port=UPSTREAM["port"], strip_prefix=True)
 
 
-def test_proxied_responses_never_widen_a_service_workers_scope(settings, upstream_with_service_worker_scope):
+def test_proxied_responses_never_widen_a_service_workers_scope(
+    settings, hooks_override, upstream_with_service_worker_scope
+):
     settings.CONSOLE_PROXY_HOST = ""
-    settings.CONSOLE_PROXY_RESOLVER = f"{__name__}.resolve_to_upstream"
+    hooks_override(proxy_target, resolve_to_upstream)
     UPSTREAM["port"] = upstream_with_service_worker_scope
     from console.reverse_proxy import _proxy_app
 

@@ -9,6 +9,7 @@ from unittest import mock
 
 import pytest
 
+from console.hooks import proxy_target
 from instances.catalogue import catalogue_seed
 from instances.errors import LaunchInvalid
 from instances.models import Instance, Node
@@ -31,7 +32,7 @@ S = Instance.Status
 
 
 @pytest.fixture
-def cluster(settings, tmp_path, catalogue):
+def cluster(settings, tmp_path, catalogue, hooks_override):
     """A region "k8s-1" whose backend is a Kubernetes namespace (the fake API server, two H200 nodes)."""
     with fake_api_server(tmp_path) as api:
         api.cluster.add_node("gpu-a", product="NVIDIA-H200", gpus=8)
@@ -49,7 +50,7 @@ def cluster(settings, tmp_path, catalogue):
                 },
             },
         }
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
+        hooks_override(proxy_target, instance_proxy_target)
         catalogue_seed()  # the region named in the backend's OPTIONS
         yield api
 

@@ -131,7 +131,7 @@ def proxy_target(runtime: LocalRuntime | ContainerRuntime, *, key: str, service:
 
 
 def proxy_target_for(*, instance_id: str, service: str, user, api_key: str = "") -> ProxyTarget | None:
-    """``CONSOLE_PROXY_RESOLVER`` for instances started on this host's runtime: owner only."""
+    """``console.hooks.proxy_target`` for instances started on this host's runtime: owner only."""
     if api_key or user is None:
         return None
     runtime = get_runtime()

@@ -24,8 +24,10 @@ import pytest
 from websockets.sync.client import connect
 
 from accounts.services import ssh_key_add
+from apps_marketplace.proxy_targets import deployment_proxy_target
 from billing.models import Meter
 from billing.services import balance_get
+from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _execute
 from instances.models import Image, InstanceEvent
@@ -369,14 +371,14 @@ def test_a_port_declared_after_launch_answers_its_owner_and_a_share_link_without
 
 
 def test_a_one_click_app_runs_in_the_instances_container_and_answers_its_owner_and_key(
-    in_containers, rich_alice, charlie, settings
+    in_containers, rich_alice, charlie, settings, hooks_override
 ):
     from apps_marketplace.models import App
     from apps_marketplace.services import deployment_create
     from instances.models import GpuModel, Region
 
     backend = in_containers(services=("lab",))
-    settings.CONSOLE_PROXY_RESOLVER = "apps_marketplace.proxy_targets.deployment_proxy_target"
+    hooks_override(proxy_target, deployment_proxy_target)
     # A server the image has (Python's), serving the image's /etc: the page shows which image it runs in.
     app = App.objects.create(
         slug="etc-browser",

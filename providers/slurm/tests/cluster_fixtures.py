@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from console.hooks import proxy_target
 from instances.catalogue import catalogue_seed
+from instances.proxy_targets import instance_proxy_target
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +28,7 @@ def slurm_tmp_path(request):
 
 
 @pytest.fixture
-def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
+def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster, hooks_override):
     """``on_slurm(rest=False, services=("lab",), **options)``: the Slurm backend (region "slurm-local")
     on the test cluster with instance directories in a temporary root, the catalogue seeded with its
     region. Skips when a server it should start is not installed. Every job of the test is cancelled
@@ -42,7 +44,7 @@ def on_slurm(settings, tmp_path, slurm_tmp_path, db, slurm_cluster):
         settings.PROVISIONING_BACKENDS = slurm_backends(
             slurm_tmp_path / "instances", rest=rest, services=services, **options
         )
-        settings.CONSOLE_PROXY_RESOLVER = "instances.proxy_targets.instance_proxy_target"
+        hooks_override(proxy_target, instance_proxy_target)
         catalogue_seed()
         return get_backend("slurm")
 

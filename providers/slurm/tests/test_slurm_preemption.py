@@ -14,7 +14,7 @@ from django.utils import timezone
 from billing.models import Meter
 from instances.models import GpuModel, Image, Instance, Region
 from instances.reconciler import instances_reconcile
-from instances.services import instance_launch, instance_release, instance_sync
+from instances.services import LaunchRequest, instance_launch, instance_release, instance_sync
 from instances.skus import gpu_meter_ref
 from instances.tests.conftest import committed
 from providers import InstanceSpec, Observed, get_backend
@@ -91,15 +91,17 @@ def test_the_console_shows_slurms_preemption_and_bills_only_the_running_time(on_
     on_slurm(services=())
     with committed():
         instance = instance_launch(
-            user=rich_alice,
-            region=Region.objects.get(slug="slurm-local"),
-            gpu_model=GpuModel.objects.get(slug="h200"),
-            gpu_count=8,
-            image=Image.objects.get(slug="pytorch-2.5-cu124"),
-            disk_gb=20,
-            name="spot",
-            tier=Instance.Tier.INTERRUPTIBLE,
-            checkpoint_command=CHECKPOINT,
+            LaunchRequest(
+                user=rich_alice,
+                region=Region.objects.get(slug="slurm-local"),
+                gpu_model=GpuModel.objects.get(slug="h200"),
+                gpu_count=8,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=20,
+                name="spot",
+                tier=Instance.Tier.INTERRUPTIBLE,
+                checkpoint_command=CHECKPOINT,
+            )
         )
     wait_running(instance, timeout=60)
     instance.refresh_from_db()
@@ -167,15 +169,17 @@ def test_the_console_fills_the_cluster_with_spot_instances_and_an_on_demand_laun
     def launch_tier(name: str, tier: str, command: str = "") -> Instance:
         with committed():
             return instance_launch(
-                user=rich_alice,
-                region=Region.objects.get(slug="slurm-local"),
-                gpu_model=GpuModel.objects.get(slug="h200"),
-                gpu_count=8,
-                image=Image.objects.get(slug="pytorch-2.5-cu124"),
-                disk_gb=20,
-                name=name,
-                tier=tier,
-                checkpoint_command=command,
+                LaunchRequest(
+                    user=rich_alice,
+                    region=Region.objects.get(slug="slurm-local"),
+                    gpu_model=GpuModel.objects.get(slug="h200"),
+                    gpu_count=8,
+                    image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                    disk_gb=20,
+                    name=name,
+                    tier=tier,
+                    checkpoint_command=command,
+                )
             )
 
     spots = [launch_tier(f"spot-{n}", Instance.Tier.INTERRUPTIBLE, CHECKPOINT) for n in range(3)]

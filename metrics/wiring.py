@@ -1,4 +1,6 @@
-"""metrics answers the instances app's pages (``instances.gpu_metrics``): the list's figure, the page's charts."""
+"""metrics answers what the apps below ask of GPU use: the instance list's figure, the page's charts and
+auto-stop's idle time (``instances.hooks.gpu_metrics``), the statement's idle waste (``billing.hooks.idle_waste``).
+``MetricsConfig.ready()`` registers them (``wire``)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from instances.gpu_metrics import GpuMetricsHooks
+from billing import hooks as billing_hooks
+from instances import hooks as instance_hooks
+from instances.hooks import GpuMetricsHooks
 from metrics import selectors
 
 
@@ -25,3 +29,9 @@ class MetricsHooks(GpuMetricsHooks):
 
     def fleet_use(self) -> dict:
         return selectors.fleet_use()
+
+
+def wire() -> None:
+    """Register metrics' answers to the hooks of the apps below it."""
+    instance_hooks.gpu_metrics.implement(MetricsHooks())
+    billing_hooks.idle_waste.implement(selectors.idle_waste_for)

@@ -1,15 +1,16 @@
-"""Storage's answers to what the instances app asks of volumes (``instances.volumes.VolumeHooks``).
+"""Storage's answers to what the instances app asks of volumes (``instances.hooks.volumes``).
 
-``INSTANCES_VOLUME_HOOKS`` names this class (console/settings.py, storage's block): instances is below
-storage and imports none of it, so at launch, at every boot and on its pages it asks through here.
+Instances is below storage and imports none of it, so at launch, at every boot and on its pages it asks
+the hook; ``StorageConfig.ready()`` registers these answers (``wire``).
 """
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from instances import hooks as instance_hooks
+from instances.hooks import VolumeHooks
 from instances.models import Instance
-from instances.volumes import VolumeHooks
 from providers import VolumeMount
 from storage.models import Volume, VolumeAttachment
 from storage.selectors import attachable_volumes_for, instance_mounts
@@ -34,3 +35,8 @@ class StorageVolumeHooks(VolumeHooks):
 
     def owned(self, *, user) -> QuerySet[Volume]:
         return Volume.objects.filter(owner=user)
+
+
+def wire() -> None:
+    """Register storage's answers to the hooks of the apps below it."""
+    instance_hooks.volumes.implement(StorageVolumeHooks())

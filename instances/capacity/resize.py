@@ -4,7 +4,7 @@
 resize and a stop) cannot interleave:
 
 - growing: quota, the launcher's limits and the balance are checked as at a launch, for the cards
-  that join; the new nodes are taken all or nothing (``instances.capacity.gang_reserve``), in the
+  that join; the new nodes are taken all or nothing (``instances.capacity.takeback.gang_reserve``), in the
   blocks the cluster already spans first, then the fewest others;
 - the provider is asked (``cluster_resize``, the optional ``ClusterResizeCapability``): the head
   (rank 0, every rank's ``MASTER_ADDR``) stays, nodes join after the last rank and leave from it;
@@ -34,7 +34,7 @@ from django.utils.translation import gettext_noop, ngettext
 
 from billing.services import meter_open, meter_stop
 from core.messages import reason as stored
-from instances.capacity import gang_reserve
+from instances.capacity.takeback import gang_reserve
 from instances.errors import (
     BackendUnavailable,
     LaunchInvalid,
@@ -47,7 +47,8 @@ from instances.lifecycle import instance_events_write, instance_notify
 from instances.members import member_limits_check
 from instances.models import Instance, InstanceEvent, Node
 from instances.quota import quota_check
-from instances.services import _funds_check, _nodes_ensure, _spec, instance_hourly_price, node_count_choices
+from instances.services.common import _funds_check, _spec, instance_hourly_price, node_count_choices
+from instances.services.fleet import _nodes_ensure
 from instances.skus import gpu_meter_ref, gpu_sku_upsert, instance_shape
 from providers import PermanentBackendError, TransientBackendError, get_backend
 from teams.models import TeamEvent

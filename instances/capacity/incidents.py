@@ -1,6 +1,6 @@
 """A service credit per incident: an instance interrupted because its node failed.
 
-When a running instance's node fails under it and the console carries it on (``services._instance_recover``:
+When a running instance's node fails under it and the console carries it on (``services.sync._instance_recover``:
 restarted on healthy nodes, or queued as preempted until there is room), its owner is credited
 ``INSTANCES_INCIDENT_CREDIT_FEN`` (0, the default: off). In the transaction of that move: the credit
 through the ledger (``billing.services.credit_grant``), a line on the instance's timeline and a note in

@@ -1,6 +1,6 @@
 """Preemption after the decision: the grace period with its checkpoint, the machine off, and the requeue.
 
-``instances.capacity`` decides and moves the victims to PREEMPTING in the on-demand launch's own
+``instances.capacity.takeback`` decides and moves the victims to PREEMPTING in the on-demand launch's own
 transaction (billing stops there, at the second). Then, in workers:
 
 1. ``instance_preemption_begin`` (at once): the owner is told (inbox and any open page) and the
@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from core.messages import reason as stored
-from instances.capacity import beneficiary_drive
+from instances.capacity.takeback import beneficiary_drive
 from instances.errors import InstanceError
 from instances.lifecycle import instance_transition
 from instances.models import Instance

@@ -4,7 +4,7 @@ When on-demand work cannot be placed on free cards, ``gpus_take_by_preempting`` 
 the fewest running interruptible instances free enough (then the fewest cards wasted, then the
 youngest victims: they lose the least work), and in one transaction moves them to PREEMPTING and
 hands their cards to the new instance. The grace period, the checkpoint and the requeue are
-``instances.preemption``'s, above the services.
+``instances.capacity.preemption``'s, above the services.
 
 Cards are never oversubscribed: the victims' rows are locked (in primary-key order, the order every
 transition takes them: no deadlock between two launches choosing overlapping victims), each one's
@@ -385,7 +385,7 @@ def gang_reserve(
     network blocks: ``(pk, name)`` per node, head first (blocks in the chosen order, then by name);
     None when the fleet cannot give every node now. Call inside a transaction.
 
-    For a cluster that grows (``instances.resize``): ``exclude`` are the nodes it already holds (a
+    For a cluster that grows (``instances.capacity.resize``): ``exclude`` are the nodes it already holds (a
     node joins once), ``prefer_blocks`` the blocks it spans, filled first (``blocks_choose_near``).
 
     Two statements whatever the size: how many nodes fit per block, then one ``UPDATE … WHERE id IN

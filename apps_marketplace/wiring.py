@@ -1,4 +1,4 @@
-"""``INSTANCES_TRANSITION_HOOKS``: a deployment's owner hears when its app is ready or failed.
+"""``instances.hooks.transition``: a deployment's owner hears when its app is ready or failed.
 
 A deployment has no state machine of its own (its instance's status is its status), so the moment it
 becomes ready is its instance's move to RUNNING, and it failed when the instance moved to FAILED. Only
@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.utils.translation import gettext as _
 
 from apps_marketplace.models import Deployment
+from instances import hooks as instance_hooks
 from instances.models import Instance
 from notifications.models import Kind
 from notifications.services import Message, notify
@@ -51,3 +52,8 @@ def deployment_transition_notify(*, instance: Instance, src: str, dst: str) -> N
         data={"deployment_id": str(deployment.pk), "instance_id": str(instance.pk), "app": deployment.app.slug},
         actor=deployment.created_by,
     )
+
+
+def wire() -> None:
+    """Register the marketplace's answers to the hooks of the apps below it."""
+    instance_hooks.transition.implement(deployment_transition_notify)

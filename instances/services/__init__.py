@@ -1,0 +1,66 @@
+"""The instances app's verbs: launch, start, stop, restart, release, rename, auto-stop and sync.
+Views, the API and Celery tasks all call these; nothing else changes an instance.
+
+Every status change goes through ``instances.lifecycle.instance_transition`` (compare-and-set + event +
+billing + live push, in one transaction); every verb starts with its guard, so running it twice does
+nothing more. The operations that need the provider (stop, start, restart, release) are one table,
+``OPERATIONS``: the request-time verb (``instance_stop``) moves the instance to the operation's busy
+status and enqueues its task on commit; the task's verb (``instance_operation_execute``) talks to the
+backend and finishes the move. The reconciler (``instances.reconciler``) repairs whatever a lost task
+or a crashed worker left behind; GPU quota is ``instances.quota``.
+
+One module per job, importing one way (``common`` at the bottom, so the split has no circle):
+
+- ``common``: the operation table, the machine's spec, the instance as a task reads it, the money check;
+- ``fleet``: the nodes each provider reports, their health;
+- ``placement``: which node's cards a launch or a start takes;
+- ``sync``: the provider's truth against ours, recovery, repair, operations that cannot finish;
+- ``launch``: ``instance_launch(LaunchRequest(...))`` and the worker's ``instance_provision``;
+- ``operations``: stop, start, restart, release, rename;
+- ``autostop``: stop at a time or after idle minutes, with a warning first.
+
+This package re-exports their public verbs, so callers (and tasks named by dotted path, such as
+``instances.services.instance_operation_fail``) import from ``instances.services`` as before.
+"""
+
+from instances.services.autostop import instance_auto_stop_set, instance_auto_stop_snooze, instances_auto_stop
+from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
+from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
+from instances.services.launch import LaunchRequest, instance_launch, instance_provision
+from instances.services.operations import (
+    instance_operation_execute,
+    instance_release,
+    instance_rename,
+    instance_restart,
+    instance_start,
+    instance_stop,
+    instances_stop_for_funds,
+)
+from instances.services.sync import instance_abandon, instance_operation_fail, instance_sync
+
+__all__ = [
+    "OPERATIONS",
+    "LaunchRequest",
+    "Operation",
+    "app_launch_from",
+    "instance_abandon",
+    "instance_auto_stop_set",
+    "instance_auto_stop_snooze",
+    "instance_hourly_price",
+    "instance_launch",
+    "instance_operation_execute",
+    "instance_operation_fail",
+    "instance_provision",
+    "instance_release",
+    "instance_rename",
+    "instance_restart",
+    "instance_start",
+    "instance_stop",
+    "instance_sync",
+    "instances_auto_stop",
+    "instances_stop_for_funds",
+    "node_count_choices",
+    "nodes_ensure",
+    "nodes_sync",
+    "region_nodes_sync",
+]

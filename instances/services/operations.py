@@ -1,0 +1,155 @@
+"""Operations: stop, start, restart and release. The request-time verb (``instance_stop``) moves the
+instance to the operation's busy status and enqueues its task on commit; the task's verb
+(``instance_operation_execute``) talks to the provider and finishes the move. Also rename, and the stop
+of every machine of an account whose money ran out.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
+
+from billing.alerts import meters_stop_unpaid
+from core.messages import reason as stored
+from instances.errors import LaunchInvalid
+from instances.lifecycle import instance_notify, instance_transition
+from instances.models import Instance
+from instances.services.common import OPERATIONS, Operation, S, _enqueue, _get, _operation_name, _refuse
+from instances.services.fleet import _nodes_ensure
+from instances.services.placement import _instance_place
+from instances.services.sync import instance_sync
+from providers import PermanentBackendError, get_backend
+from teams.models import TeamEvent
+from teams.services import team_event_record
+
+# The team audit event of each operation a person asks for (stop, start, release; not restart).
+_TEAM_EVENTS = {
+    "stop": TeamEvent.Action.INSTANCE_STOPPED,
+    "start": TeamEvent.Action.INSTANCE_STARTED,
+    "release": TeamEvent.Action.INSTANCE_RELEASED,
+}
+
+
+def _operation_request(op: Operation, *, instance: Instance, reason: str, actor=None) -> Instance:
+    """Ask for ``op``: refused in a status it cannot start from, nothing more when under way or done.
+
+    ``actor``: the person asking (None: the console itself, e.g. auto-stop). In a team the move is
+    written to the team's audit log in the same transaction."""
+    if instance.status in op.done:
+        return instance
+    if instance.status not in op.sources:
+        _refuse(instance, _(op.refused))
+    if op.places:
+        _nodes_ensure(region=instance.region)
+    with transaction.atomic():
+        changes, params = {}, {}
+        if op.places:
+            changes = _instance_place(instance)
+            params["node"] = ", ".join([changes["node"].name, *changes.get("extra_nodes", [])])
+        moved = instance_transition(
+            instance_id=instance.pk,
+            src=instance.status,
+            dst=op.busy,
+            reason=reason or stored(op.requested, **params),
+            **changes,
+        )
+        if moved:
+            _enqueue(op.task, instance.pk)
+            action = _TEAM_EVENTS.get(_operation_name(op))
+            if action and actor is not None and actor.pk != instance.owner_id:
+                team_event_record(
+                    account=instance.owner_id,
+                    actor=actor,
+                    action=action,
+                    target=instance.name,
+                    details={"instance": str(instance.pk)},
+                )
+        elif changes:  # someone else started (or released) it first: give the cards back
+            transaction.set_rollback(True)
+    instance.refresh_from_db()
+    return instance
+
+
+def instance_operation_execute(*, instance_id, operation: str) -> None:
+    """Task body of ``OPERATIONS[operation]``: have the provider do it, then finish the move (or poll
+    until the provider's truth finishes it). Only while the instance is busy with it: a repeat does nothing."""
+    op = OPERATIONS[operation]
+    instance = _get(instance_id)
+    if instance is None or instance.status != op.busy:
+        return
+    if (
+        op.places
+        and instance.displaced_others
+        and Instance.objects.filter(preempted_for=instance.pk, status=S.PREEMPTING).exists()
+    ):
+        return  # as ``instance_provision``: the machines it preempts are still in their grace period
+    try:
+        state = op.provider(get_backend(instance.backend_alias), instance)
+    except PermanentBackendError as exc:
+        if op.refusal is None:
+            raise
+        dst, why = op.refusal
+        reason = stored(why, r=str(exc)) if why else str(exc)
+        instance_transition(instance_id=instance.pk, src=op.busy, dst=dst, reason=reason)
+        return
+    if state is not None:
+        Instance.objects.filter(pk=instance.pk, status=op.busy).update(backend_state=state)
+    if op.then is not None:
+        dst, why = op.then
+        instance_transition(instance_id=instance.pk, src=op.busy, dst=dst, reason=stored(why))
+    else:
+        instance_sync(instance_id=instance.pk)
+
+
+def instance_stop(*, instance: Instance, reason: str = "", actor=None) -> Instance:
+    """Stop a running instance: GPUs freed, disk kept (and billed as storage). Stopping twice is harmless."""
+    return _operation_request(OPERATIONS["stop"], instance=instance, reason=reason, actor=actor)
+
+
+def instance_start(*, instance: Instance, reason: str = "", actor=None) -> Instance:
+    """Start a stopped instance: it needs cards again (placement, quota, balance), or stays stopped with why."""
+    return _operation_request(OPERATIONS["start"], instance=instance, reason=reason, actor=actor)
+
+
+def instance_restart(*, instance: Instance, reason: str = "", actor=None) -> Instance:
+    """Reboot in place, keeping the GPUs (and their meter)."""
+    return _operation_request(OPERATIONS["restart"], instance=instance, reason=reason, actor=actor)
+
+
+def instance_release(*, instance: Instance, reason: str = "", actor=None) -> Instance:
+    """Destroy the instance and its disk; billing closes now. Releasing twice is harmless."""
+    return _operation_request(OPERATIONS["release"], instance=instance, reason=reason, actor=actor)
+
+
+def instance_rename(*, instance: Instance, name: str) -> Instance:
+    name = (name or "").strip()
+    if not name:
+        raise LaunchInvalid(_("Give the instance a name."), field="name")
+    if len(name) > 64:
+        raise LaunchInvalid(_("Names are at most 64 characters."), field="name")
+    if instance.status == S.RELEASED:
+        _refuse(instance, _("An instance that is %(status)s cannot be renamed."))
+    Instance.objects.filter(pk=instance.pk).update(name=name)
+    instance.name = name
+    transaction.on_commit(lambda: instance_notify(instance))
+    return instance
+
+
+def instances_stop_for_funds(*, user_id: int) -> int:
+    """Billing's out-of-funds hook: stop the user's running instances, keeping their disks.
+
+    Then billing's default hook stops whatever else still bills compute (meters of other apps);
+    storage, the stopped instances' disks included, keeps running. Returns the instances stopped.
+    """
+    stopped = 0
+    for instance in Instance.objects.filter(owner_id=user_id, status__in=(S.RUNNING, S.RESTARTING)):
+        instance_stop(
+            instance=instance,
+            reason=stored(
+                gettext_noop("Stopped because the balance ran out; the disk is kept. Top up to start it again.")
+            ),
+        )
+        stopped += 1
+    meters_stop_unpaid(user_id=user_id)
+    return stopped
