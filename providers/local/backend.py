@@ -172,7 +172,10 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             raise TransientBackendError(f"No free port on this host: {exc}") from exc
         except (LocalRuntimeError, PodmanError) as exc:
             raise PermanentBackendError(str(exc)) from exc
-        return {**state, "v": STATE_VERSION, "gpus": list(kwargs.get("gpus", ()))}
+        # Which of the app's variants runs, for the deployment's page: the CPU one is an image of its own.
+        app = ((self.runtime.meta(key) or {}).get("app") or {}) if self.containers else {}
+        variant = {"app_variant": "cpu"} if app.get("image_slug") else {}
+        return {**state, "v": STATE_VERSION, "gpus": list(kwargs.get("gpus", ())), **variant}
 
     # --- the machine ------------------------------------------------------------------------------------
 
