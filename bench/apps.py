@@ -41,6 +41,8 @@ os.environ.update(
 )
 os.environ.setdefault("TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 TIMEOUT_S = 600  # wall-clock: a first pull and a first start on a busy 2-core host
+# BENCH_APPS=mlflow (comma-separated: cpu-chat, cpu-chat-uncached, mlflow) measures only those.
+WANTED = set((os.environ.get("BENCH_APPS") or "cpu-chat,cpu-chat-uncached,mlflow").split(","))
 
 
 def _psql(sql: str) -> None:
@@ -75,7 +77,7 @@ def _empty_store(folder: Path) -> Path:
     """A podman configuration like the console's, over an image store of its own that holds nothing."""
     from providers.local.runtime.podman import Podman
 
-    main = Podman().conf_dir
+    main = Podman().conf_dir.resolve()
     conf = folder / "containers"
     conf.mkdir(parents=True)
     text = (main / "containers.conf").read_text()
@@ -106,25 +108,23 @@ def _answer(base_url: str, instance, key: str, app_slug: str) -> bool:
 
 
 def _deploy_to_first_answer(user, app_slug: str, parameters: dict, base_url: str, volumes=()) -> float:
-    from django.test import TestCase
-
     from apps_marketplace.models import App
     from apps_marketplace.services import deployment_create, deployment_delete
     from instances.models import GpuModel, Region
     from instances.services import instance_sync
 
     started = time.monotonic()
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        deployment, key = deployment_create(
-            user=user,
-            app=App.objects.get(slug=app_slug),
-            model=None,
-            parameters=parameters,
-            gpu_model=GpuModel.objects.get(slug="h200"),
-            gpu_count=1,
-            region=Region.objects.get(slug="local"),
-            volumes=volumes,
-        )
+    # Autocommit: the launch's task runs (eagerly, in this process) as its transaction commits.
+    deployment, key = deployment_create(
+        user=user,
+        app=App.objects.get(slug=app_slug),
+        model=None,
+        parameters=parameters,
+        gpu_model=GpuModel.objects.get(slug="h200"),
+        gpu_count=1,
+        region=Region.objects.get(slug="local"),
+        volumes=volumes,
+    )
     instance = deployment.instance
     while True:
         instance_sync(instance_id=instance.pk)
@@ -137,8 +137,7 @@ def _deploy_to_first_answer(user, app_slug: str, parameters: dict, base_url: str
         if time.monotonic() - started > TIMEOUT_S:
             raise SystemExit(f"{app_slug}: no answer within {TIMEOUT_S} s (status {instance.status})")
         time.sleep(0.25)
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        deployment_delete(deployment=deployment)
+    deployment_delete(deployment=deployment)
     return round(seconds, 2)
 
 
@@ -169,7 +168,10 @@ def main() -> None:
         images = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(images)
         built_at = time.monotonic()
-        images.build(["llama-server", "mlflow"], podman=Podman(), quiet=True)
+        names = (["llama-server"] if WANTED & {"cpu-chat", "cpu-chat-uncached"} else []) + (
+            ["mlflow"] if "mlflow" in WANTED else []
+        )
+        images.build(names, podman=Podman(), quiet=True)
         build_check_s = round(time.monotonic() - built_at, 2)
 
         catalogue_seed()
@@ -188,22 +190,29 @@ def main() -> None:
         with asgi_server() as base_url:
             # Cached: the host maps the catalogue's slugs to the images `make images` left in its store.
             use_host(scratch / "cached", IMAGES=IMAGES)
-            result["cpu_chat_cached_deploy_to_answer_s"] = _deploy_to_first_answer(user, "smollm2-chat", {}, base_url)
-            result["mlflow_cached_deploy_to_answer_s"] = _deploy_to_first_answer(
-                user, "mlflow", {"store_dir": "/home/user/mlflow"}, base_url
-            )
-            # Not cached: published to a registry (as `make run` does), pulled into an empty store.
-            (scratch / "registry").mkdir()
-            registry, address = _registry(scratch / "registry")
-            settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = address, False
-            published_at = time.monotonic()
-            with open(os.devnull, "w") as quiet:
-                call_command("images_publish", "llama-server", records=str(ROOT / "var/images"), stdout=quiet)
-            result["cpu_chat_publish_s"] = round(time.monotonic() - published_at, 2)
-            use_host(scratch / "uncached", CONTAINERS_DIR=str(_empty_store(scratch / "store")))
-            result["cpu_chat_uncached_deploy_to_answer_s"] = _deploy_to_first_answer(user, "smollm2-chat", {}, base_url)
-            manifest = json.loads((ROOT / "var/images/llama-server.json").read_text())
-            result["cpu_chat_image_bytes"] = int(manifest.get("size_bytes") or 0)
+            if "cpu-chat" in WANTED:
+                result["cpu_chat_cached_deploy_to_answer_s"] = _deploy_to_first_answer(
+                    user, "smollm2-chat", {}, base_url
+                )
+            if "mlflow" in WANTED:
+                result["mlflow_cached_deploy_to_answer_s"] = _deploy_to_first_answer(
+                    user, "mlflow", {"store_dir": "/home/user/mlflow"}, base_url
+                )
+            if "cpu-chat-uncached" in WANTED:
+                # Not cached: published to a registry (as `make run` does), pulled into an empty store.
+                (scratch / "registry").mkdir()
+                registry, address = _registry(scratch / "registry")
+                settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = address, False
+                published_at = time.monotonic()
+                with open(os.devnull, "w") as quiet:
+                    call_command("images_publish", "llama-server", records=str(ROOT / "var/images"), stdout=quiet)
+                result["cpu_chat_publish_s"] = round(time.monotonic() - published_at, 2)
+                use_host(scratch / "uncached", CONTAINERS_DIR=str(_empty_store(scratch / "store")))
+                result["cpu_chat_uncached_deploy_to_answer_s"] = _deploy_to_first_answer(
+                    user, "smollm2-chat", {}, base_url
+                )
+                manifest = json.loads((ROOT / "var/images/llama-server.json").read_text())
+                result["cpu_chat_image_bytes"] = int(manifest.get("size_bytes") or 0)
         result["host_cpus"] = os.cpu_count() or 0
         result["host_load_1min"] = round(os.getloadavg()[0], 2)
         print(json.dumps(result))
