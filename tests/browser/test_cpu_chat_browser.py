@@ -128,7 +128,7 @@ def test_deploy_the_cpu_chat_ask_it_in_its_ui_and_by_api_then_stop_it_and_see_it
             response = finished.value.response()
             assert response is not None and response.status == 200
             assert "text/event-stream" in (response.headers.get("content-type") or "")
-            chunks, text = _streamed_text(response.text())
+            chunks, text = _streamed_text(response.body().decode())  # UTF-8 (no charset in its type)
             assert chunks > 1 and text.strip(), (chunks, text)  # streamed, token by token
             first_words = " ".join(text.split()[:3])
             expect(chat.locator("body")).to_contain_text(first_words, timeout=30_000)
