@@ -115,10 +115,11 @@ def _deploy_to_first_answer(user, app_slug: str, parameters: dict, base_url: str
 
     started = time.monotonic()
     # Autocommit: the launch's task runs (eagerly, in this process) as its transaction commits.
+    app = App.objects.get(slug=app_slug)
     deployment, key = deployment_create(
         user=user,
-        app=App.objects.get(slug=app_slug),
-        model=None,
+        app=app,
+        model=app.default_model,  # the chat's SmolLM2 (its CPU variant serves the GGUF in its image)
         parameters=parameters,
         gpu_model=GpuModel.objects.get(slug="h200"),
         gpu_count=1,
