@@ -208,10 +208,16 @@ def main() -> None:
                 with open(os.devnull, "w") as quiet:
                     call_command("images_publish", "llama-server", records=str(ROOT / "var/images"), stdout=quiet)
                 result["cpu_chat_publish_s"] = round(time.monotonic() - published_at, 2)
-                use_host(scratch / "uncached", CONTAINERS_DIR=str(_empty_store(scratch / "store")))
+                store = _empty_store(scratch / "store")
+                use_host(scratch / "uncached", CONTAINERS_DIR=str(store))
                 result["cpu_chat_uncached_deploy_to_answer_s"] = _deploy_to_first_answer(
                     user, "smollm2-chat", {}, base_url
                 )
+                # Proof that it was pulled: the empty store now holds the image, by its pinned digest.
+                listed = Podman(conf_dir=store).run("images", "--format", "json", check=False, timeout=60)
+                pulled = json.loads(listed.stdout or "[]")
+                result["cpu_chat_uncached_pulled_images"] = len(pulled)
+                result["cpu_chat_uncached_pulled_bytes"] = sum(int(i.get("Size") or 0) for i in pulled)
                 manifest = json.loads((ROOT / "var/images/llama-server.json").read_text())
                 result["cpu_chat_image_bytes"] = int(manifest.get("size_bytes") or 0)
         result["host_cpus"] = os.cpu_count() or 0
