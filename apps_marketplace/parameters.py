@@ -114,6 +114,38 @@ def app_command_render(
     ``{port}`` and ``{base_path}`` for the backend that runs it (``AppLaunch``); otherwise they read as
     in the app's container (0.0.0.0, its port, served at /), which is what the app page shows.
     """
+    context = _context(
+        app=app,
+        values=values,
+        api_key=api_key,
+        tensor_parallel_size=tensor_parallel_size,
+        for_backend=for_backend,
+        port=app.port,
+    )
+
+    def render(template: str) -> str:
+        return " ".join(template.format_map(context).split())
+
+    return render(app.command_template), render(app.webui_command_template) if app.webui_command_template else ""
+
+
+def app_cpu_command_render(
+    *, app: App, values: dict[str, Any], api_key: str = "$API_KEY", for_backend: bool = False
+) -> str:
+    """The CPU variant's start command (``App.cpu_command_template``) for cleaned ``values``, "" when
+    the app has none. The same placeholders as :func:`app_command_render`; the model is the one in the
+    variant's image, so ``model_path`` names nothing here."""
+    if not app.has_cpu_variant:
+        return ""
+    context = _context(
+        app=app, values=values, api_key=api_key, tensor_parallel_size=1, for_backend=for_backend, port=app.cpu_port
+    )
+    return " ".join(app.cpu_command_template.format_map(context).split())
+
+
+def _context(
+    *, app: App, values: dict[str, Any], api_key: str, tensor_parallel_size: int, for_backend: bool, port: int | None
+) -> dict[str, str]:
     context: dict[str, str] = {key: shlex.quote(str(value)) for key, value in values.items()}
     if "model_path" in values:
         directory, name = _model_location(str(values["model_path"]))
@@ -123,14 +155,10 @@ def app_command_render(
     context.update(
         host="{host}" if for_backend else "0.0.0.0",  # noqa: S104 (inside the app's own container)
         base_path="{base_path}" if for_backend else "/",
-        port="{port}" if for_backend else str(app.port),
+        port="{port}" if for_backend else str(port or app.port),
         webui_port="{webui_port}" if for_backend else str(app.effective_webui_port),
         api_key=api_key,
         tensor_parallel_size=str(tensor_parallel_size),
         precision_flags=str(app.precision_flags.get(precision, "")),
     )
-
-    def render(template: str) -> str:
-        return " ".join(template.format_map(context).split())
-
-    return render(app.command_template), render(app.webui_command_template) if app.webui_command_template else ""
+    return context

@@ -15,7 +15,7 @@ from apps_marketplace import fit
 from apps_marketplace.models import App, DatasetEntry, Deployment, ModelEntry
 from core.user_content import content_host
 from instances.entry_points import entry_points_saved
-from instances.models import GpuModel, Instance
+from instances.models import GpuModel, Image, Instance
 
 GB = fit.GB
 
@@ -277,3 +277,8 @@ def deployment_endpoints(*, deployment: Deployment, host: str, scheme: str = "ht
         "app_url": f"{scheme}:{origin}{base}/" if serving else None,
         "api_base_url": f"{scheme}:{origin}{base}{app.api_path}" if app.openai_compatible else None,
     }
+
+
+def app_cpu_image(*, app: App) -> Image | None:
+    """The catalogue image that runs the app's CPU variant (its digest once published), if any."""
+    return Image.objects.filter(slug=app.cpu_image).first() if app.cpu_image else None

@@ -77,6 +77,7 @@ class AppSerializer(serializers.ModelSerializer):
     parameters = AppParameterSerializer(many=True, read_only=True)
     precisions = serializers.ListField(child=serializers.CharField(), read_only=True)
     webui_port = serializers.IntegerField(source="effective_webui_port", read_only=True)
+    runs_on = serializers.CharField(read_only=True)
 
     class Meta:
         model = App
@@ -98,6 +99,10 @@ class AppSerializer(serializers.ModelSerializer):
             "openai_compatible",
             "api_path",
             "gpu_required",
+            "runs_on",
+            "cpu_image",
+            "cpu_engine",
+            "cpu_model",
             "supports_tensor_parallel",
             "precisions",
             "default_model",
@@ -133,8 +138,19 @@ class FitRowSerializer(serializers.Serializer):
     recommended = serializers.BooleanField(source="is_recommended")
 
 
+class CpuVariantSerializer(serializers.Serializer):
+    """The app's CPU variant: what runs on a host without GPUs, needing no card."""
+
+    engine = serializers.CharField()
+    model = serializers.CharField()
+    image = serializers.CharField()
+    cards_needed = serializers.IntegerField()
+
+
 class FitSerializer(serializers.Serializer):
     app = serializers.CharField()
+    runs_on = serializers.CharField()
+    cpu_variant = CpuVariantSerializer(allow_null=True)
     model = serializers.CharField(required=False)
     precision = serializers.CharField(required=False)
     context_length = serializers.IntegerField(required=False)

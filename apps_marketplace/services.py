@@ -31,7 +31,7 @@ from django.utils.translation import gettext_noop
 
 from apps_marketplace import fit
 from apps_marketplace.models import App, Deployment, ModelEntry
-from apps_marketplace.parameters import app_command_render, app_parameters_clean
+from apps_marketplace.parameters import app_command_render, app_cpu_command_render, app_parameters_clean
 from apps_marketplace.selectors import app_fit_defaults, app_fit_table, model_spec
 from core.messages import reason as stored
 from instances import services as instance_services
@@ -130,6 +130,8 @@ def deployment_app_launch(*, app: App, parameters: dict[str, Any], gpu_count: in
         for_backend=True,
     )
     return AppLaunch(
+        cpu=_cpu_launch(app=app, parameters=parameters),
+        gpu_required=app.gpu_required,
         name=app.slug,
         argv=("/bin/sh", "-c", f"exec {command}"),
         image=app.image,
@@ -147,6 +149,25 @@ def deployment_app_launch(*, app: App, parameters: dict[str, Any], gpu_count: in
         )
         if webui_command
         else None,
+    )
+
+
+def _cpu_launch(*, app: App, parameters: dict[str, Any]) -> AppLaunch | None:
+    """The app's CPU variant: its command in the image the console built (``App.cpu_image``), pinned by
+    the digest ``images_publish`` recorded (a host may also map the slug to a local image)."""
+    command = app_cpu_command_render(app=app, values=parameters, api_key="$APP_API_KEY", for_backend=True)
+    if not command:
+        return None
+    image = Image.objects.filter(slug=app.cpu_image).first()
+    return AppLaunch(
+        name=app.slug,
+        argv=("/bin/sh", "-c", f"exec {command}"),
+        image=image.pinned_ref if image is not None else "",
+        image_slug=app.cpu_image,
+        port=app.cpu_port or app.port,
+        health_path="/health" if app.openai_compatible else (app.webui_path or "/"),
+        serves_base_path="{base_path}" in app.cpu_command_template,
+        gpu_required=False,
     )
 
 

@@ -148,6 +148,7 @@ def app_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "apps_marketplace/_fit.html", context)
     context["served_models"] = app.served_models.filter(is_active=True)
+    context["cpu_image"] = selectors.app_cpu_image(app=app)
     context["deploy_form"], context["deploy_price"] = _deploy_form(app, form, table, user=request_acting(request)[0])
     context["may_deploy"] = request_can(request, Permission.RESOURCES_LAUNCH)
     if app.gpu_required:

@@ -330,11 +330,11 @@ def images_to_publish(env: dict[str, str], *, records: Path, registry: EmbeddedR
     local backend on (``CONSOLE_LOCAL_BACKEND``, whose `make run` builds them) and the embedded registry,
     each one whose build record is in ``records`` (``var/images/<name>.json``, as scripts/images.py
     writes them), so the region "local" offers it
-    with its digest pinned at launch. None for a registry of the operator's (``make images-publish``)."""
+    with its digest pinned at launch (the apps' images too: the marketplace's CPU chat and MLflow). None for a registry of the operator's (``make images-publish``)."""
     local = env.get("CONSOLE_LOCAL_BACKEND", "").strip().lower() in {"1", "true", "yes", "on"}
     if not local or registry is None:
         return []
-    return [name for name in ("minimal",) if (records / f"{name}.json").is_file()]
+    return [name for name in ("minimal", "llama-server", "mlflow") if (records / f"{name}.json").is_file()]
 
 
 def _publish_in_background(

@@ -91,6 +91,13 @@ class AppLaunch:
     # ``/i/<id>/webui/``; its command may name ``{port}`` (the server's) and ``{webui_port}`` (its own),
     # which backends fill in for both commands.
     webui: AppLaunch | None = None
+    # The app's CPU variant (llama.cpp for a chat whose GPU engine is vLLM): another launch, with its
+    # own image (``image``: the console's pinned reference; ``image_slug``: the catalogue image, for a
+    # host that maps slugs to local images). A container backend runs it on a host without real GPUs,
+    # or always when ``gpu_required`` is false; other backends run the main launch.
+    cpu: AppLaunch | None = None
+    image_slug: str = ""
+    gpu_required: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,16 @@
 """Build the console's instance images (images/*) into the console's podman store, cached.
 
-    python scripts/images.py build [NAME ...]    base, minimal, minimal-alt, python, pytorch (default: every
-                                                 one not marked on_request, in that order)
+    python scripts/images.py build [NAME ...]    base, minimal, minimal-alt, python, pytorch, llama-server, mlflow
+                                                 (default: every one not marked on_request, in that order)
     python scripts/images.py list                what is built, from the manifests
 
 ``images/<name>/image.toml``'s ``[build]`` table, when there is one: ``parent``, the image to build
 first (and on; else the one the Containerfile's FROM names); ``on_request = true``, skipped by a plain
 ``build`` (``make images``): name it to build it; ``[build.contents]``, name = a Python command run in
-the built image (``/opt/venv/bin/python -c``) whose printed line joins the manifest's ``contents``.
+the built image (``/opt/venv/bin/python -c``, or ``python``'s value) whose printed line joins the manifest's
+``contents``; ``[build.contexts]``, name = a command (argv, run from the repository root) that prints a
+folder made outside the clone (a compiled server, a model file): passed as ``--build-context name=folder``
+for the Containerfile's ``COPY --from=name``, its files part of the image's inputs.
 
 ``base``: Debian bookworm minbase from this machine's Debian mirror (mmdebstrap) with the packages
 of ``images/base/packages``, imported with ``podman import``. The others: ``images/<name>/Containerfile``
@@ -50,8 +53,10 @@ REFS = {
     "minimal-alt": "localhost/console/minimal-alt:latest",
     "python": "localhost/console/python:latest",
     "pytorch": "localhost/console/pytorch:latest",
+    "llama-server": "localhost/console/llama-server:latest",
+    "mlflow": "localhost/console/mlflow:latest",
 }
-ORDER = ("base", "minimal", "minimal-alt", "python", "pytorch")
+ORDER = ("base", "minimal", "minimal-alt", "python", "pytorch", "llama-server", "mlflow")
 INPUTS_LABEL = "org.gpu-console.inputs"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 SUITE = "bookworm"
@@ -126,7 +131,34 @@ def parent_of(name: str) -> str | None:
     return next((n for n, r in REFS.items() if r == ref), None)
 
 
-def inputs_hash(podman: Podman, name: str) -> str:
+def build_contexts(name: str) -> dict[str, Path]:
+    """The extra build contexts of ``name`` (``[build.contexts]``): each command run, its folder returned.
+    A command that fails fails the build of this image (its output says why)."""
+    contexts = {}
+    for context, argv in (build_config(name).get("contexts") or {}).items():
+        command = [str(part) for part in (argv if isinstance(argv, list) else [argv])]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)  # noqa: S603
+        folder = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else None
+        if result.returncode != 0 or folder is None or not folder.is_dir():
+            sys.stderr.write(result.stderr[-4000:])
+            raise PodmanError(f"images/{name}: the build context {context!r} ({' '.join(command)}) could not be made")
+        contexts[str(context)] = folder
+    return contexts
+
+
+def _folder_files(folder: Path) -> list[bytes]:
+    """A context folder's files as hash inputs: name, size and content (hashed in 1 MiB reads)."""
+    parts = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        parts.append(f"{path.relative_to(folder)}:{path.stat().st_size}:{digest.hexdigest()}".encode())
+    return parts
+
+
+def inputs_hash(podman: Podman, name: str, contexts: dict[str, Path] | None = None) -> str:
     if name == "base":
         packages = (IMAGES_DIR / "base" / "packages").read_text()
         return _hash("base", SUITE, packages, *debian_mirrors())
@@ -134,7 +166,8 @@ def inputs_hash(podman: Podman, name: str) -> str:
     parent_id = (podman.inspect("image", REFS[parent]) or {}).get("Id", "") if parent else ""
     folder = IMAGES_DIR / name
     files = [p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()]
-    return _hash(name, parent_id, *files, *_contract_files())
+    extra = [part for context in sorted(contexts or {}) for part in _folder_files((contexts or {})[context])]
+    return _hash(name, parent_id, *files, *_contract_files(), *extra)
 
 
 def built_hash(podman: Podman, ref: str) -> str | None:
@@ -182,7 +215,7 @@ def build_base(podman: Podman, inputs: str) -> None:
         )
 
 
-def build_containerfile(podman: Podman, name: str, inputs: str) -> None:
+def build_containerfile(podman: Podman, name: str, inputs: str, contexts: dict[str, Path] | None = None) -> None:
     args = [
         "build",
         "--pull=never",
@@ -196,6 +229,8 @@ def build_containerfile(podman: Podman, name: str, inputs: str) -> None:
     ]
     if CA_BUNDLE.is_file():
         args += ["--secret", f"id=ca,src={CA_BUNDLE}"]
+    for context, folder in sorted((contexts or {}).items()):
+        args += ["--build-context", f"{context}={folder}"]
     args.append(str(IMAGES_DIR))
     result = podman.run(*args, check=False, timeout=1800)
     if result.returncode != 0:
@@ -216,13 +251,14 @@ def contents(podman: Podman, ref: str) -> dict:
         "print(json.dumps({'os': os_release.get('PRETTY_NAME', ''), 'python': platform.python_version(),"
         " 'jupyterlab': lab}))\n"
     )
+    name = next((n for n, r in REFS.items() if r == ref), "")
     python = "/opt/venv/bin/python" if ref != REFS["base"] else "python3"
+    python = str(build_config(name).get("python") or python) if name else python
     result = podman.run("run", "--rm", "--network=none", "--entrypoint", python, ref, "-c", script, check=False)
     try:
         found = json.loads(result.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         found = {}
-    name = next((n for n, r in REFS.items() if r == ref), "")
     for key, command in (build_config(name).get("contents") or {}).items() if name else ():
         found[key] = _read_in(podman, ref, python, str(command))
     return found
@@ -256,7 +292,10 @@ def manifest_write(podman: Podman, name: str, inputs: str, build_seconds: float 
 
 
 def build(names: list[str], *, podman: Podman | None = None, quiet: bool = False) -> dict[str, dict]:
-    """Build ``names`` (and the images they are built on) unless cached; returns their manifests."""
+    """Build ``names`` (and the images they are built on) unless cached; returns their manifests.
+
+    An image that fails does not stop the others (the MLflow image needs no llama-server): those built
+    on it are skipped, and the first failure is raised at the end, after every other image is done."""
     podman = podman or Podman()
     missing = podman.missing()
     if missing:
@@ -269,34 +308,50 @@ def build(names: list[str], *, podman: Podman | None = None, quiet: bool = False
         while name:
             wanted.add(name)
             name = parent_of(name)
-    manifests = {}
+    manifests: dict[str, dict] = {}
+    failures: list[Exception] = []
     for name in [n for n in ORDER if n in wanted]:
-        inputs = inputs_hash(podman, name)
-        manifest_path = MANIFESTS / f"{name}.json"
-        if built_hash(podman, REFS[name]) == inputs:
-            if not quiet:
-                print(f"{name}: cached ({REFS[name]})")
-            try:
-                manifest = json.loads(manifest_path.read_text())
-            except (OSError, json.JSONDecodeError):
-                manifest = {}
-            image_id = (podman.inspect("image", REFS[name]) or {}).get("Id")
-            if manifest.get("inputs") != inputs or manifest.get("image_id") != image_id:
-                manifest = manifest_write(podman, name, inputs, None)
-            manifests[name] = manifest
-            continue
-        if not quiet:
-            print(f"{name}: building {REFS[name]}")
-        started = time.monotonic()
-        if name == "base":
-            build_base(podman, inputs)
-        else:
-            build_containerfile(podman, name, inputs)
-        seconds = round(time.monotonic() - started, 1)
-        manifests[name] = manifest_write(podman, name, inputs, seconds)
-        if not quiet:
-            print(f"{name}: built in {seconds} s, {manifests[name]['size_bytes'] / 1e6:.0f} MB")
+        parent = parent_of(name)
+        if parent and parent not in manifests:
+            continue  # its parent failed
+        try:
+            manifests[name] = _build_one(podman, name, quiet=quiet)
+        except (PodmanError, subprocess.CalledProcessError) as exc:
+            print(f"{name}: failed: {exc}", file=sys.stderr)
+            failures.append(exc)
+    if failures:
+        raise failures[0]
     return manifests
+
+
+def _build_one(podman: Podman, name: str, *, quiet: bool) -> dict:
+    """One image, unless cached; its manifest."""
+    contexts = build_contexts(name)
+    inputs = inputs_hash(podman, name, contexts)
+    manifest_path = MANIFESTS / f"{name}.json"
+    if built_hash(podman, REFS[name]) == inputs:
+        if not quiet:
+            print(f"{name}: cached ({REFS[name]})")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            manifest = {}
+        image_id = (podman.inspect("image", REFS[name]) or {}).get("Id")
+        if manifest.get("inputs") != inputs or manifest.get("image_id") != image_id:
+            manifest = manifest_write(podman, name, inputs, None)
+        return manifest
+    if not quiet:
+        print(f"{name}: building {REFS[name]}")
+    started = time.monotonic()
+    if name == "base":
+        build_base(podman, inputs)
+    else:
+        build_containerfile(podman, name, inputs, contexts)
+    seconds = round(time.monotonic() - started, 1)
+    manifest = manifest_write(podman, name, inputs, seconds)
+    if not quiet:
+        print(f"{name}: built in {seconds} s, {manifest['size_bytes'] / 1e6:.0f} MB")
+    return manifest
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,9 @@ def test_the_python_and_pytorch_tiers_build_on_request_on_their_parents():
     images = _images()
     assert images.REFS["python"] == "localhost/console/python:latest"
     assert images.REFS["pytorch"] == "localhost/console/pytorch:latest"
-    assert images.default_names() == ["base", "minimal", "minimal-alt"]  # a plain `make images`
+    # A plain `make images`: the app images too (the CPU chat's llama-server, MLflow), on the base.
+    assert images.default_names() == ["base", "minimal", "minimal-alt", "llama-server", "mlflow"]
+    assert images.parent_of("llama-server") == images.parent_of("mlflow") == "base"
     assert images.parent_of("pytorch") == "python"
     assert images.parent_of("python") == "minimal"
     assert images.parent_of("minimal-alt") == "minimal"  # no image.toml: its FROM line
@@ -61,3 +63,48 @@ def test_the_build_contents_commands_join_the_manifests_contents():
     }
     assert "import torch; print(torch.version.cuda)" in podman.commands
     assert images.contents(_RecordingPodman(), images.REFS["minimal"]).keys() == {"os", "python", "jupyterlab"}
+
+
+class _InspectingPodman:
+    """Knows one parent image; records the build's arguments."""
+
+    def __init__(self, tmp_path):
+        self.conf_dir = tmp_path
+        self.calls = []
+
+    def inspect(self, kind, ref):
+        return {"Id": "parent-id"} if ref.endswith("base:bookworm") else None
+
+    def run(self, *args, check=True, timeout=None):
+        self.calls.append(args)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+
+def test_a_build_context_is_made_by_its_command_passed_to_the_build_and_hashed_into_the_inputs(tmp_path, monkeypatch):
+    images = _images()
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "llama-server").write_bytes(b"binary v1")
+    script = tmp_path / "context.sh"
+    script.write_text(f"#!/bin/sh\necho building >&2\necho {folder}\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(images, "build_config", lambda name: {"contexts": {"llama": [str(script)]}})
+    contexts = images.build_contexts("llama-server")
+    assert contexts == {"llama": folder}
+    podman = _InspectingPodman(tmp_path)
+    first = images.inputs_hash(podman, "llama-server", contexts)
+    assert first == images.inputs_hash(podman, "llama-server", contexts)
+    (folder / "llama-server").write_bytes(b"binary v2")  # a rebuilt server is a new image
+    assert images.inputs_hash(podman, "llama-server", contexts) != first
+
+    images.build_containerfile(podman, "llama-server", "hash", contexts)
+    args = podman.calls[-1]
+    assert args[args.index("--build-context") + 1] == f"llama={folder}"
+
+    script.write_text("#!/bin/sh\necho 'cmake not found' >&2\nexit 1\n")  # the server cannot be built
+    try:
+        images.build_contexts("llama-server")
+    except images.PodmanError as exc:
+        assert "llama" in str(exc)
+    else:
+        raise AssertionError("a context whose command fails must fail the image's build")

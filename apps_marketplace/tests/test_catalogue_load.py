@@ -5,7 +5,7 @@ from apps_marketplace.models import App, AppParameter, DatasetEntry, ModelEntry
 def test_it_ships_hundreds_of_models_and_datasets(catalogue):
     assert catalogue.models == ModelEntry.objects.count() >= 200
     assert catalogue.datasets == DatasetEntry.objects.count() >= 100
-    assert catalogue.apps == App.objects.count() == 9
+    assert catalogue.apps == App.objects.count() == 10
 
 
 def test_running_it_twice_changes_nothing(catalogue):

@@ -89,6 +89,9 @@ def app_launch_from(data: dict) -> AppLaunch | None:
         env=tuple((str(k), str(v)) for k, v in data.get("env", [])),
         health_path=data.get("health_path", "/"),
         serves_base_path=bool(data.get("serves_base_path", True)),
+        cpu=app_launch_from(data.get("cpu") or {}),
+        image_slug=data.get("image_slug", ""),
+        gpu_required=bool(data.get("gpu_required", True)),
     )
 
 

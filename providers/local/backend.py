@@ -172,7 +172,10 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             raise TransientBackendError(f"No free port on this host: {exc}") from exc
         except (LocalRuntimeError, PodmanError) as exc:
             raise PermanentBackendError(str(exc)) from exc
-        return {**state, "v": STATE_VERSION, "gpus": list(kwargs.get("gpus", ()))}
+        # Which of the app's variants runs, for the deployment's page: the CPU one is an image of its own.
+        app = ((self.runtime.meta(key) or {}).get("app") or {}) if self.containers else {}
+        variant = {"app_variant": "cpu"} if app.get("image_slug") else {}
+        return {**state, "v": STATE_VERSION, "gpus": list(kwargs.get("gpus", ())), **variant}
 
     # --- the machine ------------------------------------------------------------------------------------
 
@@ -197,9 +200,12 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
                 raise PermanentBackendError(
                     "This host runs every machine in its owner's own uid range, and this one has none."
                 )
+            variant = self._cpu_variant(spec)
             extra = {
                 "tenant": asdict(spec.tenant),
-                "image": self.runtime.image_for(image_ref=spec.image_ref, image_slug=spec.image),
+                "image": self.runtime.image_for(image_ref=variant.image, image_slug=variant.image_slug)
+                if variant is not None
+                else self.runtime.image_for(image_ref=spec.image_ref, image_slug=spec.image),
                 "cpus": spec.cpus,
                 "memory_gb": spec.memory_gb,
                 "disk_gb": spec.disk_gb,
@@ -210,9 +216,27 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             gpus=cards,
             ssh_public_keys=spec.ssh_public_keys,
             mounts=self._mounts(spec),
-            app=_app(spec),
+            app=self._app(spec),
             **extra,
         )
+
+    def _cpu_variant(self, spec: InstanceSpec | None) -> AppLaunch | None:
+        """The app's CPU variant when this host runs it: containers only (the variant is an image), on a
+        host whose cards are simulated (no real GPU), or always for an app that needs no GPU."""
+        app = spec.app if spec is not None else None
+        if not self.containers or app is None or app.cpu is None:
+            return None
+        if not app.gpu_required or self.inventory().simulated:
+            return app.cpu
+        return None
+
+    def _app(self, spec: InstanceSpec) -> dict | None:
+        """The spec's app as the runtime keeps it in the instance's metadata (JSON): its CPU variant
+        where this host runs that one (``_cpu_variant``), else the app itself; never both."""
+        if spec.app is None:
+            return None
+        chosen = self._cpu_variant(spec) or spec.app
+        return {**asdict(chosen), "cpu": None}
 
     def app_check(self, app: AppLaunch) -> str | None:
         """Why this host cannot run ``app`` (its program is not installed), or None: asked before a
@@ -233,7 +257,7 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             gpus=cards,
             ssh_public_keys=meta.get("ssh_public_keys", ()),
             mounts=self._mounts(spec),
-            app=_app(spec) if spec is not None else ...,
+            app=self._app(spec) if spec is not None else ...,
         )
 
     def stop(self, *, key: str, state: dict) -> dict:
@@ -245,7 +269,7 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
         if self._meta(key) is None:
             raise PermanentBackendError("This machine no longer exists on this host.")
         mounts = self._mounts(spec)
-        app = _app(spec) if spec is not None else ...
+        app = self._app(spec) if spec is not None else ...
         restarted = self._call(lambda k: self.runtime.restart(k, mounts=mounts, app=app), key)
         return {**state, **restarted, "v": STATE_VERSION}
 
@@ -430,8 +454,3 @@ def _last_words(log_tail: str, lines: int = 3, limit: int = 160) -> str:
     kept = [line.strip() for line in log_tail.splitlines() if line.strip()][-lines:]
     text = " / ".join(kept)
     return text if len(text) <= limit else "…" + text[-limit:]
-
-
-def _app(spec: InstanceSpec) -> dict | None:
-    """The spec's app as the runtime keeps it in the instance's metadata (JSON)."""
-    return asdict(spec.app) if spec.app is not None else None
