@@ -249,6 +249,10 @@ class App(TypedDict):
     openai_compatible: NotRequired[bool]
     api_path: NotRequired[str]
     gpu_required: NotRequired[bool]
+    runs_on: str
+    cpu_image: NotRequired[str]
+    cpu_engine: NotRequired[str]
+    cpu_model: NotRequired[str]
     supports_tensor_parallel: NotRequired[bool]
     precisions: list[str]
     default_model: str | None
@@ -343,6 +347,15 @@ class Catalogue(TypedDict):
     gpu_models: list[GpuModel]
     images: list[Image]
     regions: list[Region]
+
+
+class CpuVariant(TypedDict):
+    """The app's CPU variant: what runs on a host without GPUs, needing no card."""
+
+    engine: str
+    model: str
+    image: str
+    cards_needed: int
 
 
 class DatasetEntry(TypedDict):
@@ -464,6 +477,8 @@ class Event(TypedDict):
 
 class Fit(TypedDict):
     app: str
+    runs_on: str
+    cpu_variant: CpuVariant | None
     model: NotRequired[str]
     precision: NotRequired[str]
     context_length: NotRequired[int]
@@ -1282,6 +1297,7 @@ __all__ = [
     "CardSeries",
     "Catalogue",
     "CategoryEnum",
+    "CpuVariant",
     "DatasetEntry",
     "DatasetEntryTaskEnum",
     "Delivery",
