@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from instances.models import Instance
 from instances.services import instance_auto_stop_set, instances_auto_stop
-from instances.tests.conftest import committed, launch
-from instances.tests.test_team_instances import lab, team_running  # noqa: F401  (the fixture)
+from instances.tests.conftest import committed, launch, running
+from instances.tests.test_team_instances import lab  # noqa: F401  (the fixture)
 from notifications.models import Kind, Notification
 from notifications.services import Message, notify
 from providers.simulated.models import SimulatedMachine
@@ -38,7 +38,7 @@ def _told(kind: str) -> set[str]:
 
 def test_the_launcher_hears_of_the_idle_warning_and_the_stop_with_the_owner_and_admins(lab):  # noqa: F811
     mia = lab.people["mia"]
-    instance = team_running(lab, mia)
+    instance = running(lab.account, actor=mia)
     instance_auto_stop_set(instance=instance, idle_minutes=30)
     _idle_for(instance, 25)
     mail.outbox.clear()
@@ -56,7 +56,7 @@ def test_the_launcher_hears_of_the_idle_warning_and_the_stop_with_the_owner_and_
 
 def test_a_launcher_who_left_or_became_a_billing_viewer_hears_nothing_more(lab):  # noqa: F811
     mia, max_ = lab.people["mia"], lab.people["max"]
-    mine, theirs = team_running(lab, mia), team_running(lab, max_)
+    mine, theirs = running(lab.account, actor=mia), running(lab.account, actor=max_)
     with committed():
         membership_remove(membership=Membership.objects.get(team=lab, user=mia), actor=lab.people["owner"])
     Membership.objects.filter(team=lab, user=max_).update(role=Role.BILLING)
@@ -74,7 +74,7 @@ def test_a_launcher_who_left_or_became_a_billing_viewer_hears_nothing_more(lab):
 
 def test_an_admin_who_launched_hears_once(lab):  # noqa: F811
     ada = lab.people["ada"]
-    instance = team_running(lab, ada)
+    instance = running(lab.account, actor=ada)
     notify(user=lab.account, kind=Kind.RECOVERED, render=lambda: Message(title="back"), actor=instance.created_by)
     assert sorted(Notification.objects.filter(kind=Kind.RECOVERED).values_list("user__email", flat=True)) == [
         "ada@example.com",

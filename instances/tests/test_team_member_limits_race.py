@@ -14,8 +14,7 @@ from instances.catalogue import catalogue_seed
 from instances.errors import MemberLimitReached
 from instances.models import Instance
 from instances.services import nodes_sync
-from instances.tests.conftest import fund
-from instances.tests.test_team_instances import team_launch
+from instances.tests.conftest import fund, launch
 from teams.models import Membership, Role
 from teams.services import team_create
 
@@ -35,13 +34,13 @@ def test_twenty_parallel_launches_never_exceed_a_members_card_limit(settings):
     for n in range(4):
         person = UserFactory(email=f"racer{n}@example.com")
         Membership.objects.create(team=team, user=person, role=Role.MEMBER, gpu_limit=3)
-        team_launch(team, person, count=1)  # each already holds one card: two more fit
+        launch(team.account, actor=person, count=1)  # each already holds one card: two more fit
         members.append(person)
 
     def work(k: int) -> object:
         # Two models: the quota's lock is per model, so only the member's own lock serialises these.
         gpu = "h800" if (k // 4) % 2 else "a800-80g"
-        return team_launch(team, members[k % 4], count=1, gpu=gpu).pk
+        return launch(team.account, actor=members[k % 4], count=1, gpu=gpu).pk
 
     won, refused, errors = race(work, threads=20, refusals=(MemberLimitReached,))
 
