@@ -64,7 +64,6 @@ def test_a_status_change_is_pushed_to_the_owner_only(rich_alice, charlie):
 
 
 def test_a_team_instances_changes_reach_members_acting_in_the_team(alice, bob, charlie, catalogue):
-    from instances.tests.test_team_instances import team_running
     from teams.context import SESSION_KEY
     from teams.models import Membership, Role
     from teams.services import team_create
@@ -72,7 +71,7 @@ def test_a_team_instances_changes_reach_members_acting_in_the_team(alice, bob, c
     team = team_create(user=alice, name="Lab")
     fund(team.account, 1_000_000)
     Membership.objects.create(team=team, user=bob, role=Role.MEMBER)
-    instance = team_running(team, alice)
+    instance = running(team.account, actor=alice)
 
     def stop():
         with committed():
