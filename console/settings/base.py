@@ -261,7 +261,9 @@ WEB_THREADS = int(os.environ.get("WEB_THREADS", "4"))
 # stock behaviour when its variable is 0 (CONSOLE_SPEEDUP_HANDLERS=0 …), and by itself, logging why,
 # on a Django or kombu outside the versions it was checked on.
 CONSOLE_SPEEDUPS = {
-    name: env_bool(f"CONSOLE_SPEEDUP_{name.upper()}", default=True) for name in ("handlers", "broker", "sql")
+    "handlers": env_bool("CONSOLE_SPEEDUP_HANDLERS", default=True),
+    "broker": env_bool("CONSOLE_SPEEDUP_BROKER", default=True),
+    "sql": env_bool("CONSOLE_SPEEDUP_SQL", default=True),
 }
 
 # --- Redis: cache, Celery broker, channel layer ------------------------------------------------------

@@ -99,7 +99,7 @@ def instance_operation_execute(*, instance_id, operation: str) -> None:
         dst, why = op.then
         instance_transition(instance_id=instance.pk, src=op.busy, dst=dst, reason=stored(why))
     else:
-        instance_sync(instance_id=instance.pk)
+        instance_sync(instance_id=instance.pk, redrive_allowed=False)
 
 
 def instance_stop(*, instance: Instance, reason: str = "", actor=None) -> Instance:

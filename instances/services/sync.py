@@ -49,7 +49,9 @@ def _launch_fail(*, instance: Instance, reason: str) -> None:
         _destroy_quietly(instance)
 
 
-def instance_sync(*, instance_id, instance: Instance | None = None, observation=None) -> bool:
+def instance_sync(
+    *, instance_id, instance: Instance | None = None, observation=None, redrive_allowed: bool = True
+) -> bool:
     """Poll the provider and advance the instance; returns True when it should be polled again soon.
 
     Handles every state: a boot that finished, a machine the provider lost, an operation a dead task
@@ -68,7 +70,9 @@ def instance_sync(*, instance_id, instance: Instance | None = None, observation=
     seen = observation.state
     status = instance.status
     age = (timezone.now() - instance.status_changed_at).total_seconds()
-    redrive = age >= getattr(settings, "INSTANCES_REDRIVE_AFTER_S", 60)
+    # The operation's own task, just back from the provider, never re-drives itself (``redrive_allowed``
+    # False): a slow stop would enqueue its own task again, and with eager tasks recurse.
+    redrive = redrive_allowed and age >= getattr(settings, "INSTANCES_REDRIVE_AFTER_S", 60)
     gone_reason = observation.detail or stored(gettext_noop("the provider no longer has this machine"))
     if seen == Observed.UNKNOWN:
         return status in Instance.BUSY
