@@ -67,6 +67,7 @@ class Hook[T]:
         self.__doc__ = inspect.getdoc(spec) or ""
         self.about = about or _summary(self.__doc__)
         self._implementations: list[T] = []
+        self._wired: list[T] | None = None  # the registered ones while a test overrides them
         self._fallback: T | None = None
         with _lock:
             if self.name in _registry:
@@ -97,6 +98,11 @@ class Hook[T]:
     @property
     def implementations(self) -> tuple[T, ...]:
         return tuple(self._implementations)
+
+    @property
+    def wired(self) -> tuple[T, ...]:
+        """The implementations the apps registered, whatever a test overrides meanwhile (``manage.py hooks``)."""
+        return tuple(self._wired if self._wired is not None else self._implementations)
 
     # --- the calling side ---------------------------------------------------------------------------
 
@@ -141,12 +147,14 @@ class Hook[T]:
         registered ones back. For tests; not thread-safe against a concurrent ``implement``."""
         if not self.many and len(implementations) > 1:
             raise ValueError(f"hook {self.name} is single: override it with one implementation")
-        saved = self._implementations
+        saved, wired = self._implementations, self._wired
+        if wired is None:
+            self._wired = saved
         self._implementations = list(implementations)
         try:
             yield
         finally:
-            self._implementations = saved
+            self._implementations, self._wired = saved, wired
 
 
 def hook(spec: Callable | None = None, /, *, many: bool = False, required: bool = False, about: str = "") -> Any:
@@ -194,9 +202,7 @@ def hooks_markdown() -> str:
     ]
     for item in hooks_discover():
         answers = "many" if item.many else ("one, required" if item.required else "one")
-        implemented = (
-            ", ".join(f"`{describe(i)}`" for i in item.implementations) or "none (the declaration's own answer)"
-        )
+        implemented = ", ".join(f"`{describe(i)}`" for i in item.wired) or "none (the declaration's own answer)"
         about = item.about.replace("|", "\\|")
         rows.append(f"| `{item.name}` | {answers} | {about} | {implemented} |")
     return "\n".join(rows) + "\n"
