@@ -56,7 +56,7 @@ def test_a_cluster_moves_as_a_whole_when_one_of_its_nodes_fails(rich_alice, sett
     settings.PROVISIONING_BACKENDS = backends(DISK_FOLLOWS=True, FLEET=fleet)
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
     cluster = running(rich_alice, count=8, nodes=2)
-    assert cluster.status == S.RUNNING
+    assert cluster.status == S.RUNNING, cluster.status_reason_text
     failed = cluster.extra_nodes[0]
     get_backend("default").node_lose(name=failed)
     reconcile()

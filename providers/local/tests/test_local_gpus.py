@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from providers.local.runtime.gpus import NVIDIA_SMI_ARGS, GpuDiscoveryError, gpu_discover, parse_nvidia_smi_csv
+from providers.local.runtime.gpus import (
+    NVIDIA_SMI_APPS_ARGS,
+    NVIDIA_SMI_ARGS,
+    NVIDIA_SMI_SAMPLE_ARGS,
+    GpuDiscoveryError,
+    gpu_discover,
+    gpu_read,
+    parse_nvidia_smi_csv,
+)
 
 RECORDINGS = Path(__file__).parent / "recordings"
 
@@ -101,3 +109,40 @@ def test_cards_are_given_to_one_instance_at_a_time(tmp_path):
         registry.allocate("c", 4, cards)
     registry.release("a")
     assert registry.allocate("c", 4, cards) == ["0", "1", "6", "7"]
+
+
+# Read on a lent H200 host (driver 580.159.04) by ``scripts/gpu_check.py``: idle, then while a PyTorch
+# program kept the card busy and held 4 GiB. The console reads these through ``gpu_read``.
+DEVICE = RECORDINGS / "h200-device-2026-12-04"
+
+
+def _device_runner(sample: str):
+    answers = {
+        NVIDIA_SMI_ARGS: "nvidia-smi-query.csv",
+        NVIDIA_SMI_SAMPLE_ARGS: f"nvidia-smi-sample-{sample}.csv",
+        NVIDIA_SMI_APPS_ARGS: "nvidia-smi-apps-busy.csv" if sample == "busy" else None,
+    }
+
+    def runner(argv):
+        name = answers[tuple(argv[1:])]
+        text = (DEVICE / name).read_text() if name else ""
+        return subprocess.CompletedProcess(argv, 0, stdout=text, stderr="")
+
+    return runner
+
+
+def test_a_real_h200_is_discovered_as_itself():
+    inventory = gpu_discover(runner=_device_runner("idle"), simulated=4)
+    assert not inventory.simulated and inventory.model_slug == "h200"
+    (card,) = inventory.gpus
+    assert card.memory_total_mib == 143771 and card.uuid == "GPU-a6e38d26-9ec4-fb6d-f24f-a24737662464"
+
+
+def test_a_real_h200_reads_idle_then_busy_with_the_program_that_keeps_it_busy():
+    idle = gpu_read(runner=_device_runner("idle"))[0]
+    assert (idle.utilization_pct, idle.memory_used_mib, idle.power_w, idle.temperature_c) == (0, 0, 78, 37)
+    assert idle.processes == ()
+    busy = gpu_read(runner=_device_runner("busy"))[0]
+    assert busy.utilization_pct == 100 and busy.memory_used_mib == 4979 and busy.power_w == 685
+    assert [(p.pid, p.memory_used_mib) for p in busy.processes] == [(502, 4970)]
+    assert busy.processes[0].name.endswith("python3")
