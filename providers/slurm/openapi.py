@@ -9,23 +9,29 @@ version     served by Slurm        what changed for the console
 ==========  =====================  ==============================================================
 ``v0.0.38`` 22.05, 23.02, 23.11    the first it spoke: plain integers; ``gres`` and an
                                    ``environment`` object in the job description
-``v0.0.40`` 23.11, 24.05, 24.11    numbers as ``{"set", "infinite", "number"}`` objects; states as
+``v0.0.40`` 23.11 to 25.05         numbers as ``{"set", "infinite", "number"}`` objects; states as
                                    lists; ``tres_per_node`` instead of ``gres``; the environment a
                                    list of ``NAME=value``; ``open_mode`` a list; ``nodes`` a
                                    string; the script inside ``job``
-``v0.0.41`` 24.05, 24.11, 25.05    as v0.0.40, for the fields the console uses
-``v0.0.42`` 24.11, 25.05, 25.11    as v0.0.41; the submit answer without the deprecated ``result``
-``v0.0.43`` 25.05, 25.11           written and read as v0.0.42 (see below)
-``v0.0.44`` 25.11                  written and read as v0.0.42 (see below)
+``v0.0.41`` 24.05 to 25.11         as v0.0.40, for the fields the console uses
+``v0.0.42`` 24.11 to 25.11         as v0.0.41; the submit answer without the deprecated ``result``
+``v0.0.43`` 25.05, 25.11           as v0.0.42, for the fields the console uses; answers add fields
+                                   it does not read (a job's ``std*_expanded``, a node's
+                                   ``topology``)
+``v0.0.44`` 25.11                  as v0.0.43, for the fields the console uses; a job's
+                                   ``step_id`` object and ``submit_line`` added, and state words
+                                   (``EXPEDITING``; a node's ``EXTERNAL``, ``BLOCKED``) it need
+                                   not know
 ==========  =====================  ==============================================================
 
-(A Slurm release serves its own plugin and the two before it; SchedMD's "Slurm OpenAPI Plugin
-Release Notes" list every change.) ``v0.0.39`` is not spoken: every release that serves it also
-serves ``v0.0.38`` or ``v0.0.40``, which is chosen there.
+SchedMD's "Slurm OpenAPI Plugin Release Notes" (``doc/html/openapi_release_notes/``) list every
+change, release by release: 25.05 serves v0.0.40 (deprecated from 25.05.1) to v0.0.43, and 25.11
+v0.0.41 (deprecated) to v0.0.44, v0.0.40 removed. ``v0.0.39`` is not spoken: every release that
+serves it also serves ``v0.0.38`` or ``v0.0.40``, which is chosen there.
 
-The tests serve each of v0.0.38 to v0.0.42 answers in its own format (``tests/fixtures/``). v0.0.43
-and v0.0.44 are spoken as v0.0.42 without answers of their own in the tests yet: a site on 25.05 or
-25.11 that meets a difference can pin ``REST_API="v0.0.42"``, which both still serve.
+The tests serve each version's answers in its own format (``tests/fixtures/``, where each comes
+from is in its README): v0.0.43 and v0.0.44 are written to the release notes' schema changes, not
+recorded from a 25.x server; ``REST_API="v0.0.42"`` pins a version both 25.05 and 25.11 still serve.
 
 ``choose`` takes the newest version the server offers that the console speaks; ``Dialect`` writes a
 job description and reads the submit answer in it. The answers' numbers and states are read the

@@ -25,7 +25,7 @@ from providers.slurm.records import job_record, job_state, node_record, slurm_co
 from providers.slurm.tests.slurm_fake import TENANT, FakeTenantAccounts, spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
-VERSIONS = ("v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42")
+VERSIONS = ("v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44")
 
 
 def key(n: int) -> str:
@@ -239,7 +239,7 @@ def test_a_server_upgraded_under_the_console_is_asked_again(tmp_path, slurmrestd
     slurmrestd("v0.0.41")
     backend = rest_backend(tmp_path)
     assert backend.api.dialect().version == "v0.0.41"
-    slurmrestd("v0.0.42")  # 25.05 dropped v0.0.40; say the site went straight on and v0.0.41 is gone too
+    slurmrestd("v0.0.42")  # 25.11 removed v0.0.40 and deprecates v0.0.41; say the site went past both
     backend.api.dialect()  # kept: nothing has failed yet
     with pytest.raises(TransientBackendError, match=r"no longer serves v0\.0\.41"):
         backend.machines()  # a poll says UNKNOWN; the reconciler comes back
@@ -309,6 +309,7 @@ def test_a_slurm_number_reads_in_either_form(value, number, count):
         (["CANCELLED", "COMPLETING"], "COMPLETING"),  # as Slurm 22.05's squeue said it
         (["PENDING", "REQUEUED"], "REQUEUED"),
         (["RUNNING", "CONFIGURING"], "CONFIGURING"),
+        (["PENDING", "EXPEDITING"], "PENDING"),  # a flag v0.0.44 added (25.11): the base state still reads
         ([], ""),
     ],
 )
