@@ -30,6 +30,7 @@ from billing.models import Entry, LedgerAccount, LedgerCheckRun, Meter, Sku, Tra
 # Balance and balance_get are reads (billing.selectors): importable from here only for the callers not
 # moved yet (storage's tests). New code imports them from billing.selectors.
 from billing.selectors import Balance, balance_get, runway_get, trial_grant_key  # noqa: F401
+from core.pgarray import bigint_array
 from identity.errors import TrialRefused
 from identity.services import trial_person_keys, trial_persons_claim
 
@@ -231,7 +232,7 @@ def ledger_insert_many(*, postings: list[Posting], account_kinds: dict[int, str]
                 [p.key for p in postings],
                 [p.kind for p in postings],
                 [p.description[:255] for p in postings],
-                [p.user_id for p in postings],
+                bigint_array(p.user_id for p in postings),
                 [json.dumps(p.metadata or {}) for p in postings],
             ],
         )
@@ -252,12 +253,12 @@ def ledger_insert_many(*, postings: list[Posting], account_kinds: dict[int, str]
         cursor.execute(
             "INSERT INTO billing_entry (transaction_id, account_id, amount) "
             "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[])",
-            [tx_ids, account_ids, amounts],
+            [bigint_array(tx_ids), bigint_array(account_ids), bigint_array(amounts)],
         )
         cursor.execute(
             "UPDATE billing_ledgeraccount AS a SET balance = a.balance + d.change "
             "FROM unnest(%s::bigint[], %s::bigint[]) AS d(id, change) WHERE a.id = d.id",
-            [list(delta), list(delta.values())],
+            [bigint_array(delta), bigint_array(delta.values())],
         )
     return made
 

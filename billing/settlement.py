@@ -45,6 +45,7 @@ from billing.services import (
     usage_key,
     usage_metadata,
 )
+from core.pgarray import bigint_array
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ def _settle_batch(*, rows: list[dict], system: dict[str, int], report: SettleRep
     kinds: dict[int, str] = {pk: kind for kind, pk in system.items()}
     if owing_users:
         with connection.cursor() as cursor:
-            cursor.execute(_LOCK_ACCOUNTS_SQL, [owing_users, list(system.values())])
+            cursor.execute(_LOCK_ACCOUNTS_SQL, [bigint_array(owing_users), bigint_array(system.values())])
             for pk, owner_id, kind, balance in cursor.fetchall():
                 kinds[pk] = kind
                 if owner_id is not None:
@@ -232,10 +233,10 @@ def _settle_batch(*, rows: list[dict], system: dict[str, int], report: SettleRep
             cursor.execute(
                 _UPDATE_METERS_SQL,
                 [
-                    [row["id"] for row in changed],
-                    [row["seconds"] for row in changed],
-                    [row["owed"] for row in changed],
-                    [row["charged_fen"] + charges.get(row["id"], 0) for row in changed],
+                    bigint_array(row["id"] for row in changed),
+                    bigint_array(row["seconds"] for row in changed),
+                    bigint_array(row["owed"] for row in changed),
+                    bigint_array(row["charged_fen"] + charges.get(row["id"], 0) for row in changed),
                 ],
             )
 
