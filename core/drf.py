@@ -108,7 +108,19 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
 
 class SlugRelatedField(serializers.SlugRelatedField):
     """DRF's, refusing a NUL character as "does not exist" before it reaches PostgreSQL (which would
-    fail the query: a 500 for what is only a wrong name)."""
+    fail the query: a 500 for what is only a wrong name), and refusing an empty slug even where null is
+    allowed: DRF reads "" as null (an HTML form's empty choice), but a JSON client that sends "" named
+    no row, and the schema says a slug has at least one character."""
+
+    default_error_messages = {
+        **serializers.SlugRelatedField.default_error_messages,
+        "blank": gettext_lazy("This field may not be blank."),
+    }
+
+    def run_validation(self, data=serializers.empty):
+        if data == "":
+            self.fail("blank")
+        return super().run_validation(data)
 
     def to_internal_value(self, data):
         if isinstance(data, str) and "\x00" in data:

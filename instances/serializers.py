@@ -416,11 +416,18 @@ class StaffQuotaRequestSerializer(serializers.ModelSerializer):
 
 
 class StaffQuotaListQuery(serializers.Serializer):
+    # allow_blank: DRF reads an empty query value (``?status=``) as an omitted one, so the default; the
+    # schema says so rather than promise a 400 the server never gives.
     status = serializers.ChoiceField(
         choices=["all", *QuotaRequest.Status.values],
         default=QuotaRequest.Status.PENDING,
-        help_text="pending (the default: the queue, most urgent first), all, or one status (newest first).",
+        allow_blank=True,
+        help_text="pending (the default, also when empty: the queue, most urgent first), all, or one status "
+        "(newest first).",
     )
+
+    def validate_status(self, value: str) -> str:
+        return value or QuotaRequest.Status.PENDING
 
 
 class StaffQuotaApproveSerializer(serializers.Serializer):
@@ -503,4 +510,11 @@ class StaffReservationCreateSerializer(serializers.Serializer):
 
 
 class StaffReservationListQuery(serializers.Serializer):
-    status = serializers.ChoiceField(choices=["", *Reservation.Status.values], default="", required=False)
+    # Empty (or omitted): every status. allow_blank, so the schema does not ask for at least one character.
+    status = serializers.ChoiceField(
+        choices=[("", "all"), *Reservation.Status.values],
+        default="",
+        required=False,
+        allow_blank=True,
+        help_text="One status, or empty (the default) for all.",
+    )

@@ -184,9 +184,13 @@ class MemberViewSet(_InTeam, mixins.ListModelMixin, viewsets.GenericViewSet):
     ),
     create=extend_schema(
         summary="Invite someone by e-mail",
-        description="Re-inviting a pending address replaces its invitation; inviting a member is refused.",
+        description="Re-inviting a pending address replaces its invitation; inviting a member is refused (409).",
         request=InvitationCreateSerializer,
-        responses={201: InvitationSerializer, 403: OpenApiResponse(description="Admins and owners.")},
+        responses={
+            201: InvitationSerializer,
+            403: OpenApiResponse(description="Admins and owners."),
+            409: OpenApiResponse(description="`already_member`: the address is a member's already."),
+        },
     ),
 )
 @extend_schema(tags=["teams"])

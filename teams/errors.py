@@ -30,8 +30,11 @@ class LastOwner(TeamError):
 
 
 class AlreadyMember(TeamError):
+    """A 409, not a 400: the address is well-formed, and is refused only for who is in the team now.
+
+    ``field``: the page shows it on the e-mail field."""
+
     code = "already_member"
-    status = 400
     field = "email"
 
 

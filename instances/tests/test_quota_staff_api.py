@@ -60,6 +60,15 @@ def test_an_unknown_status_filter_is_a_400_on_that_parameter(staff_api, db):
     assert set(response.json()["error"]["fields"]) == {"status"}
 
 
+def test_an_empty_status_filter_is_the_queue_as_when_omitted(rich_alice, staff_api):
+    waiting = _ask(rich_alice)
+    decided = _ask(rich_alice, gpu="h800")
+    staff_api.post(_url("deny", decided.pk), {"message": "no"}, content_type="application/json")
+    response = staff_api.get(reverse(LIST), {"status": ""})
+    assert response.status_code == 200
+    assert [r["id"] for r in response.json()["results"]] == [waiting.pk]
+
+
 def test_approve_grants_the_cards_for_the_days_and_tells_the_user(rich_alice, staff, staff_api, settings):
     settings.INSTANCES_DEFAULT_GPU_QUOTA = 8
     request = _ask(rich_alice, cards=16, days=30)
@@ -89,6 +98,15 @@ def test_approving_more_than_asked_is_a_400_on_cards_and_changes_nothing(rich_al
     response = staff_api.post(_url("approve", request.pk), {"cards": 17}, "application/json")
     assert response.status_code == 400
     assert set(response.json()["error"]["fields"]) == {"cards"}
+    request.refresh_from_db()
+    assert request.status == R.PENDING
+
+
+def test_an_empty_reserve_region_is_a_400_on_it_not_a_grant_without_a_reservation(rich_alice, staff_api):
+    request = _ask(rich_alice, cards=16)
+    response = staff_api.post(_url("approve", request.pk), {"reserve_region": ""}, "application/json")
+    assert response.status_code == 400
+    assert set(response.json()["error"]["fields"]) == {"reserve_region"}
     request.refresh_from_db()
     assert request.status == R.PENDING
 

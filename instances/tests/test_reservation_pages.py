@@ -154,6 +154,7 @@ def test_staff_grant_list_and_cancel_through_the_api(alice, staff, staff_client,
     again = staff_client.post(cancel)
     assert again.status_code == 409 and again.json()["error"]["code"] == "invalid_state"
     assert staff_client.get(reverse(LIST), {"status": "active"}).json()["results"] == []
+    assert [r["id"] for r in staff_client.get(reverse(LIST), {"status": ""}).json()["results"]] == [data["id"]]
     assert staff_client.get(reverse(LIST), {"status": "soon"}).status_code == 400
 
 

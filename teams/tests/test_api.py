@@ -114,10 +114,12 @@ def test_the_last_owner_is_a_409(api, team, alice):
     assert response.status_code == 409
 
 
-def test_inviting_a_member_is_a_400_on_the_email(api, staffed):
+def test_inviting_a_member_is_a_409_already_member(api, staffed):
     response = api("alice").post("/api/v1/teams/lab/invitations/", {"email": "BOB@example.com"}, format="json")
-    assert response.status_code == 400
-    assert "already a member" in response.json()["error"]["fields"]["email"][0]
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "already_member" and "already a member" in error["message"]
+    assert not staffed.invitations.filter(email="bob@example.com").exists()
 
 
 def test_a_member_leaves_by_deleting_themself(api, staffed, bob):
