@@ -19,7 +19,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Least
 from django.utils import timezone
 from django.utils.translation import gettext_noop
@@ -116,6 +116,8 @@ def instance_transition(
     """
     now = timezone.now()
     fields = {"status_changed_at": now, "status_reason": reason, **changes}
+    if src == S.STOPPED:  # started (by hand or from the line), released, lost: it leaves the line of starts
+        fields["start_queued_at"] = None
     if dst == S.RUNNING:
         fields["running_since"] = now
         if "entry_points" in changes:  # asked of the machine that just booted (instances.entry_points)
@@ -176,13 +178,12 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
 
 
 def _requeue_soon(*, instance: Instance) -> None:
-    """Cards went back to a node: if preempted instances of that model wait in that region, have a
-    worker try to place them now rather than at the reconciler's next pass (by name: tasks sit above)."""
+    """Cards went back to a node: if preempted instances or queued starts of that model wait in that
+    region, have a worker try to place them now rather than at the reconciler's next pass (by name: tasks sit above)."""
     if instance.node_id is None and not instance.extra_nodes:
         return  # it held none (a preempted one that was released, a launch that never placed)
-    if Instance.objects.filter(
-        status=S.PREEMPTED, region_id=instance.region_id, gpu_model_id=instance.gpu_model_id
-    ).exists():
+    waiting = Q(status=S.PREEMPTED) | Q(status=S.STOPPED, start_queued_at__isnull=False)
+    if Instance.objects.filter(waiting, region_id=instance.region_id, gpu_model_id=instance.gpu_model_id).exists():
         enqueue_on_commit("instances.tasks.instances_requeue_task")
 
 

@@ -306,6 +306,10 @@ class Instance(StatusDisplayMixin, models.Model):
     # Its cards were taken by preempting others at its last placement: its worker asks whether they
     # are off yet before creating or starting it. False (the usual case) spares every boot that query.
     displaced_others = models.BooleanField(default=False, editable=False)
+    # The owner chose to wait in line for cards after a start was refused for lack of them, at this
+    # moment: a STOPPED instance starts by itself when cards free up, first come first served per region
+    # and model (``instances.capacity.start_queue``). Null: not in line; any move out of STOPPED clears it.
+    start_queued_at = models.DateTimeField(_("waiting in line since"), null=True, blank=True)
     auto_stop_at = models.DateTimeField(_("stop at"), null=True, blank=True)
     auto_stop_idle_minutes = models.PositiveIntegerField(_("stop after idle minutes"), null=True, blank=True)
     # The owner was told an idle stop is near (once per idle stretch), and "Keep running" was pressed:
@@ -334,6 +338,12 @@ class Instance(StatusDisplayMixin, models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="instances_owner_recent"),
             models.Index(fields=["status"], name="instances_status"),
+            # The line of queued starts: a few rows, read at every reconciler pass.
+            models.Index(
+                fields=["region", "gpu_model", "start_queued_at"],
+                name="instances_start_queue",
+                condition=models.Q(start_queued_at__isnull=False),
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_count__in=(1, 2, 4, 8)), name="instances_gpu_count_valid"),

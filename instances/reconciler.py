@@ -12,6 +12,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from instances.capacity.preemption import instances_requeue, preemptions_finish_due
+from instances.capacity.start_queue import instances_start_queued
 from instances.entry_points import instances_entry_points_refresh
 from instances.lifecycle import deadline_s, overdue_reason
 from instances.models import Instance, InstanceEvent, Node, Region, StrayMachine
@@ -117,9 +118,11 @@ def instances_reconcile() -> dict:
         except Exception:
             logger.exception("refreshing the entry points of backend %s raised", alias)
     report["overdue"] = instances_overdue()
-    # Preemptions whose finish task was lost, then the preempted instances that fit again.
+    # Preemptions whose finish task was lost, then the preempted instances that fit again, then the
+    # stopped ones waiting in line for cards.
     report["preempted"] = preemptions_finish_due()
     report["requeued"] = instances_requeue()
+    report["started_from_line"] = instances_start_queued()  # after the preempted: they had the cards first
     report["regions"] = _reconcile_regions_report(
         since=now, unreachable=set(report["unreachable"]), synced=synced_by_region
     )

@@ -18,7 +18,7 @@ from django.db import InterfaceError, OperationalError
 
 from core.tasks import OperationTask
 from instances import quota, reconciler, services
-from instances.capacity import preemption, reservations
+from instances.capacity import preemption, reservations, start_queue
 from instances.models import Instance, Node
 from providers import BackendError, TransientBackendError, backend_aliases
 
@@ -110,7 +110,8 @@ def instance_preemption_finish_task(instance_id: str) -> None:
 
 @shared_task(acks_late=True)
 def instances_requeue_task() -> int:
-    return preemption.instances_requeue()
+    # Preempted instances first: they held their cards before anyone joined the line of starts.
+    return preemption.instances_requeue() + start_queue.instances_start_queued()
 
 
 @shared_task(acks_late=True)

@@ -20,6 +20,7 @@ class Kind(models.TextChoices):
 
     PREEMPTED = "preempted", _("Instance preempted")
     RECOVERED = "recovered", _("Instance restarted after preemption")
+    START_QUEUE = "start_queue", _("Instance started from the line, or taken out of it")
     INCIDENT_CREDIT = "incident_credit", _("Credit for an interruption")
     IDLE_WARNING = "idle_warning", _("Idle stop coming")
     IDLE_STOPPED = "idle_stopped", _("Stopped while idle")

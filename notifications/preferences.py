@@ -25,6 +25,7 @@ class Channels:
 DEFAULTS: dict[str, Channels] = {
     Kind.PREEMPTED: Channels(email=True),
     Kind.RECOVERED: Channels(email=True),
+    Kind.START_QUEUE: Channels(email=True),
     Kind.INCIDENT_CREDIT: Channels(email=True),
     Kind.IDLE_WARNING: Channels(email=True),
     Kind.IDLE_STOPPED: Channels(email=False),
