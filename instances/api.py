@@ -29,7 +29,7 @@ from core.drf import ServiceError
 from idempotency.decorators import idempotent
 from instances import errors, quota, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
-from instances.capacity import resize
+from instances.capacity import resize, start_queue
 from instances.filters import InstanceFilter
 from instances.models import GpuModel, QuotaRequest, Reservation
 from instances.serializers import (
@@ -44,6 +44,7 @@ from instances.serializers import (
     RenameSerializer,
     ReservationSerializer,
     ResizeSerializer,
+    StartSerializer,
 )
 from teams.resource_api import TeamResourceViewSet, resource_schema
 
@@ -82,6 +83,7 @@ LIST_FIELDS = (
     "image_ref",
     "boot_stages",  # the launch timeline, as the worker recorded it
     "boot_pull",
+    "start_queued_at",  # and, only for an instance in line, one count for its place (queue_position)
 )
 
 
@@ -156,10 +158,46 @@ class InstanceViewSet(TeamResourceViewSet):
             raise_as_api_error(exc)
         return Response(InstanceSerializer(instance, context=self.get_serializer_context()).data)
 
-    @extend_schema(summary="Start a stopped instance", tags=["instances"], request=None, responses=_action_response)
+    @extend_schema(
+        summary="Start a stopped instance, or wait in line for cards",
+        description=(
+            "Starts it now when cards, quota and balance allow (200). With `wait: true`, a start that finds "
+            "no free cards puts the instance in line instead (202, still `stopped`, with `start_queued_at` "
+            "and `queue_position`): it starts by itself when cards free up, first come first served per "
+            "region and GPU model, and the owner is notified. Asking again while in line keeps its place."
+        ),
+        tags=["instances"],
+        request=StartSerializer,
+        responses={
+            200: InstanceSerializer,
+            202: OpenApiResponse(InstanceSerializer, description=_("No free cards now: waiting in line")),
+            409: OpenApiResponse(
+                description="no_capacity (without wait), quota_exceeded, insufficient_funds, budget_reached, "
+                "member_limit_reached or invalid_state"
+            ),
+        },
+    )
     @action(detail=True, methods=["post"])
     def start(self, request, pk=None):
-        return self._act(services.instance_start, actor=request.user)
+        body = StartSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        if not body.validated_data["wait"]:
+            return self._act(services.instance_start, actor=request.user)
+        response = self._act(start_queue.instance_start_or_wait, actor=request.user)
+        if response.data["start_queued_at"] is not None:
+            response.status_code = status.HTTP_202_ACCEPTED
+        return response
+
+    @extend_schema(
+        summary="Leave the line of starts waiting for cards",
+        description="The instance stays as it is (stopped) and no longer starts by itself. Leaving twice is harmless.",
+        tags=["instances"],
+        request=None,
+        responses=_action_response,
+    )
+    @action(detail=True, methods=["post"], url_path="leave-queue")
+    def leave_queue(self, request, pk=None):
+        return self._act(start_queue.instance_start_queue_leave)
 
     @extend_schema(summary="Stop (GPUs freed, disk kept)", tags=["instances"], request=None, responses=_action_response)
     @action(detail=True, methods=["post"])

@@ -50,6 +50,21 @@ def instance_events(*, instance: Instance) -> QuerySet[InstanceEvent]:
     return instance.events.order_by("created_at", "id")
 
 
+def instance_start_queue_position(instance: Instance) -> int | None:
+    """Its place in its region and model's line of starts (1: the next to start when cards free up);
+    None when it is not waiting in line (``instances.capacity.start_queue``). No query when not in line."""
+    if instance.start_queued_at is None or instance.status != Instance.Status.STOPPED:
+        return None
+    ahead = Instance.objects.filter(
+        Q(start_queued_at__lt=instance.start_queued_at)
+        | Q(start_queued_at=instance.start_queued_at, pk__lt=instance.pk),
+        status=Instance.Status.STOPPED,
+        region_id=instance.region_id,
+        gpu_model_id=instance.gpu_model_id,
+    ).count()
+    return ahead + 1
+
+
 def regions_offered() -> QuerySet[Region]:
     """Active regions whose backend is configured: a region pointing at a missing backend is not offered."""
     return Region.objects.filter(is_active=True, backend_alias__in=backend_aliases())

@@ -38,6 +38,7 @@ class InstanceSerializer(serializers.ModelSerializer):
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     entry_points = serializers.SerializerMethodField()
     boot = serializers.SerializerMethodField()
+    queue_position = serializers.SerializerMethodField()
 
     class Meta:
         model = Instance
@@ -64,6 +65,8 @@ class InstanceSerializer(serializers.ModelSerializer):
             "entry_points",
             "image_ref",
             "boot",
+            "start_queued_at",
+            "queue_position",
         ]
         read_only_fields = fields
 
@@ -96,7 +99,14 @@ class InstanceSerializer(serializers.ModelSerializer):
             "entry_points": self.get_entry_points(instance),
             "image_ref": instance.image_ref,
             "boot": self.get_boot(instance),
+            "start_queued_at": when(instance.start_queued_at) if instance.start_queued_at else None,
+            "queue_position": self.get_queue_position(instance),
         }
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True, min_value=1))
+    def get_queue_position(self, instance: Instance) -> int | None:
+        """Its place in the line of starts waiting for cards (1: next); null when not waiting in line."""
+        return selectors.instance_start_queue_position(instance)
 
     @extend_schema_field(
         inline_serializer(
@@ -252,6 +262,16 @@ class LaunchSerializer(serializers.Serializer):
         if request is not None:  # (schema generation has none)
             # Another user's key id is "does not exist", as any other stranger's object.
             self.fields["ssh_keys"].child_relation.queryset = request.user.ssh_keys.all()
+
+
+class StartSerializer(serializers.Serializer):
+    wait = serializers.BooleanField(
+        default=False,
+        help_text=_(
+            "When no cards are free for it now, wait in line (answered 202) instead of being refused; "
+            "it starts by itself when cards free up, first come first served."
+        ),
+    )
 
 
 class RenameSerializer(serializers.Serializer):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
@@ -59,20 +58,6 @@ def instance_start_queue_leave(*, instance: Instance) -> Instance:
     Instance.objects.filter(pk=instance.pk, start_queued_at__isnull=False).update(start_queued_at=None)
     instance.refresh_from_db()
     return instance
-
-
-def start_queue_position(instance: Instance) -> int | None:
-    """1 for the head of its region and model's line; None when not in line."""
-    if instance.start_queued_at is None or instance.status != S.STOPPED:
-        return None
-    ahead = Instance.objects.filter(
-        Q(start_queued_at__lt=instance.start_queued_at)
-        | Q(start_queued_at=instance.start_queued_at, pk__lt=instance.pk),
-        status=S.STOPPED,
-        region_id=instance.region_id,
-        gpu_model_id=instance.gpu_model_id,
-    ).count()
-    return ahead + 1
 
 
 def instances_start_queued() -> int:

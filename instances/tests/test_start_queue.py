@@ -6,11 +6,11 @@ from instances.capacity.start_queue import (
     instance_start_or_wait,
     instance_start_queue_leave,
     instances_start_queued,
-    start_queue_position,
 )
 from instances.errors import QuotaExceeded
 from instances.models import Instance, Node
 from instances.reconciler import instances_reconcile
+from instances.selectors import instance_start_queue_position as start_queue_position
 from instances.services import instance_release, instance_start, instance_stop
 from instances.tests.conftest import committed, fund, running
 from notifications.models import Kind, Notification

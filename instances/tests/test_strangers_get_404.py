@@ -24,6 +24,7 @@ API = [
     ("post", "api-instance-rename"),
     ("post", "api-instance-auto-stop"),
     ("post", "api-instance-keep-running"),
+    ("post", "api-instance-leave-queue"),
 ]
 
 

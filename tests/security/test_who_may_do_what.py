@@ -103,6 +103,7 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-auto-stop": Route("instance", INST),
     "api-instance-events": Route("instance", INST),
     "api-instance-keep-running": Route("instance", INST),
+    "api-instance-leave-queue": Route("instance", INST),
     "api-instance-release": Route("instance", INST),
     "api-instance-rename": Route("instance", INST),
     "api-instance-resize": Route("instance", INST),
