@@ -32,7 +32,7 @@ from instances.acting import (
     require_view,
 )
 from instances.boot import boot_timeline
-from instances.capacity import resize
+from instances.capacity import resize, start_queue
 from instances.forms import AutoStopForm, LaunchForm, QuotaDecisionForm, QuotaRequestForm, RenameForm, ResizeForm
 from instances.hooks import gpu_metrics_hooks, volume_hooks
 from instances.models import Instance, QuotaRequest, Region
@@ -45,8 +45,11 @@ ACTIONS = {
     "restart": services.instance_restart,
     "release": services.instance_release,
     "keep-running": services.instance_auto_stop_snooze,
+    "wait-in-line": start_queue.instance_start_or_wait,
+    "leave-line": start_queue.instance_start_queue_leave,
 }
-ACTORS = frozenset({"start", "stop", "restart", "release"})  # the verbs told who asks (a team's audit log)
+# The verbs told who asks (a team's audit log)
+ACTORS = frozenset({"start", "stop", "restart", "release", "wait-in-line"})
 PROVISIONING_STEPS = [
     ("requested", _("Request accepted")),
     ("scheduling", _("GPUs reserved on a node")),
@@ -171,6 +174,13 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         # Panels of the apps above: GPU charts, a spending limit, the files (hooks.detail_panels).
         "gpu_panels": [*gpu_metrics_hooks().detail_panels(instance=instance), *_detail_panels(instance)],
     }
+    # A start refused for lack of cards offers to wait in line; one in line shows its place in it.
+    context["start_refused"] = (
+        request.session.get(_start_refused_key(instance))
+        if instance.status == Instance.Status.STOPPED and instance.start_queued_at is None
+        else None
+    )
+    context["queue_position"] = selectors.instance_start_queue_position(instance)
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
@@ -227,12 +237,24 @@ def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
     verb = ACTIONS.get(action)
     if verb is None:
         raise Http404
+    request.session.pop(_start_refused_key(instance), None)
     try:
         instance = verb(instance=instance, **({"actor": request.user} if action in ACTORS else {}))
         instances_mark(request, [instance])
+    except errors.NoCapacity as exc:
+        if action == "start" and instance.status == Instance.Status.STOPPED and request.POST.get("from") != "list":
+            # The instance page shows the reason with "Wait in line" beside it, until the next action.
+            request.session[_start_refused_key(instance)] = exc.message
+        else:
+            messages.error(request, exc.message)
     except errors.InstanceError as exc:
         messages.error(request, exc.message)
     return _back(request, instance)
+
+
+def _start_refused_key(instance: Instance) -> str:
+    """The session's note that a start of ``instance`` found no free cards: its reason, for the page's offer."""
+    return f"instances:start-refused:{instance.pk}"
 
 
 def instance_form_change(*, form: Callable[[HttpRequest, Instance], forms.Form], invalid: str):

@@ -13,7 +13,7 @@ PAGES = [
     ("post", "instance_rename", []),
     ("post", "instance_auto_stop", []),
 ]
-ACTIONS = ["start", "stop", "restart", "release", "keep-running"]
+ACTIONS = ["start", "stop", "restart", "release", "keep-running", "wait-in-line", "leave-line"]
 API = [
     ("get", "api-instance-detail"),
     ("get", "api-instance-events"),

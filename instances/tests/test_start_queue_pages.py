@@ -1,0 +1,76 @@
+"""The instance page's line of starts: a start refused for lack of cards offers "Wait in line" beside
+its reason; in line, the page says since when and where, with "Leave the line"."""
+
+import pytest
+from django.urls import reverse
+
+from instances.models import Instance
+from instances.services import instance_stop
+from instances.tests.conftest import committed, fund, running
+
+
+@pytest.fixture
+def stopped(rich_alice, bob, settings):
+    """Alice's stopped 8 × H800 instance, and bob's on the only H800 node: no cards for her start."""
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
+    instance = running(rich_alice, gpu="h800", count=8)
+    with committed():
+        instance_stop(instance=instance)
+    fund(bob, 1_000_000)
+    running(bob, gpu="h800", count=8)
+    return instance
+
+
+def _act(client, instance, action):
+    return client.post(reverse("instance_action", args=[instance.pk, action]))
+
+
+def _page(client, instance) -> str:
+    return client.get(reverse("instance_detail", args=[instance.pk])).content.decode()
+
+
+def test_a_start_refused_for_lack_of_cards_offers_to_wait_in_line_beside_the_reason(stopped, alice_client):
+    assert "Wait in line" not in _page(alice_client, stopped)
+
+    assert _act(alice_client, stopped, "start").status_code == 302
+    page = _page(alice_client, stopped)
+
+    assert "No node in" in page and "free H800" in page
+    assert reverse("instance_action", args=[stopped.pk, "wait-in-line"]) in page
+    assert "Wait in line" in page
+
+
+def test_waiting_in_line_shows_since_when_and_the_place_with_a_button_to_leave(stopped, alice_client):
+    _act(alice_client, stopped, "start")
+
+    assert _act(alice_client, stopped, "wait-in-line").status_code == 302
+    page = _page(alice_client, stopped)
+
+    stopped.refresh_from_db()
+    assert stopped.status == Instance.Status.STOPPED and stopped.start_queued_at is not None
+    assert "Waiting for cards since" in page and "(position 1)" in page
+    assert "Leave the line" in page
+    assert "Wait in line" not in page
+    body = alice_client.get(reverse("instance_detail", args=[stopped.pk]) + "?partial=body").content.decode()
+    assert "(position 1)" in body  # the live partial says the same
+
+
+def test_leaving_the_line_from_the_page(stopped, alice_client):
+    _act(alice_client, stopped, "wait-in-line")
+
+    assert _act(alice_client, stopped, "leave-line").status_code == 302
+
+    stopped.refresh_from_db()
+    assert stopped.start_queued_at is None
+    page = _page(alice_client, stopped)
+    assert "Waiting for cards since" not in page and "Leave the line" not in page
+
+
+def test_the_offer_is_not_made_for_other_refusals(stopped, alice_client, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 4
+
+    _act(alice_client, stopped, "start")
+
+    page = _page(alice_client, stopped)
+    assert "quota" in page.lower()
+    assert "Wait in line" not in page
