@@ -38,13 +38,13 @@ from instances.serializers import (
     GpuModelSerializer,
     ImageSerializer,
     InstanceSerializer,
+    InstanceStartSerializer,
     LaunchSerializer,
     QuotaRequestSerializer,
     RegionSerializer,
     RenameSerializer,
     ReservationSerializer,
     ResizeSerializer,
-    StartSerializer,
 )
 from teams.resource_api import TeamResourceViewSet, resource_schema
 
@@ -167,7 +167,7 @@ class InstanceViewSet(TeamResourceViewSet):
             "region and GPU model, and the owner is notified. Asking again while in line keeps its place."
         ),
         tags=["instances"],
-        request=StartSerializer,
+        request=InstanceStartSerializer,
         responses={
             200: InstanceSerializer,
             202: OpenApiResponse(InstanceSerializer, description=_("No free cards now: waiting in line")),
@@ -179,7 +179,7 @@ class InstanceViewSet(TeamResourceViewSet):
     )
     @action(detail=True, methods=["post"])
     def start(self, request, pk=None):
-        body = StartSerializer(data=request.data)
+        body = InstanceStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if not body.validated_data["wait"]:
             return self._act(services.instance_start, actor=request.user)

@@ -264,7 +264,7 @@ class LaunchSerializer(serializers.Serializer):
             self.fields["ssh_keys"].child_relation.queryset = request.user.ssh_keys.all()
 
 
-class StartSerializer(serializers.Serializer):
+class InstanceStartSerializer(serializers.Serializer):
     wait = serializers.BooleanField(
         default=False,
         help_text=_(

@@ -303,6 +303,10 @@ class Client(Transport):
     def instances_keep_running(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:
         """Keep running: restart the idle clock of auto-stop."""
 
+    @operation("v1_instances_leave_queue_create", "POST", "/instances/{id}/leave-queue/")
+    def instances_leave_queue(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:
+        """Leave the line of starts waiting for cards."""
+
     @operation("v1_instances_metrics_retrieve", "GET", "/instances/{id}/metrics/")
     def instances_metrics_get(self, id: str, *, range: str | None = None) -> m.Series:
         """GPU metrics of an instance."""
@@ -324,8 +328,11 @@ class Client(Transport):
         """Restart in place."""
 
     @operation("v1_instances_start_create", "POST", "/instances/{id}/start/")
-    def instances_start(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:
-        """Start a stopped instance."""
+    def instances_start(
+        self, id: str, body: m.InstanceStartRequest | None = None, *, idempotency_key: str | None = None
+    ) -> m.Instance:
+        """Start a stopped instance, or wait in line for cards (``{"wait": True}``: answered with the
+        instance still ``stopped`` and its ``queue_position`` when no cards are free)."""
 
     @operation("v1_instances_stop_create", "POST", "/instances/{id}/stop/")
     def instances_stop(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:

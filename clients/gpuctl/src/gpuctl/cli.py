@@ -250,7 +250,58 @@ def _action(verb: str, doc: str):
     return command
 
 
-cli.command(name="start")(_action("start", "Start a stopped instance."))
+@cli.command()
+@click.argument("ref")
+@click.option(
+    "--wait",
+    "wait_in_line",
+    is_flag=True,
+    help="When no cards are free now, wait in line: it starts by itself when cards free up, and you are told.",
+)
+@pass_ctx
+def start(ctx: Context, ref: str, wait_in_line: bool) -> None:
+    """Start a stopped instance (or, with --wait, wait in line for cards)."""
+    body = {"wait": True} if wait_in_line else None
+    instance = ctx.client.instances_start(_resolve(ctx, ref)["id"], body)
+    ctx.emit(instance, lambda: _print_start(instance))
+
+
+def _print_start(instance: dict) -> None:
+    name = instance["name"] or instance["id"][:8]
+    if instance.get("queue_position"):
+        out.print(
+            t(
+                "{name}: waiting in line for cards since {since} (position {n}). `gpuctl leave-queue {name}` leaves.",
+                name=name,
+                since=instance["start_queued_at"][:16].replace("T", " "),  # the console's local time, to the minute
+                n=instance["queue_position"],
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        out.print(f"{name}: {instance['status_display']}", highlight=False)
+
+
+@cli.command(name="leave-queue")
+@click.argument("ref")
+@pass_ctx
+def leave_queue(ctx: Context, ref: str) -> None:
+    """Leave the line of starts waiting for cards (the instance stays stopped)."""
+    instance = ctx.client.instances_leave_queue(_resolve(ctx, ref)["id"])
+    ctx.emit(
+        instance,
+        lambda: out.print(
+            t(
+                "{name} left the line; it stays {status}.",
+                name=instance["name"] or instance["id"][:8],
+                status=instance["status_display"],
+            ),
+            highlight=False,
+        ),
+    )
+
+
 cli.command(name="stop")(_action("stop", "Stop an instance (GPUs freed, disk kept)."))
 cli.command(name="restart")(_action("restart", "Restart an instance in place."))
 cli.command(name="rm")(_action("release", "Release an instance: destroy it with its disk."))

@@ -104,6 +104,7 @@ NodeCountEnum = Literal[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 NotificationKindEnum = Literal[
     "preempted",
     "recovered",
+    "start_queue",
     "incident_credit",
     "idle_warning",
     "idle_stopped",
@@ -570,6 +571,12 @@ class Instance(TypedDict):
     entry_points: EntryPoints
     image_ref: str
     boot: Boot | None
+    start_queued_at: str | None
+    queue_position: int | None
+
+
+class InstanceStartRequest(TypedDict):
+    wait: NotRequired[bool]
 
 
 class Invitation(TypedDict):
@@ -1321,6 +1328,7 @@ __all__ = [
     "Image",
     "ImagePull",
     "Instance",
+    "InstanceStartRequest",
     "InstanceStatusEnum",
     "InstanceTierEnum",
     "Invitation",
