@@ -242,7 +242,12 @@ def instance_action(request: HttpRequest, pk, action: str) -> HttpResponse:
         instance = verb(instance=instance, **({"actor": request.user} if action in ACTORS else {}))
         instances_mark(request, [instance])
     except errors.NoCapacity as exc:
-        if action == "start" and instance.status == Instance.Status.STOPPED and request.POST.get("from") != "list":
+        if (
+            action == "start"
+            and instance.status == Instance.Status.STOPPED
+            and instance.start_queued_at is None
+            and request.POST.get("from") != "list"
+        ):
             # The instance page shows the reason with "Wait in line" beside it, until the next action.
             request.session[_start_refused_key(instance)] = exc.message
         else:

@@ -53,6 +53,7 @@ def test_waiting_in_line_shows_since_when_and_the_place_with_a_button_to_leave(s
     assert "Wait in line" not in page
     body = alice_client.get(reverse("instance_detail", args=[stopped.pk]) + "?partial=body").content.decode()
     assert "(position 1)" in body  # the live partial says the same
+    assert "waiting in line for cards" in alice_client.get(reverse("instances")).content.decode()
 
 
 def test_leaving_the_line_from_the_page(stopped, alice_client):
@@ -74,3 +75,13 @@ def test_the_offer_is_not_made_for_other_refusals(stopped, alice_client, setting
     page = _page(alice_client, stopped)
     assert "quota" in page.lower()
     assert "Wait in line" not in page
+
+
+def test_a_start_refused_while_in_line_says_why_and_keeps_the_place(stopped, alice_client):
+    _act(alice_client, stopped, "wait-in-line")
+
+    _act(alice_client, stopped, "start")
+    page = _page(alice_client, stopped)
+
+    assert "No node in" in page  # the refusal, as a message
+    assert "(position 1)" in page and "Wait in line" not in page
