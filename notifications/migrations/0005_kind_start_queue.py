@@ -4,20 +4,61 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notifications', '0004_reservation_kind'),
+        ("notifications", "0004_reservation_kind"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='notification',
-            name='kind',
-            field=models.CharField(choices=[('preempted', 'Instance preempted'), ('recovered', 'Instance restarted after preemption'), ('start_queue', 'Instance started from the line, or taken out of it'), ('incident_credit', 'Credit for an interruption'), ('idle_warning', 'Idle stop coming'), ('idle_stopped', 'Stopped while idle'), ('low_balance', 'Low balance'), ('out_of_funds', 'Out of funds'), ('budget_threshold', 'Budget threshold crossed'), ('budget_reached', 'Budget reached'), ('instance_limit_reached', 'Instance spending limit reached'), ('quota_decided', 'Quota request decided'), ('reservation', 'Reserved capacity granted or ended'), ('invoice_decided', 'Invoice request decided'), ('deployment_ready', 'Deployment ready'), ('deployment_failed', 'Deployment failed')], max_length=32, verbose_name='kind'),
+            model_name="notification",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("preempted", "Instance preempted"),
+                    ("recovered", "Instance restarted after preemption"),
+                    ("start_queue", "Instance started from the line, or taken out of it"),
+                    ("incident_credit", "Credit for an interruption"),
+                    ("idle_warning", "Idle stop coming"),
+                    ("idle_stopped", "Stopped while idle"),
+                    ("low_balance", "Low balance"),
+                    ("out_of_funds", "Out of funds"),
+                    ("budget_threshold", "Budget threshold crossed"),
+                    ("budget_reached", "Budget reached"),
+                    ("instance_limit_reached", "Instance spending limit reached"),
+                    ("quota_decided", "Quota request decided"),
+                    ("reservation", "Reserved capacity granted or ended"),
+                    ("invoice_decided", "Invoice request decided"),
+                    ("deployment_ready", "Deployment ready"),
+                    ("deployment_failed", "Deployment failed"),
+                ],
+                max_length=32,
+                verbose_name="kind",
+            ),
         ),
         migrations.AlterField(
-            model_name='notificationpreference',
-            name='kind',
-            field=models.CharField(choices=[('preempted', 'Instance preempted'), ('recovered', 'Instance restarted after preemption'), ('start_queue', 'Instance started from the line, or taken out of it'), ('incident_credit', 'Credit for an interruption'), ('idle_warning', 'Idle stop coming'), ('idle_stopped', 'Stopped while idle'), ('low_balance', 'Low balance'), ('out_of_funds', 'Out of funds'), ('budget_threshold', 'Budget threshold crossed'), ('budget_reached', 'Budget reached'), ('instance_limit_reached', 'Instance spending limit reached'), ('quota_decided', 'Quota request decided'), ('reservation', 'Reserved capacity granted or ended'), ('invoice_decided', 'Invoice request decided'), ('deployment_ready', 'Deployment ready'), ('deployment_failed', 'Deployment failed')], max_length=32, verbose_name='kind'),
+            model_name="notificationpreference",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("preempted", "Instance preempted"),
+                    ("recovered", "Instance restarted after preemption"),
+                    ("start_queue", "Instance started from the line, or taken out of it"),
+                    ("incident_credit", "Credit for an interruption"),
+                    ("idle_warning", "Idle stop coming"),
+                    ("idle_stopped", "Stopped while idle"),
+                    ("low_balance", "Low balance"),
+                    ("out_of_funds", "Out of funds"),
+                    ("budget_threshold", "Budget threshold crossed"),
+                    ("budget_reached", "Budget reached"),
+                    ("instance_limit_reached", "Instance spending limit reached"),
+                    ("quota_decided", "Quota request decided"),
+                    ("reservation", "Reserved capacity granted or ended"),
+                    ("invoice_decided", "Invoice request decided"),
+                    ("deployment_ready", "Deployment ready"),
+                    ("deployment_failed", "Deployment failed"),
+                ],
+                max_length=32,
+                verbose_name="kind",
+            ),
         ),
     ]
