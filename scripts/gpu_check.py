@@ -16,6 +16,7 @@ writes the raw answers to DIR (``nvidia-smi-*.csv``, ``cdi-*.yaml``) and ends wi
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -99,8 +100,8 @@ def main() -> int:
     # Samples under load: card 0 busy with a CUDA program of ours.
     load = None
     try:
-        import torch  # noqa: F401
-
+        if importlib.util.find_spec("torch") is None:  # the load runs in a child process of its own
+            raise ImportError("torch")
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
             script.write(LOAD)
         load = subprocess.Popen(  # noqa: S603 - our own script
