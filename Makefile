@@ -193,6 +193,10 @@ fmt: setup-dev
 
 # Refresh the zh-Hans catalogue after adding strings (the compiled .mo is committed);
 # `scripts/i18n.py todo` lists what still needs a translation.
+# Neither command opens a database or Redis, but the settings ask for their addresses: the tests' stand in
+# where neither `make run`'s var/run/services.env nor the environment names one.
+messages: export DATABASE_URL := $(or $(DATABASE_URL),$(TEST_DATABASE_URL))
+messages: export REDIS_URL := $(or $(REDIS_URL),$(TEST_REDIS_URL))
 messages: setup-dev
 	$(BIN)/python manage.py makemessages -l zh_Hans --no-obsolete -i ".venv/*" -i "staticfiles/*" -i "var/*"
 	$(BIN)/python scripts/i18n.py prefill
