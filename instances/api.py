@@ -38,6 +38,7 @@ from instances.serializers import (
     GpuModelSerializer,
     ImageSerializer,
     InstanceSerializer,
+    InstanceStartSerializer,
     LaunchSerializer,
     QuotaRequestSerializer,
     RegionSerializer,
@@ -82,6 +83,7 @@ LIST_FIELDS = (
     "image_ref",
     "boot_stages",  # the launch timeline, as the worker recorded it
     "boot_pull",
+    "no_gpu",
 )
 
 
@@ -156,10 +158,27 @@ class InstanceViewSet(TeamResourceViewSet):
             raise_as_api_error(exc)
         return Response(InstanceSerializer(instance, context=self.get_serializer_context()).data)
 
-    @extend_schema(summary="Start a stopped instance", tags=["instances"], request=None, responses=_action_response)
+    @extend_schema(
+        summary="Start a stopped instance, with its cards or without GPU",
+        tags=["instances"],
+        request=InstanceStartSerializer,
+        responses={
+            **_action_response,
+            400: OpenApiResponse(description=_("Invalid body")),
+            403: OpenApiResponse(description="forbidden: a teammate's instance this person may see but not operate"),
+            409: OpenApiResponse(
+                description="invalid_state (cannot start from its status; no_gpu only from stopped), "
+                "no_gpu_not_supported (no_gpu asked of a cluster), no_capacity, quota_exceeded and "
+                "member_limit_reached (cards: not for no_gpu), insufficient_funds (the balance, at the no-GPU "
+                "price for no_gpu) or budget_reached"
+            ),
+        },
+    )
     @action(detail=True, methods=["post"])
     def start(self, request, pk=None):
-        return self._act(services.instance_start, actor=request.user)
+        body = InstanceStartSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._act(services.instance_start, actor=request.user, no_gpu=body.validated_data["no_gpu"])
 
     @extend_schema(summary="Stop (GPUs freed, disk kept)", tags=["instances"], request=None, responses=_action_response)
     @action(detail=True, methods=["post"])

@@ -38,6 +38,19 @@ class InstanceSerializer(serializers.ModelSerializer):
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     entry_points = serializers.SerializerMethodField()
     boot = serializers.SerializerMethodField()
+    no_gpu = serializers.BooleanField(
+        read_only=True,
+        help_text=_(
+            "The current (or last) run is without GPU: no cards held, a small CPU/RAM allowance, the no-GPU "
+            "price. gpu_count stays what a normal start takes."
+        ),
+    )
+    billed_hourly_fen = serializers.SerializerMethodField(
+        help_text=_(
+            "What it is billed per hour now, in fen: the no-GPU price in no-GPU mode, else hourly_price_fen; "
+            "null while it is not running (a stopped instance pays only for its disk, per GB-day)."
+        )
+    )
 
     class Meta:
         model = Instance
@@ -64,6 +77,8 @@ class InstanceSerializer(serializers.ModelSerializer):
             "entry_points",
             "image_ref",
             "boot",
+            "no_gpu",
+            "billed_hourly_fen",
         ]
         read_only_fields = fields
 
@@ -96,7 +111,16 @@ class InstanceSerializer(serializers.ModelSerializer):
             "entry_points": self.get_entry_points(instance),
             "image_ref": instance.image_ref,
             "boot": self.get_boot(instance),
+            "no_gpu": instance.no_gpu,
+            "billed_hourly_fen": self.get_billed_hourly_fen(instance),
         }
+
+    def get_billed_hourly_fen(self, instance: Instance) -> int | None:
+        # The statuses its compute meter is open in (``instances.lifecycle``: opened at RUNNING, kept
+        # through a restart).
+        if instance.status in (Instance.Status.RUNNING, Instance.Status.RESTARTING):
+            return instance.billed_hourly_fen
+        return None
 
     @extend_schema_field(
         inline_serializer(
@@ -252,6 +276,18 @@ class LaunchSerializer(serializers.Serializer):
         if request is not None:  # (schema generation has none)
             # Another user's key id is "does not exist", as any other stranger's object.
             self.fields["ssh_keys"].child_relation.queryset = request.user.ssh_keys.all()
+
+
+class InstanceStartSerializer(serializers.Serializer):
+    no_gpu = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=_(
+            "Start without GPU: the same disk and image, a small CPU/RAM allowance, no cards, billed at the "
+            "no-GPU price per hour. Only a stopped single machine (not a cluster); false (the default) "
+            "starts it with its cards."
+        ),
+    )
 
 
 class RenameSerializer(serializers.Serializer):

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_noop
 
 from billing.alerts import meters_stop_unpaid
 from core.messages import reason as stored
-from instances.errors import LaunchInvalid, OperationNotAllowed
+from instances.errors import LaunchInvalid, NoGpuNotSupported
 from instances.lifecycle import instance_notify, instance_transition
 from instances.models import Instance
 from instances.services.common import OPERATIONS, Operation, S, _enqueue, _get, _operation_name, _refuse
@@ -118,7 +118,7 @@ def instance_start(*, instance: Instance, reason: str = "", actor=None, no_gpu: 
     the no-GPU price; no quota). A single machine only: a cluster is refused. Switching modes is a stop
     and a start; a normal start takes its cards again."""
     if no_gpu and instance.node_count > 1:
-        raise OperationNotAllowed(
+        raise NoGpuNotSupported(
             _("A cluster cannot start without GPUs: its nodes work together on their cards. Start it normally.")
         )
     if no_gpu and instance.status != S.STOPPED:

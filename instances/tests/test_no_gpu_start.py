@@ -4,7 +4,7 @@ the no-GPU price), and back to its cards by a stop and a normal start."""
 import pytest
 
 from billing.models import Meter
-from instances.errors import FundsTooLow, OperationNotAllowed
+from instances.errors import FundsTooLow, NoGpuNotSupported, OperationNotAllowed
 from instances.models import Instance, Node
 from instances.services import instance_start, instance_stop
 from instances.services.common import _spec
@@ -102,7 +102,7 @@ def test_the_balance_is_checked_at_the_no_gpu_price(alice, catalogue, settings):
 
 def test_a_cluster_is_refused_and_stays_stopped(rich_alice):
     instance = _stopped(rich_alice, count=4, nodes=2)
-    with pytest.raises(OperationNotAllowed) as exc:
+    with pytest.raises(NoGpuNotSupported) as exc:
         instance_start(instance=instance, no_gpu=True)
     assert "cluster" in exc.value.message
     instance.refresh_from_db()

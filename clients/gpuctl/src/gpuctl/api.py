@@ -324,8 +324,10 @@ class Client(Transport):
         """Restart in place."""
 
     @operation("v1_instances_start_create", "POST", "/instances/{id}/start/")
-    def instances_start(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:
-        """Start a stopped instance."""
+    def instances_start(
+        self, id: str, body: m.InstanceStartRequest | None = None, *, idempotency_key: str | None = None
+    ) -> m.Instance:
+        """Start a stopped instance, with its cards or without GPU (``{"no_gpu": True}``)."""
 
     @operation("v1_instances_stop_create", "POST", "/instances/{id}/stop/")
     def instances_stop(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:

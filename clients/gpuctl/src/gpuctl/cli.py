@@ -250,7 +250,27 @@ def _action(verb: str, doc: str):
     return command
 
 
-cli.command(name="start")(_action("start", "Start a stopped instance."))
+@cli.command()
+@click.argument("ref")
+@click.option(
+    "--no-gpu",
+    is_flag=True,
+    help="Without GPU: the same disk and image, CPU only, at the no-GPU price (no cards, no GPU quota). "
+    "Stop and start again (without the flag) to get its cards.",
+)
+@pass_ctx
+def start(ctx: Context, ref: str, no_gpu: bool) -> None:
+    """Start a stopped instance."""
+    instance = ctx.client.instances_start(_resolve(ctx, ref)["id"], {"no_gpu": True} if no_gpu else None)
+    name = instance["name"] or instance["id"][:8]
+    line = (
+        t("{name}: {status}, without GPU", name=name, status=instance["status_display"])
+        if instance.get("no_gpu")
+        else f"{name}: {instance['status_display']}"
+    )
+    ctx.emit(instance, lambda: out.print(line, highlight=False))
+
+
 cli.command(name="stop")(_action("stop", "Stop an instance (GPUs freed, disk kept)."))
 cli.command(name="restart")(_action("restart", "Restart an instance in place."))
 cli.command(name="rm")(_action("release", "Release an instance: destroy it with its disk."))

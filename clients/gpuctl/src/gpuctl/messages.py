@@ -15,6 +15,7 @@ ZH = {
     "{ref!r} matches several instances: {ids}. Give more of the id.": "{ref!r} 匹配多个实例：{ids}。请给出更长的 ID。",
     "{name} offers no SSH entry.": "{name} 没有提供 SSH 入口。",
     "{name}: {nodes} nodes, {total} GPUs in all": "{name}：{nodes} 个节点，共 {total} 张 GPU",
+    "{name}: {status}, without GPU": "{name}：{status}，无卡模式",
     "No instances. Launch one with `gpuctl launch`.": "没有实例。可用 `gpuctl launch` 创建。",
     "Deployed {app} ({id}).": "已部署 {app}（{id}）。",
     "API key (shown once): {key}": "API 密钥（只显示一次）：{key}",

@@ -570,6 +570,12 @@ class Instance(TypedDict):
     entry_points: EntryPoints
     image_ref: str
     boot: Boot | None
+    no_gpu: bool
+    billed_hourly_fen: int | None
+
+
+class InstanceStartRequest(TypedDict):
+    no_gpu: NotRequired[bool]
 
 
 class Invitation(TypedDict):
@@ -1321,6 +1327,7 @@ __all__ = [
     "Image",
     "ImagePull",
     "Instance",
+    "InstanceStartRequest",
     "InstanceStatusEnum",
     "InstanceTierEnum",
     "Invitation",
