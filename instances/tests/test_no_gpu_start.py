@@ -4,12 +4,12 @@ the no-GPU price), and back to its cards by a stop and a normal start."""
 import pytest
 
 from billing.models import Meter
-from instances.errors import FundsTooLow, NoGpuNotSupported, OperationNotAllowed
+from instances.errors import FundsTooLow, NoCapacity, NoGpuNotSupported, OperationNotAllowed
 from instances.models import Instance, Node
 from instances.services import instance_start, instance_stop
 from instances.services.common import _spec
 from instances.skus import disk_meter_ref, gpu_meter_ref
-from instances.tests.conftest import committed, fund, running
+from instances.tests.conftest import committed, fund, launch, running
 from providers.simulated.models import SimulatedMachine
 
 S = Instance.Status
@@ -127,3 +127,20 @@ def test_asking_twice_starts_it_once(rich_alice):
     instance.refresh_from_db()
     assert instance.status == S.RUNNING
     assert instance.events.filter(new=S.STARTING).count() == 1
+
+
+def test_its_cards_count_against_no_quota_while_it_runs_without_them(rich_alice, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 8
+    _start(_stopped(rich_alice, count=8), no_gpu=True)
+    assert running(rich_alice, count=8).status == S.RUNNING
+
+
+def test_an_interruptible_run_without_gpu_is_never_preempted_for_cards_it_does_not_hold(rich_alice, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
+    spot = _start(_stopped(rich_alice, count=8, region="cn-east-1", tier=Instance.Tier.INTERRUPTIBLE), no_gpu=True)
+    assert spot.status == S.RUNNING
+    assert running(rich_alice, count=8, region="cn-east-1").status == S.RUNNING  # the node's free cards
+    with pytest.raises(NoCapacity):
+        launch(rich_alice, count=8, region="cn-east-1")
+    spot.refresh_from_db()
+    assert spot.status == S.RUNNING
