@@ -364,7 +364,16 @@ class Instance(StatusDisplayMixin, models.Model):
     @property
     def billed_hourly_fen(self) -> int:
         """What a run in the current mode costs per hour: the cards' price, or the no-GPU price."""
-        return settings.INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR if self.no_gpu else self.hourly_price_fen
+        return self.no_gpu_hourly_fen if self.no_gpu else self.hourly_price_fen
+
+    @property
+    def no_gpu_hourly_fen(self) -> int:
+        """What a start without GPU would cost per hour (the page offers it beside Start)."""
+        return settings.INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR
+
+    def can_start_no_gpu(self) -> bool:
+        # Only a stopped single machine: a cluster's nodes work together on their cards.
+        return self.status == self.Status.STOPPED and self.node_count == 1
 
     @property
     def shape(self) -> str:

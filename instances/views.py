@@ -41,12 +41,14 @@ from teams.roles import Permission
 
 ACTIONS = {
     "start": services.instance_start,
+    # No-GPU mode: the same disk and image, CPU only, at the no-GPU price (a stopped single machine).
+    "start-no-gpu": functools.partial(services.instance_start, no_gpu=True),
     "stop": services.instance_stop,
     "restart": services.instance_restart,
     "release": services.instance_release,
     "keep-running": services.instance_auto_stop_snooze,
 }
-ACTORS = frozenset({"start", "stop", "restart", "release"})  # the verbs told who asks (a team's audit log)
+ACTORS = frozenset({"start", "start-no-gpu", "stop", "restart", "release"})  # the verbs told who asks (a team's audit log)
 PROVISIONING_STEPS = [
     ("requested", _("Request accepted")),
     ("scheduling", _("GPUs reserved on a node")),
