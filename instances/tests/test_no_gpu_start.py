@@ -144,3 +144,39 @@ def test_an_interruptible_run_without_gpu_is_never_preempted_for_cards_it_does_n
         launch(rich_alice, count=8, region="cn-east-1")
     spot.refresh_from_db()
     assert spot.status == S.RUNNING
+
+
+def test_every_second_without_gpu_is_billed_once_at_the_no_gpu_price(rich_alice, settings):
+    from instances.services import instance_release
+    from instances.tests.test_usage_audit import _ran_for
+    from instances.usage_audit import usage_audit
+
+    settings.INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR = 360  # 1 fen per 10 s
+    instance = _start(_stopped(rich_alice, count=2), no_gpu=True)
+    _ran_for(instance, 600)
+    with committed():
+        instance_release(instance=instance)
+    meter = Meter.objects.get(ref=gpu_meter_ref(instance.pk), sku__code="instance.no_gpu")
+    assert 600 <= meter.settled_seconds <= 601
+    assert meter.owed_fen == 60
+    audit = usage_audit(instances=Instance.objects.filter(pk=instance.pk))
+    assert audit.problems == [] and audit.stretches == 2
+
+
+def test_a_run_without_gpu_whose_node_fails_moves_on_without_taking_cards(rich_alice, settings):
+    from instances.reconciler import instances_reconcile
+    from instances.tests.conftest import backends
+    from providers import get_backend
+
+    settings.PROVISIONING_BACKENDS = backends(DISK_FOLLOWS=True)
+    instance = _start(_stopped(rich_alice, count=8), no_gpu=True)
+    old = instance.node.name
+    get_backend("default").node_lose(name=old)
+    with committed():
+        instances_reconcile()
+    instance.refresh_from_db()
+    assert instance.status == S.RUNNING and instance.no_gpu
+    assert instance.node.name != old
+    assert sum(Node.objects.filter(is_healthy=True).values_list("free_cards", flat=True)) == sum(
+        Node.objects.filter(is_healthy=True).values_list("total_cards", flat=True)
+    )
