@@ -48,7 +48,8 @@ ACTIONS = {
     "release": services.instance_release,
     "keep-running": services.instance_auto_stop_snooze,
 }
-ACTORS = frozenset({"start", "start-no-gpu", "stop", "restart", "release"})  # the verbs told who asks (a team's audit log)
+# The verbs told who asks (a team's audit log).
+ACTORS = frozenset({"start", "start-no-gpu", "stop", "restart", "release"})
 PROVISIONING_STEPS = [
     ("requested", _("Request accepted")),
     ("scheduling", _("GPUs reserved on a node")),
