@@ -59,3 +59,15 @@ def test_charlie_gets_404(rich_alice, charlie_client):
     assert response.status_code == 404
     instance.refresh_from_db()
     assert instance.status == S.STOPPED
+
+
+def test_the_list_shows_a_run_without_gpu_at_its_price(rich_alice, alice_client, settings):
+    settings.INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR = 10
+    instance = _stopped(rich_alice, count=2)
+    with committed():
+        alice_client.post(reverse("instance_action", args=[instance.pk, "start-no-gpu"]))
+    row = alice_client.get(reverse("instance_detail", args=[instance.pk]) + "?partial=row").content.decode()
+    assert "without GPU" in row
+    assert "¥0.10/h" in row and "¥3.80/h" not in row
+    page = _page(alice_client, instance)
+    assert "¥0.10/h without GPU" in page and "¥3.80/h while running" not in page
