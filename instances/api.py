@@ -84,6 +84,7 @@ LIST_FIELDS = (
     "boot_stages",  # the launch timeline, as the worker recorded it
     "boot_pull",
     "start_queued_at",  # and, only for an instance in line, one count for its place (queue_position)
+    "no_gpu",
 )
 
 
@@ -159,21 +160,27 @@ class InstanceViewSet(TeamResourceViewSet):
         return Response(InstanceSerializer(instance, context=self.get_serializer_context()).data)
 
     @extend_schema(
-        summary="Start a stopped instance, or wait in line for cards",
+        summary="Start a stopped instance: with its cards, without GPU, or waiting in line for cards",
         description=(
-            "Starts it now when cards, quota and balance allow (200). With `wait: true`, a start that finds "
-            "no free cards puts the instance in line instead (202, still `stopped`, with `start_queued_at` "
-            "and `queue_position`): it starts by itself when cards free up, first come first served per "
-            "region and GPU model, and the owner is notified. Asking again while in line keeps its place."
+            "Starts it now when cards, quota and balance allow (200). With `no_gpu: true` it starts without "
+            "cards (no-GPU mode: the same disk and image, a small CPU/RAM allowance, the no-GPU price). With "
+            "`wait: true`, a start that finds no free cards puts the instance in line instead (202, still "
+            "`stopped`, with `start_queued_at` and `queue_position`): it starts by itself when cards free up, "
+            "first come first served per region and GPU model, and the owner is notified. Asking again while "
+            "in line keeps its place. `wait` and `no_gpu` exclude each other (400)."
         ),
         tags=["instances"],
         request=InstanceStartSerializer,
         responses={
             200: InstanceSerializer,
             202: OpenApiResponse(InstanceSerializer, description=_("No free cards now: waiting in line")),
+            400: OpenApiResponse(description=_("Invalid body")),
+            403: OpenApiResponse(description="forbidden: a teammate's instance this person may see but not operate"),
             409: OpenApiResponse(
-                description="no_capacity (without wait), quota_exceeded, insufficient_funds, budget_reached, "
-                "member_limit_reached or invalid_state"
+                description="invalid_state (cannot start from its status; no_gpu only from stopped), "
+                "no_gpu_not_supported (no_gpu asked of a cluster), no_capacity (without wait), quota_exceeded "
+                "and member_limit_reached (cards: not for no_gpu), insufficient_funds (the balance, at the "
+                "no-GPU price for no_gpu) or budget_reached"
             ),
         },
     )
@@ -182,7 +189,7 @@ class InstanceViewSet(TeamResourceViewSet):
         body = InstanceStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if not body.validated_data["wait"]:
-            return self._act(services.instance_start, actor=request.user)
+            return self._act(services.instance_start, actor=request.user, no_gpu=body.validated_data["no_gpu"])
         response = self._act(start_queue.instance_start_or_wait, actor=request.user)
         if response.data["start_queued_at"] is not None:
             response.status_code = status.HTTP_202_ACCEPTED

@@ -48,6 +48,12 @@ class OperationNotAllowed(InstanceError):
     code = "invalid_state"
 
 
+class NoGpuNotSupported(InstanceError):
+    """A start without GPU asked of an instance that cannot run without cards (a multi-node cluster)."""
+
+    code = "no_gpu_not_supported"
+
+
 class QuotaRequestInvalid(InstanceError):
     code = "invalid"
 

@@ -31,7 +31,14 @@ from core.statemachine import transition, transition_table
 from core.tasks import enqueue_on_commit
 from instances import hooks
 from instances.models import Instance, InstanceEvent, Node
-from instances.skus import disk_meter_ref, disk_sku_upsert, gpu_meter_ref, gpu_sku_upsert, instance_shape
+from instances.skus import (
+    disk_meter_ref,
+    disk_sku_upsert,
+    gpu_meter_ref,
+    gpu_sku_upsert,
+    instance_shape,
+    no_gpu_sku_upsert,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +162,14 @@ def _on_enter(*, instance: Instance, src: str, dst: str, at: datetime) -> None:
     if dst in _CLOSES_DISK_METER and not (dst == S.RUNNING and src in (S.PROVISIONING, S.RESTARTING)):
         meter_stop(ref=disk_meter_ref(instance.pk), at=at)
     if dst == S.RUNNING:
+        # No-GPU mode: one machine at the no-GPU price instead of the cards, under the same ref (so every
+        # close above closes it too).
         meter_open(
             user=instance.owner,
-            sku=gpu_sku_upsert(gpu_model=instance.gpu_model, tier=instance.tier),
-            quantity=instance.total_gpus,
+            sku=no_gpu_sku_upsert()
+            if instance.no_gpu
+            else gpu_sku_upsert(gpu_model=instance.gpu_model, tier=instance.tier),
+            quantity=1 if instance.no_gpu else instance.total_gpus,
             ref=gpu_meter_ref(instance.pk),
             description=f"{instance.name}: {instance_shape(instance)}",
             at=at,
@@ -195,12 +206,14 @@ def instance_gpus_free(*, instance: Instance) -> None:
         node=None, extra_nodes=[]
     ):
         # Capped at the node's size: the provider may have shrunk the node while the cards were out.
+        if not instance.cards_held:
+            return  # a no-GPU run took none
         Node.objects.filter(pk=instance.node_id).update(
-            free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+            free_cards=Least(F("free_cards") + instance.cards_held, F("total_cards"))
         )
         if instance.extra_nodes:
             Node.objects.filter(backend_alias=instance.backend_alias, name__in=instance.extra_nodes).update(
-                free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+                free_cards=Least(F("free_cards") + instance.cards_held, F("total_cards"))
             )
 
 

@@ -98,9 +98,9 @@ def member_spend_this_month(*, account_id: int, user_ids: Iterable[int], now: da
 def member_cards_held(*, account_id: int, user_id: int) -> int:
     """The cards the instances ``user_id`` launched on ``account_id`` hold now (as quota counts them)."""
     return (
-        Instance.objects.filter(owner_id=account_id, created_by_id=user_id, status__in=Instance.HOLDING_GPUS).aggregate(
-            n=Sum(F("gpu_count") * F("node_count"))
-        )["n"]
+        Instance.objects.filter(
+            owner_id=account_id, created_by_id=user_id, status__in=Instance.HOLDING_GPUS, no_gpu=False
+        ).aggregate(n=Sum(F("gpu_count") * F("node_count")))["n"]
         or 0
     )
 
@@ -166,7 +166,9 @@ def member_usage(*, account_id: int, user_ids: Iterable[int]) -> dict[int, dict]
     user_ids = list(user_ids)
     spent = member_spend_this_month(account_id=account_id, user_ids=user_ids)
     cards = dict(
-        Instance.objects.filter(owner_id=account_id, created_by_id__in=user_ids, status__in=Instance.HOLDING_GPUS)
+        Instance.objects.filter(
+            owner_id=account_id, created_by_id__in=user_ids, status__in=Instance.HOLDING_GPUS, no_gpu=False
+        )
         .values("created_by_id")
         .annotate(n=Sum(F("gpu_count") * F("node_count")))
         .values_list("created_by_id", "n")

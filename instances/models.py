@@ -292,6 +292,10 @@ class Instance(StatusDisplayMixin, models.Model):
     # The app the machine serves (a one-click deployment's server): ``backends.AppLaunch`` as a dict,
     # empty for a plain instance. Kept here so every start and restart boots the current one.
     app_launch = models.JSONField(_("app"), default=dict, blank=True)
+    # The current (or last) run is without cards (no-GPU mode: the same disk and image, a small CPU/RAM
+    # allowance, ``INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR``): set by a no-GPU start, cleared by a normal one.
+    # ``gpu_count`` stays what the next GPU start takes; ``cards_held`` is what this run holds.
+    no_gpu = models.BooleanField(_("without GPU"), default=False)
     # The price per hour when running, fixed at launch for display (billing keeps its own copy).
     hourly_price_fen = models.PositiveIntegerField(_("price per hour (fen)"))
     tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices, default=Tier.ON_DEMAND)
@@ -360,6 +364,26 @@ class Instance(StatusDisplayMixin, models.Model):
     def total_gpus(self) -> int:
         """The cards billed and counted against quota: every node's."""
         return self.node_count * self.gpu_count
+
+    @property
+    def cards_held(self) -> int:
+        """Cards this run takes on each of its nodes: ``gpu_count``, or 0 in no-GPU mode. Placement, the
+        cards given back, the provider's spec and the meter read this, never ``gpu_count`` alone."""
+        return 0 if self.no_gpu else self.gpu_count
+
+    @property
+    def billed_hourly_fen(self) -> int:
+        """What a run in the current mode costs per hour: the cards' price, or the no-GPU price."""
+        return self.no_gpu_hourly_fen if self.no_gpu else self.hourly_price_fen
+
+    @property
+    def no_gpu_hourly_fen(self) -> int:
+        """What a start without GPU would cost per hour (the page offers it beside Start)."""
+        return settings.INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR
+
+    def can_start_no_gpu(self) -> bool:
+        # Only a stopped single machine: a cluster's nodes work together on their cards.
+        return self.status == self.Status.STOPPED and self.node_count == 1
 
     @property
     def shape(self) -> str:

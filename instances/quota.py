@@ -55,9 +55,9 @@ def quota_effective(*, user, gpu_model: GpuModel, now: datetime | None = None, b
 
 def quota_usage(*, user, gpu_model: GpuModel) -> int:
     return (
-        Instance.objects.filter(owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS).aggregate(
-            n=Sum(F("gpu_count") * F("node_count"))
-        )["n"]
+        Instance.objects.filter(
+            owner=user, gpu_model=gpu_model, status__in=Instance.HOLDING_GPUS, no_gpu=False
+        ).aggregate(n=Sum(F("gpu_count") * F("node_count")))["n"]
         or 0
     )
 
@@ -90,7 +90,7 @@ def _quota_base_granted_and_used(*, user, gpu_model: GpuModel) -> tuple[int | No
             f" (SELECT MAX(granted_cards) FROM {requests} WHERE user_id = %s AND gpu_model_id = %s"
             f" AND status = %s AND expires_at > %s),"
             f" (SELECT SUM(gpu_count * node_count) FROM {instances} WHERE owner_id = %s AND gpu_model_id = %s"
-            f" AND status = ANY(%s))",
+            f" AND status = ANY(%s) AND NOT no_gpu)",  # a no-GPU run holds no cards
             [
                 *(user.pk, gpu_model.pk),
                 *(user.pk, gpu_model.pk, QuotaRequest.Status.APPROVED, timezone.now()),

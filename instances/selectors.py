@@ -80,7 +80,11 @@ def capacity_by_region_model() -> dict[tuple[int, int], dict]:
     fits = {f"fit{n}": Count("id", filter=Q(free_cards__gte=n)) for n in Instance.GPU_COUNTS}
     preemptible = (
         Instance.objects.filter(
-            node=OuterRef("pk"), tier=Instance.Tier.INTERRUPTIBLE, status=Instance.Status.RUNNING, node_count=1
+            node=OuterRef("pk"),
+            tier=Instance.Tier.INTERRUPTIBLE,
+            status=Instance.Status.RUNNING,
+            node_count=1,
+            no_gpu=False,
         )
         .order_by()
         .values("node")
@@ -122,7 +126,7 @@ def quota_table_for(*, user) -> list[dict]:
         .annotate(cards=Max("granted_cards"), until=Max("expires_at"))
     }
     used = dict(
-        Instance.objects.filter(owner=user, status__in=Instance.HOLDING_GPUS)
+        Instance.objects.filter(owner=user, status__in=Instance.HOLDING_GPUS, no_gpu=False)
         .values("gpu_model_id")
         .annotate(n=Sum(F("gpu_count") * F("node_count")))
         .values_list("gpu_model_id", "n")
@@ -373,7 +377,7 @@ def quota_capacity_overview(*, now: datetime | None = None) -> dict:
     held: dict[tuple[int, int], int] = {}  # (region, model) -> cards
     held_by_user: dict[tuple[int, int], int] = {}  # (model, owner) -> cards
     for row in (
-        Instance.objects.filter(status__in=Instance.HOLDING_GPUS)
+        Instance.objects.filter(status__in=Instance.HOLDING_GPUS, no_gpu=False)
         .values("region_id", "gpu_model_id", "owner_id")
         .annotate(n=Sum(F("gpu_count") * F("node_count")))
         .order_by()
@@ -450,7 +454,7 @@ def quota_request_context(*, request: QuotaRequest) -> dict:
     )
     used = (
         Instance.objects.filter(
-            owner=request.user, gpu_model=request.gpu_model, status__in=Instance.HOLDING_GPUS
+            owner=request.user, gpu_model=request.gpu_model, status__in=Instance.HOLDING_GPUS, no_gpu=False
         ).aggregate(n=Sum(F("gpu_count") * F("node_count")))["n"]
         or 0
     )
@@ -596,6 +600,7 @@ def _reservations_with_usage(reservations: list[Reservation], *, now: datetime) 
                 gpu_model_id__in={r.gpu_model_id for r in current},
                 tier=Instance.Tier.ON_DEMAND,
                 status__in=Instance.HOLDING_GPUS,
+                no_gpu=False,  # a run without GPU holds none
                 node__isnull=False,
             )
             .values_list("owner_id", "region_id", "gpu_model_id")

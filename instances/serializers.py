@@ -39,6 +39,19 @@ class InstanceSerializer(serializers.ModelSerializer):
     entry_points = serializers.SerializerMethodField()
     boot = serializers.SerializerMethodField()
     queue_position = serializers.SerializerMethodField()
+    no_gpu = serializers.BooleanField(
+        read_only=True,
+        help_text=_(
+            "The current (or last) run is without GPU: no cards held, a small CPU/RAM allowance, the no-GPU "
+            "price. gpu_count stays what a normal start takes."
+        ),
+    )
+    billed_hourly_fen = serializers.SerializerMethodField(
+        help_text=_(
+            "What it is billed per hour now, in fen: the no-GPU price in no-GPU mode, else hourly_price_fen; "
+            "null while it is not running (a stopped instance pays only for its disk, per GB-day)."
+        )
+    )
 
     class Meta:
         model = Instance
@@ -67,6 +80,8 @@ class InstanceSerializer(serializers.ModelSerializer):
             "boot",
             "start_queued_at",
             "queue_position",
+            "no_gpu",
+            "billed_hourly_fen",
         ]
         read_only_fields = fields
 
@@ -101,12 +116,21 @@ class InstanceSerializer(serializers.ModelSerializer):
             "boot": self.get_boot(instance),
             "start_queued_at": when(instance.start_queued_at) if instance.start_queued_at else None,
             "queue_position": self.get_queue_position(instance),
+            "no_gpu": instance.no_gpu,
+            "billed_hourly_fen": self.get_billed_hourly_fen(instance),
         }
 
     @extend_schema_field(serializers.IntegerField(allow_null=True, min_value=1))
     def get_queue_position(self, instance: Instance) -> int | None:
         """Its place in the line of starts waiting for cards (1: next); null when not waiting in line."""
         return selectors.instance_start_queue_position(instance)
+
+    def get_billed_hourly_fen(self, instance: Instance) -> int | None:
+        # The statuses its compute meter is open in (``instances.lifecycle``: opened at RUNNING, kept
+        # through a restart).
+        if instance.status in (Instance.Status.RUNNING, Instance.Status.RESTARTING):
+            return instance.billed_hourly_fen
+        return None
 
     @extend_schema_field(
         inline_serializer(
@@ -272,6 +296,22 @@ class InstanceStartSerializer(serializers.Serializer):
             "it starts by itself when cards free up, first come first served."
         ),
     )
+    no_gpu = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=_(
+            "Start without GPU: the same disk and image, a small CPU/RAM allowance, no cards, billed at the "
+            "no-GPU price per hour. Only a stopped single machine (not a cluster); false (the default) "
+            "starts it with its cards."
+        ),
+    )
+
+    def validate(self, attrs):
+        if attrs.get("wait") and attrs.get("no_gpu"):
+            raise serializers.ValidationError(
+                {"no_gpu": _("wait and no_gpu exclude each other: a start without GPU takes no cards.")}
+            )
+        return attrs
 
 
 class RenameSerializer(serializers.Serializer):

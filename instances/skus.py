@@ -1,7 +1,7 @@
 """What an instance is billed under: its meters' refs and the SKUs they price (billing's units).
 
 A running instance's GPUs are metered per card-hour (one SKU per GPU model, priced from the
-catalogue); a stopped one's disk per GB-day (storage: billing keeps it running when the money runs
+catalogue), or, run without cards (no-GPU mode), per machine-hour at the no-GPU price; a stopped one's disk per GB-day (storage: billing keeps it running when the money runs
 out). ``instances.lifecycle`` opens and closes the meters as the status changes.
 """
 
@@ -24,7 +24,10 @@ def disk_meter_ref(instance_id) -> str:
 
 
 def instance_shape(instance: Instance) -> str:
-    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster, untranslated: the meter's description is data."""
+    """ "8 × H200", or "2 nodes × 8 × H200" for a cluster, untranslated: the meter's description is data.
+    A run without cards is "no GPU (CPU only)"."""
+    if instance.no_gpu:
+        return "no GPU (CPU only)"
     shape = f"{instance.gpu_count} × {instance.gpu_model.name}"
     return f"{instance.node_count} nodes × {shape}" if instance.node_count > 1 else shape
 
@@ -61,6 +64,21 @@ def gpu_sku_upsert(*, gpu_model: GpuModel, tier: str = Instance.Tier.ON_DEMAND) 
     )
 
 
+NO_GPU_SKU_CODE = "instance.no_gpu"
+
+
+def no_gpu_sku_upsert() -> Sku:
+    """The SKU of a run without cards (no-GPU mode): per machine-hour at ``INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR``.
+    Compute, not storage: it stops with the instance when the money runs out. Read-only when already right."""
+    price = settings.INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR
+    sku = Sku.objects.filter(code=NO_GPU_SKU_CODE).first()
+    if sku is not None and sku.price_fen == price and sku.unit_seconds == 3600 and not sku.is_storage:
+        return sku
+    return sku_upsert(
+        code=NO_GPU_SKU_CODE, name="Instance without GPU", unit="machine-hour", price_fen=price, unit_seconds=3600
+    )
+
+
 def disk_sku_upsert() -> Sku:
     sku = Sku.objects.filter(code="disk.gb").first()
     if (
@@ -87,3 +105,4 @@ def catalogue_skus_sync() -> None:
         for tier in Instance.Tier.values:
             gpu_sku_upsert(gpu_model=gpu_model, tier=tier)
     disk_sku_upsert()
+    no_gpu_sku_upsert()

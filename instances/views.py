@@ -41,6 +41,8 @@ from teams.roles import Permission
 
 ACTIONS = {
     "start": services.instance_start,
+    # No-GPU mode: the same disk and image, CPU only, at the no-GPU price (a stopped single machine).
+    "start-no-gpu": functools.partial(services.instance_start, no_gpu=True),
     "stop": services.instance_stop,
     "restart": services.instance_restart,
     "release": services.instance_release,
@@ -48,8 +50,8 @@ ACTIONS = {
     "wait-in-line": start_queue.instance_start_or_wait,
     "leave-line": start_queue.instance_start_queue_leave,
 }
-# The verbs told who asks (a team's audit log)
-ACTORS = frozenset({"start", "stop", "restart", "release", "wait-in-line"})
+# The verbs told who asks (a team's audit log).
+ACTORS = frozenset({"start", "start-no-gpu", "stop", "restart", "release", "wait-in-line"})
 PROVISIONING_STEPS = [
     ("requested", _("Request accepted")),
     ("scheduling", _("GPUs reserved on a node")),

@@ -336,6 +336,11 @@ INSTANCES_MAX_NODES = int(os.environ.get("INSTANCES_MAX_NODES", "8"))
 INSTANCES_DISK_MIN_GB = 20
 INSTANCES_DISK_MAX_GB = 2048
 INSTANCES_DISK_PRICE_FEN_PER_GB_DAY = int(os.environ.get("INSTANCES_DISK_PRICE_FEN_PER_GB_DAY", "1"))  # ¥0.01
+# No-GPU mode (a stopped instance started without cards, to install packages or move data): its price
+# per hour and the CPU/RAM allowance its machine gets instead of the cards' share.
+INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR = int(os.environ.get("INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR", "10"))  # ¥0.10
+INSTANCES_NO_GPU_CPUS = float(os.environ.get("INSTANCES_NO_GPU_CPUS", "0.5"))
+INSTANCES_NO_GPU_MEMORY_GB = int(os.environ.get("INSTANCES_NO_GPU_MEMORY_GB", "2"))
 INSTANCES_POLL_INTERVAL_S = 2  # how soon a worker looks again at a booting machine
 INSTANCES_PROVISION_TIMEOUT_S = 15 * 60  # a boot that takes longer has failed
 INSTANCES_OPERATION_TIMEOUT_S = 10 * 60  # stop/start/restart/release: re-driven, then given up

@@ -135,6 +135,7 @@ def pool_cards(*, region: Region, gpu_model: GpuModel) -> int:
             tier=Instance.Tier.INTERRUPTIBLE,
             node_count=1,
             status__in=Instance.HOLDING_GPUS,
+            no_gpu=False,  # a run without GPU holds none
             node__is_healthy=True,
         ).aggregate(n=Sum("gpu_count"))["n"]
         or 0
@@ -163,6 +164,7 @@ def reserved_unused(
         gpu_model_id=gpu_model_id,
         tier=Instance.Tier.ON_DEMAND,
         status__in=Instance.HOLDING_GPUS,
+        no_gpu=False,  # a run without GPU holds none
         node__isnull=False,
     )
     if exclude_instance is not None:

@@ -83,6 +83,7 @@ def _spot_clusters_on(*, region: Region, gpu_model: GpuModel, names: dict[str, i
             gpu_model=gpu_model,
             tier=Instance.Tier.INTERRUPTIBLE,
             status=S.RUNNING,
+            no_gpu=False,  # a run without GPU holds no cards to take back
             node_count__gt=1,
             node__isnull=False,
         )
@@ -119,6 +120,7 @@ def cluster_preemption_plan(*, region: Region, gpu_model: GpuModel, count: int) 
             gpu_model=gpu_model,
             tier=Instance.Tier.INTERRUPTIBLE,
             status=S.RUNNING,
+            no_gpu=False,  # a run without GPU holds no cards to take back
             node_count=1,
             node_id__in=list(clusters),
         )
@@ -155,6 +157,7 @@ def preemption_plan(*, region: Region, gpu_model: GpuModel, count: int) -> Preem
         gpu_model=gpu_model,
         tier=Instance.Tier.INTERRUPTIBLE,
         status=S.RUNNING,
+        no_gpu=False,  # a run without GPU holds no cards to take back
         node_count=1,
         node__isnull=False,
     )
@@ -251,7 +254,7 @@ def _victims_lock(
     None when one moved meanwhile (the caller plans again)."""
     rows = list(
         Instance.objects.select_for_update(of=("self",))
-        .filter(pk__in=list(victims), status=S.RUNNING, tier=Instance.Tier.INTERRUPTIBLE)
+        .filter(pk__in=list(victims), status=S.RUNNING, tier=Instance.Tier.INTERRUPTIBLE, no_gpu=False)
         .order_by("pk")
         .values_list("pk", "gpu_count", "node_id", "node__name", "extra_nodes", "backend_alias")
     )
@@ -461,6 +464,7 @@ def gang_preemption_plan(
             gpu_model=gpu_model,
             tier=Instance.Tier.INTERRUPTIBLE,
             status=S.RUNNING,
+            no_gpu=False,  # a run without GPU holds no cards to take back
             node_count=1,
             node_id__in=list(healthy),
         )

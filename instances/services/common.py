@@ -105,7 +105,7 @@ def _spec(instance: Instance) -> InstanceSpec:
     return InstanceSpec(
         node=instance.node.name if instance.node else "",
         gpu_model=instance.gpu_model.slug,
-        gpu_count=instance.gpu_count,
+        gpu_count=instance.cards_held,
         image=instance.image.slug,
         disk_gb=instance.disk_gb,
         ssh_public_keys=_authorized_keys(instance),
@@ -120,8 +120,13 @@ def _spec(instance: Instance) -> InstanceSpec:
         pin=bool(instance.displaced_others),
         image_ref=instance.image_ref,
         tenant=tenant_for(account_id=instance.owner_id),
-        cpus=float(instance.gpu_model.cpu_cores_per_card * instance.gpu_count),
-        memory_gb=instance.gpu_model.ram_gb_per_card * instance.gpu_count,
+        # The cards' share of the node, or in no-GPU mode the small allowance the no-GPU price pays for.
+        cpus=settings.INSTANCES_NO_GPU_CPUS
+        if instance.no_gpu
+        else float(instance.gpu_model.cpu_cores_per_card * instance.gpu_count),
+        memory_gb=settings.INSTANCES_NO_GPU_MEMORY_GB
+        if instance.no_gpu
+        else instance.gpu_model.ram_gb_per_card * instance.gpu_count,
         image_bytes=instance.image.size_bytes,
     )
 

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_noop
 
 from billing.alerts import meters_stop_unpaid
 from core.messages import reason as stored
-from instances.errors import LaunchInvalid
+from instances.errors import LaunchInvalid, NoGpuNotSupported
 from instances.lifecycle import instance_notify, instance_transition
 from instances.models import Instance
 from instances.services.common import OPERATIONS, Operation, S, _enqueue, _get, _operation_name, _refuse
@@ -31,11 +31,14 @@ _TEAM_EVENTS = {
 }
 
 
-def _operation_request(op: Operation, *, instance: Instance, reason: str, actor=None) -> Instance:
+def _operation_request(
+    op: Operation, *, instance: Instance, reason: str, actor=None, no_gpu: bool | None = None
+) -> Instance:
     """Ask for ``op``: refused in a status it cannot start from, nothing more when under way or done.
 
     ``actor``: the person asking (None: the console itself, e.g. auto-stop). In a team the move is
-    written to the team's audit log in the same transaction."""
+    written to the team's audit log in the same transaction. ``no_gpu`` (an operation that places): run
+    without cards (True) or with them (False), recorded on the instance with the placement."""
     if instance.status in op.done:
         return instance
     if instance.status not in op.sources:
@@ -45,7 +48,8 @@ def _operation_request(op: Operation, *, instance: Instance, reason: str, actor=
     with transaction.atomic():
         changes, params = {}, {}
         if op.places:
-            changes = _instance_place(instance)
+            instance.no_gpu = bool(no_gpu)  # what placement, the meter and the spec read (``cards_held``)
+            changes = {**_instance_place(instance), "no_gpu": instance.no_gpu}
             params["node"] = ", ".join([changes["node"].name, *changes.get("extra_nodes", [])])
         moved = instance_transition(
             instance_id=instance.pk,
@@ -107,9 +111,21 @@ def instance_stop(*, instance: Instance, reason: str = "", actor=None) -> Instan
     return _operation_request(OPERATIONS["stop"], instance=instance, reason=reason, actor=actor)
 
 
-def instance_start(*, instance: Instance, reason: str = "", actor=None) -> Instance:
-    """Start a stopped instance: it needs cards again (placement, quota, balance), or stays stopped with why."""
-    return _operation_request(OPERATIONS["start"], instance=instance, reason=reason, actor=actor)
+def instance_start(*, instance: Instance, reason: str = "", actor=None, no_gpu: bool = False) -> Instance:
+    """Start a stopped instance: it needs cards again (placement, quota, balance), or stays stopped with why.
+
+    ``no_gpu``: start it without cards (no-GPU mode: the same disk and image, a small CPU/RAM allowance,
+    the no-GPU price; no quota). A single machine only: a cluster is refused. Switching modes is a stop
+    and a start; a normal start takes its cards again."""
+    if no_gpu and instance.node_count > 1:
+        raise NoGpuNotSupported(
+            _("A cluster cannot start without GPUs: its nodes work together on their cards. Start it normally.")
+        )
+    if no_gpu and instance.status != S.STOPPED:
+        if instance.no_gpu and instance.status in (S.STARTING, S.RUNNING):
+            return instance  # asked twice: already under way, or done
+        _refuse(instance, _("Only a stopped instance can start without GPU; this one is %(status)s."))
+    return _operation_request(OPERATIONS["start"], instance=instance, reason=reason, actor=actor, no_gpu=no_gpu)
 
 
 def instance_restart(*, instance: Instance, reason: str = "", actor=None) -> Instance:

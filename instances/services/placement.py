@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import Case, F, When
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -153,10 +153,34 @@ def _gpus_reserve_nodes_for(
         return taken, True
 
 
+def _node_without_cards(instance: Instance) -> Node:
+    """A node of the instance's region for a run that takes no cards (no-GPU mode): a healthy one of its
+    own GPU model where there is one (its image is likelier cached there), else any healthy one; the
+    emptiest first. No cards are taken, so no lock is needed."""
+    region = instance.region
+    node = (
+        Node.objects.filter(region=region, backend_alias=region.backend_alias, is_healthy=True)
+        .order_by(Case(When(gpu_model_id=instance.gpu_model_id, then=0), default=1), "-free_cards", "name")
+        .first()
+    )
+    if node is None:
+        raise NoCapacity(
+            _("No node in %(region)s can run it right now. Try again later.") % {"region": region.name},
+            field="no_gpu",
+        )
+    return node
+
+
 def _instance_place(instance: Instance) -> dict:
     """Reserve the cards a stopped instance needs to run again, within quota and balance; returns the
-    instance's new ``node`` (and a cluster's ``extra_nodes``). Call it inside the transaction that moves it."""
+    instance's new ``node`` (and a cluster's ``extra_nodes``). Call it inside the transaction that moves it.
+
+    In no-GPU mode (``instance.no_gpu``, a single machine) it takes no cards: no quota or member card
+    limit applies, the balance is checked at the no-GPU price, and any node of its region will do."""
     gpu_model, region = instance.gpu_model, instance.region
+    if instance.cards_held == 0:
+        _funds_check(user=instance.owner, hourly_fen=instance.billed_hourly_fen, instance=instance)
+        return {"node": _node_without_cards(instance), "displaced_others": False}
     quota_check(user=instance.owner, gpu_model=gpu_model, count=instance.total_gpus)
     # The cards count against its launcher's limits in a team, whoever starts it.
     member_limits_check(

@@ -33,7 +33,7 @@ from instances.lifecycle import (
 )
 from instances.models import Instance, InstanceEvent, Node
 from instances.services.common import _UNDER_WAY, OPERATIONS, S, _destroy_quietly, _enqueue, _get, _spec, _stop_quietly
-from instances.services.placement import _gpus_reserve_for, _gpus_reserve_nodes_for
+from instances.services.placement import _gpus_reserve_for, _gpus_reserve_nodes_for, _node_without_cards
 from providers import Observed, PermanentBackendError, ProvisioningBackend, get_backend
 
 logger = logging.getLogger(__name__)
@@ -238,7 +238,7 @@ def _instance_resumed(*, instance: Instance, backend: ProvisioningBackend) -> No
         ):
             return
         taken = [n.pk for n in nodes.values()]
-        Node.objects.filter(pk__in=taken).update(free_cards=Greatest(F("free_cards") - instance.gpu_count, 0))
+        Node.objects.filter(pk__in=taken).update(free_cards=Greatest(F("free_cards") - instance.cards_held, 0))
         instance.node, instance.node_id, instance.extra_nodes = head, head.pk if head else None, others
         instance.status = S.STARTING
         instance_transition(
@@ -286,7 +286,9 @@ def _instance_recover(*, instance: Instance, backend: ProvisioningBackend) -> bo
         instance.node_id, instance.extra_nodes = None, []
         try:
             with transaction.atomic():
-                if instance.node_count == 1:
+                if not instance.cards_held:  # a run without GPU: any healthy node of its region, no cards
+                    changes = {"node": _node_without_cards(instance), "extra_nodes": [], "displaced_others": False}
+                elif instance.node_count == 1:
                     node, displaced = _gpus_reserve_for(
                         region=instance.region,
                         gpu_model=instance.gpu_model,
@@ -413,9 +415,9 @@ def _instance_node_follow(*, instance: Instance, name: str) -> None:
     with transaction.atomic():
         if Instance.objects.filter(pk=instance.pk, node_id=instance.node_id).update(node=target):
             Node.objects.filter(pk=instance.node_id).update(
-                free_cards=Least(F("free_cards") + instance.gpu_count, F("total_cards"))
+                free_cards=Least(F("free_cards") + instance.cards_held, F("total_cards"))
             )
-            Node.objects.filter(pk=target.pk).update(free_cards=F("free_cards") - instance.gpu_count)
+            Node.objects.filter(pk=target.pk).update(free_cards=F("free_cards") - instance.cards_held)
     instance.node = target
     instance.node_id = target.pk
 

@@ -250,7 +250,10 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             raise PermanentBackendError("This machine no longer exists on this host.")
         if self.containers:
             self.runtime.oom_acknowledge(key)  # a repair after an OOM kill: the owner has been told
-        cards = self._cards(key, len(meta.get("gpus") or state.get("gpus") or ()))
+        # The spec says how many cards this run takes (0 without GPU: no CUDA_VISIBLE_DEVICES cards, the
+        # ones it held go back); a repair without one keeps what it holds.
+        count = spec.gpu_count if spec is not None else len(meta.get("gpus") or state.get("gpus") or ())
+        cards = self._cards(key, count)
         return self._start(
             key,
             owner_ref=meta.get("owner_ref", ""),

@@ -417,6 +417,9 @@ class SimulatedBackend(
             if nodes > 1 and spec is None:
                 raise PermanentBackendError("A cluster starts only with its spec (where its other nodes are).")
             peers = self._cluster_peers(spec) if nodes > 1 and spec is not None else ()
+            # The spec says how many cards this run takes (0 without GPU); a start without one takes its own.
+            if spec is not None:
+                machine.cards = spec.gpu_count
             machine.node = self._place_all(machine_cards=machine.cards, head=node, peers=peers)
             machine.spec = {**machine.spec, "peers": list(peers)}
             machine.power = "on"
@@ -425,7 +428,7 @@ class SimulatedBackend(
             machine.last_active_at = timezone.now()
             if spec is not None:  # booted with the volumes attached now
                 machine.spec = {**machine.spec, "volumes": _mounts_json(spec.volumes)}
-            machine.save(update_fields=["node", "power", "ready_at", "last_active_at", "spec"])
+            machine.save(update_fields=["node", "power", "ready_at", "last_active_at", "spec", "cards"])
         return self._state(machine)
 
     def stop(self, *, key: str, state: dict) -> dict:

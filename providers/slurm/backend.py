@@ -284,7 +284,10 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
         job = {
             "name": f"{self.prefix}{key}",
             "nodes": nodes,
-            "gres": f"gpu:{gpu_type}:{spec.gpu_count}" if gpu_type else f"gpu:{spec.gpu_count}",
+            # No cards (a run without GPU): no GRES at all, so the job takes none of the node's.
+            "gres": (f"gpu:{gpu_type}:{spec.gpu_count}" if gpu_type else f"gpu:{spec.gpu_count}")
+            if spec.gpu_count
+            else "",
             "cpus_per_task": cpus,
             "memory_mb": memory_mb,
             "cwd": str(self._dir(key) / "home"),
@@ -398,7 +401,7 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
         return InstanceSpec(
             node=node,
             gpu_model=self.gpu_types.get(state.get("gres_type", ""), state.get("gres_type", "")),
-            gpu_count=int(state.get("gpu_count") or 1),
+            gpu_count=int(state["gpu_count"]) if state.get("gpu_count") is not None else 1,
             image="",
             disk_gb=0,
             nodes=int(state.get("nodes") or 1),

@@ -57,7 +57,8 @@ class SlurmCli:
 
     def submit(self, *, script: str, job: dict) -> int:
         args = ["--parsable", f"--job-name={job['name']}", f"--nodes={job['nodes']}", "--ntasks-per-node=1"]
-        args += [f"--gres={job['gres']}", f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
+        args += [f"--gres={job['gres']}"] if job["gres"] else []  # none: a run without GPU
+        args += [f"--cpus-per-task={job['cpus_per_task']}", f"--chdir={job['cwd']}"]
         if job.get("memory_mb"):
             args.append(f"--mem={job['memory_mb']}M")
         args += [f"--output={job['output']}", "--export=NONE"]

@@ -107,7 +107,7 @@ class Dialect:
                 "tasks": job["nodes"],
                 "tasks_per_node": 1,
                 "cpus_per_task": job["cpus_per_task"],
-                "gres": job["gres"],
+                **({"gres": job["gres"]} if job["gres"] else {}),  # none: a run without GPU
                 **({"memory_per_node": job["memory_mb"]} if job.get("memory_mb") else {}),
                 "current_working_directory": job["cwd"],
                 "standard_output": job["output"],
@@ -129,7 +129,7 @@ class Dialect:
                 "tasks_per_node": 1,
                 "cpus_per_task": job["cpus_per_task"],
                 # GRES as a TRES: ``--gres=gpu:h200:8`` is ``tres_per_node=gres/gpu:h200:8`` (no ``gres`` field).
-                "tres_per_node": f"gres/{job['gres']}",
+                **({"tres_per_node": f"gres/{job['gres']}"} if job["gres"] else {}),
                 **({"memory_per_node": no_val(job["memory_mb"])} if job.get("memory_mb") else {}),
                 "current_working_directory": job["cwd"],
                 "standard_output": job["output"],

@@ -135,6 +135,11 @@ def _quantity_times(value: str, count: int) -> str:
     return f"{int(number) if number.is_integer() else number}{match[2]}"
 
 
+# A run without GPU (no-GPU mode): CUDA images set NVIDIA_VISIBLE_DEVICES=all, and on a node whose default
+# runtime is NVIDIA's that would show every card of the node to a pod that asked for none; "void" shows none.
+_NO_GPU_ENV = ({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},)
+
+
 def _resources(opts: KubeOptions, spec: InstanceSpec, gpus: int, *, fabric: bool = False) -> dict:
     """What the machine's main container asks for and may use: its GPUs, and the catalogue's CPU cores
     and RAM for them (``spec.cpus``, ``spec.memory_gb``; else ``CPU_PER_GPU`` / ``MEMORY_PER_GPU`` × the
@@ -142,7 +147,7 @@ def _resources(opts: KubeOptions, spec: InstanceSpec, gpus: int, *, fabric: bool
     and never starves another tenant's; the writable layer (ephemeral storage) is limited to the disk
     the owner pays for. ``fabric``: a cluster's rank, which also asks for the RDMA device plugin's
     resource (its HCAs) when ``RDMA_RESOURCE`` names one."""
-    limits = {GPU_RESOURCE: str(gpus)}
+    limits = {GPU_RESOURCE: str(gpus)} if gpus else {}  # none asked for at all in a run without GPU
     if fabric and opts.rdma_resource:
         limits[opts.rdma_resource] = str(opts.rdma_per_pod)  # extended resources: requests == limits
     # A cluster's rank has the spec of the whole machine per node: its share is per card.
@@ -325,6 +330,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
             {"name": "CONSOLE_SERVICES", "value": " ".join(services)},
             {"name": "CONSOLE_HOME", "value": opts.disk_path},
             {"name": "CONSOLE_LAB_BASE_URL", "value": f"{base}/{LAB}/"},
+            *(_NO_GPU_ENV if not spec.gpu_count else ()),
         ],
         "ports": [{"name": s, "containerPort": CONTAINER_PORTS[s], "protocol": "TCP"} for s in services],
         "volumeMounts": mounts,
@@ -373,6 +379,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
                     *({"name": k, "value": fill(v)} for k, v in app.env),
                     {"name": "PORT", "value": str(app.port)},
                     {"name": "APP_BASE_PATH", "value": base_path},
+                    *(_NO_GPU_ENV if not spec.gpu_count else ()),
                 ],
                 "ports": [{"name": APP, "containerPort": app.port, "protocol": "TCP"}],
                 "resources": _resources(opts, spec, spec.gpu_count),

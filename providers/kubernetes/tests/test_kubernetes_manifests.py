@@ -360,3 +360,20 @@ def test_the_tenants_namespace_enforces_restricted_and_every_object_of_it_is_val
     labels = made[0]["metadata"]["labels"]
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     assert labels["console.gpu/tenant"] == "user-7"
+
+
+def test_a_machine_without_gpu_asks_for_no_cards_and_sees_none():
+    spec = replace(SPEC, gpu_count=0, cpus=0.5, memory_gb=2)
+    pod = instance_manifests(spec=spec)[0]["spec"]["template"]["spec"]
+    app = next(c for c in pod["containers"] if c["name"] == "app")
+    assert app["resources"]["limits"] == {"cpu": "0.5", "memory": "2Gi", "ephemeral-storage": "200Gi"}
+    assert "nvidia.com/gpu" not in app["resources"]["requests"]
+    for container in pod["containers"]:
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        if container["name"] in ("app", "workspace"):
+            assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    validate_manifest(instance_manifests(spec=spec)[0])
+    with_cards = next(
+        c for c in instance_manifests()[0]["spec"]["template"]["spec"]["containers"] if c["name"] == "app"
+    )
+    assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in with_cards["env"]}

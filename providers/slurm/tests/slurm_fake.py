@@ -77,7 +77,7 @@ class FakeSlurm:
     def submit(self, *, script: str, job: dict) -> int:
         self._reachable()
         job_id = next(self._ids)
-        gres = job["gres"]  # gpu:TYPE:N or gpu:N
+        gres = job["gres"]  # gpu:TYPE:N or gpu:N; empty for a run without GPU
         self.queue.append(
             {
                 "job_id": job_id,
@@ -89,7 +89,7 @@ class FakeSlurm:
                 "submit_time": int(time.time()),
                 "nodes": "",
                 "node_count": job["nodes"],
-                "tres_per_node": f"gres:{gres}",
+                "tres_per_node": f"gres:{gres}" if gres else "",
                 "cwd": job["cwd"],
             }
         )

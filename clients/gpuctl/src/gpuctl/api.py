@@ -331,8 +331,9 @@ class Client(Transport):
     def instances_start(
         self, id: str, body: m.InstanceStartRequest | None = None, *, idempotency_key: str | None = None
     ) -> m.Instance:
-        """Start a stopped instance, or wait in line for cards (``{"wait": True}``: answered with the
-        instance still ``stopped`` and its ``queue_position`` when no cards are free)."""
+        """Start a stopped instance: with its cards, without GPU (``{"no_gpu": True}``), or waiting in
+        line for cards (``{"wait": True}``: answered with the instance still ``stopped`` and its
+        ``queue_position`` when no cards are free)."""
 
     @operation("v1_instances_stop_create", "POST", "/instances/{id}/stop/")
     def instances_stop(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:

@@ -258,10 +258,18 @@ def _action(verb: str, doc: str):
     is_flag=True,
     help="When no cards are free now, wait in line: it starts by itself when cards free up, and you are told.",
 )
+@click.option(
+    "--no-gpu",
+    is_flag=True,
+    help="Without GPU: the same disk and image, CPU only, at the no-GPU price (no cards, no GPU quota). "
+    "Stop and start again (without the flag) to get its cards.",
+)
 @pass_ctx
-def start(ctx: Context, ref: str, wait_in_line: bool) -> None:
-    """Start a stopped instance (or, with --wait, wait in line for cards)."""
-    body = {"wait": True} if wait_in_line else None
+def start(ctx: Context, ref: str, wait_in_line: bool, no_gpu: bool) -> None:
+    """Start a stopped instance (--no-gpu: without cards; --wait: wait in line for cards)."""
+    if wait_in_line and no_gpu:
+        raise click.UsageError(t("--wait and --no-gpu exclude each other: a start without GPU takes no cards."))
+    body = {"wait": True} if wait_in_line else {"no_gpu": True} if no_gpu else None
     instance = ctx.client.instances_start(_resolve(ctx, ref)["id"], body)
     ctx.emit(instance, lambda: _print_start(instance))
 
@@ -279,6 +287,8 @@ def _print_start(instance: dict) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    elif instance.get("no_gpu"):
+        out.print(t("{name}: {status}, without GPU", name=name, status=instance["status_display"]), highlight=False)
     else:
         out.print(f"{name}: {instance['status_display']}", highlight=False)
 

@@ -17,6 +17,8 @@ ZH = {
     "{name}: {nodes} nodes, {total} GPUs in all": "{name}：{nodes} 个节点，共 {total} 张 GPU",
     "{name}: waiting in line for cards since {since} (position {n}). `gpuctl leave-queue {name}` leaves.": "{name}：自 {since} 起排队等待 GPU（第 {n} 位）。`gpuctl leave-queue {name}` 可退出排队。",
     "{name} left the line; it stays {status}.": "{name} 已退出排队，保持{status}状态。",
+    "{name}: {status}, without GPU": "{name}：{status}，无卡模式",
+    "--wait and --no-gpu exclude each other: a start without GPU takes no cards.": "--wait 与 --no-gpu 不能同时使用：无卡模式启动不占用 GPU。",
     "No instances. Launch one with `gpuctl launch`.": "没有实例。可用 `gpuctl launch` 创建。",
     "Deployed {app} ({id}).": "已部署 {app}（{id}）。",
     "API key (shown once): {key}": "API 密钥（只显示一次）：{key}",

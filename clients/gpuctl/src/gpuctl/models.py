@@ -573,10 +573,13 @@ class Instance(TypedDict):
     boot: Boot | None
     start_queued_at: str | None
     queue_position: int | None
+    no_gpu: bool
+    billed_hourly_fen: int | None
 
 
 class InstanceStartRequest(TypedDict):
     wait: NotRequired[bool]
+    no_gpu: NotRequired[bool]
 
 
 class Invitation(TypedDict):
