@@ -733,9 +733,12 @@ class ContainerRuntime(RuntimeBase):
                 self._save_meta(paths, meta)
             name = self.container_name(key)
             if self.podman.container_exists(name):
+                conmon = ((self.podman.inspect("container", name) or {}).get("State") or {}).get("ConmonPid") or 0
                 result = self.podman.run("stop", "-t", f"{self.stop_timeout:g}", name, check=False)
                 if result.returncode != 0:
                     self.podman.remove(name)  # a stop that failed: remove it (the disk is the home volume)
+                else:
+                    _conmon_wait(int(conmon))
             home_unmount(paths)
             # Its ports stay its own while it is stopped, so `podman start` finds them free; its cards
             # go back (a start on other cards makes a new container, same disk).
@@ -788,3 +791,20 @@ def _last_lines(text: str, lines: int = 3, limit: int = 300) -> str:
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
     joined = " / ".join(kept)
     return joined if len(joined) <= limit else "…" + joined[-limit:]
+
+
+def _conmon_wait(pid: int, *, timeout: float = 30.0) -> None:
+    """Wait for a stopped container's conmon to finish its clean-up (it tears the network down after
+    ``podman stop`` has returned). A start before that set the network up again beside the old one:
+    the old port forwarding stayed first and the new container's ports answered "connection refused"."""
+    if pid <= 0:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # another user's process: alive
+            pass
+        time.sleep(0.05)
