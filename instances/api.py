@@ -167,7 +167,7 @@ class InstanceViewSet(TeamResourceViewSet):
             "`wait: true`, a start that finds no free cards puts the instance in line instead (202, still "
             "`stopped`, with `start_queued_at` and `queue_position`): it starts by itself when cards free up, "
             "first come first served per region and GPU model, and the owner is notified. Asking again while "
-            "in line keeps its place. `wait` and `no_gpu` exclude each other (400)."
+            "in line keeps its place. With `no_gpu`, `wait` is moot: a start without GPU takes no cards."
         ),
         tags=["instances"],
         request=InstanceStartSerializer,
@@ -188,7 +188,7 @@ class InstanceViewSet(TeamResourceViewSet):
     def start(self, request, pk=None):
         body = InstanceStartSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        if not body.validated_data["wait"]:
+        if body.validated_data["no_gpu"] or not body.validated_data["wait"]:  # a start without GPU never waits
             return self._act(services.instance_start, actor=request.user, no_gpu=body.validated_data["no_gpu"])
         response = self._act(start_queue.instance_start_or_wait, actor=request.user)
         if response.data["start_queued_at"] is not None:

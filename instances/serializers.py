@@ -306,13 +306,6 @@ class InstanceStartSerializer(serializers.Serializer):
         ),
     )
 
-    def validate(self, attrs):
-        if attrs.get("wait") and attrs.get("no_gpu"):
-            raise serializers.ValidationError(
-                {"no_gpu": _("wait and no_gpu exclude each other: a start without GPU takes no cards.")}
-            )
-        return attrs
-
 
 class RenameSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64)

@@ -119,7 +119,8 @@ def _body_partial(url: str) -> bool:
 
 
 def _buttons(scope) -> list[str]:
-    return [text.strip() for text in scope.locator("button").all_inner_texts()]
+    # "Start without GPU · ¥x/h" beside Start is the no-GPU choice: its price is not a button's name here.
+    return [text.strip().split(" · ")[0] for text in scope.locator("button").all_inner_texts()]
 
 
 def test_after_a_stop_the_page_and_the_list_offer_start_and_after_a_start_stop_again(
@@ -147,15 +148,15 @@ def test_after_a_stop_the_page_and_the_list_offer_start_and_after_a_start_stop_a
 
     # Over the socket: the fallback poll is an hour away (console_url).
     expect(header.locator(".badge")).to_have_text("Stopped")
-    expect(header.get_by_role("button", name="Start")).to_be_visible()
-    assert _buttons(header) == ["Start", "Release"]
+    expect(header.get_by_role("button", name="Start", exact=True)).to_be_visible()
+    assert _buttons(header) == ["Start", "Start without GPU", "Release"]
     expect(row.locator(".badge")).to_have_text("Stopped")
-    expect(row.get_by_role("button", name="Start")).to_be_visible()
+    expect(row.get_by_role("button", name="Start", exact=True)).to_be_visible()
     expect(row.get_by_role("button", name="Stop")).to_have_count(0)
     page.screenshot(path=str(screenshot_dir / "stopped-live.png"), full_page=True)
 
     # Start from the list; the instance page follows it to Starting, then (the boot done) to Running.
-    row.get_by_role("button", name="Start").click()
+    row.get_by_role("button", name="Start", exact=True).click()
     expect(header.locator(".badge")).to_have_text("Starting")
     assert _buttons(header) == ["Release"]
 
@@ -212,7 +213,7 @@ def test_a_stop_completing_while_the_first_refresh_is_on_its_way_still_shows_sta
     route.fulfill(response=stale)
 
     expect(header.locator(".badge")).to_have_text("Stopped")
-    assert _buttons(header) == ["Start", "Release"]
+    assert _buttons(header) == ["Start", "Start without GPU", "Release"]
 
 
 # Every message the page's live sockets receive, in window.__heard, so a test can wait for one to arrive.
@@ -266,4 +267,4 @@ def test_a_stop_completing_before_the_page_s_socket_opens_still_shows_start(cons
     expect(page.locator("html")).to_have_attribute("data-live", "on")
     # The socket has switched polling off (and the poll is an hour away): only a catch-up helps.
     expect(header.locator(".badge")).to_have_text("Stopped")
-    assert _buttons(header) == ["Start", "Release"]
+    assert _buttons(header) == ["Start", "Start without GPU", "Release"]
