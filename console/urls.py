@@ -24,6 +24,7 @@ api_v1 = [
     path("", include("metrics.api_urls")),  # instances/<id>/metrics/
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
+    path("", include("vault.api_urls")),  # secrets/
     path("teams/", include("teams.api_urls")),
     path("", include("notifications.api_urls")),  # notifications/, notifications/preferences/, …/webhooks/
 ]

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from accounts.models import SSHKey
@@ -22,21 +23,23 @@ from billing.services import InsufficientFunds, launch_check
 from core import sql
 from core.tasks import enqueue_on_commit
 from instances import hooks
-from instances.errors import BudgetReached, FundsTooLow, OperationNotAllowed
+from instances.errors import BudgetReached, FundsTooLow, LaunchInvalid, OperationNotAllowed
 from instances.hooks import volume_hooks
 from instances.lifecycle import ALLOWED
-from instances.models import GpuModel, Image, Instance, Node, Region
+from instances.models import GpuModel, Image, Instance, InstanceSecret, Node, Region
 from instances.tenancy import tenant_for
 from providers import (
     AppLaunch,
     InstanceSpec,
     PermanentBackendError,
     ProvisioningBackend,
+    SecretValue,
     TransientBackendError,
     get_backend,
 )
 from teams.access import Access, membership_access
 from teams.models import Membership
+from vault.selectors import secret_values_for_boot
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +131,39 @@ def _spec(instance: Instance) -> InstanceSpec:
         if instance.no_gpu
         else instance.gpu_model.ram_gb_per_card * instance.gpu_count,
         image_bytes=instance.image.size_bytes,
+        secrets=_secrets_for_boot(instance),
     )
+
+
+def _secrets_for_boot(instance: Instance) -> tuple[SecretValue, ...]:
+    """The owner's secrets chosen for ``instance``, decrypted for the boot whose spec is being built
+    (create, start, restart, repair): the values exist in the clear only in that spec, on their way to
+    the provider. One query for the choices, one for the values; none when nothing is chosen."""
+    choices = dict(InstanceSecret.objects.filter(instance_id=instance.pk).values_list("secret_id", "env"))
+    if not choices:
+        return ()
+    values = secret_values_for_boot(owner_id=instance.owner_id, secret_ids=choices)
+    return tuple(
+        SecretValue(name=name, value=value, env=choices[secret_id])
+        for secret_id, (name, value) in sorted(values.items(), key=lambda item: item[1][0])
+    )
+
+
+def _secret_choices_write(*, instance: Instance, choices, replace: bool = False) -> None:
+    """Record which of the owner's secrets ``instance`` gets at boot: ``choices`` are ``(secret, env)``
+    pairs (``env``: also an environment variable). The secrets must be the instance's owner's: a team's
+    instance takes the team's, a personal one its owner's (anything else is ``LaunchInvalid``, which
+    the API's serializer has already turned into "does not exist"). ``replace``: the choice replaces
+    the previous one; the machine gets it at its next start or restart."""
+    pairs = {}
+    for secret, env in choices:
+        if secret.owner_id != instance.owner_id:
+            raise LaunchInvalid(_("Choose secrets of the account that owns the instance."), field="secrets")
+        pairs[secret.pk] = bool(env)
+    if replace:
+        InstanceSecret.objects.filter(instance_id=instance.pk).exclude(secret_id__in=pairs).delete()
+    for secret_id, env in pairs.items():
+        InstanceSecret.objects.update_or_create(instance_id=instance.pk, secret_id=secret_id, defaults={"env": env})
 
 
 def _ssh_public_keys(instance: Instance) -> list[str]:

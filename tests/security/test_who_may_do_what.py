@@ -131,6 +131,9 @@ API_ROUTES: dict[str, Route] = {
     "api-volume-file-stat": Route("volume", {"volume_id": "volume"}),
     "api-volume-folder": Route("volume", {"volume_id": "volume"}),
     "api-volume-file-content": Route("volume", {"volume_id": "volume"}),
+    # Secrets (names and dates: a value is never answered)
+    "api-secret-list": Route("resources", {}),
+    "api-secret-detail": Route("secret", {"name": "secret"}),
     # Deployments
     "api-deployments-list": Route("resources", {}),
     "api-deployments-detail": Route("deployment", DEP),
@@ -347,6 +350,7 @@ POLICY: dict[str, dict[str, dict[str, str]]] = {
 }
 POLICY["token"] = POLICY["webhook"] = POLICY["notification"] = POLICY["ssh_key"]  # the person's, alike
 POLICY["reservation"] = POLICY["quota_request"]
+POLICY["secret"] = POLICY["volume"]  # a member sees a colleague's names, changes only their own
 POLICY["team_audit"] = {"read": POLICY["team_members"]["read"]}
 
 
@@ -593,7 +597,9 @@ def _value(world, context: str, what: str):
     obj = world.contexts[context].objects.get(what)
     if obj is None:
         return None
-    return obj.slug if what == "team" else obj.pk
+    if what == "team":
+        return obj.slug
+    return obj.name if what == "secret" else obj.pk
 
 
 def contexts_of(route: Route) -> tuple[str, ...]:
