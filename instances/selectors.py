@@ -24,6 +24,7 @@ from instances.models import (
     Image,
     Instance,
     InstanceEvent,
+    InstanceSecret,
     Node,
     QuotaRequest,
     Region,
@@ -666,3 +667,13 @@ def reservations_reserved_now(*, now: datetime | None = None) -> dict[tuple[int,
         .annotate(n=Sum("cards"))
         .order_by()
     }
+
+
+def instance_secret_choices(*, instance: Instance) -> list[InstanceSecret]:
+    """The secrets ``instance`` gets at boot, by name, each with ``env`` (names only: no value is read)."""
+    return list(
+        InstanceSecret.objects.filter(instance=instance)
+        .select_related("secret")
+        .defer("secret__ciphertext")
+        .order_by("secret__name")
+    )

@@ -138,7 +138,10 @@ def _spec(instance: Instance) -> InstanceSpec:
 def _secrets_for_boot(instance: Instance) -> tuple[SecretValue, ...]:
     """The owner's secrets chosen for ``instance``, decrypted for the boot whose spec is being built
     (create, start, restart, repair): the values exist in the clear only in that spec, on their way to
-    the provider. One query for the choices, one for the values; none when nothing is chosen."""
+    the provider. ``_get`` read whether any is chosen with the instance, so a machine without secrets
+    costs no query here (every boot builds a spec); with some, one for the choices and one for the values."""
+    if getattr(instance, "secret_choice_ids", None) == []:
+        return ()
     choices = dict(InstanceSecret.objects.filter(instance_id=instance.pk).values_list("secret_id", "env"))
     if not choices:
         return ()
@@ -197,8 +200,9 @@ def _ssh_public_keys(instance: Instance) -> list[str]:
 
 
 def _get(instance_id) -> Instance | None:
-    """The instance as a task works on it: with its catalogue rows, node and owner, and the public keys
-    its machine is built with (in the same statement: every create, start and restart needs them).
+    """The instance as a task works on it: with its catalogue rows, node and owner, the public keys its
+    machine is built with, and the ids of the secrets chosen for it (in the same statement: every
+    create, start and restart needs them, and most machines have no secret to read).
 
     A fixed statement (``core.sql``): every boot of every instance reads it, and compiling the ORM's
     five joins and subquery cost several times what running them does (3 ms of a launch's CPU:
@@ -206,9 +210,10 @@ def _get(instance_id) -> Instance | None:
     """
     if not sql.enabled():
         keys = SSHKey.objects.filter(instances=OuterRef("pk")).order_by(*SSHKey._meta.ordering).values("public_key")
+        chosen = InstanceSecret.objects.filter(instance=OuterRef("pk")).values("pk")
         return (
             Instance.objects.select_related("gpu_model", "image", "region", "node", "owner")
-            .annotate(ssh_public_keys=ArraySubquery(keys))
+            .annotate(ssh_public_keys=ArraySubquery(keys), secret_choice_ids=ArraySubquery(chosen))
             .filter(pk=instance_id)
             .first()
         )
@@ -219,7 +224,8 @@ def _get(instance_id) -> Instance | None:
         f"SELECT {', '.join(sql.columns(m, a) for m, a in layout)}, ARRAY("  # noqa: S608 (names from _meta)
         f"SELECT k.public_key FROM {sql.table(SSHKey)} k JOIN {sql.table(through)} ik "
         f"ON ik.{through._meta.get_field('sshkey').column} = k.id "
-        f"WHERE ik.{through._meta.get_field('instance').column} = i.id ORDER BY {sql.ordering(SSHKey, 'k')}) "
+        f"WHERE ik.{through._meta.get_field('instance').column} = i.id ORDER BY {sql.ordering(SSHKey, 'k')}), "
+        f"ARRAY(SELECT c.id FROM {sql.table(InstanceSecret)} c WHERE c.{InstanceSecret._meta.get_field('instance').column} = i.id) "
         f"FROM {sql.table(Instance)} i JOIN {sql.table(GpuModel)} g ON g.id = i.gpu_model_id "
         f"JOIN {sql.table(Image)} im ON im.id = i.image_id JOIN {sql.table(Region)} r ON r.id = i.region_id "
         f"JOIN {sql.table(user_model)} u ON u.id = i.owner_id LEFT JOIN {sql.table(Node)} n ON n.id = i.node_id "
@@ -231,7 +237,7 @@ def _get(instance_id) -> Instance | None:
     instance, instance.gpu_model, instance.image, instance.region, instance.owner, instance.node = sql.from_joined_row(
         row, *layout
     )
-    instance.ssh_public_keys = row[-1]
+    instance.ssh_public_keys, instance.secret_choice_ids = row[-2], row[-1]
     return instance
 
 

@@ -106,6 +106,7 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-leave-queue": Route("instance", INST),
     "api-instance-release": Route("instance", INST),
     "api-instance-rename": Route("instance", INST),
+    "api-instance-secrets": Route("instance", INST),
     "api-instance-resize": Route("instance", INST),
     "api-instance-restart": Route("instance", INST),
     "api-instance-start": Route("instance", INST),
