@@ -83,6 +83,7 @@ urlpatterns = [
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
     path("storage/", include("storage.urls")),
+    path("secrets/", include("vault.urls")),
     path("teams/", include("teams.urls")),
     path("notifications/", include("notifications.urls")),
     path("i18n/", include("django.conf.urls.i18n")),

@@ -392,6 +392,8 @@ PAGE_ROUTES: dict[str, Route] = {
     "volume_delete": Route("volume", VP, "POST"),
     "volume_attach": Route("volume_attach", VP, "POST"),
     "volume_detach": Route("volume", {"pk": "volume", "attachment_id": "attachment"}, "POST"),
+    "secret_replace": Route("secret", {"name": "secret"}, "POST"),
+    "secret_delete": Route("secret", {"name": "secret"}, "POST"),
     "deployment_detail": Route("deployment", {"deployment_id": "deployment"}, "GET"),
     "deployment_action": Route("deployment", {"deployment_id": "deployment", "verb": "stop"}, "POST"),
     "team_detail": Route("team", {"slug": "team"}, "GET"),
@@ -487,6 +489,7 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
     "instance_parts": {"read": _MINE, "write": _OPERATE},
     "volume": {"read": _MINE, "write": _OPERATE},
     "volume_attach": {"write": _MINE},
+    "secret": {"write": _OPERATE},
     "deployment": {"read": _MINE, "write": _OPERATE},
     "team": {"read": _TEAM, "write": _TEAM},  # seeing it, and leaving it
     "team_members": {"read": _TEAM_ADMIN, "write": _TEAM_ADMIN},
@@ -503,6 +506,7 @@ PAGE_BODIES = {
     "team_rename": {"name": "Lab two"},
     "team_invite": {"email": "newcomer@example.com", "role": "member"},
     "team_wallet_move": {"direction": "in", "amount_fen": 100},
+    "secret_replace": {"value": "replaced"},
 }
 
 
