@@ -32,6 +32,7 @@ from instances.models import (
     StrayMachine,
 )
 from providers import BackendError, backend_aliases, get_backend
+from vault.selectors import secret_list_for
 
 
 def instance_list_for(*, user, include_released: bool = False) -> QuerySet[Instance]:
@@ -677,3 +678,10 @@ def instance_secret_choices(*, instance: Instance) -> list[InstanceSecret]:
         .defer("secret__ciphertext")
         .order_by("secret__name")
     )
+
+
+def instance_secrets_offered(*, instance: Instance):
+    """The owner's secrets by name for the instance page's choice, each with ``chosen_env``: None when
+    the instance does not get it, else whether it is also a variable (one query, no ciphertext)."""
+    chosen = InstanceSecret.objects.filter(instance_id=instance.pk, secret_id=OuterRef("pk")).values("env")[:1]
+    return secret_list_for(owner=instance.owner_id).annotate(chosen_env=Subquery(chosen))

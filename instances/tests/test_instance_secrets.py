@@ -131,3 +131,40 @@ def test_strangers_and_teammates(alice, bob, charlie_client, catalogue):
     assert personal.status_code == 400
     assert list(InstanceSecret.objects.values_list("secret__name", flat=True)) == ["HF_TOKEN"]
     assert mine.pk and secret.pk
+
+
+def test_the_launch_page_offers_the_secrets_and_launches_with_them(rich_alice, alice_client, wandb, boots):
+    from django.urls import reverse
+
+    from instances.models import GpuModel, Image, Region
+
+    page = alice_client.get(reverse("instance_launch")).content.decode()
+    assert "WANDB_API_KEY" in page and TOKEN not in page
+    response = alice_client.post(
+        reverse("instance_launch"),
+        {
+            "region": Region.objects.get(slug="cn-north-1").pk,
+            "gpu_model": GpuModel.objects.get(slug="a800-80g").pk,
+            "gpu_count": 1,
+            "image": Image.objects.get(slug="pytorch-2.5-cu124").pk,
+            "disk_gb": 50,
+            "name": "with-secrets",
+            "secret_WANDB_API_KEY_env": "on",  # the variable implies the file
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:500]
+    instance = Instance.objects.get(name="with-secrets")
+    assert list(instance.secret_choices.values_list("secret__name", "env")) == [("WANDB_API_KEY", True)]
+
+
+def test_the_instance_page_changes_the_choice(rich_alice, alice_client, wandb, boots):
+    from django.urls import reverse
+
+    instance = running(rich_alice)
+    page = alice_client.get(reverse("instance_detail", args=[instance.pk])).content.decode()
+    assert reverse("instance_secrets", args=[instance.pk]) in page and TOKEN not in page
+    response = alice_client.post(reverse("instance_secrets", args=[instance.pk]), {"use_WANDB_API_KEY": "on"})
+    assert response.status_code == 302
+    assert list(instance.secret_choices.values_list("secret__name", "env")) == [("WANDB_API_KEY", False)]
+    alice_client.post(reverse("instance_secrets", args=[instance.pk]), {})
+    assert not instance.secret_choices.exists()

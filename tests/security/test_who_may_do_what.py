@@ -376,6 +376,7 @@ PAGE_ROUTES: dict[str, Route] = {
     "instance_rename": Route("instance", IP, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
+    "instance_secrets": Route("instance", IP, "POST"),
     "instance_action": Route("instance", {"pk": "instance", "action": "stop"}, "POST"),
     "instance_files": Route("instance_files", IP, "GET"),
     "instance_ports": Route("instance_parts", IP, "GET"),
