@@ -14,6 +14,11 @@ from django.utils.translation import gettext_lazy as _
 # /run/console-secrets/<NAME> and, when asked, the variable NAME, so one name must suit both.
 NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,63}$"
 NAME_RE = re.compile(NAME_PATTERN)
+# What a bad name is told, in the API's 400 and on the page.
+NAME_RULE = _(
+    "A secret's name is an environment variable's name: capital letters, digits and _, "
+    "not starting with a digit, at most 64 characters (for example WANDB_API_KEY)."
+)
 
 # Names the machine's own start-up sets or relies on: a secret by one of these would break logging in
 # or the servers (PATH, HOME), load code into every process (LD_PRELOAD) or pose as the console's

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from vault.models import Secret
+from vault.models import NAME_PATTERN, NAME_RULE, Secret
 
 
 class SecretSerializer(serializers.ModelSerializer):
@@ -20,8 +20,14 @@ class SecretSerializer(serializers.ModelSerializer):
 
 
 class SecretCreateSerializer(serializers.Serializer):
-    # The name is checked by the service (vault.services.secret_name_check), one rule for page and API.
-    name = serializers.CharField(max_length=64, trim_whitespace=False)
+    # The pattern here so the schema states it; the service checks it again, and the reserved names.
+    name = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=64,
+        trim_whitespace=False,
+        error_messages={"invalid": NAME_RULE},
+        help_text="An environment variable's name; PATH, HOME, LD_*, CONSOLE_* and a few others are reserved.",
+    )
     value = serializers.CharField(
         max_length=settings.VAULT_VALUE_MAX_BYTES,
         trim_whitespace=False,

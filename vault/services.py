@@ -16,19 +16,13 @@ from teams.models import TeamEvent
 from teams.services import team_event_record
 from vault import crypto
 from vault.errors import SecretExists, SecretInvalid, SecretsLimit
-from vault.models import NAME_RE, RESERVED_NAMES, RESERVED_PREFIXES, Secret
+from vault.models import NAME_RE, NAME_RULE, RESERVED_NAMES, RESERVED_PREFIXES, Secret
 
 
 def secret_name_check(name: str) -> str:
     """``name`` if it can be a secret's name; ``SecretInvalid`` (field ``name``) saying why otherwise."""
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise SecretInvalid(
-            _(
-                "A secret's name is an environment variable's name: capital letters, digits and _, "
-                "not starting with a digit, at most 64 characters (for example WANDB_API_KEY)."
-            ),
-            field="name",
-        )
+        raise SecretInvalid(str(NAME_RULE), field="name")
     if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
         raise SecretInvalid(
             _("%(name)s is reserved for the machine's own settings: choose another name.") % {"name": name},
