@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from instances.services import instance_secrets_set, instance_stop
-from instances.tests.conftest import committed, launch
+from instances.models import GpuModel, Image, Region
+from instances.services import LaunchRequest, instance_launch, instance_stop
+from instances.tests.conftest import committed
 from providers.local.tests.local_helpers import wait_running
 from providers.local.tests.test_local_containers import (  # noqa: F401  (fixtures)
     BOOT_S,
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.local, pytest.mark.containers, pytest.mark.django_db(t
 WANDB = "wandb-live-0123456789abcdef'quote\"$HOME"
 HF = "hf_live_file_only_token"
 
-# Every process's environment, as root in the container sees it: which carry WANDB_API_KEY.
+# Every process of the instance's user (whose environments that user may read): which carry WANDB_API_KEY.
 ENVIRONS = (
     "import os\n"
     "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
@@ -43,8 +44,17 @@ def test_files_variables_and_nothing_in_the_containers_configuration(in_containe
     wandb, _ = secret_set(owner=rich_alice, actor=rich_alice, name="WANDB_API_KEY", value=WANDB)
     hf, _ = secret_set(owner=rich_alice, actor=rich_alice, name="HF_TOKEN", value=HF)
     with committed():
-        instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
-        instance_secrets_set(instance=instance, choices=[(wandb, True), (hf, False)])
+        instance = instance_launch(
+            LaunchRequest(
+                user=rich_alice,
+                region=Region.objects.get(slug="local"),
+                gpu_model=GpuModel.objects.get(slug="h200"),
+                gpu_count=1,
+                image=Image.objects.get(slug="pytorch-2.5-cu124"),
+                disk_gb=20,
+                secrets=[(wandb, True), (hf, False)],
+            )
+        )
     wait_running(instance, timeout=BOOT_S)
     key = instance.key
     runtime = backend.runtime
@@ -54,7 +64,9 @@ def test_files_variables_and_nothing_in_the_containers_configuration(in_containe
     login = _exec(backend, key, "bash -lc 'printf %s \"$WANDB_API_KEY|${HF_TOKEN-unset}\"'")
     assert login.stdout == WANDB + "|unset", (login.stdout, login.stderr)
     # JupyterLab (a server of the contract) runs with the variable; the container's own config has none.
-    environs = runtime.podman.run("exec", runtime.container_name(key), "python3", "-c", ENVIRONS).stdout
+    environs = runtime.podman.run(
+        "exec", "--user", "1000", runtime.container_name(key), "python3", "-c", ENVIRONS
+    ).stdout
     assert any("jupyter" in line and line.endswith("True") for line in environs.splitlines()), environs
     config = json.dumps(runtime.podman.inspect("container", runtime.container_name(key)))
     assert "wandb-live" not in config and HF not in config
