@@ -455,7 +455,7 @@ class Client(Transport):
         """Your secrets (the acting account's): names and dates, never values."""
 
     @operation("v1_secrets_create", "POST", "/secrets/")
-    def secrets_create(self, body: m.SecretCreateRequest, *, idempotency_key: str | None = None) -> m.Secret:
+    def secrets_create(self, body: m.SecretCreateRequest) -> m.Secret:
         """Save a new secret (409 ``secret_exists`` when the name is taken)."""
 
     @operation("v1_secrets_retrieve", "GET", "/secrets/{name}/")
