@@ -71,3 +71,11 @@ def test_the_secret_lives_while_the_machine_runs(api):
     assert "topsecret" not in json.dumps(state)
     backend.destroy(key=KEY, state=state)
     assert _values(api) is None
+
+
+def test_a_cluster_with_secrets_is_refused_rather_than_booted_without_them(api):
+    from providers.base import PermanentBackendError
+    from providers.kubernetes.tests.test_kubernetes_backend import backend_for
+
+    with pytest.raises(PermanentBackendError, match="secrets"):
+        backend_for(api).create(key=KEY, spec=spec(nodes=2, secrets=CHOSEN))
