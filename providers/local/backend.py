@@ -84,6 +84,8 @@ RUNTIME_KEYS = (
     "LIMITS",
     "CDI_SPEC_DIRS",
     "CONTAINERS_DIR",
+    "FIREWALL",
+    "EGRESS_DENY",
 )
 SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
 

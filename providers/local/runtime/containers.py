@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from providers.local.runtime import firewall as firewall_rules
 from providers.local.runtime import servers
 from providers.local.runtime.base import (
     InstanceStatus,
@@ -110,6 +111,8 @@ class ContainerRuntime(RuntimeBase):
         registries_insecure: Sequence[str] = ("127.0.0.1", "localhost"),
         bind: str = "127.0.0.1",
         stop_timeout: float = 5.0,
+        firewall: bool = True,
+        egress_deny: Sequence[str] = firewall_rules.DEFAULT_EGRESS_DENY,
     ) -> None:
         super().__init__(
             root=root,
@@ -129,6 +132,8 @@ class ContainerRuntime(RuntimeBase):
         self.node_bin = node_bin or shutil.which("node") or ""
         self.cdi_spec_dirs = tuple(cdi_spec_dirs)
         self.registries_insecure = tuple(registries_insecure)
+        self.firewall = firewall
+        self.egress_deny = firewall_rules.egress_deny_valid(egress_deny)
 
     # --- what is installed ------------------------------------------------------------------------
 
@@ -232,6 +237,7 @@ class ContainerRuntime(RuntimeBase):
                 self._image_ready(key, paths, meta)
                 contract = self._follows_contract(meta["image"])
                 self._network_ensure(tenant)
+                self._fence(tenant, paths, meta)
                 argv = run_argv(
                     name=name,
                     image=meta["image"],
@@ -259,6 +265,7 @@ class ContainerRuntime(RuntimeBase):
                     self.podman.remove(name)
                     raise LocalRuntimeError(f"the container could not start: {exc}") from exc
             elif info.get("State", {}).get("Status") != "running":
+                self._fence(tenant, paths, meta)
                 try:
                     self.podman.run("start", name, timeout=60)
                 except PodmanError as exc:
@@ -363,6 +370,29 @@ class ContainerRuntime(RuntimeBase):
         result = self.podman.run("network", "create", "--opt", "isolate=true", network, check=False)
         if result.returncode != 0 and self.podman.run("network", "exists", network, check=False).returncode != 0:
             raise LocalRuntimeError(f"the tenant's network could not be made: {last_words(result.stderr)}")
+
+    def _fence(self, tenant: Mapping, paths: ContainerPaths, meta: dict) -> None:
+        """The firewall's rules for the tenant's network (``firewall.py``), before its container runs:
+        a container that could reach this host's services or the cloud's metadata never starts."""
+        if not self.firewall:
+            return
+        network = _network_name(tenant)
+        subnets = [firewall_rules.Subnet(**s) for s in meta.get("subnets", [])]
+        if not subnets or meta.get("subnets_of") != network:
+            info = self.podman.inspect("network", network) or {}
+            subnets = [
+                firewall_rules.Subnet(cidr=s["subnet"], gateway=s["gateway"])
+                for s in info.get("subnets") or []
+                if s.get("subnet") and s.get("gateway") and ":" not in s["subnet"]
+            ]
+            if not subnets:
+                raise LocalRuntimeError(f"the tenant's network {network} has no IPv4 subnet to fence")
+            meta.update(subnets=[{"cidr": s.cidr, "gateway": s.gateway} for s in subnets], subnets_of=network)
+            self._save_meta(paths, meta)
+        try:
+            firewall_rules.ensure(subnets, deny=self.egress_deny)
+        except (firewall_rules.FirewallError, OSError, subprocess.SubprocessError) as exc:
+            raise LocalRuntimeError(f"the instance's firewall could not be set, so it was not started: {exc}") from exc
 
     # --- the image --------------------------------------------------------------------------------
 

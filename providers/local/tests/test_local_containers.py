@@ -3,7 +3,8 @@
 - The owner reaches JupyterLab through the console's proxy; a stranger gets 404; stop keeps the disk
   and leaves no process, start brings it back, release leaves nothing.
 - Isolation: from inside one tenant's machine (a shell as its user, uid 1000), another tenant's
-  files, processes, ports and secrets cannot be reached; its uid map is its own range, not the
+  files, processes, ports and secrets cannot be reached, nor a service of the host listening on every
+  interface (the firewall); its uid map is its own range, not the
   host's identity; an allocation over its memory limit is killed and the owner is told.
 - The image applies: two images that differ are launched, and each shows its own /etc/os-release
   over SSH and in a JupyterLab kernel through the proxy.
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import subprocess
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from websockets.sync.client import connect
 
@@ -33,6 +36,7 @@ from console.tests.test_proxy_websocket import _execute
 from instances.models import Image, InstanceEvent
 from instances.services import instance_release, instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, fund, launch
+from providers.local.runtime.container_spec import _network_name
 from providers.local.tests.local_helpers import asgi_server, wait_running, wait_until
 from providers.local.tests.test_local_sshd import _keypair, _ssh
 
@@ -182,11 +186,32 @@ def test_one_tenant_cannot_reach_anothers_files_processes_ports_or_secrets_and_m
         "    except OSError:\n"
         "        print('closed', host, port)\n"
     )
-    reached = runtime.podman.run(
-        "exec", "--user", "1000", runtime.container_name(a), "python3", "-c", probe,
-        "127.0.0.1", str(b_port), b_address, "8888", check=False,
-    ).stdout  # fmt: skip
-    assert reached.split("\n")[:2] == [f"closed 127.0.0.1 {b_port}", f"closed {b_address} 8888"], reached
+    # The host: a service of it that listens on every interface is out of reach too, at the network's
+    # gateway and at the host's other addresses (the firewall, providers/local/runtime/firewall.py).
+    host_service = socket.create_server(("0.0.0.0", 0))  # noqa: S104 (the service a container must not reach)
+    host_port = host_service.getsockname()[1]
+    gateway = runtime.podman.inspect("network", _network_name(runtime.meta(a)["tenant"]))["subnets"][0]["gateway"]
+    host_addresses = [
+        address.address
+        for name, addresses in psutil.net_if_addrs().items()
+        for address in addresses
+        if address.family == socket.AF_INET and not address.address.startswith(("127.", "10.88.", "10.89."))
+    ][:1]
+    targets = ["127.0.0.1", str(b_port), b_address, "8888", gateway, str(host_port)]
+    for address in host_addresses:
+        targets += [address, str(host_port)]
+    try:
+        reached = runtime.podman.run(
+            "exec", "--user", "1000", runtime.container_name(a), "python3", "-c", probe, *targets, check=False,
+        ).stdout  # fmt: skip
+    finally:
+        host_service.close()
+    assert reached.split("\n")[:3] == [
+        f"closed 127.0.0.1 {b_port}",
+        f"closed {b_address} 8888",
+        f"closed {gateway} {host_port}",
+    ], reached
+    assert "open" not in reached, reached
     # Its user namespace is its tenant's range, not the host's identity map.
     uid_map = _exec(backend, a, "cat /proc/self/uid_map").stdout.split()
     assert uid_map[:2] != ["0", "0"] and uid_map[1] == str(runtime.meta(a)["tenant"]["uid_base"])
