@@ -263,6 +263,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             ssh_public_keys=meta.get("ssh_public_keys", ()),
             mounts=self._mounts(spec),
             app=self._app(spec) if spec is not None else ...,
+            # This run's CPU and RAM (a run without GPU has its own allowance); a repair keeps what it had.
+            **({"cpus": spec.cpus, "memory_gb": spec.memory_gb} if spec is not None and self.containers else {}),
         )
 
     def stop(self, *, key: str, state: dict) -> dict:

@@ -238,6 +238,7 @@ class ContainerRuntime(RuntimeBase):
                 contract = self._follows_contract(meta["image"])
                 self._network_ensure(tenant)
                 self._fence(tenant, paths, meta)
+                meta.pop("limits_now", None)  # a new container has the limits it is created with
                 argv = run_argv(
                     name=name,
                     image=meta["image"],
@@ -271,6 +272,7 @@ class ContainerRuntime(RuntimeBase):
                 except PodmanError as exc:
                     raise LocalRuntimeError(f"the container could not start: {exc}") from exc
             self._userns_verify(key, meta)
+            self._limits_apply(name, meta)
             meta.update(should_run=True, started=time.time(), oom_seen=self._oom_kills(key))
             meta["stage"] = "container_started"
             self._save_meta(paths, meta)
@@ -317,6 +319,11 @@ class ContainerRuntime(RuntimeBase):
             }
         elif tenant and int(dict(tenant)["uid_base"]) != int(meta["tenant"]["uid_base"]):
             raise LocalRuntimeError("this instance belongs to another tenant's uid range")
+        elif cpus or memory_gb:
+            # A later start with figures of its own (a run without GPU, cards again after one): the
+            # container keeps the limits it was created with ("limits", in its config digest, so the
+            # writable layer survives) and is updated to these once it runs (``_limits_apply``).
+            meta["limits_wanted"] = asdict(limits_for(cpus=cpus, memory_gb=memory_gb, options=self.limit_options))
         cards = [str(g) for g in gpus]
         meta.update(
             owner_ref=owner_ref or meta.get("owner_ref", ""),
@@ -370,6 +377,24 @@ class ContainerRuntime(RuntimeBase):
         result = self.podman.run("network", "create", "--opt", "isolate=true", network, check=False)
         if result.returncode != 0 and self.podman.run("network", "exists", network, check=False).returncode != 0:
             raise LocalRuntimeError(f"the tenant's network could not be made: {last_words(result.stderr)}")
+
+    def _limits_apply(self, name: str, meta: dict) -> None:
+        """Hold the running container to the limits this start asked for, when they differ from those it
+        has (``podman update``: the cgroup's CPU quota and memory, no new container; the pids limit is
+        the host's option, the same for every run, and podman 4.3 cannot update it)."""
+        wanted = meta.get("limits_wanted") or meta["limits"]
+        if wanted == meta.get("limits_now", meta["limits"]):
+            return
+        limits = Limits(**wanted)
+        memory = f"{int(limits.memory_gb * 1024)}m"
+        try:
+            self.podman.run(
+                "update", f"--cpus={limits.cpus}", f"--memory={memory}", f"--memory-swap={memory}", name, timeout=60,
+            )  # fmt: skip
+        except PodmanError as exc:
+            self.podman.run("stop", "-t", "3", name, check=False)
+            raise LocalRuntimeError(f"the container's limits could not be set, so it was stopped: {exc}") from exc
+        meta["limits_now"] = wanted
 
     def _fence(self, tenant: Mapping, paths: ContainerPaths, meta: dict) -> None:
         """The firewall's rules for the tenant's network (``firewall.py``), before its container runs:

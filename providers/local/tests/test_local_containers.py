@@ -503,3 +503,53 @@ def test_make_runs_publish_puts_the_minimal_image_in_the_registry_and_a_launch_p
     wait_running(instance, timeout=BOOT_S)
     pinned = f"{registry}/console/minimal@{image.digest}"
     assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned
+
+
+def _cgroup_limits(backend, key: str) -> tuple[float, int]:
+    """The container's CPU quota (cores) and memory limit (bytes), read inside it (cgroup v1 or v2)."""
+    probe = (
+        "if [ -f /sys/fs/cgroup/cpu.max ]; then cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/memory.max;"
+        " else cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us"
+        " /sys/fs/cgroup/memory/memory.limit_in_bytes; fi"
+    )
+    words = _exec(backend, key, probe).stdout.split()
+    quota, period, memory = int(words[0]), int(words[1]), int(words[2])
+    return round(quota / period, 2), memory
+
+
+def test_a_start_without_gpu_is_held_to_its_allowance_and_a_start_with_cards_gets_the_catalogues_back(
+    this_host, container_images, rich_alice, settings
+):
+    settings.INSTANCES_NO_GPU_CPUS = 0.5
+    settings.INSTANCES_NO_GPU_MEMORY_GB = 1
+    backend = this_host(
+        services=("lab",),
+        ENGINE="podman",
+        LIMITS={"MAX_CPUS": 2, "MAX_MEMORY_GB": 2, "PIDS_LIMIT": 256},  # the catalogue's h200 asks for more
+        IMAGES={"pytorch-2.5-cu124": MINIMAL},
+    )
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    key = instance.key
+    with_cards = _cgroup_limits(backend, key)
+    assert with_cards == (2.0, 2 * 2**30)
+    assert _exec(backend, key, "echo kept > /tmp/../home/user/mark && touch /var/tmp/layer").returncode == 0
+
+    with committed():
+        instance_stop(instance=instance)
+    with committed():
+        instance_start(instance=instance, no_gpu=True)
+    wait_running(instance, timeout=BOOT_S)
+    assert _cgroup_limits(backend, key) == (0.5, 2**30)
+    # The same container: its writable layer is there (a new one would have lost it).
+    assert _exec(backend, key, "test -f /var/tmp/layer && cat ~/mark").stdout.strip() == "kept"
+
+    with committed():
+        instance_stop(instance=instance)
+    with committed():
+        instance_start(instance=instance)
+    wait_running(instance, timeout=BOOT_S)
+    assert _cgroup_limits(backend, key) == with_cards
+    with committed():
+        instance_release(instance=instance)
