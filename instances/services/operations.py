@@ -130,7 +130,7 @@ def instance_start(*, instance: Instance, reason: str = "", actor=None, no_gpu: 
         raise NoGpuNotSupported(
             _("A cluster cannot start without GPUs: its nodes work together on their cards. Start it normally.")
         )
-    if no_gpu and instance.status != S.STOPPED:
+    if no_gpu and instance.status not in (S.STOPPED, S.PREEMPTED):
         if instance.no_gpu and instance.status in (S.STARTING, S.RUNNING):
             return instance  # asked twice: already under way, or done
         _refuse(instance, _("Only a stopped instance can start without GPU; this one is %(status)s."))

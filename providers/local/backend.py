@@ -84,6 +84,8 @@ RUNTIME_KEYS = (
     "LIMITS",
     "CDI_SPEC_DIRS",
     "CONTAINERS_DIR",
+    "FIREWALL",
+    "EGRESS_DENY",
 )
 SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
 
@@ -277,6 +279,8 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
             ssh_public_keys=meta.get("ssh_public_keys", ()),
             mounts=self._mounts(spec),
             app=self._app(spec) if spec is not None else ...,
+            # This run's CPU and RAM (a run without GPU has its own allowance); a repair keeps what it had.
+            **({"cpus": spec.cpus, "memory_gb": spec.memory_gb} if spec is not None and self.containers else {}),
             **secrets,
         )
 

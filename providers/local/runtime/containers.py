@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from providers.local.runtime import firewall as firewall_rules
 from providers.local.runtime import servers
 from providers.local.runtime.base import (
     InstanceStatus,
@@ -117,6 +118,8 @@ class ContainerRuntime(RuntimeBase):
         registries_insecure: Sequence[str] = ("127.0.0.1", "localhost"),
         bind: str = "127.0.0.1",
         stop_timeout: float = 5.0,
+        firewall: bool = True,
+        egress_deny: Sequence[str] = firewall_rules.DEFAULT_EGRESS_DENY,
     ) -> None:
         super().__init__(
             root=root,
@@ -136,6 +139,8 @@ class ContainerRuntime(RuntimeBase):
         self.node_bin = node_bin or shutil.which("node") or ""
         self.cdi_spec_dirs = tuple(cdi_spec_dirs)
         self.registries_insecure = tuple(registries_insecure)
+        self.firewall = firewall
+        self.egress_deny = firewall_rules.egress_deny_valid(egress_deny)
 
     # --- what is installed ------------------------------------------------------------------------
 
@@ -242,6 +247,8 @@ class ContainerRuntime(RuntimeBase):
                 self._image_ready(key, paths, meta)
                 contract = self._follows_contract(meta["image"])
                 self._network_ensure(tenant)
+                self._fence(tenant, paths, meta)
+                meta.pop("limits_now", None)  # a new container has the limits it is created with
                 argv = run_argv(
                     name=name,
                     image=meta["image"],
@@ -269,11 +276,13 @@ class ContainerRuntime(RuntimeBase):
                     self.podman.remove(name)
                     raise LocalRuntimeError(f"the container could not start: {exc}") from exc
             elif info.get("State", {}).get("Status") != "running":
+                self._fence(tenant, paths, meta)
                 try:
                     self.podman.run("start", name, timeout=60)
                 except PodmanError as exc:
                     raise LocalRuntimeError(f"the container could not start: {exc}") from exc
             self._userns_verify(key, meta)
+            self._limits_apply(name, meta)
             meta.update(should_run=True, started=time.time(), oom_seen=self._oom_kills(key))
             meta["stage"] = "container_started"
             self._save_meta(paths, meta)
@@ -320,6 +329,11 @@ class ContainerRuntime(RuntimeBase):
             }
         elif tenant and int(dict(tenant)["uid_base"]) != int(meta["tenant"]["uid_base"]):
             raise LocalRuntimeError("this instance belongs to another tenant's uid range")
+        elif cpus or memory_gb:
+            # A later start with figures of its own (a run without GPU, cards again after one): the
+            # container keeps the limits it was created with ("limits", in its config digest, so the
+            # writable layer survives) and is updated to these once it runs (``_limits_apply``).
+            meta["limits_wanted"] = asdict(limits_for(cpus=cpus, memory_gb=memory_gb, options=self.limit_options))
         cards = [str(g) for g in gpus]
         meta.update(
             owner_ref=owner_ref or meta.get("owner_ref", ""),
@@ -373,6 +387,47 @@ class ContainerRuntime(RuntimeBase):
         result = self.podman.run("network", "create", "--opt", "isolate=true", network, check=False)
         if result.returncode != 0 and self.podman.run("network", "exists", network, check=False).returncode != 0:
             raise LocalRuntimeError(f"the tenant's network could not be made: {last_words(result.stderr)}")
+
+    def _limits_apply(self, name: str, meta: dict) -> None:
+        """Hold the running container to the limits this start asked for, when they differ from those it
+        has (``podman update``: the cgroup's CPU quota and memory, no new container; the pids limit is
+        the host's option, the same for every run, and podman 4.3 cannot update it)."""
+        wanted = meta.get("limits_wanted") or meta["limits"]
+        if wanted == meta.get("limits_now", meta["limits"]):
+            return
+        limits = Limits(**wanted)
+        memory = f"{int(limits.memory_gb * 1024)}m"
+        try:
+            self.podman.run(
+                "update", f"--cpus={limits.cpus}", f"--memory={memory}", f"--memory-swap={memory}", name, timeout=60,
+            )  # fmt: skip
+        except PodmanError as exc:
+            self.podman.run("stop", "-t", "3", name, check=False)
+            raise LocalRuntimeError(f"the container's limits could not be set, so it was stopped: {exc}") from exc
+        meta["limits_now"] = wanted
+
+    def _fence(self, tenant: Mapping, paths: ContainerPaths, meta: dict) -> None:
+        """The firewall's rules for the tenant's network (``firewall.py``), before its container runs:
+        a container that could reach this host's services or the cloud's metadata never starts."""
+        if not self.firewall:
+            return
+        network = _network_name(tenant)
+        subnets = [firewall_rules.Subnet(**s) for s in meta.get("subnets", [])]
+        if not subnets or meta.get("subnets_of") != network:
+            info = self.podman.inspect("network", network) or {}
+            subnets = [
+                firewall_rules.Subnet(cidr=s["subnet"], gateway=s["gateway"])
+                for s in info.get("subnets") or []
+                if s.get("subnet") and s.get("gateway") and ":" not in s["subnet"]
+            ]
+            if not subnets:
+                raise LocalRuntimeError(f"the tenant's network {network} has no IPv4 subnet to fence")
+            meta.update(subnets=[{"cidr": s.cidr, "gateway": s.gateway} for s in subnets], subnets_of=network)
+            self._save_meta(paths, meta)
+        try:
+            firewall_rules.ensure(subnets, deny=self.egress_deny)
+        except (firewall_rules.FirewallError, OSError, subprocess.SubprocessError) as exc:
+            raise LocalRuntimeError(f"the instance's firewall could not be set, so it was not started: {exc}") from exc
 
     # --- the image --------------------------------------------------------------------------------
 
