@@ -57,7 +57,14 @@ from providers.local.runtime.base import (
     _answers,
     jupyter_activity,
 )
-from providers.local.runtime.container_files import home_mount, home_unmount, hostkey_ensure, secrets_folder_write
+from providers.local.runtime.container_files import (
+    home_mount,
+    home_unmount,
+    hostkey_ensure,
+    secrets_folder_clear_user,
+    secrets_folder_write,
+    user_secret_files,
+)
 from providers.local.runtime.container_spec import (
     CONTAINER_PORTS,
     CONTAINER_UID,
@@ -185,12 +192,15 @@ class ContainerRuntime(RuntimeBase):
         cpus: float = 0,
         memory_gb: float = 0,
         disk_gb: int = 0,
+        user_secrets: Sequence[Mapping] | None = None,
     ) -> dict:
         """Create the instance's container (or find it) and run it; returns the state to persist.
 
         The first start needs ``tenant`` (a ``providers.base.Tenant`` as a dict) and ``image``; later
         ones take them from the instance's metadata. ``mounts`` replaces its volumes (None keeps
-        them): a change of volumes makes a new container (the disk is the home volume, kept)."""
+        them): a change of volumes makes a new container (the disk is the home volume, kept).
+        ``user_secrets`` (``{"name", "value", "env"}`` each) are the owner's secrets for this boot,
+        written to the secrets folder only, never to the metadata; None keeps the ones written."""
         why = self.missing_components()
         if why:
             raise LocalRuntimeError("; ".join(why.values()))
@@ -223,7 +233,7 @@ class ContainerRuntime(RuntimeBase):
             tenant = meta["tenant"]
             home_mount(paths, meta)
             ports = self.ports.allocate(key, list(self.services))
-            self._secrets_write(key, paths, meta, ports)
+            self._secrets_write(key, paths, meta, ports, user_secrets)
             name = self.container_name(key)
             info = self.podman.inspect("container", name)
             wanted = self._config_digest(meta, ports)
@@ -484,7 +494,14 @@ class ContainerRuntime(RuntimeBase):
 
     # --- the home volume (disk_gb) and the secrets folder -----------------------------------------
 
-    def _secrets_write(self, key: str, paths: ContainerPaths, meta: dict, ports: Mapping[str, int]) -> None:
+    def _secrets_write(
+        self,
+        key: str,
+        paths: ContainerPaths,
+        meta: dict,
+        ports: Mapping[str, int],
+        user_secrets: Sequence[Mapping] | None = None,
+    ) -> None:
         owner = int(meta["tenant"]["uid_base"]) + CONTAINER_UID
         gpus = meta.get("gpus") or []
         visible = ",".join(str(i) for i in range(len(gpus))) if meta.get("gpu_devices") else ",".join(gpus)
@@ -505,7 +522,9 @@ class ContainerRuntime(RuntimeBase):
         for service in (APP, WEBUI):
             if service in self.servers_of(meta):
                 files[f"{service}.sh"] = self._app_script(key, meta, service)
-        secrets_folder_write(paths.secrets, files, owner=owner)
+        if user_secrets is not None:
+            files.update(user_secret_files(user_secrets))
+        secrets_folder_write(paths.secrets, files, owner=owner, keep_user_secrets=user_secrets is None)
         if SSH in self.services:
             hostkey_ensure(key, paths, meta)
 
@@ -795,11 +814,14 @@ class ContainerRuntime(RuntimeBase):
                 else:
                     _conmon_wait(int(conmon))
             home_unmount(paths)
+            secrets_folder_clear_user(paths.secrets)  # the next start brings them again
             # Its ports stay its own while it is stopped, so `podman start` finds them free; its cards
             # go back (a start on other cards makes a new container, same disk).
             self.gpus.release(key)
 
-    def restart(self, key: str, *, mounts: Sequence[Mount] | None = None, app=...) -> dict:
+    def restart(
+        self, key: str, *, mounts: Sequence[Mount] | None = None, app=..., user_secrets: Sequence[Mapping] | None = None
+    ) -> dict:
         meta = self.meta(key)
         if meta is None:
             raise LocalRuntimeError(f"no instance {key!r} on this host")
@@ -812,6 +834,7 @@ class ContainerRuntime(RuntimeBase):
             ssh_public_keys=meta.get("ssh_public_keys", []),
             mounts=mounts,
             app=app,
+            user_secrets=user_secrets,
         )
 
     def destroy(self, key: str) -> None:

@@ -180,6 +180,8 @@ TeamEventActionEnum = Literal[
     "volume_deleted",
     "app_deployed",
     "app_removed",
+    "secret_saved",
+    "secret_deleted",
 ]
 
 TopUpOrderStatusEnum = Literal["pending", "paid", "failed", "expired", "refunded", "partially_refunded"]
@@ -577,6 +579,20 @@ class Instance(TypedDict):
     billed_hourly_fen: int | None
 
 
+class InstanceSecretChoice(TypedDict):
+    name: str
+    env: NotRequired[bool]
+
+
+class InstanceSecretChoiceRequest(TypedDict):
+    name: str
+    env: NotRequired[bool]
+
+
+class InstanceSecretsRequest(TypedDict):
+    secrets: list[InstanceSecretChoiceRequest]
+
+
 class InstanceStartRequest(TypedDict):
     wait: NotRequired[bool]
     no_gpu: NotRequired[bool]
@@ -609,6 +625,7 @@ class LaunchRequest(TypedDict):
     ssh_keys: NotRequired[list[int]]
     volumes: NotRequired[list[LaunchVolumeRequest]]
     ports: NotRequired[list[int]]
+    secrets: NotRequired[list[InstanceSecretChoiceRequest]]
     tier: NotRequired[LaunchTierEnum]
     checkpoint_command: NotRequired[str]
 
@@ -798,6 +815,13 @@ class PaginatedSSHKeyList(TypedDict):
     next: NotRequired[str | None]
     previous: NotRequired[str | None]
     results: list[SSHKey]
+
+
+class PaginatedSecretList(TypedDict):
+    count: int
+    next: NotRequired[str | None]
+    previous: NotRequired[str | None]
+    results: list[Secret]
 
 
 class PaginatedSecurityEventList(TypedDict):
@@ -1009,6 +1033,25 @@ class SSHKey(TypedDict):
 class SSHKeyCreateRequest(TypedDict):
     name: NotRequired[str]
     public_key: str
+
+
+class Secret(TypedDict):
+    """A secret as every answer shows it: its name, size and dates. The value is never sent back."""
+
+    name: str
+    size: int
+    created_by: str | None
+    created_at: str
+    updated_at: str
+
+
+class SecretCreateRequest(TypedDict):
+    name: str
+    value: str
+
+
+class SecretValueRequest(TypedDict):
+    value: str
 
 
 class SecurityEvent(TypedDict):
@@ -1331,6 +1374,9 @@ __all__ = [
     "Image",
     "ImagePull",
     "Instance",
+    "InstanceSecretChoice",
+    "InstanceSecretChoiceRequest",
+    "InstanceSecretsRequest",
     "InstanceStartRequest",
     "InstanceStatusEnum",
     "InstanceTierEnum",
@@ -1369,6 +1415,7 @@ __all__ = [
     "PaginatedQuotaRequestList",
     "PaginatedReservationList",
     "PaginatedSSHKeyList",
+    "PaginatedSecretList",
     "PaginatedSecurityEventList",
     "PaginatedStaffQuotaRequestList",
     "PaginatedStaffReservationList",
@@ -1404,6 +1451,9 @@ __all__ = [
     "SSHKey",
     "SSHKeyCreateRequest",
     "ScopeEnum",
+    "Secret",
+    "SecretCreateRequest",
+    "SecretValueRequest",
     "SecurityEvent",
     "SecurityEventActionEnum",
     "Series",
