@@ -77,6 +77,7 @@ from providers.local.runtime.container_spec import (
     run_argv,
     uid_map_check,
 )
+from providers.local.runtime.image_save import ImageSaveError, layout_fix, pulled_bytes
 from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 
@@ -771,6 +772,81 @@ class ContainerRuntime(RuntimeBase):
                 raise LocalRuntimeError("the instance's disk is still mounted; try again")
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
+
+    # --- save as image ------------------------------------------------------------------------------
+
+    def image_save(self, key: str, *, repository: str, tag: str, auth_file: str = "") -> dict:
+        """Commit the instance's container (running or stopped) and push it to ``repository:tag``;
+        returns ``{"digest", "size_bytes", "shifted", "dropped"}`` (see ``image_save``'s docstring).
+
+        Its disk (``/home/user``) and volumes are mounts, not the container's own layer: they are not
+        in the image. What is: everything installed or changed outside them (apt, pip into the
+        image's environment, files under ``/opt``, ``/etc``, ``/usr``…)."""
+        skopeo = shutil.which("skopeo")
+        if not skopeo:
+            raise LocalRuntimeError("skopeo is not installed (run `make container-deps`)")
+        with self._lock(key):
+            meta = self.meta(key)
+            name = self.container_name(key)
+            if meta is None or not self.podman.container_exists(name):
+                raise LocalRuntimeError("this instance has no container on this host to save")
+            tenant = meta["tenant"]
+            original = self.podman.inspect("image", meta["image"]) or {}
+            original_config = original.get("Config") or {}
+            local = f"localhost/console-save/{key}:{tag}"
+            scratch = self.paths(key).run / "image-save"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir(parents=True)
+            layout = scratch / "layout"
+            try:
+                self.podman.run("commit", "--format", "oci", "--quiet", name, local, timeout=900)
+                copy = [skopeo, "copy", "--quiet", f"containers-storage:{local}", f"dir:{layout}"]
+                self._skopeo(copy, timeout=900)
+                report = layout_fix(
+                    layout,
+                    uid_base=int(tenant["uid_base"]),
+                    uid_count=int(tenant["uid_count"]),
+                    secrets=[str(v) for v in (meta.get("secrets") or {}).values()],
+                    entrypoint=list(original_config.get("Entrypoint") or []),
+                    cmd=list(original_config.get("Cmd") or []),
+                )
+                digest_file = scratch / "digest"
+                host = _registry_of(repository)
+                insecure = host in self.registries_insecure or host.split(":")[0] in self.registries_insecure
+                tls = "false" if insecure else "true"
+                push = [skopeo, "copy", "--quiet", "--digestfile", str(digest_file), f"--dest-tls-verify={tls}"]
+                if auth_file:
+                    push += ["--dest-authfile", auth_file]
+                self._skopeo([*push, f"dir:{layout}", f"docker://{repository}:{tag}"], timeout=900)
+                digest = digest_file.read_text().strip()
+                inspect = [skopeo, "inspect", "--raw", f"--tls-verify={tls}"]
+                if auth_file:
+                    inspect += ["--authfile", auth_file]
+                raw = self._skopeo([*inspect, f"docker://{repository}@{digest}"], timeout=120)
+            except ImageSaveError as exc:
+                raise LocalRuntimeError(str(exc)) from exc
+            finally:
+                self.podman.run("rmi", "--force", local, check=False, timeout=120)
+                shutil.rmtree(scratch, ignore_errors=True)
+            size = pulled_bytes(json.loads(raw), len(raw.encode()))
+            return {"digest": digest, "size_bytes": size, "shifted": report.shifted, "dropped": report.dropped[:20]}
+
+    def _skopeo(self, argv: list[str], *, timeout: float) -> str:
+        try:
+            result = subprocess.run(  # noqa: S603
+                argv,
+                capture_output=True,
+                text=True,
+                env=self.podman.env(),
+                cwd=self.podman.workdir,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise PodmanError(f"skopeo {argv[1]} did not finish in {timeout:.0f} s") from exc
+        if result.returncode != 0:
+            raise PodmanError(f"skopeo {argv[1]}: {last_words(result.stderr) or 'failed'}")
+        return result.stdout
 
     # --- volumes (directories on this host, bind-mounted with the tenant's ownership) --------------
 
