@@ -271,11 +271,11 @@ class InstanceViewSet(TeamResourceViewSet):
     )
     @action(detail=True, methods=["post"], url_path="save-image")
     def save_image(self, request, pk=None):
-        body = ImageSaveSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        instance = self.get_object()
+        instance = self.get_object()  # a stranger's is a 404 before its body is read
         try:
             require_operate(request, instance)
+            body = ImageSaveSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
             image = services.image_save(instance=instance, actor=request.user, **body.validated_data)
         except errors.InstanceError as exc:
             raise_as_api_error(exc)
@@ -496,10 +496,15 @@ class SavedImageViewSet(
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Image.objects.none()
+        try:
+            require_view(self.request)  # a billing viewer sees none of the team's resources (403)
+        except errors.NotPermitted as exc:
+            raise_as_api_error(exc)
         principal, membership = acting(self.request)
         return images_saved_for(principal=principal, membership=membership, user=self.request.user)
 
-    def _changed(self, verb, **kwargs):
+    def _changed(self, verb, body_class=None):
+        """The image (404 for one the person does not see), a 403 for one they only see, then the body."""
         image = self.get_object()
         _principal, membership = acting(self.request)
         try:
@@ -507,6 +512,11 @@ class SavedImageViewSet(
                 raise errors.NotPermitted(
                     _("Only the member who saved this image and the team's admins may change it.")
                 )
+            kwargs = {}
+            if body_class is not None:
+                body = body_class(data=self.request.data)
+                body.is_valid(raise_exception=True)
+                kwargs = body.validated_data
             return verb(image=image, **kwargs)
         except errors.InstanceError as exc:
             raise_as_api_error(exc)
@@ -519,9 +529,7 @@ class SavedImageViewSet(
     )
     @action(detail=True, methods=["post"])
     def rename(self, request, pk=None):
-        body = ImageRenameSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        image = self._changed(services.image_rename, **body.validated_data)
+        image = self._changed(services.image_rename, ImageRenameSerializer)
         return Response(SavedImageSerializer(image).data)
 
     @extend_schema(
@@ -532,9 +540,7 @@ class SavedImageViewSet(
     )
     @action(detail=True, methods=["post"])
     def share(self, request, pk=None):
-        body = ImageShareSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        image = self._changed(services.image_share, shared=body.validated_data["shared"])
+        image = self._changed(services.image_share, ImageShareSerializer)
         return Response(SavedImageSerializer(image).data)
 
     def destroy(self, request, *args, **kwargs):

@@ -106,6 +106,7 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-leave-queue": Route("instance", INST),
     "api-instance-release": Route("instance", INST),
     "api-instance-rename": Route("instance", INST),
+    "api-instance-save-image": Route("instance", INST),
     "api-instance-resize": Route("instance", INST),
     "api-instance-restart": Route("instance", INST),
     "api-instance-start": Route("instance", INST),
@@ -121,6 +122,11 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-port-share-revoke": Route(
         "instance_parts", {"instance_id": "instance", "port_id": "port", "share_id": "share"}
     ),
+    # Images saved from instances (an unshared one of a team's: its saver and the admins only)
+    "api-image-list": Route("resources", {}),
+    "api-image-detail": Route("saved_image", {"pk": "saved_image"}),
+    "api-image-rename": Route("saved_image", {"pk": "saved_image"}),
+    "api-image-share": Route("saved_image", {"pk": "saved_image"}),
     # Volumes
     "api-volume-list": Route("resources", {}),
     "api-volume-detail": Route("volume", VOL),
@@ -248,6 +254,19 @@ POLICY: dict[str, dict[str, dict[str, str]]] = {
             "personal": "ok     ok     ro     404      404    401     404    404    404    404",
             "team_a": "404    404    ro     ok       404    401     ok     ok     403    404",
             "team_b": "404    404    ro     404      404    401     404    404    404    404",
+        },
+    },
+    # An image saved from an instance, not shared: in team A (saved by alice) a member sees none of it.
+    "saved_image": {
+        "read": {
+            "personal": "ok     ok     ok     404      404    401     404    404    404    403",
+            "team_a": "404    404    404    ok       404    401     ok     ok     404    403",
+            "team_b": "404    404    404    404      404    401     404    404    404    403",
+        },
+        "write": {
+            "personal": "ok     ok     ro     404      404    401     404    404    404    403",
+            "team_a": "404    404    ro     ok       404    401     ok     ok     404    403",
+            "team_b": "404    404    ro     404      404    401     404    404    404    403",
         },
     },
     "volume": {
@@ -574,6 +593,9 @@ BODIES = {
         "image": "pytorch-2.5-cu124",
     },
     ("api-instance-rename", "POST"): {"name": "renamed"},
+    ("api-instance-save-image", "POST"): {"name": "saved", "tag": "v9"},
+    ("api-image-rename", "POST"): {"name": "renamed"},
+    ("api-image-share", "POST"): {"shared": True},
     ("api-instance-resize", "POST"): {"node_count": 2},
     ("api-team-wallet-transfers", "POST"): {"direction": "in", "amount_fen": 100},
     ("api-quota-request-list", "POST"): {"gpu_model": "h800", "cards": 64, "duration_days": 7, "reason": "a run"},
@@ -593,7 +615,7 @@ def _value(world, context: str, what: str):
     obj = world.contexts[context].objects.get(what)
     if obj is None:
         return None
-    return obj.slug if what == "team" else obj.pk
+    return obj.slug if what in ("team", "saved_image") else obj.pk
 
 
 def contexts_of(route: Route) -> tuple[str, ...]:
