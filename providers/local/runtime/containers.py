@@ -777,7 +777,8 @@ class ContainerRuntime(RuntimeBase):
 
     def image_save(self, key: str, *, repository: str, tag: str, auth_file: str = "") -> dict:
         """Commit the instance's container (running or stopped) and push it to ``repository:tag``;
-        returns ``{"digest", "size_bytes", "shifted", "dropped"}`` (see ``image_save``'s docstring).
+        returns ``{"digest", "size_bytes", "shifted", "dropped", "timings"}`` (see ``image_save``'s
+        docstring; ``timings``: seconds of the commit, the copy out of the store, the fix and the push).
 
         Its disk (``/home/user``) and volumes are mounts, not the container's own layer: they are not
         in the image. What is: everything installed or changed outside them (apt, pip into the
@@ -798,10 +799,14 @@ class ContainerRuntime(RuntimeBase):
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir(parents=True)
             layout = scratch / "layout"
+            timings: dict[str, float] = {}
+            clock = time.monotonic()
             try:
                 self.podman.run("commit", "--format", "oci", "--quiet", name, local, timeout=900)
+                timings["commit_s"], clock = time.monotonic() - clock, time.monotonic()
                 copy = [skopeo, "copy", "--quiet", f"containers-storage:{local}", f"dir:{layout}"]
                 self._skopeo(copy, timeout=900)
+                timings["copy_s"], clock = time.monotonic() - clock, time.monotonic()
                 report = layout_fix(
                     layout,
                     uid_base=int(tenant["uid_base"]),
@@ -810,6 +815,7 @@ class ContainerRuntime(RuntimeBase):
                     entrypoint=list(original_config.get("Entrypoint") or []),
                     cmd=list(original_config.get("Cmd") or []),
                 )
+                timings["fix_s"], clock = time.monotonic() - clock, time.monotonic()
                 digest_file = scratch / "digest"
                 host = _registry_of(repository)
                 insecure = host in self.registries_insecure or host.split(":")[0] in self.registries_insecure
@@ -819,6 +825,7 @@ class ContainerRuntime(RuntimeBase):
                     push += ["--dest-authfile", auth_file]
                 self._skopeo([*push, f"dir:{layout}", f"docker://{repository}:{tag}"], timeout=900)
                 digest = digest_file.read_text().strip()
+                timings["push_s"] = time.monotonic() - clock
                 inspect = [skopeo, "inspect", "--raw", f"--tls-verify={tls}"]
                 if auth_file:
                     inspect += ["--authfile", auth_file]
@@ -829,7 +836,13 @@ class ContainerRuntime(RuntimeBase):
                 self.podman.run("rmi", "--force", local, check=False, timeout=120)
                 shutil.rmtree(scratch, ignore_errors=True)
             size = pulled_bytes(json.loads(raw), len(raw.encode()))
-            return {"digest": digest, "size_bytes": size, "shifted": report.shifted, "dropped": report.dropped[:20]}
+            return {
+                "digest": digest,
+                "size_bytes": size,
+                "shifted": report.shifted,
+                "dropped": report.dropped[:20],
+                "timings": {k: round(v, 2) for k, v in timings.items()},
+            }
 
     def _skopeo(self, argv: list[str], *, timeout: float) -> str:
         try:
