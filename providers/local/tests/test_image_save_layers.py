@@ -43,9 +43,7 @@ def _members(data: bytes) -> dict[str, tuple[int, int, bytes | None]]:
 
 
 def test_host_uids_are_shifted_back_to_the_images_own():
-    layer = _tar(
-        [("opt/venv/", BASE, None), ("opt/venv/pkg.py", BASE + 1000, b"print(1)\n"), ("usr/bin/x", 0, b"x")]
-    )
+    layer = _tar([("opt/venv/", BASE, None), ("opt/venv/pkg.py", BASE + 1000, b"print(1)\n"), ("usr/bin/x", 0, b"x")])
     out = io.BytesIO()
     report = layer_rewrite(io.BytesIO(layer), out, uid_base=BASE, uid_count=65536)
     members = _members(out.getvalue())
