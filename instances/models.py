@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from core.messages import shown
 from core.status import EventReasonMixin, StatusDisplayMixin
 
 
@@ -160,6 +161,11 @@ class Image(models.Model):
         if self.digest:
             return f"{self.repository}@{self.digest}"
         return f"{self.repository}:{self.tag or 'latest'}"
+
+    @property
+    def status_reason_text(self) -> str:
+        """Why a save failed, in the reader's language."""
+        return shown(self.status_reason)
 
     @property
     def cache_key(self) -> str:

@@ -388,6 +388,8 @@ PAGE_ROUTES: dict[str, Route] = {
     "budget_instance_cap": Route("instance", IP, "POST"),
     "instance_detail": Route("instance", IP, "GET"),
     "instance_rename": Route("instance", IP, "POST"),
+    "instance_save_image": Route("instance", IP, "POST"),
+    "image_change": Route("saved_image", {"slug": "saved_image", "action": "share"}, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
     "instance_action": Route("instance", {"pk": "instance", "action": "stop"}, "POST"),
@@ -497,6 +499,10 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
         },
     },
     "instance": {"read": _MINE, "write": _OPERATE},
+    # An unshared image of team A's (saved by alice): a member does not see it.
+    "saved_image": {
+        "write": {**_MINE, "team_a": "404    log    log    log      404    log     ok     ok     404    404"}
+    },
     "instance_files": {"read": _OPERATE},
     "instance_parts": {"read": _MINE, "write": _OPERATE},
     "volume": {"read": _MINE, "write": _OPERATE},
@@ -610,7 +616,7 @@ def _value(world, context: str, what: str):
         from apps_marketplace.models import DatasetEntry, ModelEntry
 
         return (ModelEntry if what == "model" else DatasetEntry).objects.order_by("pk").first().pk
-    if what in ("stop",):
+    if what in ("stop", "share"):
         return what
     obj = world.contexts[context].objects.get(what)
     if obj is None:
@@ -621,7 +627,7 @@ def _value(world, context: str, what: str):
 def contexts_of(route: Route) -> tuple[str, ...]:
     """The contexts a route's cells are checked in: one (``-``) where its URL names no account's object."""
     if not route.contextless and any(
-        what not in SHARED and what not in ("model", "dataset", "stop") for what in route.objects.values()
+        what not in SHARED and what not in ("model", "dataset", "stop", "share") for what in route.objects.values()
     ):
         return CONTEXTS
     return ("-",)
