@@ -193,3 +193,17 @@ def test_a_provider_without_the_capability_is_refused_before_anything_is_made(ri
     response = _save(alice_client, instance)
     assert response.status_code == 409 and response.json()["error"]["code"] == "image_save_not_supported"
     assert not Image.objects.filter(owner=rich_alice).exists()
+
+
+def test_an_account_deleted_deletes_its_images_and_closes_their_meters(saved, rich_alice):
+    from privacy import services as privacy
+
+    _instance, image = saved
+    request = privacy.deletion_request(user=rich_alice)
+    with committed():
+        privacy.deletions_due(now=request.due_at + timedelta(seconds=1))
+    with committed():
+        privacy.deletions_due(now=request.due_at + timedelta(seconds=2))
+    image.refresh_from_db()
+    assert image.status == Image.Status.DELETED
+    assert Meter.objects.get(ref=image_meter_ref(image.pk)).stopped_at is not None
