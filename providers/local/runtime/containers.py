@@ -44,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import httpx
+
 from providers.local.runtime import servers
 from providers.local.runtime.base import (
     InstanceStatus,
@@ -77,7 +79,14 @@ from providers.local.runtime.container_spec import (
     run_argv,
     uid_map_check,
 )
-from providers.local.runtime.image_save import ImageSaveError, layout_fix, pulled_bytes
+from providers.local.runtime.image_save import (
+    ImageSaveError,
+    layout_fix,
+    manifest_with_layer,
+    pulled_bytes,
+    upper_layer_write,
+)
+from providers.local.runtime.oci_push import PushUnsupported, Registry, split_reference
 from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 
@@ -792,6 +801,9 @@ class ContainerRuntime(RuntimeBase):
             if meta is None or not self.podman.container_exists(name):
                 raise LocalRuntimeError("this instance has no container on this host to save")
             tenant = meta["tenant"]
+            direct = self._image_save_direct(key, meta, repository=repository, tag=tag, auth_file=auth_file)
+            if direct is not None:
+                return direct
             original = self.podman.inspect("image", meta["image"]) or {}
             original_config = original.get("Config") or {}
             local = f"localhost/console-save/{key}:{tag}"
@@ -844,6 +856,81 @@ class ContainerRuntime(RuntimeBase):
                 "timings": {k: round(v, 2) for k, v in timings.items()},
             }
 
+    def _image_save_direct(self, key: str, meta: dict, *, repository: str, tag: str, auth_file: str) -> dict | None:
+        """The fast path of ``image_save``, or None where it does not apply (then: commit, copy, fix, push).
+
+        When the instance runs a pinned image of the registry it is saved to, only what the container
+        changed is read, from its overlay upper directory (paused while read, if it runs), written as one
+        layer with the uids shifted and the console's paths dropped (``upper_layer_write``), and pushed
+        beside the base's layers, which the registry mounts from the base's repository: no commit, no copy
+        of the base. A kernel whose overlay uses metacopy or redirect_dir keeps partial files in the upper
+        directory: the commit path then."""
+        try:
+            base_host, base_path, base_digest = split_reference(meta["image"])
+        except ValueError:
+            return None
+        host, _slash, path = repository.partition("/")
+        if host != base_host or _overlay_partial_copies():
+            return None
+        name = self.container_name(key)
+        info = self.podman.inspect("container", name) or {}
+        upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir") or ""
+        if (info.get("GraphDriver") or {}).get("Name") != "overlay" or not Path(upper).is_dir():
+            return None
+        insecure = host in self.registries_insecure or host.split(":")[0] in self.registries_insecure
+        tenant = meta["tenant"]
+        scratch = self.paths(key).run / "image-save"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        layer = scratch / "layer.tar"
+        timings: dict[str, float] = {}
+        clock = time.monotonic()
+        running = (info.get("State") or {}).get("Status") == "running"
+        try:
+            with Registry(host, insecure=insecure, auth_file=auth_file) as registry:
+                manifest = registry.manifest(base_path, base_digest)
+                config = json.loads(registry.blob(base_path, manifest["config"]["digest"]))
+                if running:  # a consistent copy: nothing writes while the layer is read
+                    self.podman.run("pause", name, timeout=60)
+                try:
+                    with open(layer, "wb") as out:
+                        report, layer_digest, layer_size = upper_layer_write(
+                            Path(upper),
+                            out,
+                            uid_base=int(tenant["uid_base"]),
+                            uid_count=int(tenant["uid_count"]),
+                            secrets=[str(v) for v in (meta.get("secrets") or {}).values()],
+                        )
+                finally:
+                    if running:
+                        self.podman.run("unpause", name, check=False, timeout=60)
+                timings["layer_s"], clock = time.monotonic() - clock, time.monotonic()
+                new_manifest, config_bytes = manifest_with_layer(
+                    manifest, config, layer_digest=layer_digest, layer_size=layer_size
+                )
+                for blob in manifest.get("layers") or []:
+                    registry.mount(path, blob["digest"], base_path)
+                registry.upload(path, layer_digest, layer)
+                registry.upload(path, new_manifest["config"]["digest"], config_bytes)
+                digest, length = registry.put_manifest(path, tag, new_manifest)
+                timings["push_s"] = time.monotonic() - clock
+        except PushUnsupported:
+            return None  # the commit path says what is wrong, if anything is
+        except ImageSaveError as exc:
+            raise LocalRuntimeError(str(exc)) from exc
+        except httpx.HTTPError as exc:
+            raise PodmanError(f"the registry {host} did not answer: {exc}") from exc
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return {
+            "digest": digest,
+            "size_bytes": pulled_bytes(new_manifest, length),
+            "shifted": report.shifted,
+            "dropped": report.dropped[:20],
+            "timings": {k: round(v, 2) for k, v in timings.items()},
+            "path": "direct",
+        }
+
     def _skopeo(self, argv: list[str], *, timeout: float) -> str:
         try:
             result = subprocess.run(  # noqa: S603
@@ -880,6 +967,18 @@ def _last_lines(text: str, lines: int = 3, limit: int = 300) -> str:
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
     joined = " / ".join(kept)
     return joined if len(joined) <= limit else "…" + joined[-limit:]
+
+
+def _overlay_partial_copies() -> bool:
+    """Whether the kernel's overlay may leave partial files in an upper directory (metacopy: metadata
+    only; redirect_dir: a renamed folder that points at its lower self)."""
+    for option in ("metacopy", "redirect_dir"):
+        try:
+            if Path(f"/sys/module/overlay/parameters/{option}").read_text().strip() not in ("N", "off", ""):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _conmon_wait(pid: int, *, timeout: float = 30.0) -> None:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
+import stat
 import tarfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -213,3 +215,116 @@ def pulled_bytes(manifest: Mapping, manifest_length: int) -> int:
     """What pulling an image fetches: its manifest, config and layers as the registry stores them."""
     blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
     return manifest_length + sum(int(blob.get("size") or 0) for blob in blobs)
+
+
+# --- the fast path: the container's own layer, read from podman's store, pushed beside its base ----------
+
+OPAQUE_XATTR = "trusted.overlay.opaque"
+DOCKER_TO_OCI = {
+    "application/vnd.docker.distribution.manifest.v2+json": OCI_MANIFEST,
+    "application/vnd.docker.container.image.v1+json": OCI_CONFIG,
+    "application/vnd.docker.image.rootfs.diff.tar.gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
+    DOCKER_LAYER_TAR: OCI_LAYER_TAR,
+}
+
+
+class _Hashing:
+    """A file written through: its sha256 and size as it goes."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle, self.sha, self.size = handle, hashlib.sha256(), 0
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.handle.write(data)
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + self.sha.hexdigest()
+
+
+def upper_layer_write(
+    upper: Path, out: BinaryIO, *, uid_base: int, uid_count: int, secrets: Iterable[str] = ()
+) -> tuple[LayerReport, str, int]:
+    """The OCI layer (an uncompressed tar) of an overlay upper directory: what the container changed.
+
+    Overlay's whiteouts (character devices 0/0) become ``.wh.<name>`` files, an opaque directory
+    (``trusted.overlay.opaque=y``) gets ``.wh..wh..opq``; uids and gids of the tenant's host range are
+    shifted back, the console's paths dropped and a member holding a token refused, as ``layer_rewrite``
+    does. The kernel's overlay must not use metacopy or redirect_dir (their upper files are not whole):
+    the caller checks. Returns the report, the layer's digest (its diff_id) and size."""
+    needles = [s.encode() for s in secrets if s]
+    report = LayerReport()
+    hashing = _Hashing(out)
+    with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as writer:  # type: ignore[arg-type]
+        for folder, dirs, files in os.walk(upper):
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                path = os.path.join(folder, name)
+                arcname = os.path.relpath(path, upper)
+                if _dropped(arcname):
+                    report.dropped.append("/" + arcname)
+                    if name in dirs:
+                        dirs.remove(name)
+                    continue
+                info = os.lstat(path)
+                if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:  # a whiteout: deleted in the container
+                    whiteout = tarfile.TarInfo(os.path.join(os.path.dirname(arcname), ".wh." + name))
+                    writer.addfile(whiteout)
+                    report.members += 1
+                    continue
+                member = writer.gettarinfo(path, arcname)
+                if member is None:  # a socket: nothing a layer can hold
+                    continue
+                member.uname = member.gname = ""
+                for attribute in ("uid", "gid"):
+                    shifted = _shift(getattr(member, attribute), uid_base, uid_count)
+                    if shifted is not None:
+                        setattr(member, attribute, shifted)
+                        report.shifted += attribute == "uid"
+                        report.host_uids_seen += attribute == "uid"
+                report.members += 1
+                if member.isreg():
+                    with open(path, "rb") as data:
+                        writer.addfile(member, _Scanning(data, needles, arcname))
+                else:
+                    writer.addfile(member)
+                if stat.S_ISDIR(info.st_mode):
+                    try:
+                        opaque = os.getxattr(path, OPAQUE_XATTR, follow_symlinks=False) == b"y"
+                    except OSError:
+                        opaque = False
+                    if opaque:
+                        writer.addfile(tarfile.TarInfo(os.path.join(arcname, ".wh..wh..opq")))
+    return report, hashing.digest, hashing.size
+
+
+def manifest_with_layer(
+    manifest: Mapping, config: Mapping, *, layer_digest: str, layer_size: int, drop_labels: bool = True
+) -> tuple[dict, bytes]:
+    """The base image's manifest and config with one more (uncompressed) layer on top, as OCI: returns
+    the new manifest (its config descriptor still to be filled in) and the new config's bytes."""
+    config = json.loads(json.dumps(config))
+    settings_ = config.setdefault("config", {})
+    if drop_labels and settings_.get("Labels"):
+        settings_["Labels"] = {k: v for k, v in settings_["Labels"].items() if k not in CONSOLE_LABELS} or None
+    config.setdefault("rootfs", {"type": "layers", "diff_ids": []}).setdefault("diff_ids", []).append(layer_digest)
+    config.setdefault("history", []).append({"created_by": "gpu-console: save as image"})
+    config_bytes = json.dumps(config, separators=(",", ":")).encode()
+    layers = [
+        {**layer, "mediaType": DOCKER_TO_OCI.get(layer.get("mediaType", ""), layer.get("mediaType"))}
+        for layer in manifest.get("layers") or []
+    ]
+    layers.append({"mediaType": OCI_LAYER_TAR, "digest": layer_digest, "size": layer_size})
+    new = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {
+            "mediaType": OCI_CONFIG,
+            "digest": "sha256:" + hashlib.sha256(config_bytes).hexdigest(),
+            "size": len(config_bytes),
+        },
+        "layers": layers,
+    }
+    return new, config_bytes

@@ -7,12 +7,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import stat
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from providers.local.runtime.image_save import ImageSaveError, layer_rewrite, layout_fix
+from providers.local.runtime.image_save import ImageSaveError, layer_rewrite, layout_fix, upper_layer_write
 
 BASE = 200000
 TOKEN = "lab-token-0123456789abcdef"
@@ -134,3 +136,27 @@ def test_a_token_in_the_images_environment_is_refused(tmp_path):
     layout = _layout(tmp_path, _tar([("a", 0, b"a")]), {"config": {"Env": [f"JUPYTER_TOKEN={TOKEN}"]}})
     with pytest.raises(ImageSaveError, match="environment"):
         layout_fix(layout, uid_base=BASE, uid_count=65536, secrets=[TOKEN])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="whiteouts (character devices 0/0) and trusted.* xattrs need root")
+def test_an_overlay_upper_folder_becomes_a_layer_with_whiteouts_and_opaque_folders(tmp_path):
+    upper = tmp_path / "upper"
+    (upper / "opt/venv").mkdir(parents=True)
+    (upper / "opt/venv/pkg.py").write_text("print(1)\n")
+    os.chown(upper / "opt/venv/pkg.py", BASE + 1000, BASE + 1000)
+    (upper / "etc").mkdir()
+    os.mknod(upper / "etc/debian_version", 0o600 | stat.S_IFCHR, os.makedev(0, 0))  # deleted in the container
+    (upper / "usr/share/doc").mkdir(parents=True)
+    os.setxattr(upper / "usr/share/doc", "trusted.overlay.opaque", b"y")  # removed, then made again
+    (upper / "run/console-secrets").mkdir(parents=True)
+    (upper / "run/console-secrets/lab_token").write_text(TOKEN)
+    out = io.BytesIO()
+    report, digest, size = upper_layer_write(upper, out, uid_base=BASE, uid_count=65536, secrets=[TOKEN])
+    data = out.getvalue()
+    assert digest == "sha256:" + hashlib.sha256(data).hexdigest() and size == len(data)
+    members = _members(data)
+    assert members["opt/venv/pkg.py"] == (1000, 1000, b"print(1)\n")
+    assert members["etc/.wh.debian_version"] == (0, 0, b"")
+    assert "usr/share/doc/.wh..wh..opq" in members and "etc/debian_version" not in members
+    assert "run" in members and not any(name.startswith("run/") for name in members)
+    assert report.shifted == 1

@@ -67,16 +67,32 @@ def test_podman_still_commits_host_uids_so_the_shift_is_still_needed(container_i
     assert probe.uid == PROBE_BASE, f"an unexpected uid {probe.uid} for a file made by the container's root"
 
 
+@pytest.mark.parametrize("base", ["local", "pinned"])
 def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved_image(
     in_containers,  # noqa: F811
     rich_alice,
     registry,  # noqa: F811
     settings,
+    base,
 ):
+    """``local``: the instance runs an image of this host's store (podman commit, the fix, skopeo's push);
+    ``pinned``: a catalogue image pinned in the registry, as launches run them (the direct push: only
+    the container's own layer is read and pushed beside the base's)."""
     settings.CONSOLE_REGISTRY = registry
     backend = in_containers(services=("lab",))
+    catalogue_image = "pytorch-2.5-cu124"
+    if base == "pinned":
+        podman = backend.runtime.podman
+        podman.run("push", "--tls-verify=false", MINIMAL, f"{registry}/console/minimal:v1", timeout=300)
+        digest = json.loads(
+            subprocess.run(
+                ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/console/minimal:v1"],
+                capture_output=True, text=True, check=True, env=podman.env(),
+            ).stdout
+        )["Digest"]  # fmt: skip
+        Image.objects.filter(slug=catalogue_image).update(repository=f"{registry}/console/minimal", digest=digest)
     with committed():
-        first = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
+        first = launch(rich_alice, gpu="h200", region="local", disk_gb=20, image=catalogue_image)
     wait_running(first, timeout=BOOT_S)
     runtime = backend.runtime
     container = runtime.container_name(first.key)
@@ -84,7 +100,8 @@ def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved
     changed = runtime.podman.run(
         "exec", container, "sh", "-c",
         "echo saved-change > /opt/console-saved && chown 1000:1000 /opt/console-saved "
-        "&& mkdir -p /etc/ssh && echo not-a-key > /etc/ssh/ssh_host_ed25519_key",
+        "&& mkdir -p /etc/ssh && echo not-a-key > /etc/ssh/ssh_host_ed25519_key "
+        "&& rm /etc/debian_version && rm -rf /usr/share/doc && mkdir /usr/share/doc && touch /usr/share/doc/new",
         check=False,
     )  # fmt: skip
     assert changed.returncode == 0, changed.stderr
@@ -107,7 +124,17 @@ def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved
     assert look(ref, tmpfs) == look(MINIMAL, tmpfs)  # /run and /tmp as the image it booted had them
     assert look(ref, "stat -c %u /opt/console-saved").strip() == "1000"
     assert look(ref, "ls /etc/ssh | grep -c ssh_host_ || true").strip() == "0"  # no host key
+    assert look(ref, "test -e /etc/debian_version || echo deleted").strip() == "deleted"  # a whiteout
+    assert look(ref, "ls /usr/share/doc").split() == ["new"]  # a folder made again: opaque
     assert look(ref, f"grep -rl {lab_token} /opt /etc /root /usr/local /var 2>/dev/null | head -1").strip() == ""
+    top = json.loads(
+        subprocess.run(
+            ["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{ref}"],
+            capture_output=True, text=True, check=True, env=runtime.podman.env(),
+        ).stdout
+    )["layers"][-1]  # fmt: skip
+    # The direct push uploads the layer as it was written; skopeo's push compresses it.
+    assert top["mediaType"].endswith("tar" if base == "pinned" else "tar+gzip")
     labels = (runtime.podman.inspect("image", ref) or {}).get("Config", {}).get("Labels") or {}
     assert "org.gpu-console.instance" not in labels
 
