@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.drf import ServiceError
-from idempotency.decorators import idempotent
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.capacity import resize, start_queue
@@ -264,12 +264,14 @@ class InstanceViewSet(TeamResourceViewSet):
         ),
         tags=["images"],
         request=ImageSaveSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={
             202: SavedImageSerializer,
             409: OpenApiResponse(description="invalid_state, image_exists or image_save_not_supported"),
         },
     )
     @action(detail=True, methods=["post"], url_path="save-image")
+    @idempotent  # a retried save (same Idempotency-Key) answers the first image, never a second one
     def save_image(self, request, pk=None):
         instance = self.get_object()  # a stranger's is a 404 before its body is read
         try:

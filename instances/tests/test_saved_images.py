@@ -207,3 +207,15 @@ def test_an_account_deleted_deletes_its_images_and_closes_their_meters(saved, ri
     image.refresh_from_db()
     assert image.status == Image.Status.DELETED
     assert Meter.objects.get(ref=image_meter_ref(image.pk)).stopped_at is not None
+
+
+def test_a_save_retried_with_its_idempotency_key_answers_the_first_image(rich_alice, alice_client):
+    instance = running(rich_alice)
+    url = reverse("api-instance-save-image", args=[instance.pk])
+    body = {"name": "my-env", "tag": "v1"}
+    with committed():
+        first = alice_client.post(url, body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="save-1")
+    second = alice_client.post(url, body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="save-1")
+    assert first.status_code == second.status_code == 202
+    assert first.json()["id"] == second.json()["id"]
+    assert Image.objects.filter(owner=rich_alice).count() == 1
