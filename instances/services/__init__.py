@@ -34,6 +34,7 @@ from instances.services.images import (
     image_save_execute,
     image_save_fail,
     image_share,
+    images_saving_repair,
 )
 from instances.services.launch import LaunchRequest, instance_launch, instance_provision
 from instances.services.operations import (
@@ -58,6 +59,7 @@ __all__ = [
     "image_save_execute",
     "image_save_fail",
     "image_share",
+    "images_saving_repair",
     "instance_abandon",
     "instance_auto_stop_set",
     "instance_auto_stop_snooze",

@@ -17,8 +17,10 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -177,6 +179,29 @@ def image_save_fail(*, image_id: int, error: str, statuses: tuple = ()) -> None:
     Image.objects.filter(pk=image_id, status=Image.Status.SAVING).update(
         status=Image.Status.FAILED, status_reason=error[:2000]
     )
+
+
+def images_saving_repair(*, now=None) -> dict:
+    """The reconciler's pass over saves whose task vanished (a worker killed, a message lost): a save
+    SAVING for longer than ``INSTANCES_IMAGE_SAVE_REDRIVE_S`` is enqueued again (once per that period;
+    the task acts only on a SAVING image, and the host's per-instance lock keeps two from pushing at
+    once); one SAVING past ``INSTANCES_IMAGE_SAVE_DEADLINE_S`` fails with why. Returns the counts."""
+    now = now or timezone.now()
+    saving = Image.objects.filter(status=Image.Status.SAVING)
+    deadline = now - timedelta(seconds=settings.INSTANCES_IMAGE_SAVE_DEADLINE_S)
+    failed = 0
+    for image_id in saving.filter(created_at__lt=deadline).values_list("pk", flat=True):
+        image_save_fail(
+            image_id=image_id, error=stored(gettext_noop("The save did not finish in time; save it again."))
+        )
+        failed += 1
+    redriven = 0
+    stale = now - timedelta(seconds=settings.INSTANCES_IMAGE_SAVE_REDRIVE_S)
+    for image_id in saving.filter(created_at__lt=stale).values_list("pk", flat=True):
+        if cache.add(f"instances:image-save-redrive:{image_id}", 1, timeout=settings.INSTANCES_IMAGE_SAVE_REDRIVE_S):
+            enqueue_on_commit("instances.tasks.image_save_task", image_id)
+            redriven += 1
+    return {"images_failed": failed, "images_redriven": redriven}
 
 
 def image_rename(*, image: Image, name: str | None = None, note: str | None = None) -> Image:

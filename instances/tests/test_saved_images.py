@@ -219,3 +219,23 @@ def test_a_save_retried_with_its_idempotency_key_answers_the_first_image(rich_al
     assert first.status_code == second.status_code == 202
     assert first.json()["id"] == second.json()["id"]
     assert Image.objects.filter(owner=rich_alice).count() == 1
+
+
+def test_a_save_whose_task_vanished_is_redriven_then_failed_past_its_deadline(rich_alice, settings):
+    from instances.services import image_save, images_saving_repair
+
+    instance = running(rich_alice)
+    image = image_save(instance=instance, actor=rich_alice, name="lost", tag="v1")  # its task never ran
+    assert images_saving_repair() == {"images_failed": 0, "images_redriven": 0}  # not stale yet
+    later = timezone.now() + timedelta(seconds=settings.INSTANCES_IMAGE_SAVE_REDRIVE_S + 1)
+    with committed():
+        assert images_saving_repair(now=later)["images_redriven"] == 1
+    image.refresh_from_db()
+    assert image.status == Image.Status.READY  # the task ran again, and finished it
+
+    stuck = image_save(instance=instance, actor=rich_alice, name="stuck", tag="v1")
+    past = timezone.now() + timedelta(seconds=settings.INSTANCES_IMAGE_SAVE_DEADLINE_S + 1)
+    with simulate(FAIL_IMAGE_SAVE=1), committed():  # a save that cannot finish here: only its deadline ends it
+        images_saving_repair(now=past)
+    stuck.refresh_from_db()
+    assert stuck.status == Image.Status.FAILED
