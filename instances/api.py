@@ -493,6 +493,7 @@ class SavedImageViewSet(
     # account's is a 404 whatever the credential. Launch from one by naming its id as a launch's image.
     serializer_class = SavedImageSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"img-[0-9a-f]{1,32}"  # a saved image's id; anything else is no route at all
     lookup_url_kwarg = "pk"
 
     def get_queryset(self):

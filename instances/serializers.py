@@ -6,6 +6,8 @@ what the caller names (a catalogue slug, the caller's own volume) within what th
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -251,13 +253,17 @@ class CatalogueSlugField(serializers.Field):
         return value.slug
 
 
+SAVED_IMAGE_ID = re.compile(r"img-[0-9a-f]{1,32}")
+
+
 @extend_schema_field(OpenApiTypes.STR)
 class LaunchImageField(CatalogueSlugField):
     """A catalogue image's slug, or one of the caller's saved images (``img-…``) that is ready, as the
     acting context sees it (``instances.images``): another account's is "does not exist"."""
 
     def to_internal_value(self, data):
-        if isinstance(data, str) and data not in catalogue_active(Image):
+        # Only a saved image's id is looked up (``img-`` and hex): anything else is the catalogue's error.
+        if isinstance(data, str) and SAVED_IMAGE_ID.fullmatch(data) and data not in catalogue_active(Image):
             request = self.context.get("request")
             if request is not None:
                 principal, membership = acting(request)

@@ -102,6 +102,12 @@ def image_save_task(image_id: int) -> None:
     services.image_save_execute(image_id=image_id)
 
 
+@shared_task(acks_late=True)
+def image_registry_delete_task(image_id: int) -> bool:
+    """A deleted image's manifest out of the registry (best effort: ``image_registry_delete``)."""
+    return services.image_registry_delete(image_id=image_id)
+
+
 @shared_task(**RETRY)
 def instance_preempt_task(instance_id: str) -> None:
     """Warn and checkpoint now; power off after the grace period (the reconciler is the net under it)."""

@@ -29,6 +29,7 @@ from instances.services.common import OPERATIONS, Operation, app_launch_from, in
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
 from instances.services.images import (
     image_delete,
+    image_registry_delete,
     image_rename,
     image_save,
     image_save_execute,
@@ -54,6 +55,7 @@ __all__ = [
     "Operation",
     "app_launch_from",
     "image_delete",
+    "image_registry_delete",
     "image_rename",
     "image_save",
     "image_save_execute",

@@ -14,6 +14,7 @@ acts only on a SAVING image and finishes it with a compare-and-set; the meter op
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import uuid
@@ -32,11 +33,13 @@ from core.messages import reason as stored
 from core.tasks import enqueue_on_commit
 from instances.errors import ImageExists, ImageInUse, ImageSaveNotSupported, LaunchInvalid, OperationNotAllowed
 from instances.models import Image, Instance
+from instances.registry import Registry, RegistryError
 from providers import PermanentBackendError, get_backend
 from teams.models import Team
 
 NAME_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+logger = logging.getLogger(__name__)
 IMAGE_SKU_CODE = "image.gb"
 # The machine must be still (stopped) or up (running) to be committed: not booting, moving or going.
 SAVABLE = (Instance.Status.RUNNING, Instance.Status.STOPPED)
@@ -181,6 +184,24 @@ def image_save_fail(*, image_id: int, error: str, statuses: tuple = ()) -> None:
     )
 
 
+def image_registry_delete(*, image_id: int) -> bool:
+    """Take a deleted image's manifest out of the console's registry (its blobs go at the registry's
+    garbage collection). Only when no other live image names the same digest (a save of nothing new,
+    under another tag, is the same manifest), and only on the registry this console is configured with.
+    Best effort: the image is deleted for its owner and its bill whatever the registry says."""
+    image = Image.objects.filter(pk=image_id, status=Image.Status.DELETED).first()
+    address = (settings.CONSOLE_REGISTRY or "").strip().rstrip("/")
+    if image is None or not image.digest or not address or not image.repository.startswith(address + "/"):
+        return False
+    if Image.objects.filter(digest=image.digest).exclude(status=Image.Status.DELETED).exists():
+        return False
+    try:
+        return Registry.from_settings().manifest_delete(image.repository, image.digest)
+    except RegistryError:
+        logger.warning("the registry kept %s@%s", image.repository, image.digest, exc_info=True)
+        return False
+
+
 def images_saving_repair(*, now=None) -> dict:
     """The reconciler's pass over saves whose task vanished (a worker killed, a message lost): a save
     SAVING for longer than ``INSTANCES_IMAGE_SAVE_REDRIVE_S`` is enqueued again (once per that period;
@@ -260,5 +281,6 @@ def image_delete(*, image: Image) -> Image:
         )
         if moved:
             meter_stop(ref=image_meter_ref(image.pk))
+            enqueue_on_commit("instances.tasks.image_registry_delete_task", image.pk)
     image.status = Image.Status.DELETED
     return image

@@ -239,3 +239,11 @@ def test_a_save_whose_task_vanished_is_redriven_then_failed_past_its_deadline(ri
         images_saving_repair(now=past)
     stuck.refresh_from_db()
     assert stuck.status == Image.Status.FAILED
+
+
+def test_an_image_that_is_no_id_is_a_400_on_its_field_never_a_query(rich_alice, alice_client):
+    for image in ("img-\x00", "\u00fem\x00", "img-zz"):
+        response = alice_client.post(
+            reverse("api-instance-list"), {**BODY_DEFAULTS, "image": image}, content_type="application/json"
+        )
+        assert response.status_code == 400 and "image" in response.json()["error"]["fields"]

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from instances.models import Image
-from instances.services import image_save
+from instances.services import image_delete, image_save, instance_release
 from instances.tests.conftest import committed, launch
 from providers.local.tests.local_helpers import wait_running
 from providers.local.tests.test_local_containers import (  # noqa: F401 (fixtures)
@@ -78,7 +78,7 @@ def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved
     """``local``: the instance runs an image of this host's store (podman commit, the fix, skopeo's push);
     ``pinned``: a catalogue image pinned in the registry, as launches run them (the direct push: only
     the container's own layer is read and pushed beside the base's)."""
-    settings.CONSOLE_REGISTRY = registry
+    settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = registry, False
     backend = in_containers(services=("lab",))
     catalogue_image = "pytorch-2.5-cu124"
     if base == "pinned":
@@ -144,3 +144,14 @@ def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved
     assert second.image_ref == ref and runtime.meta(second.key)["image"] == ref
     seen = _exec(backend, second.key, "cat /opt/console-saved && echo more >> /opt/console-saved")
     assert seen.returncode == 0 and seen.stdout.strip() == "saved-change", seen.stderr  # read and written as uid 1000
+
+    # Deleted once nothing uses it: its manifest leaves the registry (its blobs at the registry's clean-up).
+    with committed():
+        instance_release(instance=second)
+    with committed():
+        image_delete(image=Image.objects.get(pk=saved.pk))
+    gone = subprocess.run(
+        ["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{ref}"],
+        capture_output=True, text=True, env=runtime.podman.env(),
+    )  # fmt: skip
+    assert gone.returncode != 0 and "manifest unknown" in gone.stderr.lower(), gone.stderr
