@@ -40,7 +40,7 @@ from bench import launch as bench
 CALLS = int(os.environ.get("BENCH_SQL_CALLS", "300"))
 LAUNCHES = int(os.environ.get("BENCH_SQL_LAUNCHES", "40"))
 #: Short names for the table of ``make bench`` (bench/run.py).
-LABELS = {"accounts.authentication.token_with_user": "token_lookup", "instances.services._get": "instance_read"}
+LABELS = {"accounts.authentication.token_with_user": "token_lookup", "instances.services.common._get": "instance_read"}
 KEEP_SHARE_PCT = 5.0
 
 
@@ -98,8 +98,8 @@ def run() -> dict:
 
     from accounts.authentication import token_digest, token_with_user
     from core import speedups, sql
-    from instances import services as instance_services
     from instances.models import Instance
+    from instances.services import common as instance_services
     from instances.tasks import instance_provision_task
 
     combos = bench.world_seed()
@@ -137,7 +137,7 @@ def run() -> dict:
     pairs = {
         # caller (as counted) → the call, made with the speed-up on (fixed) and off (the ORM)
         "accounts.authentication.token_with_user": lambda: token_with_user(digest),
-        "instances.services._get": lambda: instance_services._get(instance.pk),
+        "instances.services.common._get": lambda: instance_services._get(instance.pk),
     }
 
     def sql_speedup(on: bool) -> None:

@@ -24,6 +24,7 @@ api_v1 = [
     path("", include("metrics.api_urls")),  # instances/<id>/metrics/
     path("", include("instances.api_urls")),
     path("", include("storage.api_urls")),  # volumes/
+    path("", include("vault.api_urls")),  # secrets/
     path("teams/", include("teams.api_urls")),
     path("", include("notifications.api_urls")),  # notifications/, notifications/preferences/, …/webhooks/
 ]
@@ -82,6 +83,7 @@ urlpatterns = [
     path("instances/", include("instances.urls")),
     path("quota/", include("instances.quota_urls")),
     path("storage/", include("storage.urls")),
+    path("secrets/", include("vault.urls")),
     path("teams/", include("teams.urls")),
     path("notifications/", include("notifications.urls")),
     path("i18n/", include("django.conf.urls.i18n")),

@@ -41,6 +41,8 @@ from instances.serializers import (
     ImageSaveSerializer,
     ImageSerializer,
     ImageShareSerializer,
+    InstanceSecretChoiceSerializer,
+    InstanceSecretsSerializer,
     InstanceSerializer,
     InstanceStartSerializer,
     LaunchSerializer,
@@ -145,6 +147,7 @@ class InstanceViewSet(TeamResourceViewSet):
         launch.is_valid(raise_exception=True)
         data = dict(launch.validated_data)
         data["volumes"] = [(v["volume"], v["mount_path"], v["mode"]) for v in data.pop("volumes", [])]
+        data["secrets"] = [(s["name"], s["env"]) for s in data.pop("secrets", [])]
         principal, _membership = acting(request)
         try:
             require_launch(request)
@@ -305,6 +308,47 @@ class InstanceViewSet(TeamResourceViewSet):
     @action(detail=True, methods=["post"], url_path="keep-running")
     def keep_running(self, request, pk=None):
         return self._act(services.instance_auto_stop_snooze)
+
+    @extend_schema(
+        methods=["GET"],
+        summary="The secrets the instance gets at boot (names and whether each is a variable; never values)",
+        tags=["instances"],
+        responses=InstanceSecretChoiceSerializer(many=True),
+    )
+    @extend_schema(
+        methods=["PUT"],
+        summary="Choose the secrets the instance gets, from its next start or restart",
+        description=(
+            "Replaces the choice: each of the owner's secrets by name, with `env` to export it as an "
+            "environment variable too. A machine reads its secrets as it boots: a stopped instance gets them "
+            "at its start, a running one at its next restart. Another account's secret does not exist here."
+        ),
+        tags=["instances"],
+        request=InstanceSecretsSerializer,
+        responses={
+            200: InstanceSecretChoiceSerializer(many=True),
+            400: OpenApiResponse(description=_("Invalid choice")),
+            403: OpenApiResponse(description="forbidden: a teammate's instance this person may see but not operate"),
+            409: OpenApiResponse(description="invalid_state (released)"),
+        },
+    )
+    @action(detail=True, methods=["get", "put"], filter_backends=[], pagination_class=None)
+    def secrets(self, request, pk=None):
+        instance = self.get_object()
+        if request.method == "PUT":
+            try:
+                require_operate(request, instance)  # before the body: a teammate's instance is a 403 whatever it says
+            except errors.InstanceError as exc:
+                raise_as_api_error(exc)
+            body = InstanceSecretsSerializer(data=request.data, context={"request": request})
+            body.is_valid(raise_exception=True)
+            choices = [(c["name"], c["env"]) for c in body.validated_data["secrets"]]
+            try:
+                services.instance_secrets_set(instance=instance, choices=choices)
+            except errors.InstanceError as exc:
+                raise_as_api_error(exc)
+        chosen = selectors.instance_secret_choices(instance=instance)
+        return Response(InstanceSecretChoiceSerializer(chosen, many=True).data)
 
     @extend_schema(summary="Status history, oldest first", tags=["instances"], responses=EventSerializer(many=True))
     # Paginated like every list (the schema says so); the instance list's filters do not apply to it.

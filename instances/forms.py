@@ -13,6 +13,7 @@ from instances.hooks import volume_hooks
 from instances.models import GpuModel, Image, Instance, QuotaRequest, Region
 from instances.selectors import regions_offered
 from instances.services import node_count_choices
+from vault.selectors import secret_list_for
 
 
 class LaunchForm(forms.Form):
@@ -90,6 +91,17 @@ class LaunchForm(forms.Form):
         self.fields["region"].initial = first_region.pk if first_region else None
         self.fields["gpu_model"].initial = first_gpu.pk if first_gpu else None
         self._add_volume_fields(account if account is not None else user)
+        self._add_secret_fields(account if account is not None else user)
+
+    def _add_secret_fields(self, account) -> None:
+        """Per secret of the account that will own the instance: give it to the machine?, and also as a
+        variable? ``clean`` turns them into ``secrets``."""
+        self.secret_rows = []
+        for secret in secret_list_for(owner=account):
+            prefix = f"secret_{secret.name}"
+            self.fields[f"{prefix}_use"] = forms.BooleanField(label=secret.name, required=False)
+            self.fields[f"{prefix}_env"] = forms.BooleanField(label=_("Also a variable"), required=False)
+            self.secret_rows.append({"secret": secret, "use": self[f"{prefix}_use"], "env": self[f"{prefix}_env"]})
 
     def _add_volume_fields(self, user) -> None:
         """Per volume the user could attach (``instances.hooks.volumes``): attach it?, where, how. ``clean``
@@ -139,6 +151,36 @@ class LaunchForm(forms.Form):
             if attach:
                 volumes.append((row["volume"], path or "", mode or "rw"))
         data["volumes"] = volumes
+        secrets = []
+        for row in self.secret_rows:
+            prefix = f"secret_{row['secret'].name}"
+            use, env = data.pop(f"{prefix}_use", False), data.pop(f"{prefix}_env", False)
+            if use or env:  # asking for the variable gives the file too
+                secrets.append((row["secret"], bool(env)))
+        data["secrets"] = secrets
+        return data
+
+
+class InstanceSecretsForm(forms.Form):
+    """The instance page's choice of the owner's secrets: per secret, give it?, and also as a variable?"""
+
+    def __init__(self, *args, secrets, chosen: dict | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        chosen = chosen or {}
+        self.rows = []
+        for secret in secrets:
+            use = forms.BooleanField(label=secret.name, required=False, initial=secret.pk in chosen)
+            env = forms.BooleanField(label=_("Also a variable"), required=False, initial=chosen.get(secret.pk, False))
+            self.fields[f"use_{secret.name}"], self.fields[f"env_{secret.name}"] = use, env
+            self.rows.append({"secret": secret, "use": self[f"use_{secret.name}"], "env": self[f"env_{secret.name}"]})
+
+    def clean(self) -> dict:
+        data = super().clean()
+        data["choices"] = [
+            (row["secret"], bool(data.get(f"env_{row['secret'].name}")))
+            for row in self.rows
+            if data.get(f"use_{row['secret'].name}") or data.get(f"env_{row['secret'].name}")
+        ]
         return data
 
 

@@ -476,6 +476,26 @@ class Instance(StatusDisplayMixin, models.Model):
         return self.status not in (self.Status.RELEASING, self.Status.RELEASED)
 
 
+class InstanceSecret(models.Model):
+    """A secret of the instance's owner (``vault.Secret``) that the machine gets at every boot: the file
+    ``/run/console-secrets/<NAME>`` and, with ``env``, the variable ``NAME`` of its servers and log-in
+    shells. The value is read (decrypted) only while the spec of a boot is built (``_spec``), so a
+    choice or a new value takes effect at the next start or restart; nothing of it is stored here.
+    """
+
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="secret_choices")
+    secret = models.ForeignKey("vault.Secret", on_delete=models.CASCADE, related_name="instance_choices")
+    env = models.BooleanField(_("also an environment variable"), default=False)
+
+    class Meta:
+        verbose_name = _("instance secret")
+        verbose_name_plural = _("instance secrets")
+        constraints = [models.UniqueConstraint(fields=["instance", "secret"], name="instances_secret_once")]
+
+    def __str__(self) -> str:
+        return f"{self.secret_id} for {self.instance_id}"
+
+
 class InstanceEvent(EventReasonMixin, models.Model):
     """One change of an instance's status, with why: the timeline users see and the clock billing reads.
 

@@ -25,6 +25,7 @@ from instances.models import (
     Image,
     Instance,
     InstanceEvent,
+    InstanceSecret,
     Node,
     QuotaRequest,
     Region,
@@ -32,6 +33,7 @@ from instances.models import (
     StrayMachine,
 )
 from providers import BackendError, backend_aliases, get_backend
+from vault.selectors import secret_list_for
 
 
 def instance_list_for(*, user, include_released: bool = False) -> QuerySet[Instance]:
@@ -669,3 +671,20 @@ def reservations_reserved_now(*, now: datetime | None = None) -> dict[tuple[int,
         .annotate(n=Sum("cards"))
         .order_by()
     }
+
+
+def instance_secret_choices(*, instance: Instance) -> list[InstanceSecret]:
+    """The secrets ``instance`` gets at boot, by name, each with ``env`` (names only: no value is read)."""
+    return list(
+        InstanceSecret.objects.filter(instance=instance)
+        .select_related("secret")
+        .defer("secret__ciphertext")
+        .order_by("secret__name")
+    )
+
+
+def instance_secrets_offered(*, instance: Instance):
+    """The owner's secrets by name for the instance page's choice, each with ``chosen_env``: None when
+    the instance does not get it, else whether it is also a variable (one query, no ciphertext)."""
+    chosen = InstanceSecret.objects.filter(instance_id=instance.pk, secret_id=OuterRef("pk")).values("env")[:1]
+    return secret_list_for(owner=instance.owner_id).annotate(chosen_env=Subquery(chosen))

@@ -32,6 +32,7 @@ from instances.images import image_launchable_for
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
 from instances.services.images import image_billed_gb
 from providers.base import BOOT_STAGES
+from vault.selectors import secret_list_for
 
 
 class InstanceSerializer(serializers.ModelSerializer):
@@ -227,6 +228,33 @@ class LaunchVolumeSerializer(serializers.Serializer):
 
 
 @extend_schema_field(OpenApiTypes.STR)
+class _OwnSecretField(SlugRelatedField):
+    """A secret of the acting account, by name; another account's is "does not exist"."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        if request is None:
+            return secret_list_for(owner=None).none()
+        return secret_list_for(owner=acting(request)[0])
+
+
+class InstanceSecretChoiceSerializer(serializers.Serializer):
+    name = _OwnSecretField(slug_field="name", help_text="A secret saved under /api/v1/secrets/.")
+    env = serializers.BooleanField(
+        default=False,
+        help_text="Also export it as the environment variable of that name (JupyterLab, code-server, SSH); "
+        "it is always the file /run/console-secrets/<name>.",
+    )
+
+    def to_representation(self, instance):
+        return {"name": instance.secret.name, "env": instance.env}
+
+
+class InstanceSecretsSerializer(serializers.Serializer):
+    secrets = InstanceSecretChoiceSerializer(many=True, max_length=100)
+
+
+@extend_schema_field(OpenApiTypes.STR)
 class CatalogueSlugField(serializers.Field):
     """The slug of an active region, GPU model or image, looked up in the process's copy of the
     catalogue (``instances.catalogue_cache``): no query per launch.
@@ -292,6 +320,12 @@ class LaunchSerializer(serializers.Serializer):
         required=False,
         max_length=16,
         help_text="HTTP ports the owner will serve, each at /i/<id>/p<port>/ (see the ports endpoints).",
+    )
+    secrets = InstanceSecretChoiceSerializer(
+        many=True,
+        required=False,
+        max_length=100,
+        help_text="Your secrets the machine gets at every boot, as files in /run/console-secrets/ (and variables).",
     )
     tier = serializers.ChoiceField(
         choices=Instance.Tier.values,

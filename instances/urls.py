@@ -16,6 +16,7 @@ urlpatterns = [
     path("<uuid:pk>/save-image/", views.instance_save_image, name="instance_save_image"),
     path("<uuid:pk>/auto-stop/", views.instance_auto_stop, name="instance_auto_stop"),
     path("<uuid:pk>/resize/", views.instance_resize, name="instance_resize"),
+    path("<uuid:pk>/secrets/", views.instance_secrets, name="instance_secrets"),
     # List rows build this as their detail URL + "<action>/" (one reverse per row, not four).
     path("<uuid:pk>/<instance_action:action>/", views.instance_action, name="instance_action"),
 ]

@@ -37,6 +37,7 @@ from instances.forms import (
     AutoStopForm,
     ImageRenameForm,
     ImageSaveForm,
+    InstanceSecretsForm,
     LaunchForm,
     QuotaDecisionForm,
     QuotaRequestForm,
@@ -197,6 +198,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         # The launch timeline and the image pull's progress, as the worker recorded them.
         "boot": boot_timeline(instance=instance),
         "mounts": _mounts(instance),
+        "secrets_form": _secrets_form(instance) if instance.status != Instance.Status.RELEASED else None,
         # Panels of the apps above: GPU charts, a spending limit, the files (hooks.detail_panels).
         "gpu_panels": [*gpu_metrics_hooks().detail_panels(instance=instance), *_detail_panels(instance)],
     }
@@ -323,6 +325,25 @@ def instance_form_change(*, form: Callable[[HttpRequest, Instance], forms.Form],
 def instance_rename(request: HttpRequest, instance: Instance, data: dict) -> str:
     services.instance_rename(instance=instance, name=data["name"])
     return _("Renamed.")
+
+
+def _secrets_form(instance: Instance, data=None) -> InstanceSecretsForm:
+    """The owner's secrets, each with whether the instance has it (and as a variable): one query."""
+    secrets = list(selectors.instance_secrets_offered(instance=instance))
+    chosen = {s.pk: s.chosen_env for s in secrets if s.chosen_env is not None}
+    return InstanceSecretsForm(data, secrets=secrets, chosen=chosen)
+
+
+@instance_form_change(
+    form=lambda request, instance: _secrets_form(instance, request.POST),
+    invalid=gettext_lazy("Choose among the secrets listed."),
+)
+def instance_secrets(request: HttpRequest, instance: Instance, data: dict) -> str:
+    """The instance page's choice of secrets: the same service as ``PUT …/secrets/`` in the API."""
+    services.instance_secrets_set(instance=instance, choices=data["choices"])
+    if instance.status == Instance.Status.STOPPED:
+        return _("Secrets saved: the instance gets them when it starts.")
+    return _("Secrets saved: the instance gets them at its next start or restart.")
 
 
 @instance_form_change(

@@ -29,6 +29,7 @@ from invoices.models import InvoiceRequest
 from privacy.models import Acceptance
 from storage.models import Volume
 from teams.models import Membership
+from vault.models import Secret
 
 CHUNK = 2000  # rows read per database round trip
 
@@ -289,6 +290,11 @@ def _account(user) -> dict:
         "ssh_keys": [
             {"name": k.name, "type": k.key_type, "bits": k.bits, "fingerprint": k.fingerprint, "added": k.created_at}
             for k in SSHKey.objects.filter(user=user)
+        ],
+        # Names and dates only: a value is never given back, not even to its owner.
+        "secrets": [
+            {"name": s.name, "size": s.size, "created": s.created_at, "updated": s.updated_at}
+            for s in Secret.objects.filter(owner=user)
         ],
         "api_tokens": [
             {

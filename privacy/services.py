@@ -40,6 +40,7 @@ from storage.models import Volume
 from storage.services import volume_delete
 from teams.models import Invitation, Membership, Role, Team
 from teams.services import membership_leave
+from vault.models import Secret
 
 logger = logging.getLogger(__name__)
 
@@ -349,7 +350,7 @@ def _personal_data_erase(*, user) -> dict[str, int]:
     history and invoices together, so the books still balance and tax records stay whole); the ledger;
     invoice requests, with the e-mail removed and a person's name (a 个人 title) replaced. Deleted: log-in
     addresses, passwords and second factors, SSH keys, API tokens, the security log, gateway sessions,
-    device log-ins, notifications and webhooks, pending team invitations to the address, acceptances and
+    device log-ins, notifications and webhooks, secrets, pending team invitations to the address, acceptances and
     exports, the mobile number and real-name verifications. Memberships end (the teams' audit logs record a departed member under the anonymised name).
     """
     old_email = user.email
@@ -373,6 +374,8 @@ def _personal_data_erase(*, user) -> dict[str, int]:
     counts["email_addresses"] = EmailAddress.objects.filter(user=user).delete()[0]
     counts["second_factors"] = Authenticator.objects.filter(user=user).delete()[0]
     counts["ssh_keys"] = SSHKey.objects.filter(user=user).delete()[0]
+    # The person's secrets (their instances boot without them from now on); a team's stay the team's.
+    counts["secrets"] = Secret.objects.filter(owner=user).delete()[0]
     # The mobile number, its codes, real-name verifications and any licence file (the trial claims stay,
     # unlinked: an HMAC of a number or ID, so a deleted account's person still gets no second trial).
     identity_forget(user=user)

@@ -111,6 +111,22 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class SecretValue:
+    """One of the owner's secrets, given to the machine at this boot only.
+
+    A backend puts ``value`` in the file ``/run/console-secrets/<name>`` (readable by the machine's user,
+    never part of an image) and, with ``env``, exports it as the variable ``name`` to the servers and
+    log-in shells from a file in that folder (never the container's own environment, which a saved
+    image keeps). It never writes the value into the state it returns (the console stores that
+    verbatim) and needs no value after the boot: every start and restart brings them again.
+    """
+
+    name: str  # an environment variable's name ([A-Z_][A-Z0-9_]*), so a file name too
+    value: str = field(repr=False)
+    env: bool = False
+
+
+@dataclass(frozen=True)
 class Tenant:
     """The account a machine belongs to, as a host isolates it from every other account's machines.
 
@@ -164,6 +180,9 @@ class InstanceSpec:
     memory_gb: int = 0
     # The image's size as published (bytes, 0: unknown), for progress where the engine cannot tell.
     image_bytes: int = 0
+    # The owner's secrets chosen for this machine, decrypted for this boot (``SecretValue``). Left out of
+    # the repr, so a logged spec shows no value.
+    secrets: tuple[SecretValue, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

@@ -467,6 +467,30 @@ kill_stragglers() {
   say "still running: $( (job_pids; tenant_pids) | paste -sd' ' -)"
 }
 
+# The cluster's own daemons found by what their command lines name (its config, the REST copy of it,
+# its munge socket), whatever the pid files say: a pid file holds the wrapper a daemon was started
+# under (runuser, setsid), and a run that restarted the cluster part-way may have left one that names
+# a process long gone while the daemon it started still runs. Never this script or its parent.
+daemon_pids() {
+  { pgrep -f -- "-f $CONF" || true; pgrep -f -- "$REST_ETC/slurm.conf" || true; pgrep -f -- "--socket=$MUNGE/munge.socket" || true; } |
+    grep -vx -e "$$" -e "$PPID" | sort -un || true
+}
+
+kill_daemons() {
+  local pids
+  pids="$(daemon_pids | tr '\n' ' ')"
+  [[ -n "${pids// /}" ]] || return 0
+  say "stopping daemons the pid files did not name: $pids"
+  # shellcheck disable=SC2086
+  kill $pids 2>/dev/null || true
+  for _ in $(seq 50); do [[ -z "$(daemon_pids)" ]] && return 0; sleep 0.1; done
+  # shellcheck disable=SC2086
+  kill -9 $(daemon_pids) 2>/dev/null || true
+  for _ in $(seq 20); do [[ -z "$(daemon_pids)" ]] && return 0; sleep 0.1; done
+  say "still running: $(daemon_pids | paste -sd' ' -)"
+  return 1
+}
+
 cmd_stop() {
   cancel_jobs
   stop_pidfile "$RUN/slurmrestd.run"
@@ -475,6 +499,7 @@ cmd_stop() {
   stop_pidfile "$RUN/slurmctld.run"
   stop_pidfile "$RUN/munged.pid"
   kill_stragglers
+  kill_daemons || die "the cluster did not stop"
   say "stopped"
 }
 

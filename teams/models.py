@@ -186,6 +186,8 @@ class TeamEvent(AppendOnlyModel):
         VOLUME_DELETED = "volume_deleted", _("Volume deleted")
         APP_DEPLOYED = "app_deployed", _("App deployed")
         APP_REMOVED = "app_removed", _("Deployment deleted")
+        SECRET_SAVED = "secret_saved", _("Secret saved")
+        SECRET_DELETED = "secret_deleted", _("Secret deleted")
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="events")
     # PROTECT, as the ledger's: a cascade's SET_NULL would edit history (and the append-only guard refuses it).

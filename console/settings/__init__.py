@@ -675,6 +675,15 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 
+# --- Secrets (vault/): a user's or a team's named values, encrypted, given to chosen instances at boot ----
+# Fernet keys (comma-separated, newest first) for the values at rest; empty: derived from SECRET_KEY
+# and SECRET_KEY_FALLBACKS (vault/crypto.py says why). Changing them without keeping the old one
+# among them makes the stored values unreadable (instances then boot without them).
+VAULT_KEYS = env_list("VAULT_KEYS", "")
+# A value's size: tokens and small key files, not datasets (each is a file in a 64 MiB tmpfs folder).
+VAULT_VALUE_MAX_BYTES = int(os.environ.get("VAULT_VALUE_MAX_BYTES", "65536"))
+VAULT_MAX_SECRETS = int(os.environ.get("VAULT_MAX_SECRETS", "100"))  # per account (a person or a team)
+
 # --- Identity: mobile numbers, real names, one trial per person (identity/; README "Identity") ---------
 # Texts go through IDENTITY_SMS_BACKEND: identity.sms.aliyun.AliyunSender or identity.sms.tencent.TencentSender
 # with IDENTITY_SMS_OPTIONS (JSON: keys, sign name, template), or, outside production by default, the

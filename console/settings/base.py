@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "metrics",
     "budgets",
     "teams",
+    "vault",
     "notifications",
     "privacy",
 ]

@@ -29,6 +29,10 @@ EXAMPLES = 15
 # when the 400 names nothing but the fields listed, the "schema-valid data is accepted" check is waived;
 # every other check still runs on those answers.
 _ROWS = "slugs and ids must name existing rows (the catalogue, your keys, volumes and instances)"
+_SECRET = (
+    "a name not reserved for the machine's own settings (PATH, LD_*, CONSOLE_*…); a value of at most "
+    "VAULT_VALUE_MAX_BYTES bytes as UTF-8 (the schema counts characters), without NUL"
+)
 STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "POST /api/v1/instances/": (
         {"region", "gpu_model", "image", "ssh_keys", "volumes", "disk_gb"},
@@ -58,6 +62,9 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
         "https (http only to localhost outside production), no credentials",
     ),
     "PATCH /api/v1/notifications/webhooks/{id}/": ({"url"}, "https (http only to localhost outside production)"),
+    "POST /api/v1/secrets/": ({"name", "value"}, _SECRET),
+    "PUT /api/v1/secrets/{name}/": ({"value"}, _SECRET),
+    "PUT /api/v1/instances/{id}/secrets/": ({"secrets"}, _ROWS + " (the names of your secrets)"),
 }
 
 # Staff operations are fuzzed as staff (a user gets their 403 before any input is read, which would

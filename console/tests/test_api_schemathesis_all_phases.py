@@ -39,6 +39,10 @@ EXAMPLES = 5
 TIMEOUT_S = 900
 
 _ROWS = "slugs and ids must name existing rows (the catalogue, your keys, volumes and instances)"
+_SECRET = (
+    "a name not reserved for the machine's own settings (PATH, LD_*, CONSOLE_*…); a value of at most "
+    "VAULT_VALUE_MAX_BYTES bytes as UTF-8 (the schema counts characters), without NUL"
+)
 # Operations whose schema-valid input may still be refused with a 400, because validity depends on rows
 # or content the schema cannot state: "schema-valid data is accepted" is waived for them (and only that
 # check; every other check still runs on their answers).
@@ -55,6 +59,9 @@ VALID_MAY_BE_REFUSED: dict[str, str] = {
     "POST /api/v1/staff/reservations/": _ROWS + "; a window ahead, no more cards than the region has in service",
     "POST /api/v1/notifications/webhooks/": "https (http only to localhost outside production), no credentials",
     "PATCH /api/v1/notifications/webhooks/{id}/": "https (http only to localhost outside production)",
+    "POST /api/v1/secrets/": _SECRET,
+    "PUT /api/v1/secrets/{name}/": _SECRET,
+    "PUT /api/v1/instances/{id}/secrets/": _ROWS + " (the names of your secrets)",
 }
 
 

@@ -170,7 +170,9 @@ def instances_requeue() -> int:
     A shape that did not fit in a region is not tried again in this pass for instances as large.
     """
     started = 0
-    refused: dict[tuple[int, int, int], int] = {}  # (region, model, nodes) -> smallest card count that did not fit
+    refused: dict[
+        tuple[int, int, int, bool], int
+    ] = {}  # (region, model, nodes, no GPU) -> smallest card count that did not fit
     waiting = Instance.objects.select_related("gpu_model", "image", "region", "owner", "created_by").filter(
         status=S.PREEMPTED
     )
@@ -180,12 +182,16 @@ def instances_requeue() -> int:
             held[instance.backend_alias] is None or instance.key in held[instance.backend_alias]
         ):
             continue  # the engine requeued it and boots it again itself: the sync follows it
-        shape = (instance.region_id, instance.gpu_model_id, instance.node_count)  # a cluster's refusal is its own
+        # A cluster's refusal is its own, and so is a run without GPU's (it asks for no cards).
+        shape = (instance.region_id, instance.gpu_model_id, instance.node_count, instance.no_gpu)
         if instance.gpu_count >= refused.get(shape, 10**6):
             continue
         try:
+            # As it ran: a run without GPU comes back without (it would take cards its owner never asked for).
             after = instance_start(
-                instance=instance, reason=stored(gettext_noop("Capacity returned: restarting after preemption"))
+                instance=instance,
+                reason=stored(gettext_noop("Capacity returned: restarting after preemption")),
+                no_gpu=instance.no_gpu,
             )
         except InstanceError:  # no capacity, quota or balance now: it waits for the next pass
             refused[shape] = min(refused.get(shape, 10**6), instance.gpu_count)

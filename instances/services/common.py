@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import OuterRef
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from accounts.models import SSHKey
@@ -22,21 +23,23 @@ from billing.services import InsufficientFunds, launch_check
 from core import sql
 from core.tasks import enqueue_on_commit
 from instances import hooks
-from instances.errors import BudgetReached, FundsTooLow, OperationNotAllowed
+from instances.errors import BudgetReached, FundsTooLow, LaunchInvalid, OperationNotAllowed
 from instances.hooks import volume_hooks
 from instances.lifecycle import ALLOWED
-from instances.models import GpuModel, Image, Instance, Node, Region
+from instances.models import GpuModel, Image, Instance, InstanceSecret, Node, Region
 from instances.tenancy import tenant_for
 from providers import (
     AppLaunch,
     InstanceSpec,
     PermanentBackendError,
     ProvisioningBackend,
+    SecretValue,
     TransientBackendError,
     get_backend,
 )
 from teams.access import Access, membership_access
 from teams.models import Membership
+from vault.selectors import secret_values_for_boot
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +131,42 @@ def _spec(instance: Instance) -> InstanceSpec:
         if instance.no_gpu
         else instance.gpu_model.ram_gb_per_card * instance.gpu_count,
         image_bytes=instance.image.size_bytes,
+        secrets=_secrets_for_boot(instance),
     )
+
+
+def _secrets_for_boot(instance: Instance) -> tuple[SecretValue, ...]:
+    """The owner's secrets chosen for ``instance``, decrypted for the boot whose spec is being built
+    (create, start, restart, repair): the values exist in the clear only in that spec, on their way to
+    the provider. ``_get`` read whether any is chosen with the instance, so a machine without secrets
+    costs no query here (every boot builds a spec); with some, one for the choices and one for the values."""
+    if getattr(instance, "secret_choice_ids", None) == []:
+        return ()
+    choices = dict(InstanceSecret.objects.filter(instance_id=instance.pk).values_list("secret_id", "env"))
+    if not choices:
+        return ()
+    values = secret_values_for_boot(owner_id=instance.owner_id, secret_ids=choices)
+    return tuple(
+        SecretValue(name=name, value=value, env=choices[secret_id])
+        for secret_id, (name, value) in sorted(values.items(), key=lambda item: item[1][0])
+    )
+
+
+def _secret_choices_write(*, instance: Instance, choices, replace: bool = False) -> None:
+    """Record which of the owner's secrets ``instance`` gets at boot: ``choices`` are ``(secret, env)``
+    pairs (``env``: also an environment variable). The secrets must be the instance's owner's: a team's
+    instance takes the team's, a personal one its owner's (anything else is ``LaunchInvalid``, which
+    the API's serializer has already turned into "does not exist"). ``replace``: the choice replaces
+    the previous one; the machine gets it at its next start or restart."""
+    pairs = {}
+    for secret, env in choices:
+        if secret.owner_id != instance.owner_id:
+            raise LaunchInvalid(_("Choose secrets of the account that owns the instance."), field="secrets")
+        pairs[secret.pk] = bool(env)
+    if replace:
+        InstanceSecret.objects.filter(instance_id=instance.pk).exclude(secret_id__in=pairs).delete()
+    for secret_id, env in pairs.items():
+        InstanceSecret.objects.update_or_create(instance_id=instance.pk, secret_id=secret_id, defaults={"env": env})
 
 
 def _ssh_public_keys(instance: Instance) -> list[str]:
@@ -162,8 +200,9 @@ def _ssh_public_keys(instance: Instance) -> list[str]:
 
 
 def _get(instance_id) -> Instance | None:
-    """The instance as a task works on it: with its catalogue rows, node and owner, and the public keys
-    its machine is built with (in the same statement: every create, start and restart needs them).
+    """The instance as a task works on it: with its catalogue rows, node and owner, the public keys its
+    machine is built with, and the ids of the secrets chosen for it (in the same statement: every
+    create, start and restart needs them, and most machines have no secret to read).
 
     A fixed statement (``core.sql``): every boot of every instance reads it, and compiling the ORM's
     five joins and subquery cost several times what running them does (3 ms of a launch's CPU:
@@ -171,9 +210,10 @@ def _get(instance_id) -> Instance | None:
     """
     if not sql.enabled():
         keys = SSHKey.objects.filter(instances=OuterRef("pk")).order_by(*SSHKey._meta.ordering).values("public_key")
+        chosen = InstanceSecret.objects.filter(instance=OuterRef("pk")).values("pk")
         return (
             Instance.objects.select_related("gpu_model", "image", "region", "node", "owner")
-            .annotate(ssh_public_keys=ArraySubquery(keys))
+            .annotate(ssh_public_keys=ArraySubquery(keys), secret_choice_ids=ArraySubquery(chosen))
             .filter(pk=instance_id)
             .first()
         )
@@ -184,7 +224,8 @@ def _get(instance_id) -> Instance | None:
         f"SELECT {', '.join(sql.columns(m, a) for m, a in layout)}, ARRAY("  # noqa: S608 (names from _meta)
         f"SELECT k.public_key FROM {sql.table(SSHKey)} k JOIN {sql.table(through)} ik "
         f"ON ik.{through._meta.get_field('sshkey').column} = k.id "
-        f"WHERE ik.{through._meta.get_field('instance').column} = i.id ORDER BY {sql.ordering(SSHKey, 'k')}) "
+        f"WHERE ik.{through._meta.get_field('instance').column} = i.id ORDER BY {sql.ordering(SSHKey, 'k')}), "
+        f"ARRAY(SELECT c.id FROM {sql.table(InstanceSecret)} c WHERE c.{InstanceSecret._meta.get_field('instance').column} = i.id) "
         f"FROM {sql.table(Instance)} i JOIN {sql.table(GpuModel)} g ON g.id = i.gpu_model_id "
         f"JOIN {sql.table(Image)} im ON im.id = i.image_id JOIN {sql.table(Region)} r ON r.id = i.region_id "
         f"JOIN {sql.table(user_model)} u ON u.id = i.owner_id LEFT JOIN {sql.table(Node)} n ON n.id = i.node_id "
@@ -196,7 +237,7 @@ def _get(instance_id) -> Instance | None:
     instance, instance.gpu_model, instance.image, instance.region, instance.owner, instance.node = sql.from_joined_row(
         row, *layout
     )
-    instance.ssh_public_keys = row[-1]
+    instance.ssh_public_keys, instance.secret_choice_ids = row[-2], row[-1]
     return instance
 
 

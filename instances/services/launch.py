@@ -26,7 +26,16 @@ from instances.lifecycle import ALLOWED, instance_events_write, instance_notify
 from instances.members import member_limits_check
 from instances.models import GpuModel, Image, Instance, Region
 from instances.quota import quota_check
-from instances.services.common import S, _enqueue, _funds_check, _get, _spec, instance_hourly_price, node_count_choices
+from instances.services.common import (
+    S,
+    _enqueue,
+    _funds_check,
+    _get,
+    _secret_choices_write,
+    _spec,
+    instance_hourly_price,
+    node_count_choices,
+)
 from instances.services.fleet import _nodes_ensure
 from instances.services.placement import _gpus_reserve_for, _gpus_reserve_nodes_for
 from instances.services.sync import _launch_fail, instance_sync
@@ -58,6 +67,7 @@ class LaunchRequest:
     tier: str = Instance.Tier.ON_DEMAND
     checkpoint_command: str = ""  # run in an interruptible instance's grace period
     actor: Any = None
+    secrets: Iterable = ()  # (secret, env) pairs: the owner's secrets the machine gets at every boot
 
 
 def instance_launch(launch: LaunchRequest, /) -> Instance:
@@ -229,6 +239,8 @@ def instance_launch(launch: LaunchRequest, /) -> Instance:
             volume_hooks().attach_at_launch(user=user, instance=instance, volumes=volumes)
         if ports:
             hooks.ports_at_launch(instance=instance, ports=ports)
+        if launch.secrets:
+            _secret_choices_write(instance=instance, choices=launch.secrets)
         reasons = [
             stored(gettext_noop("Launched by %(who)s"), who=actor.email),
             stored(gettext_noop("Finding a node")),

@@ -15,7 +15,16 @@ from core.messages import reason as stored
 from instances.errors import LaunchInvalid, NoGpuNotSupported
 from instances.lifecycle import instance_notify, instance_transition
 from instances.models import Instance
-from instances.services.common import OPERATIONS, Operation, S, _enqueue, _get, _operation_name, _refuse
+from instances.services.common import (
+    OPERATIONS,
+    Operation,
+    S,
+    _enqueue,
+    _get,
+    _operation_name,
+    _refuse,
+    _secret_choices_write,
+)
 from instances.services.fleet import _nodes_ensure
 from instances.services.placement import _instance_place
 from instances.services.sync import instance_sync
@@ -121,7 +130,7 @@ def instance_start(*, instance: Instance, reason: str = "", actor=None, no_gpu: 
         raise NoGpuNotSupported(
             _("A cluster cannot start without GPUs: its nodes work together on their cards. Start it normally.")
         )
-    if no_gpu and instance.status != S.STOPPED:
+    if no_gpu and instance.status not in (S.STOPPED, S.PREEMPTED):
         if instance.no_gpu and instance.status in (S.STARTING, S.RUNNING):
             return instance  # asked twice: already under way, or done
         _refuse(instance, _("Only a stopped instance can start without GPU; this one is %(status)s."))
@@ -149,6 +158,18 @@ def instance_rename(*, instance: Instance, name: str) -> Instance:
     Instance.objects.filter(pk=instance.pk).update(name=name)
     instance.name = name
     transaction.on_commit(lambda: instance_notify(instance))
+    return instance
+
+
+def instance_secrets_set(*, instance: Instance, choices) -> Instance:
+    """Choose the owner's secrets ``instance`` gets (``(secret, env)`` pairs; empty: none), replacing the
+    previous choice. Allowed in any status but released: the machine reads its secrets when it boots,
+    so a stopped one gets them at its start, a running one at its next restart (the page says so)."""
+    if instance.status in (S.RELEASING, S.RELEASED, S.FAILED):
+        _refuse(instance, _("The secrets of an instance that is %(status)s cannot be changed."))
+    with transaction.atomic():
+        Instance.objects.select_for_update().filter(pk=instance.pk).first()
+        _secret_choices_write(instance=instance, choices=choices, replace=True)
     return instance
 
 

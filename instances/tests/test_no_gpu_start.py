@@ -180,3 +180,34 @@ def test_a_run_without_gpu_whose_node_fails_moves_on_without_taking_cards(rich_a
     assert sum(Node.objects.filter(is_healthy=True).values_list("free_cards", flat=True)) == sum(
         Node.objects.filter(is_healthy=True).values_list("total_cards", flat=True)
     )
+
+
+def test_a_run_without_gpu_that_waits_for_a_node_comes_back_without_gpu(rich_alice, settings):
+    from instances.capacity.preemption import instances_requeue
+    from instances.reconciler import instances_reconcile
+    from instances.tests.conftest import backends
+    from providers import get_backend
+    from providers.simulated.models import SimulatedNode
+
+    settings.PROVISIONING_BACKENDS = backends(DISK_FOLLOWS=True)
+    instance = _start(_stopped(rich_alice, count=8), no_gpu=True)
+    region_nodes = list(Node.objects.filter(region=instance.region).values_list("name", flat=True))
+    for name in region_nodes:  # the whole region fails: nowhere to move it, so it waits
+        get_backend("default").node_lose(name=name)
+    with committed():
+        instances_reconcile()
+    instance.refresh_from_db()
+    assert instance.status == S.PREEMPTED
+
+    # The region is back; the machine is off, its disk kept (the engine did not requeue it itself): the
+    # console's own requeue starts it.
+    SimulatedNode.objects.filter(name__in=region_nodes).update(is_lost=False)
+    SimulatedMachine.objects.filter(key=instance.key).update(power="off")
+    with committed():
+        instances_reconcile()
+        instances_requeue()
+    instance.refresh_from_db()
+    assert instance.status in (S.STARTING, S.RUNNING)
+    assert instance.no_gpu and instance.cards_held == 0
+    assert any("restarting after preemption" in e.reason_text for e in instance.events.all())
+    assert _free_cards() == dict(Node.objects.values_list("name", "total_cards"))

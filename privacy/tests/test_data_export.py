@@ -20,6 +20,7 @@ from privacy import services
 from privacy.errors import ExportRefused
 from privacy.models import DataExport
 from privacy.tests.conftest import committed
+from vault.services import secret_set
 
 
 def _zip(export: DataExport) -> zipfile.ZipFile:
@@ -30,6 +31,7 @@ def test_an_export_holds_the_account_its_instances_and_ledger_without_secrets(ri
     instance = running(rich_alice, name="trainer")
     _, raw = api_token_create(user=rich_alice, name="ci", expires_at=None, scope=APIToken.Scope.READ)
     PhoneNumber.objects.create(user=rich_alice, number="+8613800138000", verified_at=timezone.now())
+    secret_set(owner=rich_alice, actor=rich_alice, name="WANDB_API_KEY", value="wandb-export-topsecret")
     with committed():
         response = alice_client.post("/account/data/export/")
     assert response.status_code == 302
@@ -58,6 +60,8 @@ def test_an_export_holds_the_account_its_instances_and_ledger_without_secrets(ri
     assert account["identity"]["mobile_number"] == "+8613800138000"
     assert account["api_tokens"][0]["prefix"] == raw[: len(account["api_tokens"][0]["prefix"])]
     assert raw not in archive.read("account.json").decode()  # the secret never leaves
+    assert [s["name"] for s in account["secrets"]] == ["WANDB_API_KEY"]  # by name: the value never leaves
+    assert not any(b"wandb-export-topsecret" in archive.read(name) for name in names)
     rows = list(csv.DictReader(io.StringIO(archive.read("instances.csv").decode("utf-8-sig"))))
     assert [(r["id"], r["name"]) for r in rows] == [(str(instance.pk), "trainer")]
     events = list(csv.DictReader(io.StringIO(archive.read("instance_events.csv").decode("utf-8-sig"))))

@@ -111,6 +111,7 @@ from providers.kubernetes.manifests import (
     secret_manifest,
     service_manifest,
     statefulset_manifest,
+    user_secret_manifest,
     volume_pvc_manifest,
     webui_port,
 )
@@ -132,6 +133,7 @@ __all__ = [
     "secret_manifest",
     "service_manifest",
     "statefulset_manifest",
+    "user_secret_manifest",
     "volume_name",
     "volume_pvc_manifest",
     "webui_port",

@@ -45,6 +45,7 @@ from providers.kubernetes.manifests import (
     node_affinity,
     pod_template,
     statefulset_manifest,
+    user_secret_manifest,
 )
 from providers.kubernetes.names import (
     ANNOTATION_APP_BASE,
@@ -146,6 +147,7 @@ class KubernetesBackend(
             return self._cluster_start(key, spec)
         self._volumes_check(spec)
         tokens = self._ensure_workspace(key, spec)
+        self._user_secrets_apply(key, spec, self._ns(key, spec=spec))
         sts = self._create(
             self.apps.create_namespaced_stateful_set,
             self.apps.read_namespaced_stateful_set,
@@ -256,6 +258,7 @@ class KubernetesBackend(
         if spec is not None:
             spec = _with_node(spec, node)
             self._volumes_check(spec)
+            self._user_secrets_apply(key, spec, ns)
             ops.append({"op": "replace", "path": "/spec/template", "value": self._template(key, spec)})
             self._replace_service_ports(key, spec, ns)
         elif node:
@@ -283,6 +286,18 @@ class KubernetesBackend(
     def _template(self, key: str, spec: InstanceSpec) -> dict:
         return pod_template(self.opts, alias=self.alias, key=key, spec=spec)
 
+    def _user_secrets_apply(self, key: str, spec: InstanceSpec | None, ns: str) -> None:
+        """The owner's secrets for this boot as their own Secret (``user_secret_manifest``), made again
+        whole so a secret no longer chosen is gone; none (or a stop, ``spec`` None): no Secret at all."""
+        self._delete(self.core.delete_namespaced_secret, f"{instance_name(key)}-user-secrets", namespace=ns)
+        if spec is not None and spec.secrets:
+            self._create(
+                self.core.create_namespaced_secret,
+                self.core.read_namespaced_secret,
+                user_secret_manifest(self.opts, alias=self.alias, key=key, spec=spec),
+                key=key,
+            )
+
     def stop(self, *, key: str, state: dict) -> dict:
         """Scale to zero: the pod goes (and its GPUs with it); disk, Secret and Service stay.
 
@@ -301,6 +316,7 @@ class KubernetesBackend(
             )
         except _NotFound as exc:
             raise PermanentBackendError("The machine no longer exists.") from exc
+        self._user_secrets_apply(key, None, ns)  # the next start brings them again
         return dict(state)
 
     def restart(self, *, key: str, state: dict, spec: InstanceSpec | None = None) -> dict:
@@ -322,6 +338,7 @@ class KubernetesBackend(
             node = ((sts.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE, spec.node)
             spec = _with_node(spec, node)
             self._volumes_check(spec)
+            self._user_secrets_apply(key, spec, ns)
             self._call(
                 self.apps.patch_namespaced_stateful_set,
                 instance_name(key),
@@ -346,6 +363,7 @@ class KubernetesBackend(
         self._delete(self.apps.delete_namespaced_stateful_set, name, propagation_policy="Background", namespace=ns)
         self._delete(self.core.delete_namespaced_service, name, namespace=ns)
         self._delete(self.core.delete_namespaced_secret, f"{name}-secrets", namespace=ns)
+        self._delete(self.core.delete_namespaced_secret, f"{name}-user-secrets", namespace=ns)
         self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{name}-home", namespace=ns)
 
     def poll(self, *, key: str, state: dict) -> Observation:

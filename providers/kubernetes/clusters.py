@@ -55,6 +55,8 @@ class KubeClusters(KubeClient):
         A Job still being deleted (a stop or restart a moment ago) cannot be made again yet: a
         transient error, so the task retries once Kubernetes has finished deleting it.
         """
+        if spec.secrets:  # its Job's pods mount no Secret of the owner's yet: refused, never booted without
+            raise PermanentBackendError("A cluster cannot be given secrets on Kubernetes yet: choose none for it.")
         ns = self._ns(key, spec=spec)
         try:
             job = self._call(self.batch.read_namespaced_job, cluster_name(key), ns)

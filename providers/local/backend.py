@@ -85,6 +85,8 @@ RUNTIME_KEYS = (
     "LIMITS",
     "CDI_SPEC_DIRS",
     "CONTAINERS_DIR",
+    "FIREWALL",
+    "EGRESS_DENY",
 )
 SERVER_NAMES = {LAB: "JupyterLab", CODE: "VS Code", SSH: "the SSH server", APP: "The app", WEBUI: "The app's WebUI"}
 
@@ -195,7 +197,21 @@ class LocalBackend(
                 self.runtime.volume_own(mount.source, asdict(spec.tenant))
         return mounts
 
+    def _secrets(self, spec: InstanceSpec | None) -> dict:
+        """The spec's secrets as the container runtime's ``user_secrets`` keyword (None without a spec:
+        keep those written); the values go to the secrets folder only, never to the state or metadata.
+        The process engine runs servers as the host's user, with no folder of the contract to put
+        them in: a machine with secrets is refused there rather than booted without them."""
+        if spec is None:
+            return {"user_secrets": None} if self.containers else {}
+        if self.containers:
+            return {"user_secrets": [{"name": s.name, "value": s.value, "env": s.env} for s in spec.secrets]}
+        if spec.secrets:
+            raise PermanentBackendError("This host runs processes, not containers: it cannot give a machine secrets.")
+        return {}
+
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
+        secrets = self._secrets(spec)
         cards = self._cards(key, spec.gpu_count)
         extra = {}
         if self.containers:
@@ -221,6 +237,7 @@ class LocalBackend(
             mounts=self._mounts(spec),
             app=self._app(spec),
             **extra,
+            **secrets,
         )
 
     def _cpu_variant(self, spec: InstanceSpec | None) -> AppLaunch | None:
@@ -256,6 +273,7 @@ class LocalBackend(
         # The spec says how many cards this run takes (0 without GPU: no CUDA_VISIBLE_DEVICES cards, the
         # ones it held go back); a repair without one keeps what it holds.
         count = spec.gpu_count if spec is not None else len(meta.get("gpus") or state.get("gpus") or ())
+        secrets = self._secrets(spec)
         cards = self._cards(key, count)
         return self._start(
             key,
@@ -264,6 +282,9 @@ class LocalBackend(
             ssh_public_keys=meta.get("ssh_public_keys", ()),
             mounts=self._mounts(spec),
             app=self._app(spec) if spec is not None else ...,
+            # This run's CPU and RAM (a run without GPU has its own allowance); a repair keeps what it had.
+            **({"cpus": spec.cpus, "memory_gb": spec.memory_gb} if spec is not None and self.containers else {}),
+            **secrets,
         )
 
     def stop(self, *, key: str, state: dict) -> dict:
@@ -276,7 +297,8 @@ class LocalBackend(
             raise PermanentBackendError("This machine no longer exists on this host.")
         mounts = self._mounts(spec)
         app = self._app(spec) if spec is not None else ...
-        restarted = self._call(lambda k: self.runtime.restart(k, mounts=mounts, app=app), key)
+        secrets = self._secrets(spec)
+        restarted = self._call(lambda k: self.runtime.restart(k, mounts=mounts, app=app, **secrets), key)
         return {**state, **restarted, "v": STATE_VERSION}
 
     def destroy(self, *, key: str, state: dict) -> None:

@@ -362,6 +362,7 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
 
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
         """Submit the instance's job, or find the one a previous attempt submitted (by its name)."""
+        _secrets_refused(spec)
         existing = self._active_job(key, self.api.jobs())
         if existing is not None:
             return {
@@ -380,6 +381,7 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
 
     def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
         """Submit a new job on the instance's directory; with a live job, ask it to restart crashed servers."""
+        _secrets_refused(spec)
         if not self._dir(key).is_dir():
             raise PermanentBackendError("This machine's disk no longer exists on the cluster.")
         existing = self._active_job(key, self.api.jobs())
@@ -698,3 +700,11 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
                 secrets=(secrets["app"],),
             )
         return None
+
+
+def _secrets_refused(spec: InstanceSpec | None) -> None:
+    """The job's files on the cluster's shared filesystem would keep the owner's secrets between runs,
+    and its processes run outside any container of the image contract: until the job is given them
+    on the node alone, a machine with secrets is refused here rather than booted without them."""
+    if spec is not None and spec.secrets:
+        raise PermanentBackendError("This Slurm cluster cannot give a machine secrets yet: choose none for it.")

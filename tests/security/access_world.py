@@ -37,6 +37,7 @@ from storage.services import volume_attach, volume_create
 from teams.context import SESSION_KEY
 from teams.models import Invitation, Membership, Role, Team
 from teams.services import invitation_create, membership_remove, team_create
+from vault.services import secret_set
 
 # A word in every object of team B's and charlie's: no answer to anyone else may contain it.
 STRANGER_MARK = "zzrival"
@@ -117,6 +118,8 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
         note=mark,
     )
     order, _url = topup_order_create(user=account, amount_fen=10_000)
+    # A name per context: the URL names a secret by name within the acting account.
+    secret, _created = secret_set(owner=account, actor=actor, name=f"KEY_{mark.upper()}", value=f"value-{mark}")
     context.objects.update(
         instance=instance,
         volume=volume,
@@ -128,6 +131,7 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
         quota_request=quota_request,
         reservation=reservation,
         order=order,
+        secret=secret,
         month=timezone.now().strftime("%Y-%m"),
     )
     if person is not None:

@@ -107,6 +107,7 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-release": Route("instance", INST),
     "api-instance-rename": Route("instance", INST),
     "api-instance-save-image": Route("instance", INST),
+    "api-instance-secrets": Route("instance", INST),
     "api-instance-resize": Route("instance", INST),
     "api-instance-restart": Route("instance", INST),
     "api-instance-start": Route("instance", INST),
@@ -137,6 +138,9 @@ API_ROUTES: dict[str, Route] = {
     "api-volume-file-stat": Route("volume", {"volume_id": "volume"}),
     "api-volume-folder": Route("volume", {"volume_id": "volume"}),
     "api-volume-file-content": Route("volume", {"volume_id": "volume"}),
+    # Secrets (names and dates: a value is never answered)
+    "api-secret-list": Route("resources", {}),
+    "api-secret-detail": Route("secret", {"name": "secret"}),
     # Deployments
     "api-deployments-list": Route("resources", {}),
     "api-deployments-detail": Route("deployment", DEP),
@@ -366,6 +370,7 @@ POLICY: dict[str, dict[str, dict[str, str]]] = {
 }
 POLICY["token"] = POLICY["webhook"] = POLICY["notification"] = POLICY["ssh_key"]  # the person's, alike
 POLICY["reservation"] = POLICY["quota_request"]
+POLICY["secret"] = POLICY["volume"]  # a member sees a colleague's names, changes only their own
 POLICY["team_audit"] = {"read": POLICY["team_members"]["read"]}
 
 
@@ -392,6 +397,7 @@ PAGE_ROUTES: dict[str, Route] = {
     "image_change": Route("saved_image", {"slug": "saved_image", "action": "share"}, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
+    "instance_secrets": Route("instance", IP, "POST"),
     "instance_action": Route("instance", {"pk": "instance", "action": "stop"}, "POST"),
     "instance_files": Route("instance_files", IP, "GET"),
     "instance_ports": Route("instance_parts", IP, "GET"),
@@ -408,6 +414,8 @@ PAGE_ROUTES: dict[str, Route] = {
     "volume_delete": Route("volume", VP, "POST"),
     "volume_attach": Route("volume_attach", VP, "POST"),
     "volume_detach": Route("volume", {"pk": "volume", "attachment_id": "attachment"}, "POST"),
+    "secret_replace": Route("secret", {"name": "secret"}, "POST"),
+    "secret_delete": Route("secret", {"name": "secret"}, "POST"),
     "deployment_detail": Route("deployment", {"deployment_id": "deployment"}, "GET"),
     "deployment_action": Route("deployment", {"deployment_id": "deployment", "verb": "stop"}, "POST"),
     "team_detail": Route("team", {"slug": "team"}, "GET"),
@@ -507,6 +515,7 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
     "instance_parts": {"read": _MINE, "write": _OPERATE},
     "volume": {"read": _MINE, "write": _OPERATE},
     "volume_attach": {"write": _MINE},
+    "secret": {"write": _OPERATE},
     "deployment": {"read": _MINE, "write": _OPERATE},
     "team": {"read": _TEAM, "write": _TEAM},  # seeing it, and leaving it
     "team_members": {"read": _TEAM_ADMIN, "write": _TEAM_ADMIN},
@@ -523,6 +532,7 @@ PAGE_BODIES = {
     "team_rename": {"name": "Lab two"},
     "team_invite": {"email": "newcomer@example.com", "role": "member"},
     "team_wallet_move": {"direction": "in", "amount_fen": 100},
+    "secret_replace": {"value": "replaced"},
 }
 
 
@@ -621,7 +631,9 @@ def _value(world, context: str, what: str):
     obj = world.contexts[context].objects.get(what)
     if obj is None:
         return None
-    return obj.slug if what in ("team", "saved_image") else obj.pk
+    if what in ("team", "saved_image"):
+        return obj.slug
+    return obj.name if what == "secret" else obj.pk
 
 
 def contexts_of(route: Route) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from providers.kubernetes.manifests.instance import (
     secret_manifest,
     service_manifest,
     statefulset_manifest,
+    user_secret_manifest,
     volume_pvc_manifest,
     webui_port,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "service_manifest",
     "statefulset_manifest",
     "tenant_manifests",
+    "user_secret_manifest",
     "volume_pvc_manifest",
     "webui_port",
 ]

@@ -213,6 +213,20 @@ def pod_security_context() -> dict:
 # /run: a tmpfs (counted in the pod's memory) for the servers' runtime files and sshd's host key.
 RUN_VOLUME = {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}}
 RUN_MOUNT = {"name": "run", "mountPath": "/run"}
+# The owner's secrets (``InstanceSpec.secrets``): a Secret of their own in the tenant's namespace,
+# ``<name>-user-secrets``, each mounted read-only as the file USER_SECRETS_MOUNT/<NAME> (the image
+# contract's folder) and, when asked, the variable NAME of the workspace by ``secretKeyRef``: the pod's
+# spec names the keys, never a value. Optional, so a pod whose Secret was removed still starts.
+USER_SECRETS_MOUNT = "/run/console-secrets"
+
+
+def _user_secrets_env(key: str, spec: InstanceSpec) -> list[dict]:
+    name = f"{instance_name(key)}-user-secrets"
+    return [
+        {"name": s.name, "valueFrom": {"secretKeyRef": {"name": name, "key": s.name, "optional": True}}}
+        for s in spec.secrets
+        if s.env
+    ]
 
 
 def _placement(opts: KubeOptions, *, gpu_model: str, node: str) -> dict:
@@ -320,6 +334,8 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
         RUN_MOUNT,
         *_volume_mounts(spec, opts),
     ]
+    if spec.secrets:
+        mounts.append({"name": "user-secrets", "mountPath": USER_SECRETS_MOUNT, "readOnly": True})
     services = [s for s in opts.services if s in CONTAINER_PORTS]
     workspace: dict[str, Any] = {
         "name": "workspace",
@@ -331,6 +347,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
             {"name": "CONSOLE_HOME", "value": opts.disk_path},
             {"name": "CONSOLE_LAB_BASE_URL", "value": f"{base}/{LAB}/"},
             *(_NO_GPU_ENV if not spec.gpu_count else ()),
+            *_user_secrets_env(key, spec),
         ],
         "ports": [{"name": s, "containerPort": CONTAINER_PORTS[s], "protocol": "TCP"} for s in services],
         "volumeMounts": mounts,
@@ -441,6 +458,13 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
         RUN_VOLUME,
         *_user_volumes(opts, spec),
     ]
+    if spec.secrets:
+        volumes.append(
+            {
+                "name": "user-secrets",
+                "secret": {"secretName": f"{name}-user-secrets", "defaultMode": 0o440, "optional": True},
+            }
+        )
     if spec.app is not None:
         volumes.append(
             {
@@ -571,6 +595,23 @@ def secret_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSp
             # code-server's own config file (--config): its password hash, read from the mount.
             "code-server.yaml": f'auth: password\nhashed-password: "{tokens[CODE]}"\n',
         },
+    }
+
+
+def user_secret_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
+    """The owner's secrets for this boot, in the tenant's namespace: replaced at every start and restart
+    with a spec, deleted when the machine stops or has none, so the cluster keeps them only while the
+    machine runs. The backend's state never holds a value."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{instance_name(key)}-user-secrets",
+            "namespace": opts.tenant_namespace(spec.owner_ref),
+            "labels": _labels(alias=alias, key=key, owner_ref=spec.owner_ref),
+        },
+        "type": "Opaque",
+        "stringData": {s.name: s.value for s in spec.secrets},
     }
 
 

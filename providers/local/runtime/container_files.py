@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from providers.local.runtime.base import LocalRuntimeError
@@ -63,14 +65,57 @@ def home_unmount(paths: ContainerPaths) -> None:
         subprocess.run(["umount", "-l", str(paths.home)], capture_output=True, check=False)  # noqa: S603,S607
 
 
-def secrets_folder_write(folder: Path, files: Mapping[str, str], *, owner: int) -> None:
-    """The contract's read-only folder: exactly ``files`` (an app's script no longer run is removed),
-    each replaced whole and readable by the tenant's uid 1000 only; the folder itself 0500."""
+# The owner's secrets (``InstanceSpec.secrets``) in the same folder: one file per secret, by its name
+# (capitals, so never one of the console's own lower-case files), and ``user.env``, the ``export`` lines
+# of those the owner asked for as variables, which the image contract's start script and log-in
+# shells read. Never the container's environment (``podman run -e``): a saved image keeps that.
+USER_SECRET_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+USER_ENV_FILE = "user.env"
+
+
+def user_secret_files(secrets: Sequence[Mapping]) -> dict[str, str]:
+    """The files of the owner's secrets (``{"name", "value", "env"}`` each): ``<NAME>`` with the value as
+    it is, and ``user.env`` with an ``export NAME='value'`` line per secret asked for as a variable."""
+    files, exports = {}, []
+    for secret in secrets:
+        name, value = str(secret["name"]), str(secret["value"])
+        if not USER_SECRET_NAME.match(name):
+            raise LocalRuntimeError(f"invalid secret name {name!r}")
+        files[name] = value
+        if secret.get("env"):
+            exports.append(f"export {name}={shlex.quote(value)}\n")
+    files[USER_ENV_FILE] = "# Written by the console: the secrets exported as variables.\n" + "".join(exports)
+    return files
+
+
+def _is_user_secret(name: str) -> bool:
+    return name == USER_ENV_FILE or bool(USER_SECRET_NAME.match(name))
+
+
+def secrets_folder_clear_user(folder: Path) -> None:
+    """Remove the owner's secrets from the folder (a stopped machine keeps none on the host's disk: its
+    next start brings them again)."""
+    if not folder.is_dir():
+        return
+    for entry in os.listdir(folder):
+        if _is_user_secret(entry):
+            with contextlib.suppress(FileNotFoundError):
+                (folder / entry).unlink()
+
+
+def secrets_folder_write(
+    folder: Path, files: Mapping[str, str], *, owner: int, keep_user_secrets: bool = False
+) -> None:
+    """The contract's read-only folder: exactly ``files`` (an app's script no longer run is removed, and
+    an owner's secret no longer chosen, unless ``keep_user_secrets``: a repair without a spec keeps
+    those it had), each replaced whole and readable by the tenant's uid 1000 only; the folder 0500."""
     folder.mkdir(exist_ok=True)
     stale = {f"{service}.sh" for service in (APP, WEBUI)} - set(files)
+    if not keep_user_secrets:
+        stale |= {name for name in os.listdir(folder) if _is_user_secret(name)} - set(files)
     os.chmod(folder, 0o700)
     os.chown(folder, 0, 0)
-    for name in stale:  # an app no longer run
+    for name in stale:  # an app no longer run, a secret no longer chosen
         with contextlib.suppress(FileNotFoundError):
             (folder / name).unlink()
     for name, text in files.items():

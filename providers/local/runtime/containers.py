@@ -46,6 +46,7 @@ from pathlib import Path
 
 import httpx
 
+from providers.local.runtime import firewall as firewall_rules
 from providers.local.runtime import servers
 from providers.local.runtime.base import (
     InstanceStatus,
@@ -58,7 +59,16 @@ from providers.local.runtime.base import (
     _answers,
     jupyter_activity,
 )
-from providers.local.runtime.container_files import home_mount, home_unmount, hostkey_ensure, secrets_folder_write
+from providers.local.runtime.container_files import (
+    USER_ENV_FILE,
+    USER_SECRET_NAME,
+    home_mount,
+    home_unmount,
+    hostkey_ensure,
+    secrets_folder_clear_user,
+    secrets_folder_write,
+    user_secret_files,
+)
 from providers.local.runtime.container_spec import (
     CONTAINER_PORTS,
     CONTAINER_UID,
@@ -120,6 +130,8 @@ class ContainerRuntime(RuntimeBase):
         registries_insecure: Sequence[str] = ("127.0.0.1", "localhost"),
         bind: str = "127.0.0.1",
         stop_timeout: float = 5.0,
+        firewall: bool = True,
+        egress_deny: Sequence[str] = firewall_rules.DEFAULT_EGRESS_DENY,
     ) -> None:
         super().__init__(
             root=root,
@@ -139,6 +151,8 @@ class ContainerRuntime(RuntimeBase):
         self.node_bin = node_bin or shutil.which("node") or ""
         self.cdi_spec_dirs = tuple(cdi_spec_dirs)
         self.registries_insecure = tuple(registries_insecure)
+        self.firewall = firewall
+        self.egress_deny = firewall_rules.egress_deny_valid(egress_deny)
 
     # --- what is installed ------------------------------------------------------------------------
 
@@ -190,12 +204,15 @@ class ContainerRuntime(RuntimeBase):
         cpus: float = 0,
         memory_gb: float = 0,
         disk_gb: int = 0,
+        user_secrets: Sequence[Mapping] | None = None,
     ) -> dict:
         """Create the instance's container (or find it) and run it; returns the state to persist.
 
         The first start needs ``tenant`` (a ``providers.base.Tenant`` as a dict) and ``image``; later
         ones take them from the instance's metadata. ``mounts`` replaces its volumes (None keeps
-        them): a change of volumes makes a new container (the disk is the home volume, kept)."""
+        them): a change of volumes makes a new container (the disk is the home volume, kept).
+        ``user_secrets`` (``{"name", "value", "env"}`` each) are the owner's secrets for this boot,
+        written to the secrets folder only, never to the metadata; None keeps the ones written."""
         why = self.missing_components()
         if why:
             raise LocalRuntimeError("; ".join(why.values()))
@@ -228,7 +245,7 @@ class ContainerRuntime(RuntimeBase):
             tenant = meta["tenant"]
             home_mount(paths, meta)
             ports = self.ports.allocate(key, list(self.services))
-            self._secrets_write(key, paths, meta, ports)
+            self._secrets_write(key, paths, meta, ports, user_secrets)
             name = self.container_name(key)
             info = self.podman.inspect("container", name)
             wanted = self._config_digest(meta, ports)
@@ -242,6 +259,8 @@ class ContainerRuntime(RuntimeBase):
                 self._image_ready(key, paths, meta)
                 contract = self._follows_contract(meta["image"])
                 self._network_ensure(tenant)
+                self._fence(tenant, paths, meta)
+                meta.pop("limits_now", None)  # a new container has the limits it is created with
                 argv = run_argv(
                     name=name,
                     image=meta["image"],
@@ -269,11 +288,13 @@ class ContainerRuntime(RuntimeBase):
                     self.podman.remove(name)
                     raise LocalRuntimeError(f"the container could not start: {exc}") from exc
             elif info.get("State", {}).get("Status") != "running":
+                self._fence(tenant, paths, meta)
                 try:
                     self.podman.run("start", name, timeout=60)
                 except PodmanError as exc:
                     raise LocalRuntimeError(f"the container could not start: {exc}") from exc
             self._userns_verify(key, meta)
+            self._limits_apply(name, meta)
             meta.update(should_run=True, started=time.time(), oom_seen=self._oom_kills(key))
             meta["stage"] = "container_started"
             self._save_meta(paths, meta)
@@ -320,6 +341,11 @@ class ContainerRuntime(RuntimeBase):
             }
         elif tenant and int(dict(tenant)["uid_base"]) != int(meta["tenant"]["uid_base"]):
             raise LocalRuntimeError("this instance belongs to another tenant's uid range")
+        elif cpus or memory_gb:
+            # A later start with figures of its own (a run without GPU, cards again after one): the
+            # container keeps the limits it was created with ("limits", in its config digest, so the
+            # writable layer survives) and is updated to these once it runs (``_limits_apply``).
+            meta["limits_wanted"] = asdict(limits_for(cpus=cpus, memory_gb=memory_gb, options=self.limit_options))
         cards = [str(g) for g in gpus]
         meta.update(
             owner_ref=owner_ref or meta.get("owner_ref", ""),
@@ -373,6 +399,47 @@ class ContainerRuntime(RuntimeBase):
         result = self.podman.run("network", "create", "--opt", "isolate=true", network, check=False)
         if result.returncode != 0 and self.podman.run("network", "exists", network, check=False).returncode != 0:
             raise LocalRuntimeError(f"the tenant's network could not be made: {last_words(result.stderr)}")
+
+    def _limits_apply(self, name: str, meta: dict) -> None:
+        """Hold the running container to the limits this start asked for, when they differ from those it
+        has (``podman update``: the cgroup's CPU quota and memory, no new container; the pids limit is
+        the host's option, the same for every run, and podman 4.3 cannot update it)."""
+        wanted = meta.get("limits_wanted") or meta["limits"]
+        if wanted == meta.get("limits_now", meta["limits"]):
+            return
+        limits = Limits(**wanted)
+        memory = f"{int(limits.memory_gb * 1024)}m"
+        try:
+            self.podman.run(
+                "update", f"--cpus={limits.cpus}", f"--memory={memory}", f"--memory-swap={memory}", name, timeout=60,
+            )  # fmt: skip
+        except PodmanError as exc:
+            self.podman.run("stop", "-t", "3", name, check=False)
+            raise LocalRuntimeError(f"the container's limits could not be set, so it was stopped: {exc}") from exc
+        meta["limits_now"] = wanted
+
+    def _fence(self, tenant: Mapping, paths: ContainerPaths, meta: dict) -> None:
+        """The firewall's rules for the tenant's network (``firewall.py``), before its container runs:
+        a container that could reach this host's services or the cloud's metadata never starts."""
+        if not self.firewall:
+            return
+        network = _network_name(tenant)
+        subnets = [firewall_rules.Subnet(**s) for s in meta.get("subnets", [])]
+        if not subnets or meta.get("subnets_of") != network:
+            info = self.podman.inspect("network", network) or {}
+            subnets = [
+                firewall_rules.Subnet(cidr=s["subnet"], gateway=s["gateway"])
+                for s in info.get("subnets") or []
+                if s.get("subnet") and s.get("gateway") and ":" not in s["subnet"]
+            ]
+            if not subnets:
+                raise LocalRuntimeError(f"the tenant's network {network} has no IPv4 subnet to fence")
+            meta.update(subnets=[{"cidr": s.cidr, "gateway": s.gateway} for s in subnets], subnets_of=network)
+            self._save_meta(paths, meta)
+        try:
+            firewall_rules.ensure(subnets, deny=self.egress_deny)
+        except (firewall_rules.FirewallError, OSError, subprocess.SubprocessError) as exc:
+            raise LocalRuntimeError(f"the instance's firewall could not be set, so it was not started: {exc}") from exc
 
     # --- the image --------------------------------------------------------------------------------
 
@@ -439,7 +506,14 @@ class ContainerRuntime(RuntimeBase):
 
     # --- the home volume (disk_gb) and the secrets folder -----------------------------------------
 
-    def _secrets_write(self, key: str, paths: ContainerPaths, meta: dict, ports: Mapping[str, int]) -> None:
+    def _secrets_write(
+        self,
+        key: str,
+        paths: ContainerPaths,
+        meta: dict,
+        ports: Mapping[str, int],
+        user_secrets: Sequence[Mapping] | None = None,
+    ) -> None:
         owner = int(meta["tenant"]["uid_base"]) + CONTAINER_UID
         gpus = meta.get("gpus") or []
         visible = ",".join(str(i) for i in range(len(gpus))) if meta.get("gpu_devices") else ",".join(gpus)
@@ -460,7 +534,9 @@ class ContainerRuntime(RuntimeBase):
         for service in (APP, WEBUI):
             if service in self.servers_of(meta):
                 files[f"{service}.sh"] = self._app_script(key, meta, service)
-        secrets_folder_write(paths.secrets, files, owner=owner)
+        if user_secrets is not None:
+            files.update(user_secret_files(user_secrets))
+        secrets_folder_write(paths.secrets, files, owner=owner, keep_user_secrets=user_secrets is None)
         if SSH in self.services:
             hostkey_ensure(key, paths, meta)
 
@@ -750,11 +826,14 @@ class ContainerRuntime(RuntimeBase):
                 else:
                     _conmon_wait(int(conmon))
             home_unmount(paths)
+            secrets_folder_clear_user(paths.secrets)  # the next start brings them again
             # Its ports stay its own while it is stopped, so `podman start` finds them free; its cards
             # go back (a start on other cards makes a new container, same disk).
             self.gpus.release(key)
 
-    def restart(self, key: str, *, mounts: Sequence[Mount] | None = None, app=...) -> dict:
+    def restart(
+        self, key: str, *, mounts: Sequence[Mount] | None = None, app=..., user_secrets: Sequence[Mapping] | None = None
+    ) -> dict:
         meta = self.meta(key)
         if meta is None:
             raise LocalRuntimeError(f"no instance {key!r} on this host")
@@ -767,6 +846,7 @@ class ContainerRuntime(RuntimeBase):
             ssh_public_keys=meta.get("ssh_public_keys", []),
             mounts=mounts,
             app=app,
+            user_secrets=user_secrets,
         )
 
     def destroy(self, key: str) -> None:
@@ -823,7 +903,7 @@ class ContainerRuntime(RuntimeBase):
                     layout,
                     uid_base=int(tenant["uid_base"]),
                     uid_count=int(tenant["uid_count"]),
-                    secrets=[str(v) for v in (meta.get("secrets") or {}).values()],
+                    secrets=self._secret_values(key, meta),
                     entrypoint=list(original_config.get("Entrypoint") or []),
                     cmd=list(original_config.get("Cmd") or []),
                 )
@@ -855,6 +935,21 @@ class ContainerRuntime(RuntimeBase):
                 "dropped": report.dropped[:20],
                 "timings": {k: round(v, 2) for k, v in timings.items()},
             }
+
+    def _secret_values(self, key: str, meta: dict) -> list[str]:
+        """What a saved image must never hold: the servers' tokens, and the owner's secrets as this run
+        has them in its secrets folder (a stopped machine keeps none there; values under 8 characters
+        are too common to look for)."""
+        values = [str(v) for v in (meta.get("secrets") or {}).values()]
+        folder = self.paths(key).secrets
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(folder):
+                if USER_SECRET_NAME.match(entry) and entry != USER_ENV_FILE:
+                    with contextlib.suppress(OSError, UnicodeDecodeError):
+                        value = (folder / entry).read_text().strip()
+                        if len(value) >= 8:
+                            values.append(value)
+        return values
 
     def _image_save_direct(self, key: str, meta: dict, *, repository: str, tag: str, auth_file: str) -> dict | None:
         """The fast path of ``image_save``, or None where it does not apply (then: commit, copy, fix, push).
@@ -899,7 +994,7 @@ class ContainerRuntime(RuntimeBase):
                             out,
                             uid_base=int(tenant["uid_base"]),
                             uid_count=int(tenant["uid_count"]),
-                            secrets=[str(v) for v in (meta.get("secrets") or {}).values()],
+                            secrets=self._secret_values(key, meta),
                         )
                 finally:
                     if running:

@@ -44,6 +44,10 @@ def runtime_from_options(options: dict) -> LocalRuntime | ContainerRuntime:
         }
         if options.get("DEFAULT_IMAGE"):
             kwargs["default_image"] = options["DEFAULT_IMAGE"]
+        if "FIREWALL" in options:
+            kwargs["firewall"] = bool(options["FIREWALL"])
+        if "EGRESS_DENY" in options:
+            kwargs["egress_deny"] = tuple(options["EGRESS_DENY"])
         if "CDI_SPEC_DIRS" in options:
             kwargs["cdi_spec_dirs"] = tuple(options["CDI_SPEC_DIRS"])
         if "SERVICES" in options:

@@ -3,7 +3,8 @@
 - The owner reaches JupyterLab through the console's proxy; a stranger gets 404; stop keeps the disk
   and leaves no process, start brings it back, release leaves nothing.
 - Isolation: from inside one tenant's machine (a shell as its user, uid 1000), another tenant's
-  files, processes, ports and secrets cannot be reached; its uid map is its own range, not the
+  files, processes, ports and secrets cannot be reached, nor a service of the host listening on every
+  interface (the firewall); its uid map is its own range, not the
   host's identity; an allocation over its memory limit is killed and the owner is told.
 - The image applies: two images that differ are launched, and each shows its own /etc/os-release
   over SSH and in a JupyterLab kernel through the proxy.
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import subprocess
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from websockets.sync.client import connect
 
@@ -33,6 +36,7 @@ from console.tests.test_proxy_websocket import _execute
 from instances.models import Image, InstanceEvent
 from instances.services import instance_release, instance_start, instance_stop, instance_sync
 from instances.tests.conftest import committed, fund, launch
+from providers.local.runtime.container_spec import _network_name
 from providers.local.tests.local_helpers import asgi_server, wait_running, wait_until
 from providers.local.tests.test_local_sshd import _keypair, _ssh
 
@@ -182,11 +186,32 @@ def test_one_tenant_cannot_reach_anothers_files_processes_ports_or_secrets_and_m
         "    except OSError:\n"
         "        print('closed', host, port)\n"
     )
-    reached = runtime.podman.run(
-        "exec", "--user", "1000", runtime.container_name(a), "python3", "-c", probe,
-        "127.0.0.1", str(b_port), b_address, "8888", check=False,
-    ).stdout  # fmt: skip
-    assert reached.split("\n")[:2] == [f"closed 127.0.0.1 {b_port}", f"closed {b_address} 8888"], reached
+    # The host: a service of it that listens on every interface is out of reach too, at the network's
+    # gateway and at the host's other addresses (the firewall, providers/local/runtime/firewall.py).
+    host_service = socket.create_server(("0.0.0.0", 0))  # noqa: S104 (the service a container must not reach)
+    host_port = host_service.getsockname()[1]
+    gateway = runtime.podman.inspect("network", _network_name(runtime.meta(a)["tenant"]))["subnets"][0]["gateway"]
+    host_addresses = [
+        address.address
+        for name, addresses in psutil.net_if_addrs().items()
+        for address in addresses
+        if address.family == socket.AF_INET and not address.address.startswith(("127.", "10.88.", "10.89."))
+    ][:1]
+    targets = ["127.0.0.1", str(b_port), b_address, "8888", gateway, str(host_port)]
+    for address in host_addresses:
+        targets += [address, str(host_port)]
+    try:
+        reached = runtime.podman.run(
+            "exec", "--user", "1000", runtime.container_name(a), "python3", "-c", probe, *targets, check=False,
+        ).stdout  # fmt: skip
+    finally:
+        host_service.close()
+    assert reached.split("\n")[:3] == [
+        f"closed 127.0.0.1 {b_port}",
+        f"closed {b_address} 8888",
+        f"closed {gateway} {host_port}",
+    ], reached
+    assert "open" not in reached, reached
     # Its user namespace is its tenant's range, not the host's identity map.
     uid_map = _exec(backend, a, "cat /proc/self/uid_map").stdout.split()
     assert uid_map[:2] != ["0", "0"] and uid_map[1] == str(runtime.meta(a)["tenant"]["uid_base"])
@@ -479,3 +504,53 @@ def test_make_runs_publish_puts_the_minimal_image_in_the_registry_and_a_launch_p
     wait_running(instance, timeout=BOOT_S)
     pinned = f"{registry}/console/minimal@{image.digest}"
     assert instance.image_ref == pinned and backend.runtime.meta(instance.key)["image"] == pinned
+
+
+def _cgroup_limits(backend, key: str) -> tuple[float, int]:
+    """The container's CPU quota (cores) and memory limit (bytes), read inside it (cgroup v1 or v2)."""
+    probe = (
+        "if [ -f /sys/fs/cgroup/cpu.max ]; then cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/memory.max;"
+        " else cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us"
+        " /sys/fs/cgroup/memory/memory.limit_in_bytes; fi"
+    )
+    words = _exec(backend, key, probe).stdout.split()
+    quota, period, memory = int(words[0]), int(words[1]), int(words[2])
+    return round(quota / period, 2), memory
+
+
+def test_a_start_without_gpu_is_held_to_its_allowance_and_a_start_with_cards_gets_the_catalogues_back(
+    this_host, container_images, rich_alice, settings
+):
+    settings.INSTANCES_NO_GPU_CPUS = 0.5
+    settings.INSTANCES_NO_GPU_MEMORY_GB = 1
+    backend = this_host(
+        services=("lab",),
+        ENGINE="podman",
+        LIMITS={"MAX_CPUS": 2, "MAX_MEMORY_GB": 2, "PIDS_LIMIT": 256},  # the catalogue's h200 asks for more
+        IMAGES={"pytorch-2.5-cu124": MINIMAL},
+    )
+    with committed():
+        instance = launch(rich_alice, gpu="h200", region="local", disk_gb=20)
+    wait_running(instance, timeout=BOOT_S)
+    key = instance.key
+    with_cards = _cgroup_limits(backend, key)
+    assert with_cards == (2.0, 2 * 2**30)
+    assert _exec(backend, key, "echo kept > /tmp/../home/user/mark && touch /var/tmp/layer").returncode == 0
+
+    with committed():
+        instance_stop(instance=instance)
+    with committed():
+        instance_start(instance=instance, no_gpu=True)
+    wait_running(instance, timeout=BOOT_S)
+    assert _cgroup_limits(backend, key) == (0.5, 2**30)
+    # The same container: its writable layer is there (a new one would have lost it).
+    assert _exec(backend, key, "test -f /var/tmp/layer && cat ~/mark").stdout.strip() == "kept"
+
+    with committed():
+        instance_stop(instance=instance)
+    with committed():
+        instance_start(instance=instance)
+    wait_running(instance, timeout=BOOT_S)
+    assert _cgroup_limits(backend, key) == with_cards
+    with committed():
+        instance_release(instance=instance)

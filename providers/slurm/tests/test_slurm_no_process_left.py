@@ -27,6 +27,20 @@ def _processes_of(uid: int) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["uids", "name"]) if p.info["uids"] and p.info["uids"].real == uid]
 
 
+def _cluster_daemons() -> list[str]:
+    """The cluster's own daemons still running: munged, slurmctld, the slurmds and slurmrestd all name a
+    file of the cluster's folder (its config, or its munge socket) on their command lines."""
+    base = str(SCRIPT.parent.parent.joinpath("var", "slurm").resolve())
+    seen = []
+    for p in psutil.process_iter(["cmdline", "name"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if p.info["name"] in {"munged", "slurmctld", "slurmd", "slurmrestd"} and (
+            base in line or "/run/console-slurm-" in line
+        ):
+            seen.append(f"{p.pid} {line}")
+    return seen
+
+
 def _running_with_a_detached_process(backend, key: str, owner) -> dict:
     spec = InstanceSpec(node="", gpu_model="h200", gpu_count=1, image="cuda", disk_gb=20, tenant=owner)
     seen = {"state": backend.create(key=key, spec=spec)}
@@ -68,6 +82,8 @@ def test_stopping_the_cluster_leaves_no_process_of_any_instance(on_slurm, slurm_
         # Nothing of the instances once the stop has returned: not waited for, it is the stop's promise.
         assert [p.pid for owner in owners for p in _processes_of(owner.uid)] == []
         assert "cancelling jobs" in done.stdout
+        # Nor of the cluster: "stopped" once said so while slurmctld, the slurmds and slurmrestd ran on.
+        assert _cluster_daemons() == []
     finally:
         subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=300, check=True)
     assert cluster_or_skip().node_state("gpu01") in ("idle", "mix", "alloc")

@@ -355,6 +355,14 @@ class Client(Transport):
     ) -> m.SavedImage:
         """Save as image (answered at once: the image is "saving", then "ready")."""
 
+    @operation("v1_instances_secrets_list", "GET", "/instances/{id}/secrets/")
+    def instances_secrets_list(self, id: str) -> list[m.InstanceSecretChoice]:
+        """The secrets the instance gets at boot: names, and whether each is also a variable."""
+
+    @operation("v1_instances_secrets_update", "PUT", "/instances/{id}/secrets/")
+    def instances_secrets_set(self, id: str, body: m.InstanceSecretsRequest) -> list[m.InstanceSecretChoice]:
+        """Choose the secrets the instance gets, from its next start or restart (replaces the choice)."""
+
     @operation("v1_instances_start_create", "POST", "/instances/{id}/start/")
     def instances_start(
         self, id: str, body: m.InstanceStartRequest | None = None, *, idempotency_key: str | None = None
@@ -469,6 +477,26 @@ class Client(Transport):
     @operation("v1_reservations_retrieve", "GET", "/reservations/{id}/")
     def reservations_get(self, id: str) -> m.Reservation:
         """One of your reservations."""
+
+    @operation("v1_secrets_list", "GET", "/secrets/", paginated=True)
+    def secrets_list(self) -> Iterator[m.Secret]:
+        """Your secrets (the acting account's): names and dates, never values."""
+
+    @operation("v1_secrets_create", "POST", "/secrets/")
+    def secrets_create(self, body: m.SecretCreateRequest) -> m.Secret:
+        """Save a new secret (409 ``secret_exists`` when the name is taken)."""
+
+    @operation("v1_secrets_retrieve", "GET", "/secrets/{name}/")
+    def secrets_get(self, name: str) -> m.Secret:
+        """One secret's name and dates."""
+
+    @operation("v1_secrets_update", "PUT", "/secrets/{name}/")
+    def secrets_update(self, name: str, body: m.SecretValueRequest) -> m.Secret:
+        """Replace a saved secret's value."""
+
+    @operation("v1_secrets_destroy", "DELETE", "/secrets/{name}/")
+    def secrets_delete(self, name: str) -> None:
+        """Delete a secret."""
 
     @operation("v1_staff_quota_requests_list", "GET", "/staff/quota/requests/", paginated=True)
     def staff_quota_requests_list(self, *, status: str | None = None) -> Iterator[m.StaffQuotaRequest]:

@@ -19,7 +19,7 @@ import click
 from click.shell_completion import get_completion_class
 from rich.table import Table
 
-from gpuctl import cli_files, cli_ssh, config  # noqa: F401  (their commands register on cli)
+from gpuctl import cli_files, cli_secrets, cli_ssh, config  # noqa: F401  (their commands register on cli)
 from gpuctl.api import Client
 from gpuctl.cli_base import (
     EXIT_AUTH,
@@ -133,13 +133,34 @@ def profile_rm(ctx: Context, name: str) -> None:
 @click.option("--disk", "disk_gb", type=int, default=None, help="System disk in GB.")
 @click.option("--nodes", "node_count", type=int, default=None)
 @click.option("--ssh-key", "ssh_keys", type=int, multiple=True, help="Id of one of your SSH keys (repeatable).")
+@click.option(
+    "--secret", "secret_files", multiple=True, help="A secret it gets as /run/console-secrets/NAME (repeatable)."
+)
+@click.option(
+    "--secret-env", "secret_envs", multiple=True, help="A secret it gets as that file and variable (repeatable)."
+)
 @click.option("--idempotency-key", default=None, help="Reuse to retry safely; a random one by default.")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait until it runs.")
 @click.option("--timeout", default=600, show_default=True, help="Seconds to wait.")
 @pass_ctx
-def launch(ctx: Context, wait: bool, timeout: int, idempotency_key: str | None, ssh_keys, **spec) -> None:
+def launch(
+    ctx: Context,
+    wait: bool,
+    timeout: int,
+    idempotency_key: str | None,
+    ssh_keys,
+    secret_files,
+    secret_envs,
+    **spec,
+) -> None:
     """Launch an instance, wait until it runs, and print how to reach it."""
-    body = {k: v for k, v in {**spec, "ssh_keys": list(ssh_keys) or None}.items() if v is not None}
+    chosen = [{"name": n, "env": False} for n in secret_files if n not in secret_envs]
+    chosen += [{"name": n, "env": True} for n in secret_envs]
+    body = {
+        k: v
+        for k, v in {**spec, "ssh_keys": list(ssh_keys) or None, "secrets": chosen or None}.items()
+        if v is not None
+    }
     instance = ctx.client.instances_create(body, idempotency_key=idempotency_key)
     if wait:
         instance = _wait_running(ctx, instance, timeout)

@@ -64,6 +64,13 @@ ZH = {
     "{name} cannot be reached through the console's SSH gateway now (is it running?).": "现在无法通过控制台的 SSH 网关连接 {name}（它在运行吗？）。",
     "{path}: no such file.": "{path}：没有这个文件。",
     "{ref!r} matches several volumes.": "{ref!r} 匹配多个存储卷。",
+    "No secrets. Save one with `gpuctl secrets set NAME`.": "没有密钥。可用 `gpuctl secrets set 名称` 保存。",
+    "Bytes": "字节",
+    "Updated": "更新时间",
+    "Value": "值",
+    "Saved {name}.": "已保存 {name}。",
+    "Replaced the value of {name}; instances get it at their next start or restart.": "已替换 {name} 的值；实例在下次启动或重启时获得新值。",
+    "Deleted {name}.": "已删除 {name}。",
 }
 
 

@@ -182,6 +182,8 @@ TeamEventActionEnum = Literal[
     "volume_deleted",
     "app_deployed",
     "app_removed",
+    "secret_saved",
+    "secret_deleted",
 ]
 
 TopUpOrderStatusEnum = Literal["pending", "paid", "failed", "expired", "refunded", "partially_refunded"]
@@ -594,6 +596,20 @@ class Instance(TypedDict):
     billed_hourly_fen: int | None
 
 
+class InstanceSecretChoice(TypedDict):
+    name: str
+    env: NotRequired[bool]
+
+
+class InstanceSecretChoiceRequest(TypedDict):
+    name: str
+    env: NotRequired[bool]
+
+
+class InstanceSecretsRequest(TypedDict):
+    secrets: list[InstanceSecretChoiceRequest]
+
+
 class InstanceStartRequest(TypedDict):
     wait: NotRequired[bool]
     no_gpu: NotRequired[bool]
@@ -626,6 +642,7 @@ class LaunchRequest(TypedDict):
     ssh_keys: NotRequired[list[int]]
     volumes: NotRequired[list[LaunchVolumeRequest]]
     ports: NotRequired[list[int]]
+    secrets: NotRequired[list[InstanceSecretChoiceRequest]]
     tier: NotRequired[LaunchTierEnum]
     checkpoint_command: NotRequired[str]
 
@@ -822,6 +839,13 @@ class PaginatedSavedImageList(TypedDict):
     next: NotRequired[str | None]
     previous: NotRequired[str | None]
     results: list[SavedImage]
+
+
+class PaginatedSecretList(TypedDict):
+    count: int
+    next: NotRequired[str | None]
+    previous: NotRequired[str | None]
+    results: list[Secret]
 
 
 class PaginatedSecurityEventList(TypedDict):
@@ -1052,6 +1076,25 @@ class SavedImage(TypedDict):
     source_instance: str | None
     saved_by: str
     created_at: str
+
+
+class Secret(TypedDict):
+    """A secret as every answer shows it: its name, size and dates. The value is never sent back."""
+
+    name: str
+    size: int
+    created_by: str | None
+    created_at: str
+    updated_at: str
+
+
+class SecretCreateRequest(TypedDict):
+    name: str
+    value: str
+
+
+class SecretValueRequest(TypedDict):
+    value: str
 
 
 class SecurityEvent(TypedDict):
@@ -1377,6 +1420,9 @@ __all__ = [
     "ImageSaveRequest",
     "ImageShareRequest",
     "Instance",
+    "InstanceSecretChoice",
+    "InstanceSecretChoiceRequest",
+    "InstanceSecretsRequest",
     "InstanceStartRequest",
     "InstanceStatusEnum",
     "InstanceTierEnum",
@@ -1416,6 +1462,7 @@ __all__ = [
     "PaginatedReservationList",
     "PaginatedSSHKeyList",
     "PaginatedSavedImageList",
+    "PaginatedSecretList",
     "PaginatedSecurityEventList",
     "PaginatedStaffQuotaRequestList",
     "PaginatedStaffReservationList",
@@ -1453,6 +1500,9 @@ __all__ = [
     "SavedImage",
     "SavedImageStatusEnum",
     "ScopeEnum",
+    "Secret",
+    "SecretCreateRequest",
+    "SecretValueRequest",
     "SecurityEvent",
     "SecurityEventActionEnum",
     "Series",

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('instances', '0018_instance_no_gpu'),
+        ('instances', '0019_instance_secrets'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,117 @@
+"""The REST API for secrets, in the acting context (a team's secrets with a token scoped to it or a
+session acting in it; one's own otherwise). Same services and refusals as the page.
+
+- ``GET /api/v1/secrets/``: names, sizes and dates, never values.
+- ``POST /api/v1/secrets/`` ``{"name", "value"}``: a new secret (409 ``secret_exists`` when the name is
+  taken: replacing is the PUT).
+- ``PUT /api/v1/secrets/<NAME>/`` ``{"value"}``: a new value for a saved secret (404 for a name not saved).
+- ``DELETE /api/v1/secrets/<NAME>/``: 204; the instances that had it boot without it from their next start.
+
+A bad name or value is a 400 with ``fields``; another account's secret is a 404 whatever the
+credential. In a team: seeing the names needs a role that sees resources; saving needs one that may
+launch, and replacing or deleting a secret another member saved needs an admin (a 403 saying why).
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from core.drf import ServiceError
+from core.errors import Refusal
+from teams.access import request_acting, require_permission
+from teams.resource_api import TeamResourceViewSet
+from teams.roles import Permission
+from vault import selectors, services
+from vault.errors import SecretInvalid
+from vault.models import NAME_RE
+from vault.serializers import SecretCreateSerializer, SecretSerializer, SecretValueSerializer
+
+
+def _raise(exc: Refusal):
+    if isinstance(exc, SecretInvalid):
+        raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
+    raise ServiceError(detail=exc.message, code=exc.code) from exc
+
+
+def _may_save(request) -> None:
+    require_permission(request, Permission.RESOURCES_LAUNCH, _("Your role in this team does not allow saving secrets."))
+
+
+_refused = OpenApiResponse(description="secret_exists or secrets_limit")
+
+
+# No Idempotency-Key on the create: the idempotency table keeps a digest of each body, and a digest of a
+# low-entropy value can be checked against guesses. A repeated create is harmless anyway: the second one
+# is a 409 ``secret_exists`` and changes nothing.
+@extend_schema_view(
+    list=extend_schema(summary="List your secrets (names and dates, never values)", tags=["secrets"]),
+    retrieve=extend_schema(summary="Get one secret's name and dates (never its value)", tags=["secrets"]),
+    create=extend_schema(
+        summary="Save a new secret",
+        tags=["secrets"],
+        request=SecretCreateSerializer,
+        responses={201: SecretSerializer, 400: OpenApiResponse(description="Invalid name or value"), 409: _refused},
+    ),
+    destroy=extend_schema(
+        summary="Delete a secret", tags=["secrets"], responses={204: OpenApiResponse(description="Deleted")}
+    ),
+)
+class SecretViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
+    serializer_class = SecretSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"  # a name no secret can have is a JSON 404 from the view, as a missing one
+    change_refused = gettext_lazy("Only the secret's creator or a team admin can change it.")
+
+    def resources_for(self, principal):
+        return selectors.secret_list_for(owner=principal)
+
+    def get_object(self, *, operate: bool = False):
+        if not NAME_RE.match(self.kwargs.get(self.lookup_field, "")):
+            raise Http404  # no secret has such a name (and a NUL never reaches the database)
+        return super().get_object(operate=operate)
+
+    def create(self, request, *args, **kwargs):
+        _may_save(request)
+        body = SecretCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            secret, _created = services.secret_set(
+                owner=request_acting(request)[0], actor=request.user, create_only=True, **body.validated_data
+            )
+        except Refusal as exc:
+            _raise(exc)
+        return Response(SecretSerializer(secret).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Replace a secret's value",
+        tags=["secrets"],
+        request=SecretValueSerializer,
+        responses={200: SecretSerializer, 400: OpenApiResponse(description="Invalid value")},
+    )
+    def update(self, request, *args, **kwargs):
+        _may_save(request)
+        secret = self.get_object(operate=True)  # 404 for a name the acting account has not saved
+        body = SecretValueSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            secret, _created = services.secret_set(
+                owner=request_acting(request)[0],
+                actor=request.user,
+                name=secret.name,
+                value=body.validated_data["value"],
+            )
+        except Refusal as exc:
+            _raise(exc)
+        return Response(SecretSerializer(secret).data)
+
+    def destroy(self, request, *args, **kwargs):
+        _may_save(request)
+        secret = self.get_object(operate=True)
+        services.secret_delete(secret=secret, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,8 @@
+from rest_framework.routers import SimpleRouter
+
+from vault import api
+
+router = SimpleRouter()
+router.register("secrets", api.SecretViewSet, basename="api-secret")
+
+urlpatterns = router.urls

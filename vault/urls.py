@@ -1,0 +1,9 @@
+from django.urls import path
+
+from vault import views
+
+urlpatterns = [
+    path("", views.secret_list, name="secrets"),
+    path("<str:name>/replace/", views.secret_replace, name="secret_replace"),
+    path("<str:name>/delete/", views.secret_delete, name="secret_delete"),
+]
