@@ -160,3 +160,17 @@ def test_an_overlay_upper_folder_becomes_a_layer_with_whiteouts_and_opaque_folde
     assert "usr/share/doc/.wh..wh..opq" in members and "etc/debian_version" not in members
     assert "run" in members and not any(name.startswith("run/") for name in members)
     assert report.shifted == 1
+
+
+def test_the_owners_secrets_in_the_folder_are_looked_for_as_the_servers_tokens_are(tmp_path):
+    from providers.local.runtime.containers import ContainerRuntime
+
+    runtime = ContainerRuntime(root=tmp_path)
+    folder = runtime.paths("k1").secrets
+    folder.mkdir(parents=True)
+    (folder / "WANDB_API_KEY").write_text("wandb-0123456789abcdef\n")
+    (folder / "SHORT").write_text("abc")  # too common a string to look for
+    (folder / "user.env").write_text("export WANDB_API_KEY='wandb-0123456789abcdef'\n")
+    (folder / "lab_token").write_text(TOKEN)  # the servers' own: from the metadata
+    values = runtime._secret_values("k1", {"secrets": {"lab": TOKEN}})
+    assert sorted(values) == sorted([TOKEN, "wandb-0123456789abcdef"])
