@@ -26,17 +26,21 @@ from rest_framework.views import APIView
 
 from accounts.models import SSHKey
 from core.drf import ServiceError
-from idempotency.decorators import idempotent
+from idempotency.decorators import IDEMPOTENCY_KEY_PARAMETER, idempotent
 from instances import errors, quota, selectors, services, tasks
 from instances.acting import acting, require_launch, require_operate, require_quota_request, require_view
 from instances.capacity import resize, start_queue
 from instances.filters import InstanceFilter
-from instances.models import GpuModel, QuotaRequest, Reservation
+from instances.images import image_access, images_saved_for
+from instances.models import GpuModel, Image, QuotaRequest, Reservation
 from instances.serializers import (
     AutoStopSerializer,
     EventSerializer,
     GpuModelSerializer,
+    ImageRenameSerializer,
+    ImageSaveSerializer,
     ImageSerializer,
+    ImageShareSerializer,
     InstanceSecretChoiceSerializer,
     InstanceSecretsSerializer,
     InstanceSerializer,
@@ -47,7 +51,9 @@ from instances.serializers import (
     RenameSerializer,
     ReservationSerializer,
     ResizeSerializer,
+    SavedImageSerializer,
 )
+from teams.access import Access
 from teams.resource_api import TeamResourceViewSet, resource_schema
 
 
@@ -251,6 +257,34 @@ class InstanceViewSet(TeamResourceViewSet):
         body = RenameSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return self._act(services.instance_rename, name=body.validated_data["name"])
+
+    @extend_schema(
+        summary="Save as image",
+        description=(
+            "Save the instance (running or stopped) as an image of its account: the system as it is now "
+            "(installed packages, files outside /home/user and volumes), never the console's tokens or keys. "
+            "Answered at once with the image SAVING; it is READY (billed per GB-day) when pushed."
+        ),
+        tags=["images"],
+        request=ImageSaveSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={
+            202: SavedImageSerializer,
+            409: OpenApiResponse(description="invalid_state, image_exists or image_save_not_supported"),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="save-image")
+    @idempotent  # a retried save (same Idempotency-Key) answers the first image, never a second one
+    def save_image(self, request, pk=None):
+        instance = self.get_object()  # a stranger's is a 404 before its body is read
+        try:
+            require_operate(request, instance)
+            body = ImageSaveSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            image = services.image_save(instance=instance, actor=request.user, **body.validated_data)
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+        return Response(SavedImageSerializer(image).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         summary="Set or clear auto-stop", tags=["instances"], request=AutoStopSerializer, responses=_action_response
@@ -482,3 +516,80 @@ class ReservationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, views
             raise Http404 from None
         found = selectors.reservation_get_for(user=self._principal(), pk=pk)
         return Response(ReservationSerializer(found).data)
+
+
+_image_response = {200: SavedImageSerializer, 403: OpenApiResponse(description=_("Only its saver or an admin"))}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your saved images", tags=["images"]),
+    retrieve=extend_schema(summary="Get one saved image", tags=["images"]),
+    destroy=extend_schema(
+        summary="Delete a saved image",
+        tags=["images"],
+        responses={204: None, 409: OpenApiResponse(description="image_in_use (release those instances first)")},
+    ),
+)
+class SavedImageViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
+    # Images the acting account saved from its instances (instances.images says who sees which); another
+    # account's is a 404 whatever the credential. Launch from one by naming its id as a launch's image.
+    serializer_class = SavedImageSerializer
+    lookup_field = "slug"
+    lookup_value_regex = r"img-[0-9a-f]{1,32}"  # a saved image's id; anything else is no route at all
+    lookup_url_kwarg = "pk"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Image.objects.none()
+        try:
+            require_view(self.request)  # a billing viewer sees none of the team's resources (403)
+        except errors.NotPermitted as exc:
+            raise_as_api_error(exc)
+        principal, membership = acting(self.request)
+        return images_saved_for(principal=principal, membership=membership, user=self.request.user)
+
+    def _changed(self, verb, body_class=None):
+        """The image (404 for one the person does not see), a 403 for one they only see, then the body."""
+        image = self.get_object()
+        _principal, membership = acting(self.request)
+        try:
+            if image_access(image=image, membership=membership, user=self.request.user) != Access.OPERATE:
+                raise errors.NotPermitted(
+                    _("Only the member who saved this image and the team's admins may change it.")
+                )
+            kwargs = {}
+            if body_class is not None:
+                body = body_class(data=self.request.data)
+                body.is_valid(raise_exception=True)
+                kwargs = body.validated_data
+            return verb(image=image, **kwargs)
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+
+    @extend_schema(
+        summary="Rename a saved image, or change its note",
+        tags=["images"],
+        request=ImageRenameSerializer,
+        responses=_image_response,
+    )
+    @action(detail=True, methods=["post"])
+    def rename(self, request, pk=None):
+        image = self._changed(services.image_rename, ImageRenameSerializer)
+        return Response(SavedImageSerializer(image).data)
+
+    @extend_schema(
+        summary="Share a saved image with the team, or stop sharing it",
+        tags=["images"],
+        request=ImageShareSerializer,
+        responses=_image_response,
+    )
+    @action(detail=True, methods=["post"])
+    def share(self, request, pk=None):
+        image = self._changed(services.image_share, ImageShareSerializer)
+        return Response(SavedImageSerializer(image).data)
+
+    def destroy(self, request, *args, **kwargs):
+        self._changed(services.image_delete)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -92,3 +92,21 @@ class ResizeRefused(InstanceError):
     """The provider refused this resize (a joining node could not take it): nothing changed."""
 
     code = "resize_refused"
+
+
+class ImageInUse(InstanceError):
+    """A saved image is deleted while an instance that may still run uses it (release that first)."""
+
+    code = "image_in_use"
+
+
+class ImageExists(InstanceError):
+    """The account already has a live saved image of that name and tag."""
+
+    code = "image_exists"
+
+
+class ImageSaveNotSupported(InstanceError):
+    """The instance's provider cannot save machines as images, or the console has no registry for them."""
+
+    code = "image_save_not_supported"

@@ -6,6 +6,7 @@ import re
 
 from django import forms
 from django.conf import settings
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from instances.hooks import volume_hooks
@@ -74,10 +75,13 @@ class LaunchForm(forms.Form):
         widget=forms.TextInput(attrs={"placeholder": "python save.py /mnt/ckpt"}),
     )
 
-    def __init__(self, *args, user, account=None, **kwargs) -> None:
+    def __init__(self, *args, user, account=None, saved_images=(), **kwargs) -> None:
         """``user``: the person (their SSH keys); ``account``: whose volumes may be attached (a team's in its
-        context; ``user`` when not given)."""
+        context; ``user`` when not given); ``saved_images``: the saved images they may launch from here."""
         super().__init__(*args, **kwargs)
+        saved_ids = [image.pk for image in saved_images]
+        if saved_ids:
+            self.fields["image"].queryset = Image.objects.filter(Q(is_active=True) | Q(pk__in=saved_ids))
         self.fields["node_count"].choices = [(n, str(n)) for n in node_count_choices()]
         self.fields["region"].queryset = regions_offered()
         self.fields["ssh_keys"].queryset = user.ssh_keys.all()
@@ -254,3 +258,21 @@ class ReservationForm(forms.Form):
     starts_at = forms.DateTimeField(label=_("From (default: now)"), required=False, widget=_WHEN)
     ends_at = forms.DateTimeField(label=_("Until"), widget=_WHEN)
     note = forms.CharField(label=_("Note"), required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class ImageSaveForm(forms.Form):
+    """The instance page's "Save as image": the same service as ``POST …/save-image/`` in the API."""
+
+    name = forms.CharField(
+        label=_("Image name"),
+        max_length=64,
+        help_text=_("Lower-case letters and digits, with . _ - between them."),
+        widget=forms.TextInput(attrs={"placeholder": "my-env", "pattern": "[a-z0-9]+([._-][a-z0-9]+)*"}),
+    )
+    tag = forms.CharField(label=_("Tag"), max_length=128, initial="latest")
+    note = forms.CharField(label=_("Note"), max_length=500, required=False)
+
+
+class ImageRenameForm(forms.Form):
+    name = forms.CharField(label=_("Image name"), max_length=64)
+    note = forms.CharField(label=_("Note"), max_length=500, required=False)

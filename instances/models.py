@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from core.messages import shown
 from core.status import EventReasonMixin, StatusDisplayMixin
 
 
@@ -70,7 +71,21 @@ class GpuModel(models.Model):
 
 
 class Image(models.Model):
-    """A system image an instance boots from: a framework, its version and the CUDA it was built for."""
+    """A system image an instance boots from: a framework, its version and the CUDA it was built for.
+
+    Either the catalogue's (``owner`` null: offered to everyone while ``is_active``) or one an account
+    saved from an instance (``owner`` set: "Save as image", ``instances.images``). A saved image is
+    never in the catalogue (``is_active`` false): only its owner sees it, and on a team's account the
+    member who saved it and the team's admins, or every member once it is ``shared``. It is billed per
+    GB-day while it exists (``image_meter_ref``); deleting it keeps the row (instances that ran it point
+    at it) with status DELETED.
+    """
+
+    class Status(models.TextChoices):
+        SAVING = "saving", _("Saving")  # the machine is being committed and pushed
+        READY = "ready", _("Ready")  # in the registry: launchable, billed
+        FAILED = "failed", _("Failed")  # the save did not finish: ``status_reason`` says why; not billed
+        DELETED = "deleted", _("Deleted")  # gone from the owner's list and the bill
 
     slug = models.SlugField(unique=True)
     name = models.CharField(_("name"), max_length=96)
@@ -89,11 +104,51 @@ class Image(models.Model):
     size_bytes = models.PositiveBigIntegerField(_("size (bytes)"), default=0)
     # What is inside, as the build recorded it: {"python": "3.11.2", "cuda": "12.4", "torch": "2.5.1", …}.
     contents = models.JSONField(_("contents"), default=dict, blank=True)
+    # A saved image's: the account it belongs to (a person's, or a team's), who saved it and from which
+    # instance, the owner's note, whether the team sees it, and where its save has got to.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="owned_images",
+        verbose_name=_("owner"),
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("saved by"),
+    )
+    source_instance = models.ForeignKey(
+        "instances.Instance",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="saved_images",
+        verbose_name=_("saved from"),
+    )
+    note = models.CharField(_("note"), max_length=500, blank=True)
+    shared = models.BooleanField(_("shared with the team"), default=False)
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.READY)
+    # A stored message (core.messages): why a save failed.
+    status_reason = models.TextField(_("reason"), blank=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:
         ordering = ["sort_order", "name"]
         verbose_name = _("image")
         verbose_name_plural = _("images")
+        constraints = [
+            # One live image per name and tag in an account's repository (a deleted one frees its name).
+            models.UniqueConstraint(
+                fields=["owner", "name", "tag"],
+                condition=models.Q(owner__isnull=False) & ~models.Q(status="deleted"),
+                name="instances_image_owner_name_tag",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -106,6 +161,11 @@ class Image(models.Model):
         if self.digest:
             return f"{self.repository}@{self.digest}"
         return f"{self.repository}:{self.tag or 'latest'}"
+
+    @property
+    def status_reason_text(self) -> str:
+        """Why a save failed, in the reader's language."""
+        return shown(self.status_reason)
 
     @property
     def cache_key(self) -> str:

@@ -137,6 +137,25 @@ class Registry:
             raise RegistryError(f"The registry named {digest} for a manifest whose hash is {served}.")
         return served, body.json(), len(body.content)
 
+    def manifest_delete(self, repository: str, digest: str) -> bool:
+        """Delete the manifest ``digest`` of ``repository`` (every tag naming it goes with it); its blobs
+        stay until the registry's garbage collection. Returns False when it was not there."""
+        path = self.path_of(repository)
+        try:
+            with self._client() as client:
+                response = self._get(
+                    client, "DELETE", f"/v2/{path}/manifests/{digest}", scope=f"repository:{path}:delete", headers={}
+                )
+        except httpx.HTTPError as exc:
+            raise RegistryError(f"The registry {self.host} did not answer: {exc}") from exc
+        if response.status_code == 404:
+            return False
+        if response.status_code not in (200, 202):
+            raise RegistryError(
+                f"The registry {self.host} refused to delete {repository}@{digest} ({response.status_code})."
+            )
+        return True
+
     def image_size(self, repository: str, reference: str) -> tuple[str, int]:
         """``(digest, bytes)``: what pulling ``repository:reference`` fetches (its manifest, config and
         layers, compressed as stored). An index counts its first image's."""

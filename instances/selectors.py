@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -221,7 +222,7 @@ def launch_options_for(*, user) -> dict:
     }
 
 
-def launch_images(*, regions: list[Region]) -> list[dict]:
+def launch_images(*, regions: list[Region], saved: Iterable[Image] = ()) -> list[dict]:
     """The catalogue's images as the launch page lists them: size, contents, and for each region and GPU
     model how many of its healthy nodes hold the image in their cache (a launch there needs no pull),
     from what the reconciler stored (``Node.cached_images``), never asked of a provider. Two queries."""
@@ -232,12 +233,14 @@ def launch_images(*, regions: list[Region]) -> list[dict]:
     for region_id, gpu_model_id, cached in nodes:
         groups.setdefault((region_id, gpu_model_id), []).append(set(cached or ()))
     rows = []
-    for image in Image.objects.filter(is_active=True):
+    # The catalogue's, then the person's own saved images (``instances.images``), marked as theirs.
+    for image in [*Image.objects.filter(is_active=True), *saved]:
         key = image.cache_key
         rows.append(
             {
                 "id": image.pk,
                 "image": image,
+                "saved": image.owner_id is not None,
                 "contents": image_contents(image),
                 "cache": [
                     {

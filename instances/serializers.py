@@ -6,6 +6,8 @@ what the caller names (a catalogue slug, the caller's own volume) within what th
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -19,13 +21,16 @@ from rest_framework.exceptions import ValidationError
 
 from accounts.models import SSHKey
 from core.drf import SlugRelatedField
+from core.messages import shown
 from instances import selectors
 from instances.acting import acting
 from instances.boot import boot_timeline
 from instances.capacity import reservations
 from instances.catalogue_cache import catalogue_active
 from instances.hooks import volume_hooks
+from instances.images import image_launchable_for
 from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
+from instances.services.images import image_billed_gb
 from providers.base import BOOT_STAGES
 from vault.selectors import secret_list_for
 
@@ -276,6 +281,26 @@ class CatalogueSlugField(serializers.Field):
         return value.slug
 
 
+SAVED_IMAGE_ID = re.compile(r"img-[0-9a-f]{1,32}")
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class LaunchImageField(CatalogueSlugField):
+    """A catalogue image's slug, or one of the caller's saved images (``img-…``) that is ready, as the
+    acting context sees it (``instances.images``): another account's is "does not exist"."""
+
+    def to_internal_value(self, data):
+        # Only a saved image's id is looked up (``img-`` and hex): anything else is the catalogue's error.
+        if isinstance(data, str) and SAVED_IMAGE_ID.fullmatch(data) and data not in catalogue_active(Image):
+            request = self.context.get("request")
+            if request is not None:
+                principal, membership = acting(request)
+                found = image_launchable_for(slug=data, principal=principal, membership=membership, user=request.user)
+                if found is not None:
+                    return found
+        return super().to_internal_value(data)
+
+
 class LaunchSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, required=False, allow_blank=True)
     region = CatalogueSlugField(Region)
@@ -286,7 +311,7 @@ class LaunchSerializer(serializers.Serializer):
         default=1,
         help_text="Nodes of a cluster, each with gpu_count cards (billed for all); at most INSTANCES_MAX_NODES.",
     )
-    image = CatalogueSlugField(Image)
+    image = LaunchImageField(Image, help_text="A catalogue image's slug, or one of your saved images' id (img-…).")
     disk_gb = serializers.IntegerField(default=settings.INSTANCES_DISK_DEFAULT_GB)
     ssh_keys = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=SSHKey.objects.none())
     volumes = LaunchVolumeSerializer(many=True, required=False, help_text="Volumes to attach, mounted at boot.")
@@ -605,3 +630,56 @@ class StaffReservationListQuery(serializers.Serializer):
         allow_blank=True,
         help_text="One status, or empty (the default) for all.",
     )
+
+
+class SavedImageSerializer(serializers.ModelSerializer):
+    """An image an account saved from an instance: what the Images page shows, and what a launch names
+    (``id``, as the launch's ``image``)."""
+
+    id = serializers.CharField(source="slug", read_only=True)
+    status_reason = serializers.SerializerMethodField()
+    reference = serializers.CharField(source="pinned_ref", read_only=True, help_text="repository@digest once ready")
+    source_instance = serializers.UUIDField(source="source_instance_id", read_only=True, allow_null=True)
+    saved_by = serializers.CharField(source="created_by.username", read_only=True, default="")
+    billed_gb = serializers.SerializerMethodField(help_text="GB (GiB, rounded up) billed per day while it exists")
+
+    class Meta:
+        model = Image
+        fields = [
+            "id",
+            "name",
+            "tag",
+            "note",
+            "status",
+            "status_reason",
+            "size_bytes",
+            "billed_gb",
+            "digest",
+            "reference",
+            "shared",
+            "source_instance",
+            "saved_by",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_status_reason(self, image: Image) -> str:
+        return shown(image.status_reason)
+
+    def get_billed_gb(self, image: Image) -> int:
+        return image_billed_gb(image.size_bytes) if image.status == Image.Status.READY else 0
+
+
+class ImageSaveSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, help_text="lower-case letters, digits, . _ - between them")
+    tag = serializers.CharField(max_length=128, default="latest")
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class ImageRenameSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, required=False)
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+class ImageShareSerializer(serializers.Serializer):
+    shared = serializers.BooleanField(help_text="true: every member of the team sees it and may launch from it")

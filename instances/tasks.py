@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError
 from core.tasks import OperationTask
 from instances import quota, reconciler, services
 from instances.capacity import preemption, reservations, start_queue
-from instances.models import Instance, Node
+from instances.models import Image, Instance, Node
 from providers import BackendError, TransientBackendError, backend_aliases
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,23 @@ def instance_restart_task(instance_id: str) -> None:
 @shared_task(**_fails_during(S.RELEASING))
 def instance_release_task(instance_id: str) -> None:
     services.instance_operation_execute(instance_id=instance_id, operation="release")
+
+
+@shared_task(
+    base=OperationTask,
+    fails="instances.services.image_save_fail",
+    fails_during=(Image.Status.SAVING,),
+    **RETRY,
+)
+def image_save_task(image_id: int) -> None:
+    """Commit and push a machine saved as an image (``image_save_execute``); a final failure fails the image."""
+    services.image_save_execute(image_id=image_id)
+
+
+@shared_task(acks_late=True)
+def image_registry_delete_task(image_id: int) -> bool:
+    """A deleted image's manifest out of the registry (best effort: ``image_registry_delete``)."""
+    return services.image_registry_delete(image_id=image_id)
 
 
 @shared_task(**RETRY)

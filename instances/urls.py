@@ -3,13 +3,17 @@ from django.urls import path
 from core.urls import choice_converter
 from instances import views
 
-choice_converter("instance_action", views.ACTIONS)  # only the verbs: never another page under <pk>/
+choice_converter("instance_action", views.ACTIONS)
+choice_converter("image_action", views.IMAGE_ACTIONS)  # only the verbs: never another page under <pk>/
 
 urlpatterns = [
     path("", views.instance_list, name="instances"),
     path("launch/", views.instance_launch, name="instance_launch"),
     path("<uuid:pk>/", views.instance_detail, name="instance_detail"),
+    path("images/", views.image_list, name="images"),
+    path("images/<slug:slug>/<image_action:action>/", views.image_change, name="image_change"),
     path("<uuid:pk>/rename/", views.instance_rename, name="instance_rename"),
+    path("<uuid:pk>/save-image/", views.instance_save_image, name="instance_save_image"),
     path("<uuid:pk>/auto-stop/", views.instance_auto_stop, name="instance_auto_stop"),
     path("<uuid:pk>/resize/", views.instance_resize, name="instance_resize"),
     path("<uuid:pk>/secrets/", views.instance_secrets, name="instance_secrets"),

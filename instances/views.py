@@ -35,6 +35,8 @@ from instances.boot import boot_timeline
 from instances.capacity import resize, start_queue
 from instances.forms import (
     AutoStopForm,
+    ImageRenameForm,
+    ImageSaveForm,
     InstanceSecretsForm,
     LaunchForm,
     QuotaDecisionForm,
@@ -43,8 +45,10 @@ from instances.forms import (
     ResizeForm,
 )
 from instances.hooks import gpu_metrics_hooks, volume_hooks
-from instances.models import Instance, QuotaRequest, Region
+from instances.images import image_access, images_saved_for
+from instances.models import Image, Instance, QuotaRequest, Region
 from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
+from teams.access import Access
 from teams.roles import Permission
 
 ACTIONS = {
@@ -115,10 +119,15 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         require_launch(request)
     except errors.NotPermitted as exc:
         return _forbidden(request, exc)
-    principal, _membership = acting(request)
+    principal, membership = acting(request)
+    saved = list(
+        images_saved_for(principal=principal, membership=membership, user=request.user).filter(
+            status=Image.Status.READY
+        )
+    )
     form = None
     if request.method == "POST":
-        form = LaunchForm(request.POST, user=request.user, account=principal)
+        form = LaunchForm(request.POST, user=request.user, account=principal, saved_images=saved)
         if form.is_valid():
             data = form.cleaned_data
             try:
@@ -134,8 +143,14 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         defaults = options["defaults"]
         region = defaults["region"]
         initial = {"region": region, "gpu_model": defaults["gpu_by_region"].get(str(region))}
+        chosen = next((image for image in saved if image.slug == request.GET.get("image")), None)
+        if chosen is not None:  # "Launch from it" on the Images page
+            initial["image"] = chosen.pk
         form = LaunchForm(
-            user=request.user, account=principal, initial={k: v for k, v in initial.items() if v is not None}
+            user=request.user,
+            account=principal,
+            saved_images=saved,
+            initial={k: v for k, v in initial.items() if v is not None},
         )
     regions = list(Region.objects.filter(pk__in=[r["id"] for r in options["regions"]]))
     return render(
@@ -144,7 +159,7 @@ def instance_launch(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "options": options,
-            "images": selectors.launch_images(regions=regions),
+            "images": selectors.launch_images(regions=regions, saved=saved),
             "has_ssh_key": request.user.ssh_keys.exists(),
         },
     )
@@ -169,6 +184,8 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         in (Instance.Status.REQUESTED, Instance.Status.SCHEDULING, Instance.Status.PROVISIONING)
         or instance.status == Instance.Status.FAILED,
         "rename_form": RenameForm(initial={"name": instance.name}),
+        "image_save_form": ImageSaveForm(),
+        "saved_images": _saved_from(request, instance),
         "auto_stop_form": AutoStopForm(
             initial={"at": instance.auto_stop_at, "idle_minutes": instance.auto_stop_idle_minutes}
         ),
@@ -330,6 +347,19 @@ def instance_secrets(request: HttpRequest, instance: Instance, data: dict) -> st
 
 
 @instance_form_change(
+    form=lambda request, instance: ImageSaveForm(request.POST),
+    invalid=gettext_lazy("Give the image a name (lower-case letters and digits, with . _ - between them) and a tag."),
+)
+def instance_save_image(request: HttpRequest, instance: Instance, data: dict) -> str:
+    """The instance page's "Save as image": the same service as ``POST …/save-image/`` in the API."""
+    image = services.image_save(instance=instance, actor=request.user, **data)
+    return _("Saving %(name)s:%(tag)s. It is listed under Images, ready to launch, once it is pushed.") % {
+        "name": image.name,
+        "tag": image.tag,
+    }
+
+
+@instance_form_change(
     form=lambda request, instance: ResizeForm(request.POST, choices=resize.resize_choices(instance=instance)),
     invalid=gettext_lazy("Choose one of the sizes offered."),
 )
@@ -449,3 +479,79 @@ def quota_decide(request: HttpRequest, pk: int, decision: str) -> HttpResponse:
     except errors.InstanceError as exc:
         messages.error(request, exc.message)
     return redirect("quota_review")
+
+
+# --- Saved images -----------------------------------------------------------------------------------------
+
+
+def _saved_from(request: HttpRequest, instance: Instance) -> list[Image]:
+    """The images saved from ``instance`` that this person sees, newest first (its page's list)."""
+    principal, membership = acting(request)
+    return list(
+        images_saved_for(principal=principal, membership=membership, user=request.user).filter(
+            source_instance=instance
+        )[:10]
+    )
+
+
+@login_required
+def image_list(request: HttpRequest) -> HttpResponse:
+    """The Images page: the acting account's saved images this person sees, with size and state; the same
+    page or, for htmx while a save runs, its table alone (``?partial=table``)."""
+    try:
+        require_view(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    principal, membership = acting(request)
+    images = list(images_saved_for(principal=principal, membership=membership, user=request.user))
+    for image in images:
+        image.operable = image_access(image=image, membership=membership, user=request.user) == Access.OPERATE
+    context = {
+        "images": images,
+        "saving": any(image.status == Image.Status.SAVING for image in images),
+        "in_team": membership is not None,
+        "price_fen": settings.INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY,
+    }
+    if request.GET.get("partial") == "table":
+        return render(request, "instances/_image_table.html", context)
+    return render(request, "instances/images.html", context)
+
+
+IMAGE_ACTIONS = ("rename", "share", "unshare", "delete")
+
+
+@login_required
+@require_POST
+def image_change(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    """Rename, share, stop sharing or delete a saved image from the Images page: the API's services."""
+    try:
+        require_view(request)
+    except errors.NotPermitted:
+        raise Http404 from None  # a role that shows no images: as if there were none
+    principal, membership = acting(request)
+    image = get_object_or_404(
+        images_saved_for(principal=principal, membership=membership, user=request.user), slug=slug
+    )
+    if image_access(image=image, membership=membership, user=request.user) != Access.OPERATE:
+        return _forbidden(
+            request, errors.NotPermitted(_("Only the member who saved this image and the team's admins may change it."))
+        )
+    try:
+        if action == "rename":
+            form = ImageRenameForm(request.POST)
+            if not form.is_valid():
+                messages.error(request, _("Give the image a name of at most 64 characters."))
+                return redirect("images")
+            services.image_rename(image=image, **form.cleaned_data)
+            messages.success(request, _("Saved."))
+        elif action in ("share", "unshare"):
+            services.image_share(image=image, shared=action == "share")
+            messages.success(
+                request, _("Shared with the team.") if action == "share" else _("No longer shared with the team.")
+            )
+        else:
+            services.image_delete(image=image)
+            messages.success(request, _("%(name)s:%(tag)s was deleted.") % {"name": image.name, "tag": image.tag})
+    except errors.InstanceError as exc:
+        messages.error(request, exc.message)
+    return redirect("images")

@@ -28,8 +28,8 @@ from core.tasks import enqueue_on_commit
 from devicelogin.models import DeviceAuthorization
 from gateway.models import GatewaySession
 from identity.services import identity_forget
-from instances.models import Instance
-from instances.services import instance_release
+from instances.models import Image, Instance
+from instances.services import image_delete, instance_release
 from invoices.models import InvoiceRequest
 from notifications.models import Notification, NotificationPreference, WebhookEndpoint
 from privacy import selectors
@@ -294,7 +294,14 @@ def _resources_release(*, user, reason: str) -> dict:
             volume_delete(volume=volume, reason=reason)
         except Refusal as exc:  # still attached to an instance being released, or resizing
             logger.info("deletion: volume %s not deleted yet: %s", volume.pk, exc)
+    # Saved images: deleted once no instance of the account uses them any more (their storage meters close).
+    for image in Image.objects.filter(owner=user).exclude(status__in=(Image.Status.DELETED, Image.Status.SAVING)):
+        try:
+            image_delete(image=image)
+        except Refusal as exc:  # an instance launched from it is still being released
+            logger.info("deletion: image %s not deleted yet: %s", image.slug, exc)
     return {
+        "images_left": Image.objects.filter(owner=user).exclude(status=Image.Status.DELETED).count(),
         "instances_left": Instance.objects.filter(owner=user).exclude(status__in=_INSTANCE_GONE).count(),
         "volumes_left": Volume.objects.filter(owner=user).exclude(status__in=_VOLUME_GONE).count(),
         "deployments_left": Deployment.objects.filter(owner=user).count(),

@@ -331,6 +331,7 @@ class ProvisioningBackend:
     # such a machine itself, it follows ``poll`` (PREEMPTED, then RUNNING).
     requeues_preempted: bool = False
     supports_cluster_resize: bool = False  # ClusterResizeCapability
+    supports_image_save: bool = False  # ImagesCapability
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
@@ -424,6 +425,11 @@ class ProvisioningBackend:
         """Why this provider cannot run ``app`` (say, its program is not installed on a process
         backend), or None. Asked before a deployment launches, so the refusal comes at once."""
         return None
+
+    def image_save(self, *, key: str, state: dict, repository: str, tag: str) -> dict:
+        """Without ImagesCapability: a machine cannot be saved as an image here (the console refuses
+        before asking, ``image_save_not_supported``)."""
+        raise PermanentBackendError("This provider cannot save a machine as an image.")
 
     # Without EntryPointsCapability: nothing to reach.
 
@@ -556,4 +562,27 @@ class GpuMetricsCapability:
         from it, so a repeat gives the same figures). A machine the provider cannot read right now is
         left out (the chart shows a gap; it is not idle); a provider it cannot reach at all raises
         ``TransientBackendError``. Keys it does not know are left out too, never an error."""
+        raise NotImplementedError
+
+
+class ImagesCapability:
+    """Save a machine as an image: its system as it is now, pushed to the console's registry.
+
+    - ``image_save`` commits machine ``key`` (running or stopped) and pushes the result to
+      ``repository:tag`` (``repository`` is a full reference on the console's registry,
+      ``host:port/users/42/my-env``, chosen by the console). Returns ``{"digest": "sha256:…",
+      "size_bytes": n}``: the manifest digest the registry serves and what a pull fetches.
+    - What goes in is the machine's own filesystem (installed packages, files outside its disk and
+      volumes); never the console's secrets, keys or host keys (mounted from outside, or on a tmpfs),
+      nor the console's labels. Ownership is the image's own (uid 0 … 65535), whatever tenant range
+      the machine ran in, so another tenant's launch can read it.
+    - Repeats are harmless: saving again to the same ``repository:tag`` replaces it and answers the
+      new digest. A gone machine is a ``PermanentBackendError``; a registry that does not answer is a
+      ``TransientBackendError``.
+    """
+
+    supports_image_save: bool = True
+
+    def image_save(self, *, key: str, state: dict, repository: str, tag: str) -> dict:
+        """Commit machine ``key`` and push it to ``repository:tag`` (see the class's docstring)."""
         raise NotImplementedError

@@ -336,6 +336,13 @@ INSTANCES_MAX_NODES = int(os.environ.get("INSTANCES_MAX_NODES", "8"))
 INSTANCES_DISK_MIN_GB = 20
 INSTANCES_DISK_MAX_GB = 2048
 INSTANCES_DISK_PRICE_FEN_PER_GB_DAY = int(os.environ.get("INSTANCES_DISK_PRICE_FEN_PER_GB_DAY", "1"))  # ¥0.01
+# A saved image (Save as image), per GB-day (GiB, rounded up) while it exists: a disk's price by default.
+# A save as image whose task vanished is enqueued again after this long, and fails after the deadline.
+INSTANCES_IMAGE_SAVE_REDRIVE_S = int(os.environ.get("INSTANCES_IMAGE_SAVE_REDRIVE_S", "600"))
+INSTANCES_IMAGE_SAVE_DEADLINE_S = int(os.environ.get("INSTANCES_IMAGE_SAVE_DEADLINE_S", "3600"))
+INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY = int(
+    os.environ.get("INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY", str(INSTANCES_DISK_PRICE_FEN_PER_GB_DAY))
+)
 # No-GPU mode (a stopped instance started without cards, to install packages or move data): its price
 # per hour and the CPU/RAM allowance its machine gets instead of the cards' share.
 INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR = int(os.environ.get("INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR", "10"))  # ¥0.10

@@ -125,7 +125,11 @@ def instance_launch(launch: LaunchRequest, /) -> Instance:
         (gpu_model, "gpu_model", _("That GPU model is not available.")),
         (image, "image", _("That image is not available.")),
     ):
-        if not obj.is_active:
+        # A saved image is never in the catalogue: it is launchable by its own account once READY.
+        saved = field == "image" and image.owner_id is not None
+        if (not saved and not obj.is_active) or (
+            saved and (image.owner_id != user.pk or image.status != Image.Status.READY)
+        ):
             raise LaunchInvalid(label, field=field)
     if not get_backend(region.backend_alias).has_image(image.slug):
         # The owner's choice is never replaced by another image: a region without it refuses the launch.

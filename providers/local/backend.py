@@ -45,6 +45,7 @@ from providers.base import (
     GpuMetricsCapability,
     GpuProcess,
     GpuSample,
+    ImagesCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -98,7 +99,9 @@ _OVERALL = {
 }
 
 
-class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
+class LocalBackend(
+    VolumesCapability, EntryPointsCapability, GpuMetricsCapability, ImagesCapability, ProvisioningBackend
+):
     # No ClustersCapability: one host is one node, so the console refuses a multi-node cluster here.
     supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
 
@@ -300,6 +303,20 @@ class LocalBackend(VolumesCapability, EntryPointsCapability, GpuMetricsCapabilit
 
     def destroy(self, *, key: str, state: dict) -> None:
         self._call(self.runtime.destroy, key)
+
+    @property
+    def supports_image_save(self) -> bool:  # type: ignore[override]
+        return self.containers  # a process runtime has no image to commit
+
+    def image_save(self, *, key: str, state: dict, repository: str, tag: str) -> dict:
+        """Commit the instance's container and push it (``ContainerRuntime.image_save``). ``REGISTRY_AUTH_FILE``
+        in OPTIONS: a containers-auth.json with the console registry's credentials, when it needs them."""
+        if not self.containers:
+            raise PermanentBackendError("This host runs instances as processes: there is no image to save.")
+        auth_file = str(self.options.get("REGISTRY_AUTH_FILE") or "")
+        runtime = self.runtime
+        saved = self._call(lambda k: runtime.image_save(k, repository=repository, tag=tag, auth_file=auth_file), key)
+        return {"digest": saved["digest"], "size_bytes": int(saved["size_bytes"])}
 
     def poll(self, *, key: str, state: dict) -> Observation:
         try:

@@ -32,6 +32,8 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "IMAGE_BYTES": 0,              # or this when the spec does not say
         "PRECACHED": [],               # images (digests or slugs) every node of a new fleet holds
         "FAIL_PULL": 0.0,              # share of pulls that fail half-way (the boot fails: nothing billed)
+        "IMAGE_SAVE_CHANGE_BYTES": 268435456,  # what a saved image adds to the one its machine booted
+        "FAIL_IMAGE_SAVE": 0.0,        # share of saves as image refused for good
     }
 
 A boot goes through the contract's stages (``BOOT_STAGES``) as a container host's would: placed,
@@ -58,6 +60,7 @@ are rows, so they never see them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -75,6 +78,7 @@ from providers.base import (
     ClustersCapability,
     GpuMetricsCapability,
     GpuSample,
+    ImagesCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -104,7 +108,12 @@ def _mounts_json(volumes: tuple[VolumeMount, ...]) -> list[dict]:
 
 
 class SimulatedBackend(
-    ClustersCapability, ClusterResizeCapability, VolumesCapability, GpuMetricsCapability, ProvisioningBackend
+    ClustersCapability,
+    ClusterResizeCapability,
+    VolumesCapability,
+    GpuMetricsCapability,
+    ImagesCapability,
+    ProvisioningBackend,
 ):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
 
@@ -522,6 +531,28 @@ class SimulatedBackend(
         if machine is None:
             return Observation(Observed.GONE)
         return self._observe(machine, timezone.now())
+
+    def image_save(self, *, key: str, state: dict, repository: str, tag: str) -> dict:
+        """A simulated save: the digest follows from the machine, the repository, the tag and how many
+        times it was saved (a save again is a new image, as a real commit is); the size is the image it
+        booted plus ``IMAGE_SAVE_CHANGE_BYTES``. Recorded on the machine's spec (``saved_images``)."""
+        self._bug("image_save")
+        self._reachable()
+        if self._roll("FAIL_IMAGE_SAVE"):
+            raise PermanentBackendError("The machine could not be saved as an image.")
+        with transaction.atomic():
+            machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
+            if machine is None or (machine.node is not None and self._is_lost(machine.node)):
+                raise PermanentBackendError("The machine no longer exists.")
+            saved = list((machine.spec or {}).get("saved_images") or [])
+            seed = f"{key}|{repository}|{tag}|{len(saved)}"
+            digest = "sha256:" + hashlib.sha256(seed.encode()).hexdigest()
+            base = int((machine.spec or {}).get("image_bytes") or self.options.get("IMAGE_BYTES") or 0)
+            size = base + int(self.options.get("IMAGE_SAVE_CHANGE_BYTES", 268435456))
+            saved.append({"repository": repository, "tag": tag, "digest": digest, "size_bytes": size})
+            machine.spec = {**machine.spec, "saved_images": saved}
+            machine.save(update_fields=["spec"])
+        return {"digest": digest, "size_bytes": size}
 
     def ssh_target(self, *, key: str) -> SshTarget | None:
         """A running simulated machine has no sshd: the SSH gateway answers for it as a built-in shell."""

@@ -33,6 +33,7 @@ from providers import (
     EntryPointsCapability,
     GpuMetricsCapability,
     GpuSample,
+    ImagesCapability,
     InstanceSpec,
     MachineInfo,
     NodeInfo,
@@ -349,6 +350,13 @@ def test_restart_boots_a_running_machine_again(world):
     assert len(listed(world.backend, key)) == 1
 
 
+def test_saving_a_machine_that_is_gone_as_an_image_is_a_permanent_error(world):
+    if not world.backend.supports_image_save:
+        pytest.skip("no ImagesCapability (or not with this engine)")
+    with pytest.raises(PermanentBackendError):
+        world.backend.image_save(key=world.key(), state={}, repository="registry.invalid/users/u1/x", tag="v1")
+
+
 def test_start_and_restart_of_a_machine_that_is_gone_are_permanent_errors(world):
     spec = world.spec()
     with pytest.raises(PermanentBackendError):
@@ -419,6 +427,12 @@ def test_each_capability_is_declared_by_its_mixin_and_implemented(world):
         assert not backend.supports_cluster_resize
         with pytest.raises(PermanentBackendError):
             backend.cluster_resize(key=world.key(), state={}, spec=world.spec(nodes=2))
+    if isinstance(backend, ImagesCapability):
+        assert cls.image_save is not ImagesCapability.image_save, f"{cls.__name__}.image_save is missing"
+    else:
+        assert not backend.supports_image_save
+        with pytest.raises(PermanentBackendError):
+            backend.image_save(key=world.key(), state={}, repository="registry.invalid/users/u1/x", tag="v1")
     if isinstance(backend, GpuMetricsCapability):
         assert backend.supports_gpu_samples
         assert cls.gpu_samples is not GpuMetricsCapability.gpu_samples, f"{cls.__name__}.gpu_samples is missing"

@@ -28,6 +28,7 @@ from billing.payments import topup_order_create
 from instances.capacity.reservations import reservation_create
 from instances.models import GpuModel, Region
 from instances.quota import quota_request_create
+from instances.services import image_save
 from instances.tests.conftest import committed, fund, launch
 from notifications.models import Kind
 from notifications.services import Message, notify, webhook_endpoint_create
@@ -98,6 +99,9 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
         )
     instance.refresh_from_db()
     volume.refresh_from_db()
+    with committed():
+        saved_image = image_save(instance=instance, actor=actor, name=f"env-{mark}")
+    saved_image.refresh_from_db()
     attachment = volume_attach(user=account, actor=actor, volume=volume, instance=instance, mount_path="/data")
     port = port_declare(instance=instance, port=8080, name=f"web-{mark}")
     share = share_create(port=port, label=f"link-{mark}", actor=actor)
@@ -119,6 +123,7 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
     context.objects.update(
         instance=instance,
         volume=volume,
+        saved_image=saved_image,
         attachment=attachment,
         deployment=deployment,
         port=port,

@@ -106,6 +106,7 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-leave-queue": Route("instance", INST),
     "api-instance-release": Route("instance", INST),
     "api-instance-rename": Route("instance", INST),
+    "api-instance-save-image": Route("instance", INST),
     "api-instance-secrets": Route("instance", INST),
     "api-instance-resize": Route("instance", INST),
     "api-instance-restart": Route("instance", INST),
@@ -122,6 +123,11 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-port-share-revoke": Route(
         "instance_parts", {"instance_id": "instance", "port_id": "port", "share_id": "share"}
     ),
+    # Images saved from instances (an unshared one of a team's: its saver and the admins only)
+    "api-image-list": Route("resources", {}),
+    "api-image-detail": Route("saved_image", {"pk": "saved_image"}),
+    "api-image-rename": Route("saved_image", {"pk": "saved_image"}),
+    "api-image-share": Route("saved_image", {"pk": "saved_image"}),
     # Volumes
     "api-volume-list": Route("resources", {}),
     "api-volume-detail": Route("volume", VOL),
@@ -254,6 +260,19 @@ POLICY: dict[str, dict[str, dict[str, str]]] = {
             "team_b": "404    404    ro     404      404    401     404    404    404    404",
         },
     },
+    # An image saved from an instance, not shared: in team A (saved by alice) a member sees none of it.
+    "saved_image": {
+        "read": {
+            "personal": "ok     ok     ok     404      404    401     404    404    404    403",
+            "team_a": "404    404    404    ok       404    401     ok     ok     404    403",
+            "team_b": "404    404    404    404      404    401     404    404    404    403",
+        },
+        "write": {
+            "personal": "ok     ok     ro     404      404    401     404    404    404    403",
+            "team_a": "404    404    ro     ok       404    401     ok     ok     404    403",
+            "team_b": "404    404    ro     404      404    401     404    404    404    403",
+        },
+    },
     "volume": {
         "read": {
             "personal": "ok     ok     ok     404      404    401     404    404    404    403",
@@ -374,6 +393,8 @@ PAGE_ROUTES: dict[str, Route] = {
     "budget_instance_cap": Route("instance", IP, "POST"),
     "instance_detail": Route("instance", IP, "GET"),
     "instance_rename": Route("instance", IP, "POST"),
+    "instance_save_image": Route("instance", IP, "POST"),
+    "image_change": Route("saved_image", {"slug": "saved_image", "action": "share"}, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
     "instance_secrets": Route("instance", IP, "POST"),
@@ -486,6 +507,10 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
         },
     },
     "instance": {"read": _MINE, "write": _OPERATE},
+    # An unshared image of team A's (saved by alice): a member does not see it.
+    "saved_image": {
+        "write": {**_MINE, "team_a": "404    log    log    log      404    log     ok     ok     404    404"}
+    },
     "instance_files": {"read": _OPERATE},
     "instance_parts": {"read": _MINE, "write": _OPERATE},
     "volume": {"read": _MINE, "write": _OPERATE},
@@ -584,6 +609,9 @@ BODIES = {
         "image": "pytorch-2.5-cu124",
     },
     ("api-instance-rename", "POST"): {"name": "renamed"},
+    ("api-instance-save-image", "POST"): {"name": "saved", "tag": "v9"},
+    ("api-image-rename", "POST"): {"name": "renamed"},
+    ("api-image-share", "POST"): {"shared": True},
     ("api-instance-resize", "POST"): {"node_count": 2},
     ("api-team-wallet-transfers", "POST"): {"direction": "in", "amount_fen": 100},
     ("api-quota-request-list", "POST"): {"gpu_model": "h800", "cards": 64, "duration_days": 7, "reason": "a run"},
@@ -598,12 +626,12 @@ def _value(world, context: str, what: str):
         from apps_marketplace.models import DatasetEntry, ModelEntry
 
         return (ModelEntry if what == "model" else DatasetEntry).objects.order_by("pk").first().pk
-    if what in ("stop",):
+    if what in ("stop", "share"):
         return what
     obj = world.contexts[context].objects.get(what)
     if obj is None:
         return None
-    if what == "team":
+    if what in ("team", "saved_image"):
         return obj.slug
     return obj.name if what == "secret" else obj.pk
 
@@ -611,7 +639,7 @@ def _value(world, context: str, what: str):
 def contexts_of(route: Route) -> tuple[str, ...]:
     """The contexts a route's cells are checked in: one (``-``) where its URL names no account's object."""
     if not route.contextless and any(
-        what not in SHARED and what not in ("model", "dataset", "stop") for what in route.objects.values()
+        what not in SHARED and what not in ("model", "dataset", "stop", "share") for what in route.objects.values()
     ):
         return CONTEXTS
     return ("-",)

@@ -44,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import httpx
+
 from providers.local.runtime import firewall as firewall_rules
 from providers.local.runtime import servers
 from providers.local.runtime.base import (
@@ -58,6 +60,8 @@ from providers.local.runtime.base import (
     jupyter_activity,
 )
 from providers.local.runtime.container_files import (
+    USER_ENV_FILE,
+    USER_SECRET_NAME,
     home_mount,
     home_unmount,
     hostkey_ensure,
@@ -85,6 +89,14 @@ from providers.local.runtime.container_spec import (
     run_argv,
     uid_map_check,
 )
+from providers.local.runtime.image_save import (
+    ImageSaveError,
+    layout_fix,
+    manifest_with_layer,
+    pulled_bytes,
+    upper_layer_write,
+)
+from providers.local.runtime.oci_push import PushUnsupported, Registry, split_reference
 from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 
@@ -850,6 +862,187 @@ class ContainerRuntime(RuntimeBase):
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 
+    # --- save as image ------------------------------------------------------------------------------
+
+    def image_save(self, key: str, *, repository: str, tag: str, auth_file: str = "") -> dict:
+        """Commit the instance's container (running or stopped) and push it to ``repository:tag``;
+        returns ``{"digest", "size_bytes", "shifted", "dropped", "timings"}`` (see ``image_save``'s
+        docstring; ``timings``: seconds of the commit, the copy out of the store, the fix and the push).
+
+        Its disk (``/home/user``) and volumes are mounts, not the container's own layer: they are not
+        in the image. What is: everything installed or changed outside them (apt, pip into the
+        image's environment, files under ``/opt``, ``/etc``, ``/usr``…)."""
+        skopeo = shutil.which("skopeo")
+        if not skopeo:
+            raise LocalRuntimeError("skopeo is not installed (run `make container-deps`)")
+        with self._lock(key):
+            meta = self.meta(key)
+            name = self.container_name(key)
+            if meta is None or not self.podman.container_exists(name):
+                raise LocalRuntimeError("this instance has no container on this host to save")
+            tenant = meta["tenant"]
+            direct = self._image_save_direct(key, meta, repository=repository, tag=tag, auth_file=auth_file)
+            if direct is not None:
+                return direct
+            original = self.podman.inspect("image", meta["image"]) or {}
+            original_config = original.get("Config") or {}
+            local = f"localhost/console-save/{key}:{tag}"
+            scratch = self.paths(key).run / "image-save"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir(parents=True)
+            layout = scratch / "layout"
+            timings: dict[str, float] = {}
+            clock = time.monotonic()
+            try:
+                self.podman.run("commit", "--format", "oci", "--quiet", name, local, timeout=900)
+                timings["commit_s"], clock = time.monotonic() - clock, time.monotonic()
+                copy = [skopeo, "copy", "--quiet", f"containers-storage:{local}", f"dir:{layout}"]
+                self._skopeo(copy, timeout=900)
+                timings["copy_s"], clock = time.monotonic() - clock, time.monotonic()
+                report = layout_fix(
+                    layout,
+                    uid_base=int(tenant["uid_base"]),
+                    uid_count=int(tenant["uid_count"]),
+                    secrets=self._secret_values(key, meta),
+                    entrypoint=list(original_config.get("Entrypoint") or []),
+                    cmd=list(original_config.get("Cmd") or []),
+                )
+                timings["fix_s"], clock = time.monotonic() - clock, time.monotonic()
+                digest_file = scratch / "digest"
+                host = _registry_of(repository)
+                insecure = host in self.registries_insecure or host.split(":")[0] in self.registries_insecure
+                tls = "false" if insecure else "true"
+                push = [skopeo, "copy", "--quiet", "--digestfile", str(digest_file), f"--dest-tls-verify={tls}"]
+                if auth_file:
+                    push += ["--dest-authfile", auth_file]
+                self._skopeo([*push, f"dir:{layout}", f"docker://{repository}:{tag}"], timeout=900)
+                digest = digest_file.read_text().strip()
+                timings["push_s"] = time.monotonic() - clock
+                inspect = [skopeo, "inspect", "--raw", f"--tls-verify={tls}"]
+                if auth_file:
+                    inspect += ["--authfile", auth_file]
+                raw = self._skopeo([*inspect, f"docker://{repository}@{digest}"], timeout=120)
+            except ImageSaveError as exc:
+                raise LocalRuntimeError(str(exc)) from exc
+            finally:
+                self.podman.run("rmi", "--force", local, check=False, timeout=120)
+                shutil.rmtree(scratch, ignore_errors=True)
+            size = pulled_bytes(json.loads(raw), len(raw.encode()))
+            return {
+                "digest": digest,
+                "size_bytes": size,
+                "shifted": report.shifted,
+                "dropped": report.dropped[:20],
+                "timings": {k: round(v, 2) for k, v in timings.items()},
+            }
+
+    def _secret_values(self, key: str, meta: dict) -> list[str]:
+        """What a saved image must never hold: the servers' tokens, and the owner's secrets as this run
+        has them in its secrets folder (a stopped machine keeps none there; values under 8 characters
+        are too common to look for)."""
+        values = [str(v) for v in (meta.get("secrets") or {}).values()]
+        folder = self.paths(key).secrets
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(folder):
+                if USER_SECRET_NAME.match(entry) and entry != USER_ENV_FILE:
+                    with contextlib.suppress(OSError, UnicodeDecodeError):
+                        value = (folder / entry).read_text().strip()
+                        if len(value) >= 8:
+                            values.append(value)
+        return values
+
+    def _image_save_direct(self, key: str, meta: dict, *, repository: str, tag: str, auth_file: str) -> dict | None:
+        """The fast path of ``image_save``, or None where it does not apply (then: commit, copy, fix, push).
+
+        When the instance runs a pinned image of the registry it is saved to, only what the container
+        changed is read, from its overlay upper directory (paused while read, if it runs), written as one
+        layer with the uids shifted and the console's paths dropped (``upper_layer_write``), and pushed
+        beside the base's layers, which the registry mounts from the base's repository: no commit, no copy
+        of the base. A kernel whose overlay uses metacopy or redirect_dir keeps partial files in the upper
+        directory: the commit path then."""
+        try:
+            base_host, base_path, base_digest = split_reference(meta["image"])
+        except ValueError:
+            return None
+        host, _slash, path = repository.partition("/")
+        if host != base_host or _overlay_partial_copies():
+            return None
+        name = self.container_name(key)
+        info = self.podman.inspect("container", name) or {}
+        upper = ((info.get("GraphDriver") or {}).get("Data") or {}).get("UpperDir") or ""
+        if (info.get("GraphDriver") or {}).get("Name") != "overlay" or not Path(upper).is_dir():
+            return None
+        insecure = host in self.registries_insecure or host.split(":")[0] in self.registries_insecure
+        tenant = meta["tenant"]
+        scratch = self.paths(key).run / "image-save"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        layer = scratch / "layer.tar"
+        timings: dict[str, float] = {}
+        clock = time.monotonic()
+        running = (info.get("State") or {}).get("Status") == "running"
+        try:
+            with Registry(host, insecure=insecure, auth_file=auth_file) as registry:
+                manifest = registry.manifest(base_path, base_digest)
+                config = json.loads(registry.blob(base_path, manifest["config"]["digest"]))
+                if running:  # a consistent copy: nothing writes while the layer is read
+                    self.podman.run("pause", name, timeout=60)
+                try:
+                    with open(layer, "wb") as out:
+                        report, layer_digest, layer_size = upper_layer_write(
+                            Path(upper),
+                            out,
+                            uid_base=int(tenant["uid_base"]),
+                            uid_count=int(tenant["uid_count"]),
+                            secrets=self._secret_values(key, meta),
+                        )
+                finally:
+                    if running:
+                        self.podman.run("unpause", name, check=False, timeout=60)
+                timings["layer_s"], clock = time.monotonic() - clock, time.monotonic()
+                new_manifest, config_bytes = manifest_with_layer(
+                    manifest, config, layer_digest=layer_digest, layer_size=layer_size
+                )
+                for blob in manifest.get("layers") or []:
+                    registry.mount(path, blob["digest"], base_path)
+                registry.upload(path, layer_digest, layer)
+                registry.upload(path, new_manifest["config"]["digest"], config_bytes)
+                digest, length = registry.put_manifest(path, tag, new_manifest)
+                timings["push_s"] = time.monotonic() - clock
+        except PushUnsupported:
+            return None  # the commit path says what is wrong, if anything is
+        except ImageSaveError as exc:
+            raise LocalRuntimeError(str(exc)) from exc
+        except httpx.HTTPError as exc:
+            raise PodmanError(f"the registry {host} did not answer: {exc}") from exc
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return {
+            "digest": digest,
+            "size_bytes": pulled_bytes(new_manifest, length),
+            "shifted": report.shifted,
+            "dropped": report.dropped[:20],
+            "timings": {k: round(v, 2) for k, v in timings.items()},
+            "path": "direct",
+        }
+
+    def _skopeo(self, argv: list[str], *, timeout: float) -> str:
+        try:
+            result = subprocess.run(  # noqa: S603
+                argv,
+                capture_output=True,
+                text=True,
+                env=self.podman.env(),
+                cwd=self.podman.workdir,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise PodmanError(f"skopeo {argv[1]} did not finish in {timeout:.0f} s") from exc
+        if result.returncode != 0:
+            raise PodmanError(f"skopeo {argv[1]}: {last_words(result.stderr) or 'failed'}")
+        return result.stdout
+
     # --- volumes (directories on this host, bind-mounted with the tenant's ownership) --------------
 
     def volume_own(self, source: str, tenant: Mapping) -> None:
@@ -869,6 +1062,18 @@ def _last_lines(text: str, lines: int = 3, limit: int = 300) -> str:
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
     joined = " / ".join(kept)
     return joined if len(joined) <= limit else "…" + joined[-limit:]
+
+
+def _overlay_partial_copies() -> bool:
+    """Whether the kernel's overlay may leave partial files in an upper directory (metacopy: metadata
+    only; redirect_dir: a renamed folder that points at its lower self)."""
+    for option in ("metacopy", "redirect_dir"):
+        try:
+            if Path(f"/sys/module/overlay/parameters/{option}").read_text().strip() not in ("N", "off", ""):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _conmon_wait(pid: int, *, timeout: float = 30.0) -> None:

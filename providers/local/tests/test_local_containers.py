@@ -309,6 +309,7 @@ def registry(tmp_path):
     config = tmp_path / "registry.yml"
     config.write_text(
         f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'registry'}\n"
+        "  delete:\n    enabled: true\n"  # as make run's (console.embedded): a deleted saved image leaves it
         f"http:\n  addr: 127.0.0.1:{port}\n"
     )
     process = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -210,6 +210,28 @@ class Client(Transport):
     def deployments_stop(self, id: str, *, idempotency_key: str | None = None) -> m.Deployment:
         """Stop (GPUs freed, disk kept)."""
 
+    @operation("v1_images_list", "GET", "/images/", paginated=True)
+    def images_list(self) -> Iterator[m.SavedImage]:
+        """List your saved images."""
+
+    @operation("v1_images_retrieve", "GET", "/images/{id}/")
+    def images_get(self, id: str) -> m.SavedImage:
+        """Get one saved image."""
+
+    @operation("v1_images_destroy", "DELETE", "/images/{id}/")
+    def images_delete(self, id: str) -> None:
+        """Delete a saved image (refused while an instance uses it)."""
+
+    @operation("v1_images_rename_create", "POST", "/images/{id}/rename/")
+    def images_rename(
+        self, id: str, body: m.ImageRenameRequest | None = None, *, idempotency_key: str | None = None
+    ) -> m.SavedImage:
+        """Rename a saved image, or change its note."""
+
+    @operation("v1_images_share_create", "POST", "/images/{id}/share/")
+    def images_share(self, id: str, body: m.ImageShareRequest, *, idempotency_key: str | None = None) -> m.SavedImage:
+        """Share a saved image with the team, or stop sharing it."""
+
     @operation("v1_instances_list", "GET", "/instances/", paginated=True)
     def instances_list(
         self,
@@ -326,6 +348,12 @@ class Client(Transport):
     @operation("v1_instances_restart_create", "POST", "/instances/{id}/restart/")
     def instances_restart(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:
         """Restart in place."""
+
+    @operation("v1_instances_save_image_create", "POST", "/instances/{id}/save-image/")
+    def instances_save_image(
+        self, id: str, body: m.ImageSaveRequest, *, idempotency_key: str | None = None
+    ) -> m.SavedImage:
+        """Save as image (answered at once: the image is "saving", then "ready")."""
 
     @operation("v1_instances_secrets_list", "GET", "/instances/{id}/secrets/")
     def instances_secrets_list(self, id: str) -> list[m.InstanceSecretChoice]:

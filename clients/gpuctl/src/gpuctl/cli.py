@@ -448,6 +448,102 @@ def volumes(ctx: Context) -> None:
     ctx.emit(rows, render)
 
 
+@cli.group(cls=Group, invoke_without_command=True)
+@click.pass_context
+def images(click_ctx) -> None:
+    """Images saved from your instances: list (the default), save, rename, share, delete. Launch from one
+    with `gpuctl launch --image <its id>`."""
+    if click_ctx.invoked_subcommand is None:
+        click_ctx.invoke(images_list)
+
+
+def _image_line(image: dict) -> str:
+    size = f"{image['size_bytes'] / 2**30:.2f} GB" if image.get("size_bytes") else "—"
+    return f"{image['id']}  {image['name']}:{image['tag']}  {image['status']}  {size}"
+
+
+@images.command(name="list")
+@pass_ctx
+def images_list(ctx: Context) -> None:
+    """List your saved images with their size and state."""
+    rows = list(ctx.client.images_list())
+
+    def render() -> None:
+        if not rows:
+            out.print(t("No saved images. Save one with `gpuctl images save INSTANCE NAME`."), highlight=False)
+            return
+        table = Table(box=None, header_style="bold")
+        for column in ("ID", t("Name"), t("Status"), "GB", t("Team"), t("Created")):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(
+                row["id"],
+                f"{row['name']}:{row['tag']}",
+                row["status"] + (f" ({row['status_reason']})" if row.get("status_reason") else ""),
+                f"{row['size_bytes'] / 2**30:.2f}" if row["size_bytes"] else "—",
+                t("shared") if row["shared"] else "",
+                (row.get("created_at") or "")[:16].replace("T", " "),
+            )
+        out.print(table)
+
+    ctx.emit(rows, render)
+
+
+@images.command(name="save")
+@click.argument("ref")
+@click.argument("name")
+@click.option("--tag", default="latest", show_default=True)
+@click.option("--note", default="", help="What is in it, for you and your team.")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait until it is ready (or failed).")
+@pass_ctx
+def images_save(ctx: Context, ref: str, name: str, tag: str, note: str, wait: bool) -> None:
+    """Save instance REF (running or stopped) as image NAME: its system (packages, files outside
+    /home/user and volumes), never the console's tokens or keys. Billed per GB-day while it exists."""
+    instance = _resolve(ctx, ref)
+    image = ctx.client.instances_save_image(instance["id"], {"name": name, "tag": tag, "note": note})
+    if not ctx.as_json:
+        out.print(
+            t("Saving {name}:{tag} ({id})…", name=image["name"], tag=image["tag"], id=image["id"]), highlight=False
+        )
+    while wait and image["status"] == "saving":
+        time.sleep(float(os.environ.get("GPUCTL_POLL_S", 2)))
+        image = ctx.client.images_get(image["id"])
+    if image["status"] == "failed":
+        _fail(EXIT_FAILED, image.get("status_reason") or image["status"], "image_save_failed", ctx.as_json)
+    ctx.emit(image, lambda: out.print(_image_line(image), highlight=False))
+
+
+@images.command(name="rename")
+@click.argument("image_id")
+@click.argument("name", required=False)
+@click.option("--note", default=None, help="A new note.")
+@pass_ctx
+def images_rename(ctx: Context, image_id: str, name: str | None, note: str | None) -> None:
+    """Rename a saved image (its pushed reference stays), or change its note."""
+    body = {k: v for k, v in {"name": name, "note": note}.items() if v is not None}
+    image = ctx.client.images_rename(image_id, body)
+    ctx.emit(image, lambda: out.print(_image_line(image), highlight=False))
+
+
+@images.command(name="share")
+@click.argument("image_id")
+@click.option("--off", is_flag=True, help="Stop sharing it.")
+@pass_ctx
+def images_share(ctx: Context, image_id: str, off: bool) -> None:
+    """Share a team's saved image with every member (they may launch from it), or stop (--off)."""
+    image = ctx.client.images_share(image_id, {"shared": not off})
+    ctx.emit(image, lambda: out.print(_image_line(image), highlight=False))
+
+
+@images.command(name="delete")
+@click.argument("image_id")
+@pass_ctx
+def images_delete(ctx: Context, image_id: str) -> None:
+    """Delete a saved image; refused while an instance uses it (release those first)."""
+    ctx.client.images_delete(image_id)
+    ctx.emit({"id": image_id, "deleted": True}, lambda: out.print(t("Deleted {id}.", id=image_id), highlight=False))
+
+
 @cli.command()
 @pass_ctx
 def balance(ctx: Context) -> None:

@@ -126,6 +126,8 @@ ReservationStatusEnum = Literal["active", "expired", "cancelled"]
 
 RoleEnum = Literal["owner", "admin", "member", "billing"]
 
+SavedImageStatusEnum = Literal["saving", "ready", "failed", "deleted"]
+
 ScopeEnum = Literal["full", "read"]
 
 SecurityEventActionEnum = Literal[
@@ -550,6 +552,21 @@ class ImagePull(TypedDict):
     seconds_left: float | None
 
 
+class ImageRenameRequest(TypedDict):
+    name: NotRequired[str]
+    note: NotRequired[str]
+
+
+class ImageSaveRequest(TypedDict):
+    name: str
+    tag: NotRequired[str]
+    note: NotRequired[str]
+
+
+class ImageShareRequest(TypedDict):
+    shared: bool
+
+
 class Instance(TypedDict):
     id: str
     name: str
@@ -817,6 +834,13 @@ class PaginatedSSHKeyList(TypedDict):
     results: list[SSHKey]
 
 
+class PaginatedSavedImageList(TypedDict):
+    count: int
+    next: NotRequired[str | None]
+    previous: NotRequired[str | None]
+    results: list[SavedImage]
+
+
 class PaginatedSecretList(TypedDict):
     count: int
     next: NotRequired[str | None]
@@ -1033,6 +1057,25 @@ class SSHKey(TypedDict):
 class SSHKeyCreateRequest(TypedDict):
     name: NotRequired[str]
     public_key: str
+
+
+class SavedImage(TypedDict):
+    """An image an account saved from an instance: what the Images page shows, and what a launch names"""
+
+    id: str
+    name: str
+    tag: str
+    note: str
+    status: SavedImageStatusEnum
+    status_reason: str
+    size_bytes: int
+    billed_gb: int
+    digest: str
+    reference: str
+    shared: bool
+    source_instance: str | None
+    saved_by: str
+    created_at: str
 
 
 class Secret(TypedDict):
@@ -1373,6 +1416,9 @@ __all__ = [
     "GpuModel",
     "Image",
     "ImagePull",
+    "ImageRenameRequest",
+    "ImageSaveRequest",
+    "ImageShareRequest",
     "Instance",
     "InstanceSecretChoice",
     "InstanceSecretChoiceRequest",
@@ -1415,6 +1461,7 @@ __all__ = [
     "PaginatedQuotaRequestList",
     "PaginatedReservationList",
     "PaginatedSSHKeyList",
+    "PaginatedSavedImageList",
     "PaginatedSecretList",
     "PaginatedSecurityEventList",
     "PaginatedStaffQuotaRequestList",
@@ -1450,6 +1497,8 @@ __all__ = [
     "RoleEnum",
     "SSHKey",
     "SSHKeyCreateRequest",
+    "SavedImage",
+    "SavedImageStatusEnum",
     "ScopeEnum",
     "Secret",
     "SecretCreateRequest",
