@@ -100,6 +100,16 @@ def test_the_owner_reaches_jupyterlab_in_a_container_and_stop_start_release_keep
     assert host_key.startswith("ssh-ed25519 ")
     assert _exec(backend, key, "cat /run/console-hostkeys/ssh_host_ed25519_key").returncode != 0  # root's only
     assert backend.runtime.meta(key)["image"] == MINIMAL
+    # The image's Python environment is the user's: a pip install lands in the container (kept by a stop,
+    # saved by "Save as image"), not on the disk.
+    assert (
+        _exec(
+            backend,
+            key,
+            "test -w /opt/venv/bin && test -w \"$(python3 -c 'import site; print(site.getsitepackages()[0])')\"",
+        ).returncode
+        == 0
+    )
     pid = backend.runtime.container_pid(key)
     uid_map = Path(f"/proc/{pid}/uid_map").read_text().split()
     tenant = backend.runtime.meta(key)["tenant"]
