@@ -394,7 +394,7 @@ PAGE_ROUTES: dict[str, Route] = {
     "instance_detail": Route("instance", IP, "GET"),
     "instance_rename": Route("instance", IP, "POST"),
     "instance_save_image": Route("instance", IP, "POST"),
-    "image_change": Route("saved_image", {"slug": "saved_image", "action": "share"}, "POST"),
+    "image_change": Route("saved_image", {"slug": "saved_image", "action": "=share"}, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
     "instance_secrets": Route("instance", IP, "POST"),
@@ -626,8 +626,10 @@ def _value(world, context: str, what: str):
         from apps_marketplace.models import DatasetEntry, ModelEntry
 
         return (ModelEntry if what == "model" else DatasetEntry).objects.order_by("pk").first().pk
-    if what in ("stop", "share"):
+    if what == "stop":
         return what
+    if what.startswith("="):  # a literal part of the URL ("share" alone names the port's share link)
+        return what[1:]
     obj = world.contexts[context].objects.get(what)
     if obj is None:
         return None
@@ -639,7 +641,8 @@ def _value(world, context: str, what: str):
 def contexts_of(route: Route) -> tuple[str, ...]:
     """The contexts a route's cells are checked in: one (``-``) where its URL names no account's object."""
     if not route.contextless and any(
-        what not in SHARED and what not in ("model", "dataset", "stop", "share") for what in route.objects.values()
+        what not in SHARED and what not in ("model", "dataset", "stop") and not what.startswith("=")
+        for what in route.objects.values()
     ):
         return CONTEXTS
     return ("-",)
