@@ -249,7 +249,22 @@ venv_twin() { # source-venv name
   chmod -R go+rX "$dst"
 }
 
+# The tenants' jobs run the console's job program from this checkout (PYTHONPATH, CONSOLE_DIR): Python
+# lists each directory on its path to find a module, so the checkout must be listable by them, not only
+# passable (console/embedded.py makes a private one o+x for PostgreSQL; a clone in a 0700 folder).
+# Its files are the project's own code, readable by all as git wrote them; only the folder is opened.
+code_listable() {
+  runuser -u nobody -- test -r "$ROOT/providers/slurm/job.py" -a -r "$ROOT" -a -x "$ROOT" 2>/dev/null && return 0
+  if [[ "$(stat -c %u "$ROOT")" == "$(id -u)" ]]; then
+    chmod o+rx "$ROOT"
+    say "allowed others to list $ROOT (chmod o+rx) so the tenants' jobs can import the console's job program"
+  fi
+  runuser -u nobody -- test -r "$ROOT/providers/slurm/job.py" -a -r "$ROOT" 2>/dev/null ||
+    say "warning: the tenants cannot read $ROOT (a folder above it is closed): their jobs will fail to start"
+}
+
 tenant_python() {
+  code_listable
   local venv="$ROOT/.venv" home
   [[ -f "$venv/pyvenv.cfg" ]] || return 0
   home="$(sed -n 's/^home = //p' "$venv/pyvenv.cfg")"
