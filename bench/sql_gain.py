@@ -16,7 +16,8 @@ statements ``core.sql`` held then saved: the instance read 12–15 %, the token 
 event insert 4.3–4.5 %, volume mounts 4.2 %, the simulated cloud's machine read and card count 3.3
 and 3.4 %, the budget check 2.8 %, the status move 1.2–2.9 %, the reservation check 2.0 %, the node
 lock 1.7 %, the meter insert 0.9 % and the instance insert 0.6–0.9 %: all but the first two went back
-to the ORM. Ends with one line of JSON.
+to the ORM. On 2026-12-04 (``make bench BASE=… ONLY=…,sql_gain``, three runs each side) the token look-up
+measured 3.7–4.9 % and went back too. Ends with one line of JSON.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from bench import launch as bench
 CALLS = int(os.environ.get("BENCH_SQL_CALLS", "300"))
 LAUNCHES = int(os.environ.get("BENCH_SQL_LAUNCHES", "40"))
 #: Short names for the table of ``make bench`` (bench/run.py).
-LABELS = {"accounts.authentication.token_with_user": "token_lookup", "instances.services.common._get": "instance_read"}
+LABELS = {"instances.services.common._get": "instance_read"}
 KEEP_SHARE_PCT = 5.0
 
 
@@ -96,7 +97,6 @@ def run() -> dict:
     from django.conf import settings
     from django.test import Client
 
-    from accounts.authentication import token_digest, token_with_user
     from core import speedups, sql
     from instances.models import Instance
     from instances.services import common as instance_services
@@ -132,11 +132,9 @@ def run() -> dict:
     launch_ms = (time.process_time() - started) * 1000 / LAUNCHES
 
     instance = Instance.objects.get(pk=ids[-1])
-    digest = token_digest(raw)
 
     pairs = {
         # caller (as counted) → the call, made with the speed-up on (fixed) and off (the ORM)
-        "accounts.authentication.token_with_user": lambda: token_with_user(digest),
         "instances.services.common._get": lambda: instance_services._get(instance.pk),
     }
 

@@ -1,17 +1,16 @@
-"""Fixed-shape statements for the two reads of every launch whose ORM compilation costs most.
+"""A fixed-shape statement for the read of every launch whose ORM compilation costs most.
 
-Django compiles a queryset into SQL on every evaluation: for the reads of a launch's hot path (the API
-token, the instance a worker boots) that compilation costs several times the round trip to
+Django compiles a queryset into SQL on every evaluation: for the instance a worker boots, read at every
+boot, that compilation costs several times the round trip to
 PostgreSQL. Those statements are written once as SQL in their selectors; what they read still
 becomes model instances, with the model's own columns (taken from its ``_meta``, so a new field is
 read without touching the statement) and its fields' conversions from the database (a ``JSONField``'s
 text becomes its value), as the ORM would make them.
 
 Only statements that save at least 5 % of a launch's CPU earn a place (``bench/sql_gain.py`` measures
-each against its ORM twin): the token look-up (about 5 %) and the worker's instance read (12 to
-15 %). The others it once held (status moves, event, instance and meter inserts, the budget and
-reservation checks, volume mounts, the simulated cloud's reads) saved 1 to 4 % each and went back to
-the ORM. ``.importlinter`` names the modules allowed to import this one.
+each against its ORM twin): the worker's instance read (10 to 15 %). The others it once held (the API
+token look-up, 3.7–4.9 % on 2026-12-04; status moves, event, instance and meter inserts, the budget and
+reservation checks, volume mounts, the simulated cloud's reads: 1 to 4 % each) went back to the ORM. ``.importlinter`` names the modules allowed to import this one.
 
 It only reads: ``fetch_one`` refuses anything but a ``SELECT``, so nothing here writes around the
 ORM's guards (the ledger's append-only tables, ``core.appendonly``). It builds models from rows with
