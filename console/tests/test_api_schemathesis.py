@@ -35,8 +35,8 @@ _SECRET = (
 )
 STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "POST /api/v1/instances/": (
-        {"region", "gpu_model", "image", "ssh_keys", "volumes", "disk_gb"},
-        _ROWS + "; disk_gb's bounds depend on the image and settings",
+        {"region", "gpu_model", "image", "ssh_keys", "volumes", "disk_gb", "secrets"},
+        _ROWS + " (and the names of your secrets); disk_gb's bounds depend on the image and settings",
     ),
     "POST /api/v1/deployments/": ({"app", "model", "region", "gpu_model", "volume", "volumes", "parameters"}, _ROWS),
     "POST /api/v1/deployments/{id}/redeploy/": ({"model", "parameters"}, _ROWS),
