@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
+from core.drf import StrictJsonTypes
 from vault.models import NAME_PATTERN, NAME_RULE, Secret
 
 
@@ -19,7 +20,7 @@ class SecretSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class SecretCreateSerializer(serializers.Serializer):
+class SecretCreateSerializer(StrictJsonTypes, serializers.Serializer):
     # The pattern here so the schema states it; the service checks it again, and the reserved names.
     name = serializers.RegexField(
         NAME_PATTERN,
@@ -36,7 +37,7 @@ class SecretCreateSerializer(serializers.Serializer):
     )
 
 
-class SecretValueSerializer(serializers.Serializer):
+class SecretValueSerializer(StrictJsonTypes, serializers.Serializer):
     value = serializers.CharField(
         max_length=settings.VAULT_VALUE_MAX_BYTES,
         trim_whitespace=False,

@@ -88,8 +88,9 @@ def test_a_name_no_secret_can_have_is_a_json_404_in_the_path(alice_client):
     _error(alice_client.get("/api/v1/secrets/A%00B/"), 404, "not_found")
 
 
-@pytest.mark.parametrize("value", ["", "x" * (64 * 1024 + 1)])
-def test_an_empty_or_too_large_value_is_a_400(alice_client, value):
+@pytest.mark.parametrize("value", ["", "x" * (64 * 1024 + 1), 0, 12345, True, ["x"]])
+def test_an_empty_too_large_or_non_text_value_is_a_400(alice_client, value):
+    # A number is not text: DRF would have saved 12345 as "12345", a value the schema says is a string.
     error = _error(_save(alice_client, value=value), 400, "invalid")
     assert "value" in error["fields"]
 
