@@ -101,9 +101,7 @@ BENCHES: dict[str, Bench] = {
         ),
         Bench(
             "sql_gain",  # what core.sql's fixed statements save a launch (it keeps those at 5 % or more)
-            (
-                Figure("instance_read_share_of_launch_pct", HIGHER),
-            ),
+            (Figure("instance_read_share_of_launch_pct", HIGHER),),
             quick_env={"BENCH_SQL_CALLS": "20", "BENCH_SQL_LAUNCHES": "5"},
         ),
         Bench(
