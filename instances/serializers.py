@@ -420,7 +420,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
     def get_free_cards_by_region(self, obj) -> dict[str, dict[str, int]]:
         regions = self.context["regions"]
         return {
-            regions[r]: {"free": v["free"], "largest_on_one_node": v["best"]}
+            regions[r]: {"free": v["free"], "largest_on_one_node": v["best"], "waiting_in_line": v["waiting"]}
             for (r, g), v in self._capacity().items()
             if g == obj.pk and r in regions
         }

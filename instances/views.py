@@ -209,6 +209,8 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         else None
     )
     context["queue_position"] = selectors.instance_start_queue_position(instance)
+    # Beside the start button: whether its cards are free now, so nobody presses it blind.
+    context["start_outlook"] = selectors.instance_start_outlook(instance) if instance.can_start() else None
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
