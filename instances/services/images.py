@@ -269,11 +269,16 @@ def image_delete(*, image: Image) -> Image:
         raise OperationNotAllowed(_("Catalogue images are not deleted here."))
     if image.status == Image.Status.SAVING:
         raise OperationNotAllowed(_("The image is still being saved: delete it once it is ready or failed."))
-    users = Instance.objects.filter(image=image).exclude(status__in=DONE_WITH_IMAGE)
-    names = list(users.values_list("name", flat=True)[:3])
-    if names:
-        raise ImageInUse(_("Instances use this image (%(names)s): release them first.") % {"names": ", ".join(names)})
     with transaction.atomic():
+        # Locked first, counted after: a launch of it holds the row until it commits its instance
+        # (``instances.services.launch``), so no launch slips in between the count and the delete.
+        list(Image.objects.select_for_update().filter(pk=image.pk).values_list("pk", flat=True))
+        users = Instance.objects.filter(image=image).exclude(status__in=DONE_WITH_IMAGE)
+        names = list(users.values_list("name", flat=True)[:3])
+        if names:
+            raise ImageInUse(
+                _("Instances use this image (%(names)s): release them first.") % {"names": ", ".join(names)}
+            )
         moved = (
             Image.objects.filter(pk=image.pk)
             .exclude(status=Image.Status.DELETED)

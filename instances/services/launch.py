@@ -177,6 +177,12 @@ def instance_launch(launch: LaunchRequest, /) -> Instance:
     instance_id = uuid.uuid4()  # named before the row exists: the instances it preempts point at it
 
     with transaction.atomic():
+        if image.owner_id is not None:
+            # A saved image, read above: held against a delete until this launch commits, and read
+            # again under the lock (``image_delete`` locks it before it counts the instances using it).
+            held = Image.objects.select_for_update(no_key=True).filter(pk=image.pk, status=Image.Status.READY)
+            if not list(held.values_list("pk", flat=True)):
+                raise LaunchInvalid(_("That image is not available."), field="image")
         quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
         member_limits_check(account=user, member_id=actor.pk, count=gpu_count * node_count, launching=True)
         _funds_check(user=user, hourly_fen=hourly)
