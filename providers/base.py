@@ -343,10 +343,11 @@ class ProvisioningBackend:
         Raises ``TransientBackendError`` when the provider cannot be asked right now."""
         raise NotImplementedError
 
-    def has_image(self, slug: str) -> bool:
-        """Whether this provider can run the console's image ``slug``, from its configuration alone (no
-        call to the provider: the launch asks it). A provider that maps images (Kubernetes: ``IMAGES``)
-        says no for one it lacks, so the launch is refused before anything is made; never replaced."""
+    def has_image(self, slug: str, *, image_ref: str = "") -> bool:
+        """Whether this provider can run the console's image ``slug`` (pinned as ``image_ref``, its
+        digest on the console's registry, where it has one), from its configuration alone (no call to
+        the provider: the launch asks it). A provider that maps images (Kubernetes: ``IMAGES``) says no
+        for one it lacks, so the launch is refused before anything is made; never replaced."""
         return True
 
     def machines(self) -> list[MachineInfo]:

@@ -131,7 +131,7 @@ def instance_launch(launch: LaunchRequest, /) -> Instance:
             saved and (image.owner_id != user.pk or image.status != Image.Status.READY)
         ):
             raise LaunchInvalid(label, field=field)
-    if not get_backend(region.backend_alias).has_image(image.slug):
+    if not get_backend(region.backend_alias).has_image(image.slug, image_ref=image.pinned_ref):
         # The owner's choice is never replaced by another image: a region without it refuses the launch.
         raise LaunchInvalid(
             _("The image %(image)s is not available in %(region)s.") % {"image": image.name, "region": region.name},
