@@ -241,3 +241,32 @@ def test_a_credential_list_shows_host_and_user_never_the_password(registries, al
         content_type="application/json",
     )
     assert bad.status_code == 400 and "host" in bad.json()["error"]["fields"]
+
+
+def test_a_team_token_imports_into_the_team_with_the_teams_login_only(registries, tmp_path, alice, bob, catalogue):
+    from rest_framework.test import APIClient
+
+    from teams.tests.helpers import lab_with_roles
+
+    _open, private = registries
+    oci_images.push(private, tmp_path / "img", "secret/model", "1")
+    team = lab_with_roles(alice, bob)
+    clients = {}
+    for name, scope in (("personal", {}), ("team", {"team_id": team.pk})):
+        _token, raw = api_token_create(user=alice, name=name, expires_at=None, **scope)
+        clients[name] = APIClient()
+        clients[name].credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    login = {"host": private.address, "username": "ci", "password": "s3cret"}
+    saved = clients["personal"].post(reverse("api-registry-credential-list"), login, format="json")
+    assert saved.status_code == 201
+    # Alice's own login is not the team's: the team has none yet.
+    refused = _import(clients["team"], f"{private.address}/secret/model:1")
+    assert refused.status_code == 403 and _code(refused) == "registry_auth_required"
+    assert clients["team"].get(reverse("api-registry-credential-list")).json()["results"] == []
+    detail = reverse("api-registry-credential-detail", args=[saved.json()["id"]])
+    assert clients["team"].get(detail).status_code == 404
+    assert clients["team"].post(reverse("api-registry-credential-list"), login, format="json").status_code == 201
+    imported = _import(clients["team"], f"{private.address}/secret/model:1")
+    assert imported.status_code == 201, imported.content
+    assert Image.objects.get(slug=imported.json()["id"]).owner == team.account
+    assert clients["personal"].get(reverse("api-image-list")).json()["results"] == []
