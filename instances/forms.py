@@ -281,8 +281,8 @@ class ImageImportForm(forms.Form):
             attrs={"placeholder": "registry.example.com/team/image:1.0", "class": "mono", "autocomplete": "off"}
         ),
     )
-    name = forms.CharField(label=_("Name (optional)"), max_length=64, required=False)
-    tag = forms.CharField(label=_("Tag (optional)"), max_length=128, required=False)
+    name = forms.CharField(label=_("Image name"), max_length=64, required=False)
+    tag = forms.CharField(label=_("Tag"), max_length=128, required=False)
 
 
 class ImageRenameForm(forms.Form):
