@@ -111,6 +111,17 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class RegistryLogin:
+    """How to pull a private image the owner brought (``Image.imported_from``): their saved login to its
+    registry, decrypted for this boot. A backend hands it to its engine for the pull only (an auth file
+    of mode 600 removed after it, never a command line, the state or the metadata)."""
+
+    host: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class SecretValue:
     """One of the owner's secrets, given to the machine at this boot only.
 
@@ -183,6 +194,8 @@ class InstanceSpec:
     # The owner's secrets chosen for this machine, decrypted for this boot (``SecretValue``). Left out of
     # the repr, so a logged spec shows no value.
     secrets: tuple[SecretValue, ...] = field(default=(), repr=False)
+    # The owner's login to the registry of an image they imported, when they saved one for its host.
+    image_login: RegistryLogin | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

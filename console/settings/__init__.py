@@ -343,6 +343,15 @@ INSTANCES_IMAGE_SAVE_DEADLINE_S = int(os.environ.get("INSTANCES_IMAGE_SAVE_DEADL
 INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY = int(
     os.environ.get("INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY", str(INSTANCES_DISK_PRICE_FEN_PER_GB_DAY))
 )
+# Bring your own image: the registries (hosts, with their port) an account may import images from, and
+# pull them from at launch; empty: the console's own registry alone. Those on plain HTTP (no TLS): the
+# console's own when CONSOLE_REGISTRY_TLS_VERIFY is off, and these. An import reads the image's manifest
+# and config only, each answer within IMAGES_IMPORT_TIMEOUT_S; an image for another platform than the
+# hosts' (os/architecture, as OCI names it) is refused.
+IMAGES_ALLOWED_REGISTRIES = env_list("IMAGES_ALLOWED_REGISTRIES", "")
+IMAGES_INSECURE_REGISTRIES = env_list("IMAGES_INSECURE_REGISTRIES", "")
+IMAGES_IMPORT_TIMEOUT_S = float(os.environ.get("IMAGES_IMPORT_TIMEOUT_S", "10"))
+IMAGES_PLATFORM = os.environ.get("IMAGES_PLATFORM", "linux/amd64")
 # No-GPU mode (a stopped instance started without cards, to install packages or move data): its price
 # per hour and the CPU/RAM allowance its machine gets instead of the cards' share.
 INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR = int(os.environ.get("INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR", "10"))  # ¥0.10

@@ -193,6 +193,8 @@ def image_registry_delete(*, image_id: int) -> bool:
     address = (settings.CONSOLE_REGISTRY or "").strip().rstrip("/")
     if image is None or not image.digest or not address or not image.repository.startswith(address + "/"):
         return False
+    if image.imported_from:
+        return False  # an imported image is its owner's, in their repository: the console pushed nothing
     if Image.objects.filter(digest=image.digest).exclude(status=Image.Status.DELETED).exists():
         return False
     try:

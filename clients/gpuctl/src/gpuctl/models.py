@@ -545,6 +545,13 @@ class Image(TypedDict):
     contents: NotRequired[Any]
 
 
+class ImageImportRequest(TypedDict):
+    reference: str
+    name: NotRequired[str]
+    tag: NotRequired[str]
+    note: NotRequired[str]
+
+
 class ImagePull(TypedDict):
     bytes_done: int
     bytes_total: int
@@ -820,6 +827,13 @@ class PaginatedQuotaRequestList(TypedDict):
     results: list[QuotaRequest]
 
 
+class PaginatedRegistryCredentialList(TypedDict):
+    count: int
+    next: NotRequired[str | None]
+    previous: NotRequired[str | None]
+    results: list[RegistryCredential]
+
+
 class PaginatedReservationList(TypedDict):
     count: int
     next: NotRequired[str | None]
@@ -1022,6 +1036,28 @@ class Region(TypedDict):
     name: str
 
 
+class RegistryCredential(TypedDict):
+    """A registry credential as every answer shows it: host and user name, never the password."""
+
+    id: str
+    host: str
+    username: str
+    created_by: str | None
+    created_at: str
+    updated_at: str
+
+
+class RegistryCredentialCreateRequest(TypedDict):
+    host: str
+    username: str
+    password: str
+
+
+class RegistryCredentialUpdateRequest(TypedDict):
+    username: str
+    password: str
+
+
 class RenameRequest(TypedDict):
     name: str
 
@@ -1075,6 +1111,9 @@ class SavedImage(TypedDict):
     shared: bool
     source_instance: str | None
     saved_by: str
+    imported_from: str
+    platform: str
+    follows_contract: bool | None
     created_at: str
 
 
@@ -1415,6 +1454,7 @@ __all__ = [
     "GpuMetricsRangeEnum",
     "GpuModel",
     "Image",
+    "ImageImportRequest",
     "ImagePull",
     "ImageRenameRequest",
     "ImageSaveRequest",
@@ -1459,6 +1499,7 @@ __all__ = [
     "PaginatedModelEntryList",
     "PaginatedNotificationList",
     "PaginatedQuotaRequestList",
+    "PaginatedRegistryCredentialList",
     "PaginatedReservationList",
     "PaginatedSSHKeyList",
     "PaginatedSavedImageList",
@@ -1490,6 +1531,9 @@ __all__ = [
     "RateLimit",
     "RedeployRequest",
     "Region",
+    "RegistryCredential",
+    "RegistryCredentialCreateRequest",
+    "RegistryCredentialUpdateRequest",
     "RenameRequest",
     "Reservation",
     "ReservationStatusEnum",
