@@ -72,7 +72,10 @@ def ours(runs: int, engine: str = "podman") -> list[float]:
 
     root = Path(tempfile.mkdtemp(prefix="bench-spawn-"))
     settings.LOCAL_RUNTIME = {"ROOT": root, "SERVICES": ["lab", "ssh"], "ENGINE": engine}
-    proxy_target.override(bench_resolver).__enter__()  # for the whole run: this process is the bench's
+    # For the whole run (this process is the bench's). The context manager is kept: a generator-based
+    # one that is dropped is closed by the garbage collector, which puts the console's resolver back.
+    overriding = proxy_target.override(bench_resolver)
+    overriding.__enter__()
     registry.get_runtime.cache_clear()
     runtime = registry.get_runtime()
     missing = runtime.missing_components()
