@@ -110,3 +110,15 @@ class ImageSaveNotSupported(InstanceError):
     """The instance's provider cannot save machines as images, or the console has no registry for them."""
 
     code = "image_save_not_supported"
+
+
+class SnapshotsNotSupported(InstanceError):
+    """The instance's provider cannot snapshot disks (a Kubernetes cluster without the snapshot API)."""
+
+    code = "snapshots_not_supported"
+
+
+class SnapshotLimitReached(InstanceError):
+    """The instance already keeps ``INSTANCES_SNAPSHOTS_MAX`` snapshots: delete one first."""
+
+    code = "snapshot_limit_reached"

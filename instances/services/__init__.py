@@ -19,6 +19,7 @@ One module per job, importing one way (``common`` at the bottom, so the split ha
 - ``operations``: stop, start, restart, release, rename;
 - ``autostop``: stop at a time or after idle minutes, with a warning first;
 - ``images``: save an instance as an image of its account, rename, share and delete it.
+- ``snapshots``: snapshots of an instance's disk (by hand, on a schedule), restore, delete, clone.
 
 This package re-exports their public verbs, so callers (and tasks named by dotted path, such as
 ``instances.services.instance_operation_fail``) import from ``instances.services`` as before.
@@ -48,6 +49,18 @@ from instances.services.operations import (
     instance_stop,
     instances_stop_for_funds,
 )
+from instances.services.snapshots import (
+    instance_clone,
+    snapshot_create,
+    snapshot_create_execute,
+    snapshot_delete,
+    snapshot_delete_execute,
+    snapshot_fail,
+    snapshot_restore,
+    snapshot_restore_execute,
+    snapshot_schedule_set,
+    snapshots_scheduled,
+)
 from instances.services.sync import instance_abandon, instance_operation_fail, instance_sync
 
 __all__ = [
@@ -66,6 +79,7 @@ __all__ = [
     "instance_abandon",
     "instance_auto_stop_set",
     "instance_auto_stop_snooze",
+    "instance_clone",
     "instance_hourly_price",
     "instance_launch",
     "instance_operation_execute",
@@ -84,4 +98,13 @@ __all__ = [
     "nodes_ensure",
     "nodes_sync",
     "region_nodes_sync",
+    "snapshot_create",
+    "snapshot_create_execute",
+    "snapshot_delete",
+    "snapshot_delete_execute",
+    "snapshot_fail",
+    "snapshot_restore",
+    "snapshot_restore_execute",
+    "snapshot_schedule_set",
+    "snapshots_scheduled",
 ]

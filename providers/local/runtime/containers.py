@@ -862,6 +862,14 @@ class ContainerRuntime(RuntimeBase):
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 
+    # --- snapshots: the disk is home.img, mounted at home/ while it runs -------------------------------
+
+    def disk_path(self, key: str) -> Path:
+        return self.paths(key).home_image
+
+    def disk_mountpoint(self, key: str) -> Path | None:
+        return self.paths(key).home
+
     # --- save as image ------------------------------------------------------------------------------
 
     def image_save(self, key: str, *, repository: str, tag: str, auth_file: str = "") -> dict:
