@@ -60,6 +60,7 @@ from instances.services.snapshots import (
     snapshot_restore_execute,
     snapshot_schedule_set,
     snapshots_scheduled,
+    snapshots_supported,
 )
 from instances.services.sync import instance_abandon, instance_operation_fail, instance_sync
 
@@ -107,4 +108,5 @@ __all__ = [
     "snapshot_restore_execute",
     "snapshot_schedule_set",
     "snapshots_scheduled",
+    "snapshots_supported",
 ]
