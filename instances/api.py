@@ -315,7 +315,7 @@ class InstanceViewSet(TeamResourceViewSet):
             ),
         },
     )
-    @action(detail=True, methods=["get", "post"], url_path="snapshots")
+    @action(detail=True, methods=["get", "post"], url_path="snapshots", filter_backends=[], pagination_class=None)
     @idempotent  # a retried create (same Idempotency-Key) answers the first snapshot, never a second one
     def snapshots(self, request, pk=None):
         instance = self.get_object()  # a stranger's is a 404 before its body is read
@@ -349,7 +349,9 @@ class InstanceViewSet(TeamResourceViewSet):
         tags=["snapshots"],
         responses={200: SnapshotScheduleSerializer},
     )
-    @action(detail=True, methods=["get", "post"], url_path="snapshot-schedule")
+    @action(
+        detail=True, methods=["get", "post"], url_path="snapshot-schedule", filter_backends=[], pagination_class=None
+    )
     def snapshot_schedule(self, request, pk=None):
         instance = self.get_object()
         schedule = SnapshotSchedule.objects.filter(instance=instance).first()
@@ -382,7 +384,7 @@ class InstanceViewSet(TeamResourceViewSet):
         parameters=[IDEMPOTENCY_KEY_PARAMETER],
         responses={201: InstanceSerializer, 409: LAUNCH_REFUSED},
     )
-    @action(detail=True, methods=["post"])
+    @action(detail=True, methods=["post"], filter_backends=[])
     @idempotent
     def clone(self, request, pk=None):
         instance = self.get_object()
