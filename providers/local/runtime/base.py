@@ -306,6 +306,10 @@ class RuntimeBase(abc.ABC):
         """Where ``key``'s disk is mounted while it runs (None: a plain folder, never mounted)."""
         return None
 
+    def _disk_in_use(self, key: str, meta: dict) -> bool:
+        """Whether the instance runs (any server up), so its disk may not be swapped."""
+        return self.status(key).overall not in ("stopped", "gone")
+
     def _disk_snapshots(self):
         from providers.local.runtime.disk_snapshots import DiskSnapshots  # the module imports this one
 
@@ -324,7 +328,7 @@ class RuntimeBase(abc.ABC):
             meta = self.meta(key)
             if meta is None:
                 raise LocalRuntimeError(f"no instance {key!r} on this host")
-            if meta.get("should_run") or self.status(key).overall not in ("stopped", "gone"):
+            if self._disk_in_use(key, meta):
                 raise LocalRuntimeError("the instance is running: stop it before restoring a snapshot")
             self._disk_snapshots().restore(key, name, progress)
 

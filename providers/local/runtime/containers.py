@@ -870,6 +870,11 @@ class ContainerRuntime(RuntimeBase):
     def disk_mountpoint(self, key: str) -> Path | None:
         return self.paths(key).home
 
+    def _disk_in_use(self, key: str, meta: dict) -> bool:
+        # Started and not stopped since (a stop writes should_run false and unmounts the disk, which the
+        # copy checks as well): asking podman is not needed to know.
+        return bool(meta.get("should_run"))
+
     # --- save as image ------------------------------------------------------------------------------
 
     def image_save(self, key: str, *, repository: str, tag: str, auth_file: str = "") -> dict:
