@@ -152,15 +152,25 @@ def _remove(path: Path) -> None:
 
 class DiskSnapshots:
     """Snapshots of the disks of one runtime's instances: ``disk`` is where an instance's disk lives
-    (``home.img`` or ``home/``) and ``mounted`` where it is mounted while it runs (or None)."""
+    (``home.img`` or ``home/``), ``mountpoint`` where it is mounted while it runs (or None), ``folder``
+    where its snapshots are kept (default: ``<root>/<key>/snapshots``). Copies in the making are kept in
+    that folder too, out of the tenant's reach where the disk's own folder is the tenant's (Slurm)."""
 
-    def __init__(self, *, disk: Callable[[str], Path], mountpoint: Callable[[str], Path | None], root: Path) -> None:
+    def __init__(
+        self,
+        *,
+        disk: Callable[[str], Path],
+        mountpoint: Callable[[str], Path | None],
+        root: Path,
+        folder: Callable[[str], Path] | None = None,
+    ) -> None:
         self.disk = disk
         self.mountpoint = mountpoint
         self.root = root
+        self._folder = folder
 
     def folder(self, key: str) -> Path:
-        return self.root / key / "snapshots"
+        return self._folder(key) if self._folder is not None else self.root / key / "snapshots"
 
     def path(self, key: str, name: str) -> Path:
         disk = self.disk(key)
@@ -205,7 +215,9 @@ class DiskSnapshots:
         """Make ``key``'s disk a copy of ``source`` (a snapshot file or folder): copied beside, swapped in."""
         disk = self.disk(key)
         disk.parent.mkdir(parents=True, exist_ok=True)
-        incoming = disk.with_name(disk.name + ".restore")
+        staging = self.folder(key)
+        staging.mkdir(mode=0o700, parents=True, exist_ok=True)
+        incoming = staging / f".incoming-{disk.name}"
         _remove(incoming)
         try:
             if source.is_dir():
@@ -216,7 +228,7 @@ class DiskSnapshots:
             _remove(incoming)
             raise LocalRuntimeError(f"the snapshot could not be copied: {exc}") from exc
         if incoming.is_dir():
-            old = disk.with_name(disk.name + ".old")
+            old = staging / f".old-{disk.name}"
             _remove(old)
             if disk.exists():
                 os.replace(disk, old)
