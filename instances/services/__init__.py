@@ -19,13 +19,15 @@ One module per job, importing one way (``common`` at the bottom, so the split ha
 - ``operations``: stop, start, restart, release, rename;
 - ``autostop``: stop at a time or after idle minutes, with a warning first;
 - ``images``: save an instance as an image of its account, rename, share and delete it.
-- ``snapshots``: snapshots of an instance's disk (by hand, on a schedule), restore, delete, clone.
+- ``snapshots``: snapshots of an instance's disk (by hand, on a schedule), restore, delete;
+- ``clone``: a new instance with another's image and a copy of its disk.
 
 This package re-exports their public verbs, so callers (and tasks named by dotted path, such as
 ``instances.services.instance_operation_fail``) import from ``instances.services`` as before.
 """
 
 from instances.services.autostop import instance_auto_stop_set, instance_auto_stop_snooze, instances_auto_stop
+from instances.services.clone import instance_clone
 from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
 from instances.services.images import (
@@ -50,7 +52,6 @@ from instances.services.operations import (
     instances_stop_for_funds,
 )
 from instances.services.snapshots import (
-    instance_clone,
     snapshot_create,
     snapshot_create_execute,
     snapshot_delete,

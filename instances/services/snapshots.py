@@ -31,8 +31,7 @@ from billing.services import meter_open, meter_stop, sku_upsert
 from core.messages import reason as stored
 from core.tasks import enqueue_on_commit
 from instances.errors import LaunchInvalid, OperationNotAllowed, SnapshotLimitReached, SnapshotsNotSupported
-from instances.models import Instance, InstanceClone, Snapshot, SnapshotSchedule
-from instances.services.launch import LaunchRequest, instance_launch
+from instances.models import Instance, Snapshot, SnapshotSchedule
 from providers import PermanentBackendError, get_backend
 
 logger = logging.getLogger(__name__)
@@ -345,43 +344,3 @@ def snapshots_retention(*, instance_id) -> int:
         snapshot_delete(snapshot=snapshot)
         deleted += 1
     return deleted
-
-
-# --- clone -------------------------------------------------------------------------------------------------
-
-
-def instance_clone(*, instance: Instance, actor, name: str = "", snapshot: Snapshot | None = None) -> Instance:
-    """A new instance of ``instance``'s account: the same region, GPU model and count, the same image
-    (the digest it runs, pinned) and a copy of its disk, from ``snapshot`` (ready, of this instance) or
-    from a snapshot taken now. It is a launch in every other way: quota, capacity, balance, the price
-    per hour from the catalogue, billed from when it runs. Its disk is copied when the snapshot is
-    ready; the snapshot stays (billed) until its owner deletes it."""
-    if snapshot is not None and (snapshot.instance_id != instance.pk or snapshot.status != S.READY):
-        raise OperationNotAllowed(_("Clone from a ready snapshot of this instance."))
-    if instance.node_count > 1:
-        raise OperationNotAllowed(_("A cluster cannot be cloned; snapshot a single machine."))
-    name = (name or "").strip() or f"{instance.name}-clone"[:64]
-    keys = [key for key in instance.ssh_keys.all() if key.user_id == getattr(actor, "pk", None)]
-    with transaction.atomic():
-        if snapshot is None:
-            snapshot = snapshot_create(instance=instance, actor=actor, label=_("For clone %(name)s") % {"name": name})
-        clone = instance_launch(
-            LaunchRequest(
-                user=instance.owner,
-                actor=actor,
-                region=instance.region,
-                gpu_model=instance.gpu_model,
-                gpu_count=instance.gpu_count,
-                image=instance.image,
-                disk_gb=instance.disk_gb,
-                ssh_keys=keys,
-                name=name,
-                tier=instance.tier,
-            )
-        )
-        if instance.image_ref and clone.image_ref != instance.image_ref:
-            # The digest the source runs, even if its image's tag has moved since it was launched.
-            Instance.objects.filter(pk=clone.pk).update(image_ref=instance.image_ref)
-            clone.image_ref = instance.image_ref
-        InstanceClone.objects.create(instance=clone, snapshot=snapshot)
-    return clone
