@@ -732,7 +732,13 @@ class SnapshotScheduleSerializer(serializers.Serializer):
     every_hours = serializers.IntegerField(
         min_value=0, max_value=168, allow_null=True, help_text="hours between snapshots; 0 or null: no schedule"
     )
-    keep = serializers.IntegerField(min_value=1, required=False, default=1, help_text="scheduled snapshots kept")
+    keep = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.INSTANCES_SNAPSHOTS_MAX,
+        required=False,
+        default=1,
+        help_text="scheduled snapshots kept",
+    )
     next_at = serializers.DateTimeField(read_only=True, allow_null=True)
 
 

@@ -65,6 +65,7 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "POST /api/v1/secrets/": ({"name", "value"}, _SECRET),
     "PUT /api/v1/secrets/{name}/": ({"value"}, _SECRET),
     "PUT /api/v1/instances/{id}/secrets/": ({"secrets"}, _ROWS + " (the names of your secrets)"),
+    "POST /api/v1/instances/{id}/clone/": ({"snapshot"}, _ROWS + " (snapshot: a ready snapshot of this instance)"),
 }
 
 # Staff operations are fuzzed as staff (a user gets their 403 before any input is read, which would
