@@ -112,14 +112,53 @@ def sparse_copy(source: Path, target: Path, progress: Progress = None) -> None:
         progress(100)
 
 
+def mountpoints_under(folder: Path) -> list[Path]:
+    """What is mounted below ``folder`` now (a read-only volume the process engine bind-mounts into the
+    instance's home), from /proc/self/mountinfo; none where it cannot be read."""
+    prefix = str(folder).rstrip("/") + "/"
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            point = fields[4].encode().decode("unicode_escape")  # \040 for a space
+            if point.startswith(prefix):
+                found.append(Path(point))
+    return found
+
+
 def tree_copy(source: Path, target: Path, progress: Progress = None) -> None:
-    """Copy folder ``source`` to ``target`` as it is (owners, modes, links), sharing blocks where it can."""
-    result = subprocess.run(  # noqa: S603
-        ["cp", "-a", "--reflink=auto", "--sparse=always", "--", str(source), str(target)],  # noqa: S607
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """Copy folder ``source`` to ``target`` as it is (owners, modes, links), sharing blocks where it can.
+    What is mounted inside it (a volume) is not the disk: left out (tar, excluding them, when any is)."""
+    mounted = mountpoints_under(source)
+    if mounted:
+        target.mkdir(mode=0o700)
+        shutil.copystat(source, target)
+        excludes = [f"--exclude=./{point.relative_to(source)}" for point in mounted]
+        packed = subprocess.Popen(  # noqa: S603
+            ["tar", "-C", str(source), "--anchored", *excludes, "-cf", "-", "."],  # noqa: S607
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        result = subprocess.run(  # noqa: S603
+            ["tar", "-C", str(target), "--same-owner", "-xpf", "-"],  # noqa: S607
+            stdin=packed.stdout,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        packed.stdout.close()
+        packed.wait()
+    else:
+        result = subprocess.run(  # noqa: S603
+            ["cp", "-a", "--reflink=auto", "--sparse=always", "--", str(source), str(target)],  # noqa: S607
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     if result.returncode != 0:
         shutil.rmtree(target, ignore_errors=True)
         raise LocalRuntimeError(f"the disk could not be copied: {result.stderr.strip()[-300:]}")

@@ -122,3 +122,24 @@ def test_the_process_runtime_snapshots_home_and_restores_it_once_stopped(tmp_pat
     finally:
         for made in runtime.instance_keys():
             runtime.destroy(made)
+
+
+def test_a_volume_mounted_inside_a_folder_disk_is_left_out_of_its_snapshot(tmp_path):
+    """The process engine bind-mounts a read-only volume into the home folder: it is not the disk."""
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    home, volume = tmp_path / "k3" / "home", tmp_path / "volume"
+    (home / "data").mkdir(parents=True)
+    volume.mkdir()
+    (volume / "dataset.bin").write_bytes(b"not the disk's")
+    (home / "mine.txt").write_text("the disk's")
+    if subprocess.run(["mount", "--bind", str(volume), str(home / "data")], check=False).returncode != 0:
+        pytest.skip("no bind mounts here")
+    try:
+        snapshots = DiskSnapshots(disk=lambda key: tmp_path / key / "home", mountpoint=lambda key: None, root=tmp_path)
+        snapshots.create("k3", "snap-v")
+    finally:
+        subprocess.run(["umount", str(home / "data")], check=False)
+    copy = snapshots.path("k3", "snap-v")
+    assert (copy / "mine.txt").read_text() == "the disk's"
+    assert not (copy / "data" / "dataset.bin").exists()
