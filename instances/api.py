@@ -20,7 +20,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -38,6 +38,7 @@ from instances.serializers import (
     CloneSerializer,
     EventSerializer,
     GpuModelSerializer,
+    ImageImportSerializer,
     ImageRenameSerializer,
     ImageSaveSerializer,
     ImageSerializer,
@@ -61,8 +62,20 @@ from teams.access import Access
 from teams.resource_api import TeamResourceViewSet, resource_schema
 
 
+class ImageImportError(APIException):
+    """An import refused by what the registry said (or the operator's list): the refusal's own status;
+    a 503 carries ``Retry-After`` (DRF's handler writes ``wait``)."""
+
+    def __init__(self, exc: errors.ImageImportRefused) -> None:
+        super().__init__(detail=exc.message, code=exc.code)
+        self.status_code = exc.status
+        self.wait = exc.retry_after
+
+
 def raise_as_api_error(exc: errors.InstanceError):
     """A service's refusal as the API answers it: 403, a 400 naming the field, or a 409 with its code."""
+    if isinstance(exc, errors.ImageImportRefused):
+        raise ImageImportError(exc) from exc
     if isinstance(exc, errors.NotPermitted):
         raise PermissionDenied(detail=exc.message, code=exc.code) from exc
     if isinstance(exc, errors.LaunchInvalid | errors.QuotaRequestInvalid | errors.ReservationInvalid):
@@ -715,6 +728,41 @@ class SavedImageViewSet(
     def destroy(self, request, *args, **kwargs):
         self._changed(services.image_delete)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="Bring your own image",
+        description=(
+            "Import an image from a registry the operator allows: the console reads its manifest and config "
+            "(with your saved login for that registry, if any; no layer is downloaded) and answers with what "
+            "it found: size, platform, whether it follows the image contract. It is READY at once, pinned to "
+            "the digest read; launch from it by naming its id as a launch's image. Nothing is billed for it."
+        ),
+        tags=["images"],
+        request=ImageImportSerializer,
+        responses={
+            201: SavedImageSerializer,
+            400: OpenApiResponse(description="invalid (not a reference, a bad name), registry_not_allowed"),
+            403: OpenApiResponse(description="registry_auth_required, registry_auth_failed, or a role that may not"),
+            404: OpenApiResponse(description="image_not_found"),
+            409: OpenApiResponse(description="image_exists"),
+            422: OpenApiResponse(description="image_wrong_architecture"),
+            503: OpenApiResponse(description="registry_unavailable (with Retry-After)"),
+        },
+    )
+    # No Idempotency-Key: an import spends nothing, a repeat is a 409 ``image_exists``, and the key's
+    # transaction would be held open while the registry is asked.
+    @action(detail=False, methods=["post"], url_path="import", url_name="import")
+    def import_image(self, request):
+        try:
+            require_view(request)
+            require_launch(request)
+            body = ImageImportSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            principal, _membership = acting(request)
+            image = services.image_import(owner=principal, actor=request.user, **body.validated_data)
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+        return Response(SavedImageSerializer(image).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema_view(

@@ -122,3 +122,59 @@ class SnapshotLimitReached(InstanceError):
     """The instance already keeps ``INSTANCES_SNAPSHOTS_MAX`` snapshots: delete one first."""
 
     code = "snapshot_limit_reached"
+
+
+class ImageImportRefused(InstanceError):
+    """An image could not be imported ("Bring your own image"): ``status`` is the API's answer (a 4xx the
+    person can act on, or 503 while the registry does not answer, with ``retry_after`` seconds)."""
+
+    code = "image_import_refused"
+    status = 400
+    retry_after: int | None = None
+
+
+class RegistryNotAllowed(ImageImportRefused):
+    """The reference names a registry the operator does not allow (``IMAGES_ALLOWED_REGISTRIES``)."""
+
+    code = "registry_not_allowed"
+    status = 400
+
+    def __init__(self, message: str, *, allowed: list[str]) -> None:
+        super().__init__(message, field="reference")
+        self.allowed = allowed
+
+
+class RegistryAuthRequired(ImageImportRefused):
+    """The image is private and the account saved no credential for its registry."""
+
+    code = "registry_auth_required"
+    status = 403
+
+
+class RegistryAuthFailed(ImageImportRefused):
+    """The registry refused the account's saved credential for it."""
+
+    code = "registry_auth_failed"
+    status = 403
+
+
+class ImageNotFound(ImageImportRefused):
+    """The registry has no such repository, tag or digest."""
+
+    code = "image_not_found"
+    status = 404
+
+
+class ImageWrongArchitecture(ImageImportRefused):
+    """The image is built for another platform than the console's hosts run (``IMAGES_PLATFORM``)."""
+
+    code = "image_wrong_architecture"
+    status = 422
+
+
+class RegistryUnavailable(ImageImportRefused):
+    """The registry did not answer in time, or failed: nothing was recorded; try again later."""
+
+    code = "registry_unavailable"
+    status = 503
+    retry_after = 30

@@ -273,6 +273,18 @@ class ImageSaveForm(forms.Form):
     note = forms.CharField(label=_("Note"), max_length=500, required=False)
 
 
+class ImageImportForm(forms.Form):
+    reference = forms.CharField(
+        label=_("Image reference"),
+        max_length=300,
+        widget=forms.TextInput(
+            attrs={"placeholder": "registry.example.com/team/image:1.0", "class": "mono", "autocomplete": "off"}
+        ),
+    )
+    name = forms.CharField(label=_("Image name"), max_length=64, required=False)
+    tag = forms.CharField(label=_("Tag"), max_length=128, required=False)
+
+
 class ImageRenameForm(forms.Form):
     name = forms.CharField(label=_("Image name"), max_length=64)
     note = forms.CharField(label=_("Note"), max_length=500, required=False)

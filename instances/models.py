@@ -73,8 +73,10 @@ class GpuModel(models.Model):
 class Image(models.Model):
     """A system image an instance boots from: a framework, its version and the CUDA it was built for.
 
-    Either the catalogue's (``owner`` null: offered to everyone while ``is_active``) or one an account
-    saved from an instance (``owner`` set: "Save as image", ``instances.images``). A saved image is
+    Either the catalogue's (``owner`` null: offered to everyone while ``is_active``), one an account
+    saved from an instance (``owner`` set: "Save as image", ``instances.images``), or one it imported
+    from a registry the operator allows (``owner`` and ``imported_from`` set: "Bring your own image";
+    not billed for storage, as the console keeps no copy but the nodes' cache). A saved image is
     never in the catalogue (``is_active`` false): only its owner sees it, and on a team's account the
     member who saved it and the team's admins, or every member once it is ``shared``. It is billed per
     GB-day while it exists (``image_meter_ref``); deleting it keeps the row (instances that ran it point
@@ -135,6 +137,13 @@ class Image(models.Model):
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.READY)
     # A stored message (core.messages): why a save failed.
     status_reason = models.TextField(_("reason"), blank=True)
+    # An image an account brought ("Bring your own image", ``instances.services.image_import``): the
+    # reference it was imported from, the platform its registry reported, and whether its config says it
+    # follows the console's image contract (else the console mounts its start script at launch). Empty
+    # and None for the catalogue's and saved images.
+    imported_from = models.CharField(_("imported from"), max_length=300, blank=True)
+    platform = models.CharField(_("platform"), max_length=64, blank=True)
+    follows_contract = models.BooleanField(_("follows the image contract"), null=True, blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:

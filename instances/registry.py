@@ -37,6 +37,35 @@ class RegistryError(RuntimeError):
     """The registry refused or could not be reached; the message says which and why."""
 
 
+class RegistryAuthError(RegistryError):
+    """The registry asked for credentials (401, a token service's refusal) or refused them (403)."""
+
+    def __init__(self, message: str, *, had_credentials: bool) -> None:
+        super().__init__(message)
+        self.had_credentials = had_credentials
+
+
+class RegistryNotFound(RegistryError):
+    """The registry has no such repository, tag or digest (404)."""
+
+
+class RegistryUnreachable(RegistryError):
+    """The registry did not answer (no connection, a timeout) or answered with a server error: try later."""
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What a registry says of one image: its manifest's digest (what a pull pins), the bytes a pull
+    fetches, its ``os/architecture`` (empty when an index has none for the platform asked), the
+    platforms it offers, and its config (``config.config``: entrypoint, user, labels)."""
+
+    digest: str
+    size_bytes: int
+    platform: str
+    platforms: tuple[str, ...]
+    config: dict
+
+
 @dataclass(frozen=True)
 class Registry:
     """A registry as settings name it: ``address`` is ``host:port`` with an optional path prefix."""
@@ -45,6 +74,7 @@ class Registry:
     username: str = ""
     password: str = ""
     tls_verify: bool = True
+    timeout: float = 30
 
     @classmethod
     def from_settings(cls) -> Registry:
@@ -83,7 +113,7 @@ class Registry:
     # --- the HTTP API ----------------------------------------------------------------------------------
 
     def _client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, verify=self.tls_verify, timeout=30, follow_redirects=True)
+        return httpx.Client(base_url=self.base_url, verify=self.tls_verify, timeout=self.timeout, follow_redirects=True)
 
     def _get(self, client: httpx.Client, method: str, url: str, *, scope: str, headers: dict) -> httpx.Response:
         auth = (self.username, self.password) if self.username else None
@@ -92,8 +122,13 @@ class Registry:
         if response.status_code == 401 and challenge.lower().startswith("bearer "):
             token = self._token(client, challenge, scope=scope)
             response = client.request(method, url, headers={**headers, "Authorization": f"Bearer {token}"})
-        if response.status_code == 401:
-            raise RegistryError(f"The registry {self.host} refused the credentials (CONSOLE_REGISTRY_USERNAME).")
+        if response.status_code in (401, 403):
+            raise RegistryAuthError(
+                f"The registry {self.host} refused the credentials ({response.status_code}).",
+                had_credentials=bool(self.username),
+            )
+        if response.status_code >= 500:
+            raise RegistryUnreachable(f"The registry {self.host} answered {response.status_code}.")
         return response
 
     def _token(self, client: httpx.Client, challenge: str, *, scope: str) -> str:
@@ -105,7 +140,10 @@ class Registry:
         auth = (self.username, self.password) if self.username else None
         answer = client.get(realm, params=params, auth=auth)
         if answer.status_code != 200:
-            raise RegistryError(f"The registry's token service refused the credentials ({answer.status_code}).")
+            raise RegistryAuthError(
+                f"The registry's token service refused the credentials ({answer.status_code}).",
+                had_credentials=bool(self.username),
+            )
         body = answer.json()
         return body.get("token") or body.get("access_token") or ""
 
@@ -123,19 +161,63 @@ class Registry:
             with self._client() as client:
                 head = self._get(client, "HEAD", url, scope=scope, headers=headers)
                 if head.status_code == 404:
-                    raise RegistryError(f"{repository}:{reference} is not in the registry.")
+                    raise RegistryNotFound(f"{repository}:{reference} is not in the registry.")
                 head.raise_for_status()
                 digest = head.headers.get("docker-content-digest", "")
                 body = self._get(
                     client, "GET", f"/v2/{path}/manifests/{digest or reference}", scope=scope, headers=headers
                 )
                 body.raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            raise RegistryError(f"The registry {self.host} answered {exc.response.status_code}.") from exc
         except httpx.HTTPError as exc:
-            raise RegistryError(f"The registry {self.host} did not answer: {exc}") from exc
+            raise RegistryUnreachable(f"The registry {self.host} did not answer: {exc}") from exc
         served = "sha256:" + hashlib.sha256(body.content).hexdigest()
         if digest and digest != served:
             raise RegistryError(f"The registry named {digest} for a manifest whose hash is {served}.")
         return served, body.json(), len(body.content)
+
+    def blob_json(self, repository: str, digest: str, *, limit: int = 1 << 20) -> dict:
+        """The JSON blob ``digest`` of ``repository`` (an image's config), checked against its digest."""
+        path = self.path_of(repository)
+        try:
+            with self._client() as client:
+                answer = self._get(
+                    client, "GET", f"/v2/{path}/blobs/{digest}", scope=f"repository:{path}:pull", headers={}
+                )
+                if answer.status_code == 404:
+                    raise RegistryNotFound(f"{repository}@{digest} is not in the registry.")
+                answer.raise_for_status()
+        except httpx.HTTPStatusError as exc:
+            raise RegistryError(f"The registry {self.host} answered {exc.response.status_code}.") from exc
+        except httpx.HTTPError as exc:
+            raise RegistryUnreachable(f"The registry {self.host} did not answer: {exc}") from exc
+        if len(answer.content) > limit or "sha256:" + hashlib.sha256(answer.content).hexdigest() != digest:
+            raise RegistryError(f"The registry served a blob that is not {digest}.")
+        return answer.json()
+
+    def image_inspect(self, repository: str, reference: str, *, platform: str) -> ImageFacts:
+        """What pulling ``repository:reference`` (a tag or a digest) for ``platform`` (``linux/amd64``)
+        would fetch, read from its manifest and config only (no layer is downloaded). An index (a
+        multi-platform image) is resolved to its entry for ``platform``; ``ImageFacts.platforms`` lists
+        the ones it has when none fits, and a single image's own platform otherwise."""
+        digest, manifest, length = self.manifest(repository, reference)
+        if manifest.get("mediaType") in INDEX_TYPES or "manifests" in manifest:
+            entries = manifest.get("manifests") or []
+            found = [
+                f"{(e.get('platform') or {}).get('os', '?')}/{(e.get('platform') or {}).get('architecture', '?')}"
+                for e in entries
+            ]
+            chosen = next((e for e, name in zip(entries, found, strict=True) if name == platform), None)
+            if chosen is None:
+                return ImageFacts(digest=digest, size_bytes=0, platform="", platforms=tuple(found), config={})
+            digest, manifest, length = self.manifest(repository, chosen["digest"])
+        config_ref = manifest.get("config") or {}
+        config = self.blob_json(repository, config_ref["digest"]) if config_ref.get("digest") else {}
+        blobs = [config_ref, *(manifest.get("layers") or [])]
+        size = length + sum(int(blob.get("size") or 0) for blob in blobs)
+        own = f"{config.get('os', '?')}/{config.get('architecture', '?')}"
+        return ImageFacts(digest=digest, size_bytes=size, platform=own, platforms=(own,), config=config)
 
     def manifest_delete(self, repository: str, digest: str) -> bool:
         """Delete the manifest ``digest`` of ``repository`` (every tag naming it goes with it); its blobs

@@ -32,6 +32,7 @@ from instances.models import (
     Reservation,
     StrayMachine,
 )
+from instances.quota import quota_effective, quota_usage
 from providers import BackendError, backend_aliases, get_backend
 from vault.selectors import secret_list_for
 
@@ -68,18 +69,89 @@ def instance_start_queue_position(instance: Instance) -> int | None:
     return ahead + 1
 
 
+@dataclass(frozen=True)
+class StartOutlook:
+    """How a start of a stopped instance would fare now, from the capacity the console already knows.
+
+    ``fits``: a node (each node, for a cluster) of its region has its cards free now, so a start gets
+    them unless someone takes them first. ``free``/``best``: cards free in the region / the most on one
+    node. ``waiting``: instances in that region and model's line for cards. ``frees_at``: the earliest
+    auto-stop already set on a running instance of that model in the region: cards known to free up
+    then (other stops are not known in advance). ``quota``/``quota_used``/``cards``: its owner's quota
+    of the model, the cards they hold, and what the start needs."""
+
+    fits: bool
+    free: int
+    best: int
+    waiting: int
+    frees_at: datetime | None
+    quota: int
+    quota_used: int
+    cards: int
+
+    @property
+    def over_quota(self) -> bool:
+        """Its cards would exceed its owner's quota: a start is refused whatever is free, and waiting
+        in line would not help."""
+        return self.quota_used + self.cards > self.quota
+
+
+def instance_start_outlook(instance: Instance) -> StartOutlook | None:
+    """The outlook of starting ``instance`` with cards now; None when it is not a stopped instance that
+    could start, or is already waiting in line (its place says more). A few statements."""
+    if instance.status != Instance.Status.STOPPED or instance.start_queued_at is not None:
+        return None
+    cap = capacity_by_region_model(region_id=instance.region_id, gpu_model_id=instance.gpu_model_id).get(
+        (instance.region_id, instance.gpu_model_id)
+    ) or {"free": 0, "best": 0, "best_on_demand": 0, "fits": {}, "waiting": 0}
+    count, nodes = instance.gpu_count, instance.node_count
+    if nodes > 1:
+        fits = cap["fits"].get(str(count), 0) >= nodes
+    else:
+        # On demand, one node's cards may be taken back from interruptible work (``capacity.takeback``).
+        on_demand = instance.tier != Instance.Tier.INTERRUPTIBLE
+        fits = max(cap["best"], (cap["best_on_demand"] or 0) if on_demand else 0) >= count
+    frees_at = (
+        Instance.objects.filter(
+            status=Instance.Status.RUNNING,
+            region_id=instance.region_id,
+            gpu_model_id=instance.gpu_model_id,
+            no_gpu=False,
+            auto_stop_at__gt=timezone.now(),
+        )
+        .order_by("auto_stop_at")
+        .values_list("auto_stop_at", flat=True)
+        .first()
+    )
+    return StartOutlook(
+        fits=fits,
+        free=cap["free"] or 0,
+        best=cap["best"] or 0,
+        waiting=cap["waiting"],
+        frees_at=frees_at,
+        quota=quota_effective(user=instance.owner, gpu_model=instance.gpu_model),
+        quota_used=quota_usage(user=instance.owner, gpu_model=instance.gpu_model),
+        cards=count * nodes,
+    )
+
+
 def regions_offered() -> QuerySet[Region]:
     """Active regions whose backend is configured: a region pointing at a missing backend is not offered."""
     return Region.objects.filter(is_active=True, backend_alias__in=backend_aliases())
 
 
-def capacity_by_region_model() -> dict[tuple[int, int], dict]:
+def capacity_by_region_model(
+    *, region_id: int | None = None, gpu_model_id: int | None = None
+) -> dict[tuple[int, int], dict]:
     """Free cards per (region, GPU model): the total and the most on one node (what one instance can get),
-    and ``fits``: per card count, how many nodes have that many free (how large a cluster can get).
+    ``fits``: per card count, how many nodes have that many free (how large a cluster can get), and
+    ``waiting``: how many stopped instances wait in that line for cards (``instances.capacity.start_queue``).
 
     Only nodes of the region's own backend count: those are the ones placement uses. ``best_on_demand``
     adds the cards of interruptible instances an on-demand launch may preempt (``instances.capacity.takeback``).
+    ``region_id`` and ``gpu_model_id`` narrow it to one line (an instance page's outlook).
     """
+    narrow = {k: v for k, v in (("region_id", region_id), ("gpu_model_id", gpu_model_id)) if v is not None}
     fits = {f"fit{n}": Count("id", filter=Q(free_cards__gte=n)) for n in Instance.GPU_COUNTS}
     preemptible = (
         Instance.objects.filter(
@@ -94,8 +166,15 @@ def capacity_by_region_model() -> dict[tuple[int, int], dict]:
         .annotate(cards=Sum("gpu_count"))
         .values("cards")
     )
+    waiting = {
+        (r, g): n
+        for r, g, n in Instance.objects.filter(status=Instance.Status.STOPPED, start_queued_at__isnull=False, **narrow)
+        .order_by()
+        .values_list("region_id", "gpu_model_id")
+        .annotate(n=Count("id"))
+    }
     rows = (
-        Node.objects.filter(is_healthy=True, backend_alias=F("region__backend_alias"))
+        Node.objects.filter(is_healthy=True, backend_alias=F("region__backend_alias"), **narrow)
         .annotate(reclaimable=F("free_cards") + Coalesce(Subquery(preemptible), 0))
         .values("region_id", "gpu_model_id")
         .annotate(
@@ -113,6 +192,7 @@ def capacity_by_region_model() -> dict[tuple[int, int], dict]:
             "best_on_demand": r["best_on_demand"],
             "total": r["total"],
             "fits": {str(n): r[f"fit{n}"] for n in Instance.GPU_COUNTS},
+            "waiting": waiting.get((r["region_id"], r["gpu_model_id"]), 0),
         }
         for r in rows
     }

@@ -20,7 +20,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from accounts.models import SSHKey
-from core.drf import SlugRelatedField
+from core.drf import SlugRelatedField, StrictJsonTypes
 from core.messages import shown
 from instances import selectors
 from instances.acting import acting
@@ -421,7 +421,7 @@ class GpuModelSerializer(serializers.ModelSerializer):
     def get_free_cards_by_region(self, obj) -> dict[str, dict[str, int]]:
         regions = self.context["regions"]
         return {
-            regions[r]: {"free": v["free"], "largest_on_one_node": v["best"]}
+            regions[r]: {"free": v["free"], "largest_on_one_node": v["best"], "waiting_in_line": v["waiting"]}
             for (r, g), v in self._capacity().items()
             if g == obj.pk and r in regions
         }
@@ -660,20 +660,46 @@ class SavedImageSerializer(serializers.ModelSerializer):
             "shared",
             "source_instance",
             "saved_by",
+            "imported_from",
+            "platform",
+            "follows_contract",
             "created_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "imported_from": {"help_text": "The reference it was imported from (bring your own image); empty if saved"},
+            "platform": {"help_text": "os/architecture, as its registry reported it (imported images)"},
+            "follows_contract": {
+                "help_text": "Imported images: whether it follows the image contract (else the console mounts its "
+                "start script at launch); null for saved images"
+            },
+        }
 
     def get_status_reason(self, image: Image) -> str:
         return shown(image.status_reason)
 
     def get_billed_gb(self, image: Image) -> int:
+        if image.imported_from:
+            return 0  # the console keeps no copy of an imported image
         return image_billed_gb(image.size_bytes) if image.status == Image.Status.READY else 0
 
 
 class ImageSaveSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, help_text="lower-case letters, digits, . _ - between them")
     tag = serializers.CharField(max_length=128, default="latest")
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class ImageImportSerializer(StrictJsonTypes, serializers.Serializer):
+    reference = serializers.CharField(
+        max_length=300, help_text="registry/repository:tag or registry/repository@sha256:digest, on an allowed registry"
+    )
+    name = serializers.CharField(
+        max_length=64, required=False, allow_blank=True, default="", help_text="default: the repository's last part"
+    )
+    tag = serializers.CharField(
+        max_length=128, required=False, allow_blank=True, default="", help_text="default: the reference's tag"
+    )
     note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
 
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("launch/", views.instance_launch, name="instance_launch"),
     path("<uuid:pk>/", views.instance_detail, name="instance_detail"),
     path("images/", views.image_list, name="images"),
+    path("images/import/", views.image_import, name="image_import"),
     path("images/<slug:slug>/<image_action:action>/", views.image_change, name="image_change"),
     path("<uuid:pk>/rename/", views.instance_rename, name="instance_rename"),
     path("<uuid:pk>/save-image/", views.instance_save_image, name="instance_save_image"),

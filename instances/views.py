@@ -17,6 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -37,6 +38,7 @@ from instances.capacity import resize, start_queue
 from instances.forms import (
     AutoStopForm,
     CloneForm,
+    ImageImportForm,
     ImageRenameForm,
     ImageSaveForm,
     InstanceSecretsForm,
@@ -214,6 +216,8 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         else None
     )
     context["queue_position"] = selectors.instance_start_queue_position(instance)
+    # Beside the start button: whether its cards are free now, so nobody presses it blind.
+    context["start_outlook"] = selectors.instance_start_outlook(instance) if instance.can_start() else None
     if request.GET.get("partial") == "body":
         return render(request, "instances/_detail_body.html", context)
     return render(request, "instances/detail.html", context)
@@ -499,14 +503,7 @@ def _saved_from(request: HttpRequest, instance: Instance) -> list[Image]:
     )
 
 
-@login_required
-def image_list(request: HttpRequest) -> HttpResponse:
-    """The Images page: the acting account's saved images this person sees, with size and state; the same
-    page or, for htmx while a save runs, its table alone (``?partial=table``)."""
-    try:
-        require_view(request)
-    except errors.NotPermitted as exc:
-        return _forbidden(request, exc)
+def _images_page(request: HttpRequest, *, import_form: ImageImportForm | None = None, status: int = 200):
     principal, membership = acting(request)
     images = list(images_saved_for(principal=principal, membership=membership, user=request.user))
     for image in images:
@@ -516,10 +513,61 @@ def image_list(request: HttpRequest) -> HttpResponse:
         "saving": any(image.status == Image.Status.SAVING for image in images),
         "in_team": membership is not None,
         "price_fen": settings.INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY,
+        "may_import": acting_can(request, Permission.RESOURCES_LAUNCH),
+        "import_form": import_form or ImageImportForm(),
+        "allowed_registries": services.images_allowed_registries(),
     }
     if request.GET.get("partial") == "table":
         return render(request, "instances/_image_table.html", context)
-    return render(request, "instances/images.html", context)
+    return render(request, "instances/images.html", context, status=status)
+
+
+@login_required
+def image_list(request: HttpRequest) -> HttpResponse:
+    """The Images page: the acting account's saved and imported images this person sees, with size and
+    state, and the form to bring one's own; the same page or, for htmx while a save runs, its table
+    alone (``?partial=table``)."""
+    try:
+        require_view(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    return _images_page(request)
+
+
+@login_required
+@require_POST
+def image_import(request: HttpRequest) -> HttpResponse:
+    """Bring your own image from the Images page: the API's service; what the registry said is shown
+    with the form (the API's status), what was found in the message after."""
+    try:
+        require_view(request)
+        require_launch(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    form = ImageImportForm(request.POST)
+    if not form.is_valid():
+        return _images_page(request, import_form=form, status=400)
+    principal, _membership = acting(request)
+    try:
+        image = services.image_import(owner=principal, actor=request.user, **form.cleaned_data)
+    except errors.InstanceError as exc:
+        field = exc.field if exc.field in form.fields else None
+        form.add_error(field, exc.message)
+        status = exc.status if isinstance(exc, errors.ImageImportRefused) else 400
+        return _images_page(request, import_form=form, status=409 if isinstance(exc, errors.ImageExists) else status)
+    found = {"name": f"{image.name}:{image.tag}", "size": filesizeformat(image.size_bytes), "platform": image.platform}
+    if image.follows_contract:
+        message = _("Imported %(name)s: %(size)s, %(platform)s, follows the image contract.") % found
+    else:
+        message = (
+            _(
+                "Imported %(name)s: %(size)s, %(platform)s. It does not follow the image contract: the console "
+                "will mount its start script, so JupyterLab still starts."
+            )
+            % found
+        )
+    messages.success(request, message)
+    return redirect("images")
 
 
 IMAGE_ACTIONS = ("rename", "share", "unshare", "delete")

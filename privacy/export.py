@@ -29,7 +29,7 @@ from invoices.models import InvoiceRequest
 from privacy.models import Acceptance
 from storage.models import Volume
 from teams.models import Membership
-from vault.models import Secret
+from vault.models import RegistryCredential, Secret
 
 CHUNK = 2000  # rows read per database round trip
 
@@ -295,6 +295,11 @@ def _account(user) -> dict:
         "secrets": [
             {"name": s.name, "size": s.size, "created": s.created_at, "updated": s.updated_at}
             for s in Secret.objects.filter(owner=user)
+        ],
+        # Hosts and user names only: a password is never given back either.
+        "registry_credentials": [
+            {"registry": c.host, "username": c.username, "created": c.created_at, "updated": c.updated_at}
+            for c in RegistryCredential.objects.filter(owner=user)
         ],
         "api_tokens": [
             {

@@ -40,7 +40,7 @@ from storage.models import Volume
 from storage.services import volume_delete
 from teams.models import Invitation, Membership, Role, Team
 from teams.services import membership_leave
-from vault.models import Secret
+from vault.models import RegistryCredential, Secret
 
 logger = logging.getLogger(__name__)
 
@@ -376,6 +376,7 @@ def _personal_data_erase(*, user) -> dict[str, int]:
     counts["ssh_keys"] = SSHKey.objects.filter(user=user).delete()[0]
     # The person's secrets (their instances boot without them from now on); a team's stay the team's.
     counts["secrets"] = Secret.objects.filter(owner=user).delete()[0]
+    counts["registry_credentials"] = RegistryCredential.objects.filter(owner=user).delete()[0]
     # The mobile number, its codes, real-name verifications and any licence file (the trial claims stay,
     # unlinked: an HMAC of a number or ID, so a deleted account's person still gets no second trial).
     identity_forget(user=user)

@@ -111,6 +111,17 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class RegistryLogin:
+    """How to pull a private image the owner brought (``Image.imported_from``): their saved login to its
+    registry, decrypted for this boot. A backend hands it to its engine for the pull only (an auth file
+    of mode 600 removed after it, never a command line, the state or the metadata)."""
+
+    host: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class SecretValue:
     """One of the owner's secrets, given to the machine at this boot only.
 
@@ -187,6 +198,8 @@ class InstanceSpec:
     # ``snapshot_create`` returned}``; ``create`` makes the new machine's disk a copy of that snapshot
     # (SnapshotsCapability). None: a new, empty disk.
     disk_from: dict | None = None
+    # The owner's login to the registry of an image they imported, when they saved one for its host.
+    image_login: RegistryLogin | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -348,10 +361,11 @@ class ProvisioningBackend:
         Raises ``TransientBackendError`` when the provider cannot be asked right now."""
         raise NotImplementedError
 
-    def has_image(self, slug: str) -> bool:
-        """Whether this provider can run the console's image ``slug``, from its configuration alone (no
-        call to the provider: the launch asks it). A provider that maps images (Kubernetes: ``IMAGES``)
-        says no for one it lacks, so the launch is refused before anything is made; never replaced."""
+    def has_image(self, slug: str, *, image_ref: str = "") -> bool:
+        """Whether this provider can run the console's image ``slug`` (pinned as ``image_ref``, its
+        digest on the console's registry, where it has one), from its configuration alone (no call to
+        the provider: the launch asks it). A provider that maps images (Kubernetes: ``IMAGES``) says no
+        for one it lacks, so the launch is refused before anything is made; never replaced."""
         return True
 
     def machines(self) -> list[MachineInfo]:

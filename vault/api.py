@@ -28,13 +28,20 @@ from teams.access import request_acting, require_permission
 from teams.resource_api import TeamResourceViewSet
 from teams.roles import Permission
 from vault import selectors, services
-from vault.errors import SecretInvalid
+from vault.errors import CredentialInvalid, SecretInvalid
 from vault.models import NAME_RE
-from vault.serializers import SecretCreateSerializer, SecretSerializer, SecretValueSerializer
+from vault.serializers import (
+    RegistryCredentialCreateSerializer,
+    RegistryCredentialSerializer,
+    RegistryCredentialUpdateSerializer,
+    SecretCreateSerializer,
+    SecretSerializer,
+    SecretValueSerializer,
+)
 
 
 def _raise(exc: Refusal):
-    if isinstance(exc, SecretInvalid):
+    if isinstance(exc, SecretInvalid | CredentialInvalid):
         raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
     raise ServiceError(detail=exc.message, code=exc.code) from exc
 
@@ -114,4 +121,75 @@ class SecretViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
         _may_save(request)
         secret = self.get_object(operate=True)
         services.secret_delete(secret=secret, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List your registry credentials (hosts and user names, never passwords)", tags=["images"]
+    ),
+    retrieve=extend_schema(summary="Get one registry credential (never its password)", tags=["images"]),
+    create=extend_schema(
+        summary="Save how you log in to a private registry",
+        tags=["images"],
+        request=RegistryCredentialCreateSerializer,
+        responses={
+            201: RegistryCredentialSerializer,
+            400: OpenApiResponse(description="Invalid host, user name or password"),
+            409: OpenApiResponse(description="credential_exists or secrets_limit"),
+        },
+    ),
+    destroy=extend_schema(
+        summary="Delete a registry credential", tags=["images"], responses={204: OpenApiResponse(description="Deleted")}
+    ),
+)
+class RegistryCredentialViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
+    # The acting account's logins to private registries (``/api/v1/registry-credentials/``), for
+    # importing and pulling its own images: host and user name shown, the password never. Another
+    # account's is a 404 whatever the credential; saving needs a role that may launch, and replacing or
+    # deleting another member's needs an admin (a 403).
+    serializer_class = RegistryCredentialSerializer
+    change_refused = gettext_lazy("Only the credential's creator or a team admin can change it.")
+
+    def resources_for(self, principal):
+        return selectors.registry_credential_list_for(owner=principal)
+
+    def create(self, request, *args, **kwargs):
+        _may_save(request)
+        body = RegistryCredentialCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            credential, _created = services.registry_credential_set(
+                owner=request_acting(request)[0], actor=request.user, create_only=True, **body.validated_data
+            )
+        except Refusal as exc:
+            _raise(exc)
+        return Response(RegistryCredentialSerializer(credential).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Replace a registry credential's user name and password",
+        tags=["images"],
+        request=RegistryCredentialUpdateSerializer,
+        responses={
+            200: RegistryCredentialSerializer,
+            400: OpenApiResponse(description="Invalid user name or password"),
+        },
+    )
+    def update(self, request, *args, **kwargs):
+        _may_save(request)
+        credential = self.get_object(operate=True)
+        body = RegistryCredentialUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            credential, _created = services.registry_credential_set(
+                owner=request_acting(request)[0], actor=request.user, host=credential.host, **body.validated_data
+            )
+        except Refusal as exc:
+            _raise(exc)
+        return Response(RegistryCredentialSerializer(credential).data)
+
+    def destroy(self, request, *args, **kwargs):
+        _may_save(request)
+        credential = self.get_object(operate=True)
+        services.registry_credential_delete(credential=credential, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -21,3 +21,15 @@ class SecretsLimit(Refusal):
     """The owner already keeps ``VAULT_MAX_SECRETS`` secrets: the API's 409."""
 
     code = "secrets_limit"
+
+
+class CredentialInvalid(Refusal):
+    """A bad host, user name or password for a registry credential: the API's 400, with ``field``."""
+
+    code = "invalid"
+
+
+class CredentialExists(Refusal):
+    """The owner already has a credential for that registry (replacing it is a PUT): the API's 409."""
+
+    code = "credential_exists"

@@ -33,3 +33,23 @@ class SecretValueForm(forms.Form):
         max_length=settings.VAULT_VALUE_MAX_BYTES,
         widget=forms.Textarea(attrs=_VALUE_ATTRS),
     )
+
+
+class RegistryCredentialForm(forms.Form):
+    host = forms.CharField(
+        label=_("Registry"),
+        max_length=255,
+        widget=forms.TextInput(
+            attrs={"placeholder": "registry.example.com:5000", "autocomplete": "off", "class": "mono"}
+        ),
+    )
+    username = forms.CharField(
+        label=_("User name"), max_length=255, widget=forms.TextInput(attrs={"autocomplete": "off"})
+    )
+    password = forms.CharField(
+        label=_("Password or token"),
+        max_length=8192,
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text=_("Kept encrypted; only importing and pulling your images read it."),
+    )

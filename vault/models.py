@@ -88,3 +88,49 @@ class Secret(models.Model):
 
     def __repr__(self) -> str:  # never the ciphertext either: it is the value to whoever has the key
         return f"<Secret {self.name} of account {self.owner_id}>"
+
+
+# A registry's host as an image reference names it: a DNS name or an address, with an optional port.
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+HOST_PATTERN = rf"^(?:localhost|{_LABEL}(?:\.{_LABEL})+)(?::[0-9]{{1,5}})?$"
+HOST_RE = re.compile(HOST_PATTERN)
+
+
+class RegistryCredential(models.Model):
+    """How an account logs in to a private container registry, to import ("bring your own") and pull
+    its images: a user name and a password or token for one ``host`` (``registry.example.com:5000``).
+
+    One per host and owner (a person's account, or a team's, as secrets). ``ciphertext`` is the Fernet
+    token of the password (``vault.crypto``): never shown again after it is saved; only an image's
+    import and an instance's pull decrypt it (``vault.selectors.registry_login_for``).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="registry_credentials")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("created by"),
+    )
+    host = models.CharField(_("registry"), max_length=255)
+    username = models.CharField(_("user name"), max_length=255)
+    ciphertext = models.TextField(editable=False)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    updated_at = models.DateTimeField(_("updated"), default=timezone.now)
+
+    class Meta:
+        ordering = ["host"]
+        verbose_name = _("registry credential")
+        verbose_name_plural = _("registry credentials")
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "host"], name="vault_registry_credential_one_per_host"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username}@{self.host}"
+
+    def __repr__(self) -> str:
+        return f"<RegistryCredential {self.host} of account {self.owner_id}>"

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from vault import crypto
-from vault.models import Secret
+from vault.models import RegistryCredential, Secret
 
 
 def secret_list_for(*, owner) -> QuerySet[Secret]:
@@ -36,3 +36,21 @@ def secret_values_for_boot(*, owner_id, secret_ids: Iterable) -> dict:
         except crypto.Undecryptable:
             continue
     return found
+
+
+def registry_credential_list_for(*, owner) -> QuerySet[RegistryCredential]:
+    """The account's registry credentials by host, without their ciphertext."""
+    return RegistryCredential.objects.filter(owner=owner).defer("ciphertext").select_related("created_by")
+
+
+def registry_login_for(*, owner_id, host: str) -> tuple[str, str] | None:
+    """``(username, password)`` account ``owner_id`` saved for the registry ``host``, decrypted; None
+    when it saved none (or no key can decrypt it any more: then the registry is asked without one)."""
+    found = RegistryCredential.objects.filter(owner_id=owner_id, host=host.lower()).only("username", "ciphertext")
+    credential = found.first()
+    if credential is None:
+        return None
+    try:
+        return credential.username, crypto.decrypt(credential.ciphertext)
+    except crypto.Undecryptable:
+        return None

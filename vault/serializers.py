@@ -6,7 +6,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from core.drf import StrictJsonTypes
-from vault.models import NAME_PATTERN, NAME_RULE, Secret
+from vault.models import NAME_PATTERN, NAME_RULE, RegistryCredential, Secret
 
 
 class SecretSerializer(serializers.ModelSerializer):
@@ -43,4 +43,30 @@ class SecretValueSerializer(StrictJsonTypes, serializers.Serializer):
         trim_whitespace=False,
         write_only=True,
         style={"input_type": "password"},
+    )
+
+
+class RegistryCredentialSerializer(serializers.ModelSerializer):
+    """A registry credential as every answer shows it: host and user name, never the password."""
+
+    created_by = serializers.SlugRelatedField(slug_field="email", read_only=True, allow_null=True)
+
+    class Meta:
+        model = RegistryCredential
+        fields = ["id", "host", "username", "created_by", "created_at", "updated_at"]
+        read_only_fields = fields
+
+
+class RegistryCredentialCreateSerializer(StrictJsonTypes, serializers.Serializer):
+    host = serializers.CharField(max_length=255, help_text="The registry's host, with its port if it has one.")
+    username = serializers.CharField(max_length=255)
+    password = serializers.CharField(
+        max_length=8192, trim_whitespace=False, write_only=True, style={"input_type": "password"}
+    )
+
+
+class RegistryCredentialUpdateSerializer(StrictJsonTypes, serializers.Serializer):
+    username = serializers.CharField(max_length=255)
+    password = serializers.CharField(
+        max_length=8192, trim_whitespace=False, write_only=True, style={"input_type": "password"}
     )

@@ -15,8 +15,8 @@ from django.utils.translation import gettext as _
 from teams.models import TeamEvent
 from teams.services import team_event_record
 from vault import crypto
-from vault.errors import SecretExists, SecretInvalid, SecretsLimit
-from vault.models import NAME_RE, NAME_RULE, RESERVED_NAMES, RESERVED_PREFIXES, Secret
+from vault.errors import CredentialExists, CredentialInvalid, SecretExists, SecretInvalid, SecretsLimit
+from vault.models import HOST_RE, NAME_RE, NAME_RULE, RESERVED_NAMES, RESERVED_PREFIXES, RegistryCredential, Secret
 
 
 def secret_name_check(name: str) -> str:
@@ -95,4 +95,71 @@ def secret_delete(*, secret: Secret, actor) -> None:
         Secret.objects.filter(pk=secret.pk).delete()
         team_event_record(
             account=secret.owner_id, actor=actor, action=TeamEvent.Action.SECRET_DELETED, target=secret.name
+        )
+
+
+# --- Registry credentials ------------------------------------------------------------------------------
+
+
+def _credential_fields_check(*, host: str, username: str, password: str) -> str:
+    host = (host or "").strip().lower()
+    if not HOST_RE.match(host) or len(host) > 255:
+        raise CredentialInvalid(
+            _("A registry is its host name, with a port if it has one (registry.example.com:5000)."), field="host"
+        )
+    if not isinstance(username, str) or not username.strip() or len(username) > 255 or ":" in username:
+        raise CredentialInvalid(_("A user name is 1 to 255 characters, without a colon."), field="username")
+    if not isinstance(password, str) or not password or len(password.encode()) > 8192 or "\x00" in password:
+        raise CredentialInvalid(_("A password or token is 1 to 8192 bytes."), field="password")
+    return host
+
+
+def registry_credential_set(
+    *, owner, actor, host: str, username: str, password: str, create_only: bool = False
+) -> tuple[RegistryCredential, bool]:
+    """Save how ``owner`` logs in to the registry ``host``: a new credential, or a new user name and
+    password for the one of that host (unless ``create_only``: then ``CredentialExists``). The password
+    is encrypted before it reaches the database. Returns ``(credential, created)``."""
+    host = _credential_fields_check(host=host, username=username, password=password)
+    ciphertext = crypto.encrypt(password)
+    with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        credential = RegistryCredential.objects.select_for_update().filter(owner=owner, host=host).first()
+        created = credential is None
+        if created:
+            if RegistryCredential.objects.filter(owner=owner).count() >= settings.VAULT_MAX_SECRETS:
+                raise SecretsLimit(
+                    _("An account keeps at most %(limit)d registry credentials: delete one first.")
+                    % {"limit": settings.VAULT_MAX_SECRETS}
+                )
+            credential = RegistryCredential.objects.create(
+                owner=owner, created_by=actor, host=host, username=username.strip(), ciphertext=ciphertext
+            )
+        elif create_only:
+            raise CredentialExists(
+                _("You already have a credential for %(host)s: replace it instead.") % {"host": host}, field="host"
+            )
+        else:
+            credential.username, credential.ciphertext = username.strip(), ciphertext
+            credential.updated_at = timezone.now()
+            credential.save(update_fields=["username", "ciphertext", "updated_at"])
+        team_event_record(
+            account=owner,
+            actor=actor,
+            action=TeamEvent.Action.SECRET_SAVED,
+            target=f"registry {host}",
+            details={"created": created, "registry": host},
+        )
+    return credential, created
+
+
+def registry_credential_delete(*, credential: RegistryCredential, actor) -> None:
+    """Delete ``credential``: imports and pulls from its registry go without a log-in from now on."""
+    with transaction.atomic():
+        RegistryCredential.objects.filter(pk=credential.pk).delete()
+        team_event_record(
+            account=credential.owner_id,
+            actor=actor,
+            action=TeamEvent.Action.SECRET_DELETED,
+            target=f"registry {credential.host}",
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
@@ -16,8 +16,8 @@ from core.errors import Refusal
 from teams.access import Access, principal_access, request_acting, request_can, require_access, require_permission
 from teams.roles import Permission
 from vault import selectors, services
-from vault.forms import SecretCreateForm, SecretValueForm
-from vault.models import NAME_RE, Secret
+from vault.forms import RegistryCredentialForm, SecretCreateForm, SecretValueForm
+from vault.models import NAME_RE, RegistryCredential, Secret
 
 
 def _may_save_message() -> str:
@@ -44,7 +44,6 @@ def _secret(request: HttpRequest, name: str, *, operate: bool = False) -> Secret
 def secret_list(request: HttpRequest) -> HttpResponse:
     require_permission(request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources."))
     principal = request_acting(request)[0]
-    may_save = request_can(request, Permission.RESOURCES_LAUNCH)
     if request.method == "POST":
         require_permission(request, Permission.RESOURCES_LAUNCH, _may_save_message())
     form = SecretCreateForm(request.POST or None)
@@ -65,17 +64,31 @@ def secret_list(request: HttpRequest) -> HttpResponse:
     if form.is_bound:  # a value is never sent back to the browser, not even after a refusal
         form.data = form.data.copy()
         form.data["value"] = ""
+    return _page(request, form=form, status=400 if form.is_bound else 200)
+
+
+def _page(request: HttpRequest, *, form=None, credential_form=None, status: int = 200) -> HttpResponse:
+    principal = request_acting(request)[0]
     rows = list(selectors.secret_list_for(owner=principal))
     for secret in rows:
         secret.can_operate = (
             principal_access(request, owner_id=secret.owner_id, created_by_id=secret.created_by_id) == Access.OPERATE
         )
-    return render(
-        request,
-        "vault/list.html",
-        {"secrets": rows, "form": form, "may_save": may_save, "value_form": SecretValueForm()},
-        status=400 if form.is_bound else 200,
-    )
+    credentials = list(selectors.registry_credential_list_for(owner=principal))
+    for credential in credentials:
+        credential.can_operate = (
+            principal_access(request, owner_id=credential.owner_id, created_by_id=credential.created_by_id)
+            == Access.OPERATE
+        )
+    context = {
+        "secrets": rows,
+        "form": form or SecretCreateForm(),
+        "may_save": request_can(request, Permission.RESOURCES_LAUNCH),
+        "value_form": SecretValueForm(),
+        "credentials": credentials,
+        "credential_form": credential_form or RegistryCredentialForm(),
+    }
+    return render(request, "vault/list.html", context, status=status)
 
 
 @login_required
@@ -113,4 +126,54 @@ def secret_delete(request: HttpRequest, name: str) -> HttpResponse:
     messages.success(
         request, _("%(name)s deleted; instances that had it start without it from now on.") % {"name": secret.name}
     )
+    return redirect("secrets")
+
+
+@login_required
+@require_POST
+def registry_credential_add(request: HttpRequest) -> HttpResponse:
+    """Save (or replace) the acting account's login to a private registry, from the Secrets page."""
+    require_permission(request, Permission.RESOURCES_VIEW, _("Your role in this team does not show its resources."))
+    require_permission(request, Permission.RESOURCES_LAUNCH, _may_save_message())
+    form = RegistryCredentialForm(request.POST)
+    if form.is_valid():
+        principal = request_acting(request)[0]
+        host = form.cleaned_data["host"].strip().lower()
+        existing = RegistryCredential.objects.filter(owner=principal, host=host).first()
+        try:
+            if existing is not None:
+                require_access(
+                    request,
+                    owner_id=existing.owner_id,
+                    created_by_id=existing.created_by_id,
+                    operate=True,
+                    message=_("Only the credential's creator or a team admin can change it."),
+                )
+            services.registry_credential_set(owner=principal, actor=request.user, **form.cleaned_data)
+        except Refusal as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(
+                request, _("Login for %(host)s saved: import its private images on the Images page.") % {"host": host}
+            )
+            return redirect("secrets")
+    form.data = form.data.copy()
+    form.data["password"] = ""
+    return _page(request, credential_form=form, status=400)
+
+
+@login_required
+@require_POST
+def registry_credential_delete(request: HttpRequest, pk) -> HttpResponse:
+    credential = get_object_or_404(selectors.registry_credential_list_for(owner=request_acting(request)[0]), pk=pk)
+    require_access(
+        request,
+        owner_id=credential.owner_id,
+        created_by_id=credential.created_by_id,
+        operate=True,
+        message=_("Only the credential's creator or a team admin can change it."),
+    )
+    require_permission(request, Permission.RESOURCES_LAUNCH, _may_save_message())
+    services.registry_credential_delete(credential=credential, actor=request.user)
+    messages.success(request, _("The login for %(host)s was deleted.") % {"host": credential.host})
     return redirect("secrets")

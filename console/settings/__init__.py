@@ -351,6 +351,15 @@ INSTANCES_SNAPSHOT_PRICE_FEN_PER_GB_DAY = int(
 INSTANCES_SNAPSHOT_DEADLINE_S = int(os.environ.get("INSTANCES_SNAPSHOT_DEADLINE_S", "3600"))
 # The most snapshots one instance keeps (manual and scheduled together).
 INSTANCES_SNAPSHOTS_MAX = int(os.environ.get("INSTANCES_SNAPSHOTS_MAX", "20"))
+# Bring your own image: the registries (hosts, with their port) an account may import images from, and
+# pull them from at launch; empty: the console's own registry alone. Those on plain HTTP (no TLS): the
+# console's own when CONSOLE_REGISTRY_TLS_VERIFY is off, and these. An import reads the image's manifest
+# and config only, each answer within IMAGES_IMPORT_TIMEOUT_S; an image for another platform than the
+# hosts' (os/architecture, as OCI names it) is refused.
+IMAGES_ALLOWED_REGISTRIES = env_list("IMAGES_ALLOWED_REGISTRIES", "")
+IMAGES_INSECURE_REGISTRIES = env_list("IMAGES_INSECURE_REGISTRIES", "")
+IMAGES_IMPORT_TIMEOUT_S = float(os.environ.get("IMAGES_IMPORT_TIMEOUT_S", "10"))
+IMAGES_PLATFORM = os.environ.get("IMAGES_PLATFORM", "linux/amd64")
 # No-GPU mode (a stopped instance started without cards, to install packages or move data): its price
 # per hour and the CPU/RAM allowance its machine gets instead of the cards' share.
 INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR = int(os.environ.get("INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR", "10"))  # ¥0.10

@@ -33,6 +33,10 @@ _SECRET = (
     "a name not reserved for the machine's own settings (PATH, LD_*, CONSOLE_*…); a value of at most "
     "VAULT_VALUE_MAX_BYTES bytes as UTF-8 (the schema counts characters), without NUL"
 )
+_LOGIN = (
+    "a registry's host name with an optional port; a user name without a colon; a password of at most 8192 "
+    "bytes as UTF-8 (the schema counts characters), without NUL"
+)
 STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "POST /api/v1/instances/": (
         {"region", "gpu_model", "image", "ssh_keys", "volumes", "disk_gb", "secrets"},
@@ -66,6 +70,12 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "PUT /api/v1/secrets/{name}/": ({"value"}, _SECRET),
     "PUT /api/v1/instances/{id}/secrets/": ({"secrets"}, _ROWS + " (the names of your secrets)"),
     "POST /api/v1/instances/{id}/clone/": ({"snapshot"}, _ROWS + " (snapshot: a ready snapshot of this instance)"),
+    "POST /api/v1/images/import/": (
+        {"reference", "name", "tag", "note"},
+        "an image reference on a registry the operator allows; a name and tag as a saved image's",
+    ),
+    "POST /api/v1/registry-credentials/": ({"host", "username", "password"}, _LOGIN),
+    "PUT /api/v1/registry-credentials/{id}/": ({"username", "password"}, _LOGIN),
 }
 
 # Staff operations are fuzzed as staff (a user gets their 403 before any input is read, which would

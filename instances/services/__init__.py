@@ -18,7 +18,8 @@ One module per job, importing one way (``common`` at the bottom, so the split ha
 - ``launch``: ``instance_launch(LaunchRequest(...))`` and the worker's ``instance_provision``;
 - ``operations``: stop, start, restart, release, rename;
 - ``autostop``: stop at a time or after idle minutes, with a warning first;
-- ``images``: save an instance as an image of its account, rename, share and delete it.
+- ``images``: save an instance as an image of its account, rename, share and delete it;
+- ``image_import``: bring your own image (inspected in a registry the operator allows);
 - ``snapshots``: snapshots of an instance's disk (by hand, on a schedule), restore, delete;
 - ``clone``: a new instance with another's image and a copy of its disk.
 
@@ -30,6 +31,7 @@ from instances.services.autostop import instance_auto_stop_set, instance_auto_st
 from instances.services.clone import instance_clone
 from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
+from instances.services.image_import import image_import, image_reference_parse, images_allowed_registries
 from instances.services.images import (
     image_delete,
     image_registry_delete,
@@ -71,12 +73,15 @@ __all__ = [
     "Operation",
     "app_launch_from",
     "image_delete",
+    "image_import",
+    "image_reference_parse",
     "image_registry_delete",
     "image_rename",
     "image_save",
     "image_save_execute",
     "image_save_fail",
     "image_share",
+    "images_allowed_registries",
     "images_saving_repair",
     "instance_abandon",
     "instance_auto_stop_set",

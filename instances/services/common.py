@@ -33,13 +33,14 @@ from providers import (
     InstanceSpec,
     PermanentBackendError,
     ProvisioningBackend,
+    RegistryLogin,
     SecretValue,
     TransientBackendError,
     get_backend,
 )
 from teams.access import Access, membership_access
 from teams.models import Membership
-from vault.selectors import secret_values_for_boot
+from vault.selectors import registry_login_for, secret_values_for_boot
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,19 @@ def _spec(instance: Instance) -> InstanceSpec:
         else instance.gpu_model.ram_gb_per_card * instance.gpu_count,
         image_bytes=instance.image.size_bytes,
         secrets=_secrets_for_boot(instance),
+        image_login=_image_login_for_boot(instance),
     )
+
+
+def _image_login_for_boot(instance: Instance) -> RegistryLogin | None:
+    """The owner's saved login to the registry of an image they imported (bring your own image), for
+    the engine's pull; None for the catalogue's and saved images, or when they saved none."""
+    image = instance.image
+    if not image.imported_from or not image.repository:
+        return None
+    host = image.repository.split("/", 1)[0]
+    login = registry_login_for(owner_id=instance.owner_id, host=host)
+    return RegistryLogin(host=host, username=login[0], password=login[1]) if login else None
 
 
 def _secrets_for_boot(instance: Instance) -> tuple[SecretValue, ...]:

@@ -193,6 +193,8 @@ def image_registry_delete(*, image_id: int) -> bool:
     address = (settings.CONSOLE_REGISTRY or "").strip().rstrip("/")
     if image is None or not image.digest or not address or not image.repository.startswith(address + "/"):
         return False
+    if image.imported_from:
+        return False  # an imported image is its owner's, in their repository: the console pushed nothing
     if Image.objects.filter(digest=image.digest).exclude(status=Image.Status.DELETED).exists():
         return False
     try:
@@ -269,11 +271,16 @@ def image_delete(*, image: Image) -> Image:
         raise OperationNotAllowed(_("Catalogue images are not deleted here."))
     if image.status == Image.Status.SAVING:
         raise OperationNotAllowed(_("The image is still being saved: delete it once it is ready or failed."))
-    users = Instance.objects.filter(image=image).exclude(status__in=DONE_WITH_IMAGE)
-    names = list(users.values_list("name", flat=True)[:3])
-    if names:
-        raise ImageInUse(_("Instances use this image (%(names)s): release them first.") % {"names": ", ".join(names)})
     with transaction.atomic():
+        # Locked first, counted after: a launch of it holds the row until it commits its instance
+        # (``instances.services.launch``), so no launch slips in between the count and the delete.
+        list(Image.objects.select_for_update().filter(pk=image.pk).values_list("pk", flat=True))
+        users = Instance.objects.filter(image=image).exclude(status__in=DONE_WITH_IMAGE)
+        names = list(users.values_list("name", flat=True)[:3])
+        if names:
+            raise ImageInUse(
+                _("Instances use this image (%(names)s): release them first.") % {"names": ", ".join(names)}
+            )
         moved = (
             Image.objects.filter(pk=image.pk)
             .exclude(status=Image.Status.DELETED)

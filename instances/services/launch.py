@@ -131,7 +131,7 @@ def instance_launch(launch: LaunchRequest, /) -> Instance:
             saved and (image.owner_id != user.pk or image.status != Image.Status.READY)
         ):
             raise LaunchInvalid(label, field=field)
-    if not get_backend(region.backend_alias).has_image(image.slug):
+    if not get_backend(region.backend_alias).has_image(image.slug, image_ref=image.pinned_ref):
         # The owner's choice is never replaced by another image: a region without it refuses the launch.
         raise LaunchInvalid(
             _("The image %(image)s is not available in %(region)s.") % {"image": image.name, "region": region.name},
@@ -177,6 +177,12 @@ def instance_launch(launch: LaunchRequest, /) -> Instance:
     instance_id = uuid.uuid4()  # named before the row exists: the instances it preempts point at it
 
     with transaction.atomic():
+        if image.owner_id is not None:
+            # A saved image, read above: held against a delete until this launch commits, and read
+            # again under the lock (``image_delete`` locks it before it counts the instances using it).
+            held = Image.objects.select_for_update(no_key=True).filter(pk=image.pk, status=Image.Status.READY)
+            if not list(held.values_list("pk", flat=True)):
+                raise LaunchInvalid(_("That image is not available."), field="image")
         quota_check(user=user, gpu_model=gpu_model, count=gpu_count * node_count)
         member_limits_check(account=user, member_id=actor.pk, count=gpu_count * node_count, launching=True)
         _funds_check(user=user, hourly_fen=hourly)

@@ -83,7 +83,7 @@ def test_the_catalogue_lists_models_with_free_cards_and_prices(rich_alice, alice
     a800 = next(g for g in data["gpu_models"] if g["slug"] == "a800-80g")
     assert a800["price_per_card_hour_fen"] == 190
     assert a800["free_cards"] == 24
-    assert a800["free_cards_by_region"]["cn-north-1"] == {"free": 16, "largest_on_one_node": 8}
+    assert a800["free_cards_by_region"]["cn-north-1"] == {"free": 16, "largest_on_one_node": 8, "waiting_in_line": 0}
     assert {i["slug"] for i in data["images"]} >= {"pytorch-2.5-cu124"}
 
 

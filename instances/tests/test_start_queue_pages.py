@@ -1,8 +1,11 @@
 """The instance page's line of starts: a start refused for lack of cards offers "Wait in line" beside
 its reason; in line, the page says since when and where, with "Leave the line"."""
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from instances.models import Instance
 from instances.services import instance_stop
@@ -30,7 +33,7 @@ def _page(client, instance) -> str:
 
 
 def test_a_start_refused_for_lack_of_cards_offers_to_wait_in_line_beside_the_reason(stopped, alice_client):
-    assert "Wait in line" not in _page(alice_client, stopped)
+    assert "No node in" not in _page(alice_client, stopped)
 
     assert _act(alice_client, stopped, "start").status_code == 302
     page = _page(alice_client, stopped)
@@ -75,6 +78,7 @@ def test_the_offer_is_not_made_for_other_refusals(stopped, alice_client, setting
     page = _page(alice_client, stopped)
     assert "quota" in page.lower()
     assert "Wait in line" not in page
+    assert "A start needs 8 H800 80GB cards: your quota is 4 and 0 are in use, so it would be refused." in page
 
 
 def test_a_start_refused_while_in_line_says_why_and_keeps_the_place(stopped, alice_client):
@@ -85,3 +89,49 @@ def test_a_start_refused_while_in_line_says_why_and_keeps_the_place(stopped, ali
 
     assert "No node in" in page  # the refusal, as a message
     assert "(position 1)" in page and "Wait in line" not in page
+
+
+def test_a_stopped_instance_says_before_its_start_that_no_node_has_its_cards_and_offers_the_line(stopped, alice_client):
+    page = _page(alice_client, stopped)
+
+    assert 'id="start-outlook"' in page
+    assert "no node has 8 free H800 80GB cards (at most 0), so a start now would be refused" in page
+    assert reverse("instance_action", args=[stopped.pk, "wait-in-line"]) in page
+    assert "waiting in line for these cards" not in page  # nobody is
+
+
+def test_the_outlook_counts_who_waits_and_when_an_auto_stop_frees_the_cards(rich_alice, bob, alice_client, settings):
+    settings.INSTANCES_DEFAULT_GPU_QUOTA = 64
+    mine = []
+    for _n in range(2):
+        instance = running(rich_alice, gpu="h800", count=8)
+        with committed():
+            instance_stop(instance=instance)
+        mine.append(instance)
+    fund(bob, 1_000_000)
+    running(bob, gpu="h800", count=8)
+    _act(alice_client, mine[0], "wait-in-line")
+    stopped = mine[1]
+    at = timezone.now() + timedelta(hours=2)
+    Instance.objects.filter(gpu_model__slug="h800", status=Instance.Status.RUNNING).update(auto_stop_at=at)
+
+    page = _page(alice_client, stopped)
+
+    assert "1 instance is waiting in line for these cards." in page
+    assert f"Cards are known to free up by {timezone.localtime(at):%Y-%m-%d %H:%M}" in page
+
+
+def test_a_stopped_instance_whose_cards_are_free_says_a_start_should_get_them(rich_alice, alice_client):
+    instance = running(rich_alice, gpu="h800", count=4)
+    with committed():
+        instance_stop(instance=instance)
+
+    page = _page(alice_client, instance)
+
+    assert "a start should get its 4 H800 80GB cards (8 free in the region, up to 8 on one node)" in page
+    assert 'class="start-outlook fits"' in page
+
+
+def test_the_outlook_is_not_shown_while_it_waits_in_line(stopped, alice_client):
+    _act(alice_client, stopped, "wait-in-line")
+    assert 'id="start-outlook"' not in _page(alice_client, stopped)

@@ -26,8 +26,8 @@ from storage.models import Volume
 from storage.tests.conftest import make_volume
 from teams.models import Membership, Role
 from teams.services import team_create
-from vault.models import Secret
-from vault.services import secret_set
+from vault.models import RegistryCredential, Secret
+from vault.services import registry_credential_set, secret_set
 
 
 def _due(request: DeletionRequest) -> timezone.datetime:
@@ -54,6 +54,7 @@ def test_the_whole_deletion_releases_erases_and_keeps_the_books(rich_alice):
     volume = make_volume(alice)
     api_token_create(user=alice, name="ci", expires_at=None)
     secret_set(owner=alice, actor=alice, name="WANDB_API_KEY", value="w")
+    registry_credential_set(owner=alice, actor=alice, host="registry.example.com", username="ci", password="p")
     PhoneNumber.objects.create(user=alice, number="+8613800138000", verified_at=timezone.now())
     EmailAddress.objects.get_or_create(user=alice, email=alice.email, defaults={"primary": True, "verified": True})
     SecurityEvent.objects.create(user=alice, action=SecurityEvent.Action.LOGIN, ip="198.51.100.7")
@@ -85,6 +86,7 @@ def test_the_whole_deletion_releases_erases_and_keeps_the_books(rich_alice):
     assert not APIToken.objects.filter(user=alice).exists()
     assert not SSHKey.objects.filter(user=alice).exists()
     assert not Secret.objects.filter(owner=alice).exists()
+    assert not RegistryCredential.objects.filter(owner=alice).exists()
     assert not EmailAddress.objects.filter(user=alice).exists()
     assert not SecurityEvent.objects.filter(user=alice).exists()
     assert not PhoneNumber.objects.filter(user=alice).exists()  # identity forgot the number

@@ -20,7 +20,7 @@ from privacy import services
 from privacy.errors import ExportRefused
 from privacy.models import DataExport
 from privacy.tests.conftest import committed
-from vault.services import secret_set
+from vault.services import registry_credential_set, secret_set
 
 
 def _zip(export: DataExport) -> zipfile.ZipFile:
@@ -32,6 +32,9 @@ def test_an_export_holds_the_account_its_instances_and_ledger_without_secrets(ri
     _, raw = api_token_create(user=rich_alice, name="ci", expires_at=None, scope=APIToken.Scope.READ)
     PhoneNumber.objects.create(user=rich_alice, number="+8613800138000", verified_at=timezone.now())
     secret_set(owner=rich_alice, actor=rich_alice, name="WANDB_API_KEY", value="wandb-export-topsecret")
+    registry_credential_set(
+        owner=rich_alice, actor=rich_alice, host="registry.example.com", username="ci", password="registry-topsecret"
+    )
     with committed():
         response = alice_client.post("/account/data/export/")
     assert response.status_code == 302
@@ -62,6 +65,8 @@ def test_an_export_holds_the_account_its_instances_and_ledger_without_secrets(ri
     assert raw not in archive.read("account.json").decode()  # the secret never leaves
     assert [s["name"] for s in account["secrets"]] == ["WANDB_API_KEY"]  # by name: the value never leaves
     assert not any(b"wandb-export-topsecret" in archive.read(name) for name in names)
+    assert [(c["registry"], c["username"]) for c in account["registry_credentials"]] == [("registry.example.com", "ci")]
+    assert not any(b"registry-topsecret" in archive.read(name) for name in names)
     rows = list(csv.DictReader(io.StringIO(archive.read("instances.csv").decode("utf-8-sig"))))
     assert [(r["id"], r["name"]) for r in rows] == [(str(instance.pk), "trainer")]
     events = list(csv.DictReader(io.StringIO(archive.read("instance_events.csv").decode("utf-8-sig"))))

@@ -104,9 +104,12 @@ class KubernetesBackend(
     and the Services stay); starting it makes the Job again and scales the head back to one.
     """
 
-    def has_image(self, slug: str) -> bool:
-        """Whether ``IMAGES`` maps ``slug``: read from the options, without connecting."""
-        return bool((self.options.get("IMAGES") or {}).get(slug))
+    def has_image(self, slug: str, *, image_ref: str = "") -> bool:
+        """Whether ``IMAGES`` maps ``slug``, or the cluster pulls the console's registry and the image is
+        pinned there (``CONSOLE_REGISTRY_PULLS``): read from the options, without connecting."""
+        return bool((self.options.get("IMAGES") or {}).get(slug)) or bool(
+            image_ref and self.options.get("CONSOLE_REGISTRY_PULLS")
+        )
 
     # --- nodes ------------------------------------------------------------------------------------------
 
@@ -146,7 +149,9 @@ class KubernetesBackend(
         The Secret first: a retry reads the tokens it holds instead of minting new ones. A cluster
         (``spec.nodes`` > 1) is its head and workers instead (``cluster_create``).
         """
-        self.opts.image_for(spec.image)  # an image this region lacks is refused before anything is made
+        self.opts.image_for(
+            spec.image, image_ref=spec.image_ref
+        )  # an image this region lacks is refused before anything is made
         if spec.nodes > 1:
             return self._cluster_start(key, spec)
         self._volumes_check(spec)

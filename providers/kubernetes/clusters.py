@@ -165,7 +165,11 @@ class KubeClusters(KubeClient):
             spec=spec,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
-            image=(spec.app.image if spec.app and spec.app.image else self.opts.image_for(spec.image)),
+            image=(
+                spec.app.image
+                if spec.app and spec.app.image
+                else self.opts.image_for(spec.image, image_ref=spec.image_ref)
+            ),
             command=tuple(command),
             env=spec.app.env if spec.app else (),
         )

@@ -11,6 +11,9 @@
     "GPU_MODELS": {"h200": "NVIDIA-H200"},     # console GPU slug -> that label's value
     "IMAGES": {"pytorch-2.5-cu124": "registry/pytorch:2.5"},  # console image slug -> container image;
                                                # an image not named here is refused, never replaced
+    # True when the cluster's nodes pull from the console's registry (CONSOLE_REGISTRY): every pod then runs the
+    # launch's pinned reference (repository@sha256:…), saved images included, and IMAGES is not needed.
+    "CONSOLE_REGISTRY_PULLS": False,
     # Each tenant's machines live in a namespace of their own, <prefix><owner> (names.tenant_namespace),
     # fenced by a NetworkPolicy (manifests.tenant_manifests): ingress only from the console's pods that
     # PROXY_POD_LABELS select in NAMESPACE, egress to DNS (DNS_NAMESPACE / DNS_POD_LABELS) and to any
@@ -87,6 +90,7 @@ class KubeOptions:
     gpu_label: str = "nvidia.com/gpu.product"
     gpu_models: tuple[tuple[str, str], ...] = tuple(DEFAULT_GPU_MODELS.items())
     images: tuple[tuple[str, str], ...] = ()
+    console_registry_pulls: bool = False
     tenant_namespace_prefix: str = TENANT_NAMESPACE_PREFIX
     proxy_pod_labels: tuple[tuple[str, str], ...] = DEFAULT_PROXY_POD_LABELS
     dns_namespace: str = "kube-system"
@@ -188,6 +192,7 @@ class KubeOptions:
             gpu_label=options.get("GPU_LABEL", cls.gpu_label),
             gpu_models=tuple((options.get("GPU_MODELS") or DEFAULT_GPU_MODELS).items()),
             images=tuple((options.get("IMAGES") or {}).items()),
+            console_registry_pulls=bool(options.get("CONSOLE_REGISTRY_PULLS", False)),
             tenant_namespace_prefix=str(options.get("TENANT_NAMESPACE_PREFIX", TENANT_NAMESPACE_PREFIX)),
             proxy_pod_labels=tuple(sorted((options.get("PROXY_POD_LABELS") or dict(DEFAULT_PROXY_POD_LABELS)).items())),
             dns_namespace=str(options.get("DNS_NAMESPACE", "kube-system")),
@@ -240,16 +245,21 @@ class KubeOptions:
             raise PermanentBackendError(f"This cluster has no nodes for the GPU model {slug!r}.")
         return value
 
-    def image_for(self, slug: str) -> str:
-        """The container image of the console's image ``slug``. One this region does not map is refused
-        with its name: the owner chose it, and a machine of another image would not be what they chose."""
+    def image_for(self, slug: str, *, image_ref: str = "") -> str:
+        """The container image of the console's image ``slug``: where the cluster pulls the console's
+        registry (``CONSOLE_REGISTRY_PULLS``), the launch's pinned reference ``image_ref``
+        (``repository@sha256:…``, so a tag that moves later never changes a running pod), else what
+        ``IMAGES`` maps. One this region can run neither way is refused with its name: the owner chose
+        it, and a machine of another image would not be what they chose."""
+        if self.console_registry_pulls and image_ref:
+            return image_ref
         image = dict(self.images).get(slug)
         if not image:
             raise PermanentBackendError(f"The image {slug!r} is not available in this region.")
         return image
 
-    def has_image(self, slug: str) -> bool:
-        return bool(dict(self.images).get(slug))
+    def has_image(self, slug: str, *, image_ref: str = "") -> bool:
+        return bool(dict(self.images).get(slug)) or bool(self.console_registry_pulls and image_ref)
 
     def tenant_namespace(self, owner_ref: str) -> str:
         """The namespace of ``owner_ref``'s machines (``names.tenant_namespace``)."""

@@ -216,8 +216,16 @@ class LocalBackend(
             raise PermanentBackendError("This host runs processes, not containers: it cannot give a machine secrets.")
         return {}
 
+    def _login(self, spec: InstanceSpec | None) -> dict:
+        """The owner's login to a private image's registry as the container runtime's ``registry_login``
+        keyword (for its pull only); nothing for the process engine, which pulls no image."""
+        if spec is None or spec.image_login is None or not self.containers:
+            return {}
+        login = spec.image_login
+        return {"registry_login": {"host": login.host, "username": login.username, "password": login.password}}
+
     def create(self, *, key: str, spec: InstanceSpec) -> dict:
-        secrets = self._secrets(spec)
+        secrets = {**self._secrets(spec), **self._login(spec)}
         cards = self._cards(key, spec.gpu_count)
         extra = {}
         if self.containers:
@@ -282,7 +290,7 @@ class LocalBackend(
         # The spec says how many cards this run takes (0 without GPU: no CUDA_VISIBLE_DEVICES cards, the
         # ones it held go back); a repair without one keeps what it holds.
         count = spec.gpu_count if spec is not None else len(meta.get("gpus") or state.get("gpus") or ())
-        secrets = self._secrets(spec)
+        secrets = {**self._secrets(spec), **self._login(spec)}  # a new container may pull its image again
         cards = self._cards(key, count)
         return self._start(
             key,

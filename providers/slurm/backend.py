@@ -132,7 +132,7 @@ from providers.slurm.records import (
     queue_position,
     slurm_count,
 )
-from providers.slurm.reports import GPU_SAMPLE_MAX_AGE_S, JobReports, _processes
+from providers.slurm.reports import GPU_SAMPLE_MAX_AGE_S, JobReports, _processes, report_idle_seconds
 from providers.slurm.rest import SlurmRest
 from providers.slurm.script import job_script, nccl_env
 from providers.slurm.tenants import TenantAccounts, check_tenant, refuse_root_user
@@ -632,7 +632,10 @@ class SlurmBackend(
                 Observed.PENDING, detail=f"Starting: {len(reports)} of {expected} nodes ready", backend_state=new_state
             )
         return Observation(
-            Observed.RUNNING, backend_state={**new_state, "restarts": restarts}, fenced=self._fenced(key, state)
+            Observed.RUNNING,
+            backend_state={**new_state, "restarts": restarts},
+            fenced=self._fenced(key, state),
+            idle_seconds=report_idle_seconds(head),
         )
 
     def _job(self, key: str, state: dict, jobs: list[dict]) -> dict | None:

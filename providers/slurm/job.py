@@ -70,6 +70,10 @@ PREEMPT_WAIT_S = 900
 TERM_REPEAT_S = 1.0
 # How long a new run waits for the run it superseded (left on a node declared dead) to say it stopped.
 FENCE_WAIT_S = 3.0
+# How often the head of a run asks its servers when someone last used them (JupyterLab's activity, an
+# SSH or VS Code session): the report carries it, so idle auto-stop works on Slurm for a run without GPU
+# samples (no-GPU mode, or a node without the driver). A report is rewritten at least this often.
+ACTIVITY_CHECK_S = 30.0
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -243,6 +247,9 @@ class Job:
         self.gpu_samples: list[dict] = []
         self.gpu_at: float | None = None
         self._next_sample = 0.0
+        # When someone last used the servers (epoch seconds; None until first asked).
+        self.active_at: float | None = None
+        self._next_activity = 0.0
         self.checkpoints_seen = self._counter("slurm-checkpoint")
         # Processes the kernel killed at the job's memory limit (--mem): the instance says so.
         try:
@@ -412,8 +419,23 @@ class Job:
                 "at": time.time(),
                 "gpu_samples": self.gpu_samples,
                 "gpu_at": self.gpu_at,
+                "active_at": self.active_at,
             },
         )
+
+    def check_activity(self) -> bool:
+        """Every ``ACTIVITY_CHECK_S``, ask the runtime how long nobody has used the servers; True when
+        it did (the report is then written again, which also keeps it fresh for the console)."""
+        now = time.monotonic()
+        if now < self._next_activity:
+            return False
+        self._next_activity = now + ACTIVITY_CHECK_S
+        try:
+            idle = self.runtime.idle_seconds(self.key)
+        except Exception:  # a server that does not answer is no reason to end the run
+            idle = None
+        self.active_at = None if idle is None else time.time() - idle
+        return True
 
     def sample_gpus(self) -> bool:
         """Every ``--gpu-sample-s`` seconds, read this node's cards of the job; True when it did (the
@@ -512,7 +534,8 @@ class Job:
                     self.checkpoints_seen = checkpoints
                     self.checkpoint(timeout=CHECKPOINT_TIMEOUT_S)
                 state, detail = self.observe()
-                if self.sample_gpus() or (state, detail, ports) != last:
+                sampled = self.sample_gpus()
+                if self.check_activity() or sampled or (state, detail, ports) != last:
                     self.report(state, ports=ports, detail=detail)
                     last = (state, detail, ports)
                 time.sleep(0.25)

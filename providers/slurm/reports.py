@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from providers.base import GpuProcess, GpuSample, InstanceSpec
-from providers.slurm.job import claim_read, report_read, report_write
+from providers.slurm.job import ACTIVITY_CHECK_S, claim_read, report_read, report_write
 from providers.slurm.records import hostlist_expand
 
 # A node's GPU samples older than this (the job samples every 15 s) are not the machine's present.
@@ -251,3 +251,16 @@ class JobReports:
         if head.get("key") != key or head.get("state") not in ("running", "degraded"):
             return None
         return head
+
+
+def report_idle_seconds(report: dict, *, now: float | None = None) -> int | None:
+    """How long nobody has used the run, from its head's report (``active_at``, what the job's runtime
+    last saw); None when the report does not say, or is too old to be the job's current word (a job
+    rewrites it every ``ACTIVITY_CHECK_S``): an instance is then unknown, never idle."""
+    active_at, at = report.get("active_at"), report.get("at")
+    if not isinstance(active_at, int | float) or not isinstance(at, int | float):
+        return None
+    now = time.time() if now is None else now
+    if now - at > 4 * ACTIVITY_CHECK_S:
+        return None
+    return max(0, int(now - active_at))

@@ -187,7 +187,8 @@
         var card = form.querySelector('.gpu-card[data-gpu="' + gpu.id + '"]');
         if (!card) return;
         var cap = gpu.regions[region] || { free: 0, best: 0 };
-        card.querySelector("[data-free]").textContent = cap.free > 0 ? fmt(s.free, { free: cap.free, best: cap.best }) : s.none;
+        card.querySelector("[data-free]").textContent = (cap.free > 0 ? fmt(s.free, { free: cap.free, best: cap.best }) : s.none)
+          + (cap.waiting ? " · " + fmt(s.waiting, { waiting: cap.waiting }) : "");
         var reason = reasonFor(gpu, region, count, nodes);
         card.classList.toggle("unavailable", !!reason);
         card.querySelector("[data-why]").textContent = reason ? reason.text : "";

@@ -1,5 +1,5 @@
-"""The instance page's line of starts on a laptop and a phone: a start refused for lack of cards offers
-"Wait in line" beside its reason, the place in line shows with "Leave the line", nothing wider than the screen."""
+"""The instance page's line of starts on a laptop and a phone: before a start, the outlook says no node
+has the cards; a start refused for lack of cards offers "Wait in line" beside its reason, the place in line shows with "Leave the line", nothing wider than the screen."""
 
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ def test_waiting_in_line_and_leaving_it_fit_the_screen(
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(f"{live_server.url}/instances/{instance.pk}/")
+        outlook = page.locator("#start-outlook")  # before any start: the cards are not there
+        expect(outlook).to_contain_text("so a start now would be refused")
+        expect(outlook.get_by_role("button", name="Wait in line")).to_be_visible()
+        _fits(page)
+        page.screenshot(path=str(screenshot_dir / f"start-outlook-{width}.png"), full_page=True)
         page.get_by_role("button", name="Start", exact=True).click()
         offer = page.locator("#start-queue")
         expect(offer).to_contain_text("free H800")

@@ -37,7 +37,7 @@ from storage.services import volume_attach, volume_create
 from teams.context import SESSION_KEY
 from teams.models import Invitation, Membership, Role, Team
 from teams.services import invitation_create, membership_remove, team_create
-from vault.services import secret_set
+from vault.services import registry_credential_set, secret_set
 
 # A word in every object of team B's and charlie's: no answer to anyone else may contain it.
 STRANGER_MARK = "zzrival"
@@ -123,7 +123,11 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
     order, _url = topup_order_create(user=account, amount_fen=10_000)
     # A name per context: the URL names a secret by name within the acting account.
     secret, _created = secret_set(owner=account, actor=actor, name=f"KEY_{mark.upper()}", value=f"value-{mark}")
+    registry_credential, _created = registry_credential_set(
+        owner=account, actor=actor, host=f"registry-{mark.lower()}.example.com", username=mark, password=f"pw-{mark}"
+    )
     context.objects.update(
+        registry_credential=registry_credential,
         instance=instance,
         volume=volume,
         saved_image=saved_image,

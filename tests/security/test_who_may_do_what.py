@@ -134,6 +134,7 @@ API_ROUTES: dict[str, Route] = {
     # Snapshots of an instance's disk: as their instance (a member sees a colleague's, operates none)
     "api-snapshot-detail": Route("snapshot", {"pk": "snapshot"}),
     "api-snapshot-restore": Route("snapshot", {"pk": "snapshot"}),
+    "api-image-import": Route("resources", {}),
     # Volumes
     "api-volume-list": Route("resources", {}),
     "api-volume-detail": Route("volume", VOL),
@@ -147,6 +148,8 @@ API_ROUTES: dict[str, Route] = {
     # Secrets (names and dates: a value is never answered)
     "api-secret-list": Route("resources", {}),
     "api-secret-detail": Route("secret", {"name": "secret"}),
+    "api-registry-credential-list": Route("resources", {}),
+    "api-registry-credential-detail": Route("registry_credential", {"pk": "registry_credential"}),
     # Deployments
     "api-deployments-list": Route("resources", {}),
     "api-deployments-detail": Route("deployment", DEP),
@@ -377,6 +380,7 @@ POLICY: dict[str, dict[str, dict[str, str]]] = {
 POLICY["token"] = POLICY["webhook"] = POLICY["notification"] = POLICY["ssh_key"]  # the person's, alike
 POLICY["reservation"] = POLICY["quota_request"]
 POLICY["secret"] = POLICY["volume"]  # a member sees a colleague's names, changes only their own
+POLICY["registry_credential"] = POLICY["secret"]  # a secret too: hosts and user names, as secrets' names
 POLICY["team_audit"] = {"read": POLICY["team_members"]["read"]}
 POLICY["snapshot"] = POLICY["instance"]  # a snapshot is its instance's: seen and operated alike
 
@@ -427,6 +431,7 @@ PAGE_ROUTES: dict[str, Route] = {
     "volume_detach": Route("volume", {"pk": "volume", "attachment_id": "attachment"}, "POST"),
     "secret_replace": Route("secret", {"name": "secret"}, "POST"),
     "secret_delete": Route("secret", {"name": "secret"}, "POST"),
+    "registry_credential_delete": Route("registry_credential", {"pk": "registry_credential"}, "POST"),
     "deployment_detail": Route("deployment", {"deployment_id": "deployment"}, "GET"),
     "deployment_action": Route("deployment", {"deployment_id": "deployment", "verb": "stop"}, "POST"),
     "team_detail": Route("team", {"slug": "team"}, "GET"),
@@ -528,6 +533,7 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
     "volume": {"read": _MINE, "write": _OPERATE},
     "volume_attach": {"write": _MINE},
     "secret": {"write": _OPERATE},
+    "registry_credential": {"write": _OPERATE},
     "deployment": {"read": _MINE, "write": _OPERATE},
     "team": {"read": _TEAM, "write": _TEAM},  # seeing it, and leaving it
     "team_members": {"read": _TEAM_ADMIN, "write": _TEAM_ADMIN},
@@ -625,6 +631,7 @@ BODIES = {
     ("api-instance-snapshot-schedule", "POST"): {"every_hours": 6, "keep": 2},
     ("api-image-rename", "POST"): {"name": "renamed"},
     ("api-image-share", "POST"): {"shared": True},
+    ("api-image-import", "POST"): {"reference": "registry.example.com/team/image:1"},
     ("api-instance-resize", "POST"): {"node_count": 2},
     ("api-team-wallet-transfers", "POST"): {"direction": "in", "amount_fen": 100},
     ("api-quota-request-list", "POST"): {"gpu_model": "h800", "cards": 64, "duration_days": 7, "reason": "a run"},

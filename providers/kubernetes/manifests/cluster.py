@@ -143,7 +143,7 @@ def cluster_manifests(
         "containers": [
             {
                 "name": "worker",
-                "image": image or opts.image_for(spec.image),
+                "image": image or opts.image_for(spec.image, image_ref=spec.image_ref),
                 "command": ["/bin/sh", "-c", WORKER_RANK_SCRIPT, "console-worker"],
                 "args": worker_argv,
                 "env": [*cluster_env, *({"name": k, "value": v} for k, v in worker_env)],

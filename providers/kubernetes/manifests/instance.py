@@ -339,7 +339,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
     services = [s for s in opts.services if s in CONTAINER_PORTS]
     workspace: dict[str, Any] = {
         "name": "workspace",
-        "image": opts.image_for(spec.image),
+        "image": opts.image_for(spec.image, image_ref=spec.image_ref),
         "command": ["/bin/sh", "-c", INIT_SCRIPT, "console-init", WORKSPACE_SCRIPT],
         "workingDir": opts.disk_path,
         "env": [
@@ -386,7 +386,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
         containers.append(
             {
                 "name": "app",
-                "image": app.image or opts.image_for(spec.image),
+                "image": app.image or opts.image_for(spec.image, image_ref=spec.image_ref),
                 # The server's own key (vLLM's --api-key $APP_API_KEY), which the console's proxy sends,
                 # is read from the mounted Secret into the server's environment only: it is never in
                 # the pod's spec, where anyone who may read the pod would see it.
@@ -425,7 +425,7 @@ def pod_template(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec)
             containers.append(
                 {
                     "name": "webui",
-                    "image": webui.image or opts.image_for(spec.image),
+                    "image": webui.image or opts.image_for(spec.image, image_ref=spec.image_ref),
                     "command": webui_argv[:1],
                     "args": webui_argv[1:],
                     "env": [

@@ -12,7 +12,7 @@ import pytest
 from console.hooks import proxy_target
 from instances.catalogue import catalogue_seed
 from instances.errors import LaunchInvalid
-from instances.models import Instance, Node
+from instances.models import Image, Instance, Node
 from instances.proxy_targets import instance_proxy_target
 from instances.reconciler import instances_reconcile
 from instances.services import (
@@ -162,6 +162,30 @@ def test_an_image_unmapped_after_the_launch_fails_it_with_the_images_name_never_
     assert instance.status == S.FAILED
     assert "'jax-0.4-cu124' is not available" in instance.status_reason_text
     assert cluster.cluster.list("pods") == [] and cluster.cluster.list("statefulsets") == []
+
+
+def test_a_cluster_that_pulls_the_consoles_registry_runs_the_pinned_digest_of_any_image(cluster, rich_alice, settings):
+    """``CONSOLE_REGISTRY_PULLS``: the pod runs the launch's pinned reference, an image IMAGES does not
+    map (JAX here) included; the mapped tag is not used, so a tag that moves later changes nothing."""
+    settings.PROVISIONING_BACKENDS["k8s"]["OPTIONS"]["CONSOLE_REGISTRY_PULLS"] = True
+    digest = "sha256:" + "ab" * 32
+    Image.objects.filter(slug__in=("pytorch-2.5-cu124", "jax-0.4-cu124")).update(
+        repository="registry.console.local/catalogue/x", digest=digest
+    )
+    for slug in ("pytorch-2.5-cu124", "jax-0.4-cu124"):
+        instance = running_on_kubernetes(cluster, rich_alice, image=slug)
+        assert instance.image_ref == f"registry.console.local/catalogue/x@{digest}"
+        [pod] = [
+            p for p in cluster.cluster.list("statefulsets") if p["metadata"]["name"] == instance_name(instance.key)
+        ]
+        images = {c["image"] for c in pod["spec"]["template"]["spec"]["containers"]}
+        assert images == {instance.image_ref}, images
+
+
+def test_without_the_registry_a_pinned_image_the_region_does_not_map_is_still_refused(cluster, rich_alice):
+    Image.objects.filter(slug="jax-0.4-cu124").update(repository="registry.console.local/catalogue/jax", digest="")
+    with committed(), pytest.raises(LaunchInvalid, match=r"JAX 0\.4\.30"):
+        launch(rich_alice, gpu="h200", region="k8s-1", image="jax-0.4-cu124")
 
 
 def test_a_node_that_stops_reporting_changes_nothing_and_a_removed_one_loses_the_instance(cluster, rich_alice):

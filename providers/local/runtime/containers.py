@@ -28,6 +28,7 @@ of it; podman kills what is left after the timeout), so nothing of an instance o
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import http.client
@@ -205,6 +206,7 @@ class ContainerRuntime(RuntimeBase):
         memory_gb: float = 0,
         disk_gb: int = 0,
         user_secrets: Sequence[Mapping] | None = None,
+        registry_login: Mapping | None = None,
     ) -> dict:
         """Create the instance's container (or find it) and run it; returns the state to persist.
 
@@ -212,7 +214,9 @@ class ContainerRuntime(RuntimeBase):
         ones take them from the instance's metadata. ``mounts`` replaces its volumes (None keeps
         them): a change of volumes makes a new container (the disk is the home volume, kept).
         ``user_secrets`` (``{"name", "value", "env"}`` each) are the owner's secrets for this boot,
-        written to the secrets folder only, never to the metadata; None keeps the ones written."""
+        written to the secrets folder only, never to the metadata; None keeps the ones written.
+        ``registry_login`` (``{"host", "username", "password"}``): how to pull a private image, used for
+        the pull only (``_image_ready``)."""
         why = self.missing_components()
         if why:
             raise LocalRuntimeError("; ".join(why.values()))
@@ -256,7 +260,7 @@ class ContainerRuntime(RuntimeBase):
                 self.podman.remove(name)  # its volumes, ports or image changed: a new container, same disk
                 info = None
             if info is None:
-                self._image_ready(key, paths, meta)
+                self._image_ready(key, paths, meta, login=registry_login)
                 contract = self._follows_contract(meta["image"])
                 self._network_ensure(tenant)
                 self._fence(tenant, paths, meta)
@@ -443,8 +447,10 @@ class ContainerRuntime(RuntimeBase):
 
     # --- the image --------------------------------------------------------------------------------
 
-    def _image_ready(self, key: str, paths: ContainerPaths, meta: dict) -> None:
-        """Pull the image unless it is here; poll() reads the pull's progress from its log meanwhile."""
+    def _image_ready(self, key: str, paths: ContainerPaths, meta: dict, *, login: Mapping | None = None) -> None:
+        """Pull the image unless it is here; poll() reads the pull's progress from its log meanwhile.
+        ``login``: the owner's login to a private image's registry, written to an auth file (mode 600,
+        in the instance's private run folder) for this pull only and removed after it."""
         image = meta["image"]
         if self.podman.image_exists(image):
             meta.pop("boot_error", None)
@@ -453,8 +459,21 @@ class ContainerRuntime(RuntimeBase):
             return
         if "/" not in image.split("@")[0]:
             raise LocalRuntimeError(f"the image {image} is not on this host and names no registry")
+        auth_file = paths.run / "pull-auth.json"
+        if login:
+            paths.run.mkdir(parents=True, exist_ok=True)
+            secret = base64.b64encode(f"{login['username']}:{login['password']}".encode()).decode()
+            fd = os.open(auth_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump({"auths": {login["host"]: {"auth": secret}}}, out)
+        try:
+            self._image_pull(paths, meta, image, auth_file=str(auth_file) if login else "")
+        finally:
+            auth_file.unlink(missing_ok=True)
+
+    def _image_pull(self, paths: ContainerPaths, meta: dict, image: str, *, auth_file: str) -> None:
         log = paths.run / "pull.log"
-        sizes = self._layer_sizes(image)
+        sizes = self._layer_sizes(image, auth_file=auth_file)
         meta.update(stage="pulling", pull={"log": str(log), "layers": sizes, "started": time.time()})
         self._save_meta(paths, meta)
         args = ["pull"]
@@ -463,6 +482,8 @@ class ContainerRuntime(RuntimeBase):
             or _registry_of(image).split(":")[0] in self.registries_insecure
         ):
             args.append("--tls-verify=false")
+        if auth_file:
+            args += ["--authfile", auth_file]
         process = self.podman.popen([*args, image], log=log, tmpdir=paths.run / "pull-tmp")
         try:
             returncode = process.wait(timeout=1800)
@@ -483,11 +504,13 @@ class ContainerRuntime(RuntimeBase):
         self._save_meta(paths, meta)
         shutil.rmtree(paths.run / "pull-tmp", ignore_errors=True)
 
-    def _layer_sizes(self, image: str) -> dict[str, int]:
+    def _layer_sizes(self, image: str, *, auth_file: str = "") -> dict[str, int]:
         """``{digest: size}`` of the image's layers, from its manifest (skopeo), for pull progress."""
         args = ["inspect", "--raw"]
         if _registry_of(image).split(":")[0] in self.registries_insecure:
             args.append("--tls-verify=false")
+        if auth_file:
+            args += ["--authfile", auth_file]
         try:
             result = subprocess.run(  # noqa: S603
                 ["skopeo", *args, f"docker://{image}"],  # noqa: S607

@@ -132,3 +132,17 @@ def test_a_fenced_run_stops_its_own_processes_and_records_it(tmp_path):
     assert result.stdout.strip() == "-9"  # its server (another session) was killed with it
     record = (tmp_path / "slurm-fenced-42-0-0.json").read_text()
     assert '"node": "gpu01"' in record
+
+
+def test_a_reports_word_on_activity_is_the_idle_time_while_fresh_and_unknown_once_stale():
+    from providers.slurm.job import ACTIVITY_CHECK_S
+    from providers.slurm.reports import report_idle_seconds
+
+    now = 1_000_000.0
+    assert report_idle_seconds({"active_at": now - 400, "at": now - 5}, now=now) == 400
+    assert report_idle_seconds({"active_at": now + 3, "at": now}, now=now) == 0  # a clock a little ahead
+    assert report_idle_seconds({"active_at": None, "at": now}, now=now) is None  # the job has not asked yet
+    assert report_idle_seconds({"at": now}, now=now) is None  # a job from before the field
+    stale = {"active_at": now - 400, "at": now - 4 * ACTIVITY_CHECK_S - 1}
+    assert report_idle_seconds(stale, now=now) is None  # the job stopped rewriting it: unknown, not idle
+    assert report_idle_seconds({"active_at": "x", "at": now}, now=now) is None

@@ -232,6 +232,10 @@ class Client(Transport):
     def images_share(self, id: str, body: m.ImageShareRequest, *, idempotency_key: str | None = None) -> m.SavedImage:
         """Share a saved image with the team, or stop sharing it."""
 
+    @operation("v1_images_import_create", "POST", "/images/import/")
+    def images_import(self, body: m.ImageImportRequest) -> m.SavedImage:
+        """Bring your own image: inspected in its registry (an allowed one), recorded ready and pinned."""
+
     @operation("v1_instances_list", "GET", "/instances/", paginated=True)
     def instances_list(
         self,
@@ -503,6 +507,26 @@ class Client(Transport):
     @operation("v1_reservations_retrieve", "GET", "/reservations/{id}/")
     def reservations_get(self, id: str) -> m.Reservation:
         """One of your reservations."""
+
+    @operation("v1_registry_credentials_list", "GET", "/registry-credentials/", paginated=True)
+    def registry_credentials_list(self) -> Iterator[m.RegistryCredential]:
+        """Your logins to private registries: hosts and user names, never passwords."""
+
+    @operation("v1_registry_credentials_create", "POST", "/registry-credentials/")
+    def registry_credentials_create(self, body: m.RegistryCredentialCreateRequest) -> m.RegistryCredential:
+        """Save a login to a private registry (409 ``credential_exists`` when its host has one)."""
+
+    @operation("v1_registry_credentials_retrieve", "GET", "/registry-credentials/{id}/")
+    def registry_credentials_get(self, id: str) -> m.RegistryCredential:
+        """One registry login's host and user name."""
+
+    @operation("v1_registry_credentials_update", "PUT", "/registry-credentials/{id}/")
+    def registry_credentials_update(self, id: str, body: m.RegistryCredentialUpdateRequest) -> m.RegistryCredential:
+        """Replace a registry login's user name and password."""
+
+    @operation("v1_registry_credentials_destroy", "DELETE", "/registry-credentials/{id}/")
+    def registry_credentials_delete(self, id: str) -> None:
+        """Delete a registry login."""
 
     @operation("v1_secrets_list", "GET", "/secrets/", paginated=True)
     def secrets_list(self) -> Iterator[m.Secret]:

@@ -451,8 +451,8 @@ def volumes(ctx: Context) -> None:
 @cli.group(cls=Group, invoke_without_command=True)
 @click.pass_context
 def images(click_ctx) -> None:
-    """Images saved from your instances: list (the default), save, rename, share, delete. Launch from one
-    with `gpuctl launch --image <its id>`."""
+    """Images saved from your instances or imported: list (the default), save, import, rename, share,
+    delete. Launch from one with `gpuctl launch --image <its id>`."""
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(images_list)
 
@@ -511,6 +511,32 @@ def images_save(ctx: Context, ref: str, name: str, tag: str, note: str, wait: bo
     if image["status"] == "failed":
         _fail(EXIT_FAILED, image.get("status_reason") or image["status"], "image_save_failed", ctx.as_json)
     ctx.emit(image, lambda: out.print(_image_line(image), highlight=False))
+
+
+@images.command(name="import")
+@click.argument("reference")
+@click.option("--name", default="", help="Its name here (default: the repository's last part).")
+@click.option("--tag", default="", help="Its tag here (default: the reference's).")
+@click.option("--note", default="", help="A note shown beside it.")
+@pass_ctx
+def images_import(ctx: Context, reference: str, name: str, tag: str, note: str) -> None:
+    """Bring your own image REFERENCE (registry/repository:tag or @sha256:…) from a registry the console
+    allows: it is inspected there (with your login for that registry, `gpuctl registries login`) and
+    recorded ready, pinned to its digest. Says its size, platform and whether it follows the image contract."""
+    image = ctx.client.images_import({"reference": reference, "name": name, "tag": tag, "note": note})
+
+    def render() -> None:
+        out.print(_image_line(image), highlight=False)
+        out.print(f"  {image.get('platform', '')}  {image.get('reference', '')}", highlight=False)
+        if image.get("follows_contract"):
+            out.print(t("  Follows the image contract."), highlight=False)
+        else:
+            out.print(
+                t("  Does not follow the image contract: the console mounts its start script at launch."),
+                highlight=False,
+            )
+
+    ctx.emit(image, render)
 
 
 @images.command(name="rename")

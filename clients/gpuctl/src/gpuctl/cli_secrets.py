@@ -79,3 +79,67 @@ def secrets_delete(ctx: Context, name: str) -> None:
     """Delete NAME; instances that had it boot without it from their next start."""
     ctx.client.secrets_delete(name)
     ctx.emit({"deleted": name}, lambda: out.print(t("Deleted {name}.", name=name), highlight=False))
+
+
+@cli.group(cls=Group)
+def registries() -> None:
+    """Logins to private container registries, to import your own images (`gpuctl images import`)."""
+
+
+@registries.command(name="list")
+@pass_ctx
+def registries_list(ctx: Context) -> None:
+    """Your registry logins: hosts and user names (never passwords)."""
+    rows = list(ctx.client.registry_credentials_list())
+
+    def render() -> None:
+        if not rows:
+            out.print(t("No registry logins. Save one with `gpuctl registries login HOST --username NAME`."))
+            return
+        table = Table(box=None, header_style="bold")
+        for column in (t("Registry"), t("User name"), t("Updated")):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(row["host"], row["username"], row["updated_at"][:19].replace("T", " "))
+        out.print(table)
+
+    ctx.emit(rows, render)
+
+
+def _credential_for(ctx: Context, host: str) -> dict | None:
+    host = host.strip().lower()
+    return next((row for row in ctx.client.registry_credentials_list() if row["host"] == host), None)
+
+
+@registries.command(name="login")
+@click.argument("host")
+@click.option("--username", required=True, help="The registry's user name.")
+@click.option(
+    "--from-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Read the password or token from this file; otherwise from standard input.",
+)
+@pass_ctx
+def registries_login(ctx: Context, host: str, username: str, from_file: str | None) -> None:
+    """Save the login to registry HOST (host:port), or replace it; the password is read from standard
+    input or a file, never the command line."""
+    password = _read_value(from_file)
+    existing = _credential_for(ctx, host)
+    if existing is None:
+        saved = ctx.client.registry_credentials_create({"host": host, "username": username, "password": password})
+    else:
+        saved = ctx.client.registry_credentials_update(existing["id"], {"username": username, "password": password})
+    ctx.emit(saved, lambda: out.print(t("Saved the login for {host}.", host=saved["host"]), highlight=False))
+
+
+@registries.command(name="delete")
+@click.argument("host")
+@pass_ctx
+def registries_delete(ctx: Context, host: str) -> None:
+    """Delete the login to registry HOST."""
+    existing = _credential_for(ctx, host)
+    if existing is None:
+        raise click.UsageError(t("No login saved for {host}.", host=host))
+    ctx.client.registry_credentials_delete(existing["id"])
+    ctx.emit({"deleted": existing["host"]}, lambda: out.print(t("Deleted the login for {host}.", host=host)))

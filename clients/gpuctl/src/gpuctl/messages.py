@@ -77,6 +77,14 @@ ZH = {
     "Saved {name}.": "已保存 {name}。",
     "Replaced the value of {name}; instances get it at their next start or restart.": "已替换 {name} 的值；实例在下次启动或重启时获得新值。",
     "Deleted {name}.": "已删除 {name}。",
+    "  Follows the image contract.": "  符合镜像约定。",
+    "  Does not follow the image contract: the console mounts its start script at launch.": "  不符合镜像约定：启动时控制台会挂载它的启动脚本。",
+    "No registry logins. Save one with `gpuctl registries login HOST --username NAME`.": "没有镜像仓库登录信息。可用 `gpuctl registries login HOST --username NAME` 保存。",
+    "Registry": "镜像仓库",
+    "User name": "用户名",
+    "Saved the login for {host}.": "已保存 {host} 的登录信息。",
+    "No login saved for {host}.": "没有保存 {host} 的登录信息。",
+    "Deleted the login for {host}.": "已删除 {host} 的登录信息。",
 }
 
 

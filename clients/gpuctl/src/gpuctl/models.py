@@ -554,6 +554,13 @@ class Image(TypedDict):
     contents: NotRequired[Any]
 
 
+class ImageImportRequest(TypedDict):
+    reference: str
+    name: NotRequired[str]
+    tag: NotRequired[str]
+    note: NotRequired[str]
+
+
 class ImagePull(TypedDict):
     bytes_done: int
     bytes_total: int
@@ -829,6 +836,13 @@ class PaginatedQuotaRequestList(TypedDict):
     results: list[QuotaRequest]
 
 
+class PaginatedRegistryCredentialList(TypedDict):
+    count: int
+    next: NotRequired[str | None]
+    previous: NotRequired[str | None]
+    results: list[RegistryCredential]
+
+
 class PaginatedReservationList(TypedDict):
     count: int
     next: NotRequired[str | None]
@@ -1031,6 +1045,28 @@ class Region(TypedDict):
     name: str
 
 
+class RegistryCredential(TypedDict):
+    """A registry credential as every answer shows it: host and user name, never the password."""
+
+    id: str
+    host: str
+    username: str
+    created_by: str | None
+    created_at: str
+    updated_at: str
+
+
+class RegistryCredentialCreateRequest(TypedDict):
+    host: str
+    username: str
+    password: str
+
+
+class RegistryCredentialUpdateRequest(TypedDict):
+    username: str
+    password: str
+
+
 class RenameRequest(TypedDict):
     name: str
 
@@ -1084,6 +1120,9 @@ class SavedImage(TypedDict):
     shared: bool
     source_instance: str | None
     saved_by: str
+    imported_from: str
+    platform: str
+    follows_contract: bool | None
     created_at: str
 
 
@@ -1458,6 +1497,7 @@ __all__ = [
     "GpuMetricsRangeEnum",
     "GpuModel",
     "Image",
+    "ImageImportRequest",
     "ImagePull",
     "ImageRenameRequest",
     "ImageSaveRequest",
@@ -1502,6 +1542,7 @@ __all__ = [
     "PaginatedModelEntryList",
     "PaginatedNotificationList",
     "PaginatedQuotaRequestList",
+    "PaginatedRegistryCredentialList",
     "PaginatedReservationList",
     "PaginatedSSHKeyList",
     "PaginatedSavedImageList",
@@ -1533,6 +1574,9 @@ __all__ = [
     "RateLimit",
     "RedeployRequest",
     "Region",
+    "RegistryCredential",
+    "RegistryCredentialCreateRequest",
+    "RegistryCredentialUpdateRequest",
     "RenameRequest",
     "Reservation",
     "ReservationStatusEnum",

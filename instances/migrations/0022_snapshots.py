@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('instances', '0020_image_saved_by_owners'),
+        ('instances', '0021_image_import'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
