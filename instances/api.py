@@ -32,9 +32,10 @@ from instances.acting import acting, require_launch, require_operate, require_qu
 from instances.capacity import resize, start_queue
 from instances.filters import InstanceFilter
 from instances.images import image_access, images_saved_for
-from instances.models import GpuModel, Image, QuotaRequest, Reservation
+from instances.models import GpuModel, Image, QuotaRequest, Reservation, Snapshot, SnapshotSchedule
 from instances.serializers import (
     AutoStopSerializer,
+    CloneSerializer,
     EventSerializer,
     GpuModelSerializer,
     ImageImportSerializer,
@@ -53,6 +54,9 @@ from instances.serializers import (
     ReservationSerializer,
     ResizeSerializer,
     SavedImageSerializer,
+    SnapshotCreateSerializer,
+    SnapshotScheduleSerializer,
+    SnapshotSerializer,
 )
 from teams.access import Access
 from teams.resource_api import TeamResourceViewSet, resource_schema
@@ -298,6 +302,124 @@ class InstanceViewSet(TeamResourceViewSet):
         except errors.InstanceError as exc:
             raise_as_api_error(exc)
         return Response(SavedImageSerializer(image).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        methods=["GET"],
+        summary="List the instance's snapshots",
+        tags=["snapshots"],
+        responses={200: SnapshotSerializer(many=True)},
+    )
+    @extend_schema(
+        methods=["POST"],
+        summary="Snapshot the instance's disk",
+        description=(
+            "Copy the instance's disk (/home/user; running or stopped) as a snapshot. Answered at once with "
+            "the snapshot `creating` (its `progress` follows the copy); it is `ready` (billed per GB-day) "
+            "when copied. Volumes are not in it."
+        ),
+        tags=["snapshots"],
+        request=SnapshotCreateSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={
+            202: SnapshotSerializer,
+            409: OpenApiResponse(
+                description="invalid_state, snapshot_limit_reached or snapshots_not_supported (a Kubernetes "
+                "cluster without the volume snapshot API)"
+            ),
+        },
+    )
+    @action(detail=True, methods=["get", "post"], url_path="snapshots", filter_backends=[], pagination_class=None)
+    @idempotent  # a retried create (same Idempotency-Key) answers the first snapshot, never a second one
+    def snapshots(self, request, pk=None):
+        instance = self.get_object()  # a stranger's is a 404 before its body is read
+        if request.method == "GET":
+            rows = instance.snapshots.filter(status__in=Snapshot.LIVE).select_related("created_by")
+            return Response(SnapshotSerializer(rows, many=True).data)
+        try:
+            require_operate(request, instance)
+            body = SnapshotCreateSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            snapshot = services.snapshot_create(
+                instance=instance, actor=request.user, label=body.validated_data["name"]
+            )
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+        snapshot.refresh_from_db()  # eager workers (tests) may have finished it already
+        return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        methods=["POST"],
+        summary="Set or clear the instance's snapshot schedule",
+        description="A snapshot every `every_hours` hours, keeping the newest `keep` scheduled ones (manual "
+        "snapshots are never deleted by it). `every_hours` 0 or null turns it off.",
+        tags=["snapshots"],
+        request=SnapshotScheduleSerializer,
+        responses={200: SnapshotScheduleSerializer, 409: OpenApiResponse(description="snapshots_not_supported")},
+    )
+    @extend_schema(
+        methods=["GET"],
+        summary="The instance's snapshot schedule",
+        tags=["snapshots"],
+        responses={200: SnapshotScheduleSerializer},
+    )
+    @action(
+        detail=True, methods=["get", "post"], url_path="snapshot-schedule", filter_backends=[], pagination_class=None
+    )
+    def snapshot_schedule(self, request, pk=None):
+        instance = self.get_object()
+        schedule = SnapshotSchedule.objects.filter(instance=instance).first()
+        if request.method == "POST":
+            body = SnapshotScheduleSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            try:
+                require_operate(request, instance)
+                schedule = services.snapshot_schedule_set(
+                    instance=instance, every_hours=body.validated_data["every_hours"], keep=body.validated_data["keep"]
+                )
+            except errors.InstanceError as exc:
+                raise_as_api_error(exc)
+        data = (
+            {"every_hours": schedule.every_hours, "keep": schedule.keep, "next_at": schedule.next_at}
+            if schedule
+            else {"every_hours": None, "keep": 1, "next_at": None}
+        )
+        return Response(SnapshotScheduleSerializer(data).data)
+
+    @extend_schema(
+        summary="Clone: a new instance with this one's image and a copy of its disk",
+        description=(
+            "Launches a new instance in the same region, of the same GPU model and count and the same image "
+            "(the digest this one runs), whose disk starts as a copy of `snapshot` (a ready snapshot of this "
+            "instance) or of a snapshot taken now. Priced and billed like a launch (`hourly_price_fen`)."
+        ),
+        tags=["snapshots"],
+        request=CloneSerializer,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={201: InstanceSerializer, 409: LAUNCH_REFUSED},
+    )
+    @action(detail=True, methods=["post"], filter_backends=[])
+    @idempotent
+    def clone(self, request, pk=None):
+        instance = self.get_object()
+        try:
+            require_operate(request, instance)
+            require_launch(request)
+            body = CloneSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            snapshot = None
+            if body.validated_data["snapshot"]:
+                snapshot = instance.snapshots.filter(slug=body.validated_data["snapshot"]).first()
+                if snapshot is None:
+                    raise ValidationError({"snapshot": [_("No such snapshot of this instance.")]})
+            clone = services.instance_clone(
+                instance=instance, actor=request.user, name=body.validated_data["name"], snapshot=snapshot
+            )
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+        clone.refresh_from_db()
+        return Response(
+            InstanceSerializer(clone, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED
+        )
 
     @extend_schema(
         summary="Set or clear auto-stop", tags=["instances"], request=AutoStopSerializer, responses=_action_response
@@ -641,3 +763,60 @@ class SavedImageViewSet(
         except errors.InstanceError as exc:
             raise_as_api_error(exc)
         return Response(SavedImageSerializer(image).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema_view(
+    retrieve=extend_schema(summary="Get one snapshot", tags=["snapshots"]),
+    destroy=extend_schema(
+        summary="Delete a snapshot",
+        tags=["snapshots"],
+        responses={204: None, 409: OpenApiResponse(description="invalid_state (being made or restored)")},
+    ),
+)
+class SnapshotViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    # Snapshots of the instances the acting account owns; another account's is a 404 whatever the
+    # credential, and a change asks the same as a change of its instance (require_operate).
+    serializer_class = SnapshotSerializer
+    lookup_field = "slug"
+    lookup_value_regex = r"snap-[0-9a-f]{1,32}"  # a snapshot's id; anything else is no route at all
+    lookup_url_kwarg = "pk"
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Snapshot.objects.none()
+        try:
+            require_view(self.request)
+        except errors.NotPermitted as exc:
+            raise_as_api_error(exc)
+        principal, _membership = acting(self.request)
+        visible = selectors.instance_list_for(user=principal, include_released=True).values("pk")
+        return Snapshot.objects.filter(owner=principal, instance__in=visible, status__in=Snapshot.LIVE).select_related(
+            "instance", "created_by"
+        )
+
+    def _changed(self, verb, **kwargs):
+        snapshot = self.get_object()
+        try:
+            require_operate(self.request, snapshot.instance)
+            return verb(snapshot=snapshot, **kwargs)
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+
+    @extend_schema(
+        summary="Restore a snapshot into its (stopped) instance",
+        description="Replaces the instance's disk with the snapshot's content: what was written since is "
+        "lost. The instance must be stopped (409 invalid_state otherwise) and cannot start until the restore "
+        "is done (the snapshot is `restoring`, then `ready` with `restored_at`).",
+        tags=["snapshots"],
+        request=None,
+        responses={202: SnapshotSerializer, 409: OpenApiResponse(description="invalid_state")},
+    )
+    @action(detail=True, methods=["post"])
+    def restore(self, request, pk=None):
+        snapshot = self._changed(services.snapshot_restore, actor=request.user)
+        snapshot.refresh_from_db()
+        return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
+
+    def destroy(self, request, *args, **kwargs):
+        self._changed(services.snapshot_delete)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -8,6 +8,7 @@ router.register("instances", api.InstanceViewSet, basename="api-instance")
 router.register("quota/requests", api.QuotaRequestViewSet, basename="api-quota-request")
 router.register("staff/quota/requests", staff_api.StaffQuotaRequestViewSet, basename="api-staff-quota-request")
 router.register("images", api.SavedImageViewSet, basename="api-image")
+router.register("snapshots", api.SnapshotViewSet, basename="api-snapshot")
 router.register("reservations", api.ReservationViewSet, basename="api-reservation")
 router.register("staff/reservations", staff_api.StaffReservationViewSet, basename="api-staff-reservation")
 

@@ -112,6 +112,18 @@ class ImageSaveNotSupported(InstanceError):
     code = "image_save_not_supported"
 
 
+class SnapshotsNotSupported(InstanceError):
+    """The instance's provider cannot snapshot disks (a Kubernetes cluster without the snapshot API)."""
+
+    code = "snapshots_not_supported"
+
+
+class SnapshotLimitReached(InstanceError):
+    """The instance already keeps ``INSTANCES_SNAPSHOTS_MAX`` snapshots: delete one first."""
+
+    code = "snapshot_limit_reached"
+
+
 class ImageImportRefused(InstanceError):
     """An image could not be imported ("Bring your own image"): ``status`` is the API's answer (a 4xx the
     person can act on, or 503 while the registry does not answer, with ``retry_after`` seconds)."""

@@ -288,3 +288,31 @@ class ImageImportForm(forms.Form):
 class ImageRenameForm(forms.Form):
     name = forms.CharField(label=_("Image name"), max_length=64)
     note = forms.CharField(label=_("Note"), max_length=500, required=False)
+
+
+class SnapshotCreateForm(forms.Form):
+    """The instance page's "Take a snapshot": the same service as ``POST …/snapshots/`` in the API."""
+
+    name = forms.CharField(
+        label=_("Snapshot name"),
+        max_length=64,
+        required=False,
+        help_text=_("Empty: the date and time."),
+        widget=forms.TextInput(attrs={"placeholder": _("before the upgrade")}),
+    )
+
+
+class SnapshotScheduleForm(forms.Form):
+    """The instance page's snapshot schedule: every N hours, keep the last K; 0 hours turns it off."""
+
+    every_hours = forms.IntegerField(
+        label=_("Every (hours)"), min_value=0, max_value=168, help_text=_("0: no scheduled snapshots.")
+    )
+    keep = forms.IntegerField(label=_("Keep the last"), min_value=1, max_value=100, initial=3)
+
+
+class CloneForm(forms.Form):
+    """The instance page's "Clone": a new instance with this one's image and a copy of its disk."""
+
+    name = forms.CharField(label=_("New instance's name"), max_length=64, required=False)
+    snapshot = forms.CharField(max_length=40, required=False)

@@ -505,6 +505,124 @@ class InstanceSecret(models.Model):
         return f"{self.secret_id} for {self.instance_id}"
 
 
+class Snapshot(models.Model):
+    """A copy of an instance's disk (``/home/user``), taken by hand or by its schedule, restored into the
+    same instance while it is stopped, or copied into a new instance (a clone).
+
+    It belongs to the instance's account (``owner``: who pays, per GB-day while it exists,
+    ``snapshot_meter_ref``) and lives and dies with the instance: releasing the instance deletes its
+    snapshots, as AutoDL does, because the provider keeps them beside the disk they copy. ``name`` is
+    the provider-side name (``slug``, unique); ``label`` is what the owner calls it.
+    """
+
+    class Status(models.TextChoices):
+        CREATING = "creating", _("Creating")  # the provider copies the disk; ``progress`` says how far
+        READY = "ready", _("Ready")  # kept and billed; may be restored or cloned
+        RESTORING = "restoring", _("Restoring")  # copied back over the (stopped) instance's disk
+        FAILED = "failed", _("Failed")  # the copy did not finish: ``status_reason`` says why; not billed
+        DELETING = "deleting", _("Deleting")  # no longer billed; the provider removes the copy
+        DELETED = "deleted", _("Deleted")  # gone (kept as a row for the history)
+
+    class Kind(models.TextChoices):
+        MANUAL = "manual", _("Manual")
+        SCHEDULED = "scheduled", _("Scheduled")  # made by the instance's schedule; retention deletes it
+
+    BADGE_COLOURS = {
+        Status.CREATING: "blue",
+        Status.READY: "green",
+        Status.RESTORING: "yellow",
+        Status.FAILED: "red",
+        Status.DELETING: "yellow",
+        Status.DELETED: "",
+    }
+    # Snapshots the owner sees in lists (a deleted one is history only).
+    LIVE = (Status.CREATING, Status.READY, Status.RESTORING, Status.FAILED, Status.DELETING)
+
+    slug = models.SlugField(unique=True)
+    label = models.CharField(_("name"), max_length=64)
+    instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="snapshots")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="snapshots", verbose_name=_("owner")
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("taken by"),
+    )
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.MANUAL)
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.CREATING)
+    # A stored message (core.messages): why a snapshot or its restore failed.
+    status_reason = models.TextField(_("reason"), blank=True)
+    progress = models.PositiveSmallIntegerField(_("progress (%)"), default=0)
+    size_bytes = models.PositiveBigIntegerField(_("size (bytes)"), default=0)
+    # What the provider answered at its creation (handed back at restore and delete): opaque here.
+    provider_state = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(_("created"), default=timezone.now)
+    ready_at = models.DateTimeField(_("ready"), null=True, blank=True)
+    restored_at = models.DateTimeField(_("last restored"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name = _("snapshot")
+        verbose_name_plural = _("snapshots")
+        indexes = [models.Index(fields=["instance", "status"], name="instances_snapshot_inst_st")]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def status_reason_text(self) -> str:
+        return shown(self.status_reason)
+
+    @property
+    def badge_colour(self) -> str:
+        return self.BADGE_COLOURS.get(self.status, "")
+
+    @property
+    def busy(self) -> bool:
+        return self.status in (self.Status.CREATING, self.Status.RESTORING, self.Status.DELETING)
+
+
+class SnapshotSchedule(models.Model):
+    """An instance's scheduled snapshots: one every ``every_hours``, keeping the newest ``keep`` scheduled
+    ones (manual snapshots are never deleted by it). ``next_at`` moves forward by compare-and-set before
+    a snapshot is taken, so a beat tick run twice takes one."""
+
+    instance = models.OneToOneField(Instance, on_delete=models.CASCADE, related_name="snapshot_schedule")
+    every_hours = models.PositiveSmallIntegerField(_("every (hours)"))
+    keep = models.PositiveSmallIntegerField(_("keep the last"))
+    next_at = models.DateTimeField(_("next snapshot"))
+
+    class Meta:
+        verbose_name = _("snapshot schedule")
+        verbose_name_plural = _("snapshot schedules")
+        constraints = [
+            models.CheckConstraint(condition=models.Q(every_hours__gte=1), name="instances_snapsched_every"),
+            models.CheckConstraint(condition=models.Q(keep__gte=1), name="instances_snapsched_keep"),
+        ]
+
+    def __str__(self) -> str:
+        return f"every {self.every_hours} h, keep {self.keep}"
+
+
+class InstanceClone(models.Model):
+    """Where a clone's disk comes from: the snapshot of another instance (same account, same region) its
+    provider copies at ``create`` (``InstanceSpec.disk_from``)."""
+
+    instance = models.OneToOneField(Instance, on_delete=models.CASCADE, related_name="clone_source")
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="clones")
+
+    class Meta:
+        verbose_name = _("clone")
+        verbose_name_plural = _("clones")
+
+    def __str__(self) -> str:
+        return f"{self.instance_id} from {self.snapshot_id}"
+
+
 class InstanceEvent(EventReasonMixin, models.Model):
     """One change of an instance's status, with why: the timeline users see and the clock billing reads.
 

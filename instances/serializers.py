@@ -29,8 +29,9 @@ from instances.capacity import reservations
 from instances.catalogue_cache import catalogue_active
 from instances.hooks import volume_hooks
 from instances.images import image_launchable_for
-from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation
+from instances.models import GpuModel, Image, Instance, InstanceEvent, QuotaRequest, Region, Reservation, Snapshot
 from instances.services.images import image_billed_gb
+from instances.services.snapshots import snapshot_billed_gb
 from providers.base import BOOT_STAGES
 from vault.selectors import secret_list_for
 
@@ -709,3 +710,70 @@ class ImageRenameSerializer(serializers.Serializer):
 
 class ImageShareSerializer(serializers.Serializer):
     shared = serializers.BooleanField(help_text="true: every member of the team sees it and may launch from it")
+
+
+class SnapshotSerializer(serializers.ModelSerializer):
+    """A snapshot of an instance's disk: its state, how far the copy has got, what it takes and bills."""
+
+    id = serializers.CharField(source="slug", read_only=True)
+    name = serializers.CharField(source="label", read_only=True)
+    instance = serializers.UUIDField(source="instance_id", read_only=True)
+    status_reason = serializers.SerializerMethodField()
+    billed_gb = serializers.SerializerMethodField(help_text="GB (GiB, rounded up) billed per day while it exists")
+    taken_by = serializers.CharField(source="created_by.username", read_only=True, default="")
+
+    class Meta:
+        model = Snapshot
+        fields = [
+            "id",
+            "name",
+            "instance",
+            "kind",
+            "status",
+            "status_reason",
+            "progress",
+            "size_bytes",
+            "billed_gb",
+            "taken_by",
+            "created_at",
+            "ready_at",
+            "restored_at",
+        ]
+        read_only_fields = fields
+
+    def get_status_reason(self, snapshot: Snapshot) -> str:
+        return shown(snapshot.status_reason)
+
+    def get_billed_gb(self, snapshot: Snapshot) -> int:
+        if snapshot.status in (Snapshot.Status.READY, Snapshot.Status.RESTORING):
+            return snapshot_billed_gb(snapshot.size_bytes)
+        return 0
+
+
+class SnapshotCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+
+
+class SnapshotScheduleSerializer(serializers.Serializer):
+    every_hours = serializers.IntegerField(
+        min_value=0, max_value=168, allow_null=True, help_text="hours between snapshots; 0 or null: no schedule"
+    )
+    keep = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.INSTANCES_SNAPSHOTS_MAX,
+        required=False,
+        default=1,
+        help_text="scheduled snapshots kept",
+    )
+    next_at = serializers.DateTimeField(read_only=True, allow_null=True)
+
+
+class CloneSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    snapshot = serializers.CharField(
+        max_length=40,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="a ready snapshot's id; empty: one taken now",
+    )

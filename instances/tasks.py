@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError
 from core.tasks import OperationTask
 from instances import quota, reconciler, services
 from instances.capacity import preemption, reservations, start_queue
-from instances.models import Image, Instance, Node
+from instances.models import Image, Instance, Node, Snapshot
 from providers import BackendError, TransientBackendError, backend_aliases
 
 logger = logging.getLogger(__name__)
@@ -106,6 +106,40 @@ def image_save_task(image_id: int) -> None:
 def image_registry_delete_task(image_id: int) -> bool:
     """A deleted image's manifest out of the registry (best effort: ``image_registry_delete``)."""
     return services.image_registry_delete(image_id=image_id)
+
+
+@shared_task(
+    base=OperationTask,
+    fails="instances.services.snapshot_fail",
+    fails_during=(Snapshot.Status.CREATING,),
+    **RETRY,
+)
+def snapshot_create_task(snapshot_id: int) -> None:
+    """Copy an instance's disk (``snapshot_create_execute``); a final failure fails the snapshot."""
+    services.snapshot_create_execute(snapshot_id=snapshot_id)
+
+
+@shared_task(
+    base=OperationTask,
+    fails="instances.services.snapshot_fail",
+    fails_during=(Snapshot.Status.RESTORING,),
+    **RETRY,
+)
+def snapshot_restore_task(snapshot_id: int) -> None:
+    """Copy a snapshot back over its stopped instance's disk (``snapshot_restore_execute``)."""
+    services.snapshot_restore_execute(snapshot_id=snapshot_id)
+
+
+@shared_task(**RETRY)
+def snapshot_delete_task(snapshot_id: int) -> None:
+    """Remove a deleted snapshot's copy from the provider (``snapshot_delete_execute``)."""
+    services.snapshot_delete_execute(snapshot_id=snapshot_id)
+
+
+@shared_task(acks_late=True)
+def snapshots_scheduled_task() -> dict:
+    """The beat's pass over snapshot schedules that are due (``snapshots_scheduled``)."""
+    return services.snapshots_scheduled()
 
 
 @shared_task(**RETRY)

@@ -18,6 +18,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import filesizeformat
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
@@ -36,6 +37,7 @@ from instances.boot import boot_timeline
 from instances.capacity import resize, start_queue
 from instances.forms import (
     AutoStopForm,
+    CloneForm,
     ImageImportForm,
     ImageRenameForm,
     ImageSaveForm,
@@ -45,10 +47,12 @@ from instances.forms import (
     QuotaRequestForm,
     RenameForm,
     ResizeForm,
+    SnapshotCreateForm,
+    SnapshotScheduleForm,
 )
 from instances.hooks import gpu_metrics_hooks, volume_hooks
 from instances.images import image_access, images_saved_for
-from instances.models import Image, Instance, QuotaRequest, Region
+from instances.models import Image, Instance, QuotaRequest, Region, Snapshot, SnapshotSchedule
 from instances.quota import account_label, quota_request_approve, quota_request_create, quota_request_deny
 from teams.access import Access
 from teams.roles import Permission
@@ -187,6 +191,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         or instance.status == Instance.Status.FAILED,
         "rename_form": RenameForm(initial={"name": instance.name}),
         "image_save_form": ImageSaveForm(),
+        **_snapshots_context(instance),
         "saved_images": _saved_from(request, instance),
         "auto_stop_form": AutoStopForm(
             initial={"at": instance.auto_stop_at, "idle_minutes": instance.auto_stop_idle_minutes}
@@ -603,3 +608,117 @@ def image_change(request: HttpRequest, slug: str, action: str) -> HttpResponse:
     except errors.InstanceError as exc:
         messages.error(request, exc.message)
     return redirect("images")
+
+
+# --- Snapshots of the disk, and clones ---------------------------------------------------------------------
+
+SNAPSHOT_ACTIONS = ("restore", "delete")
+
+
+def _snapshots_context(instance: Instance) -> dict:
+    """The instance page's Snapshots card: its live snapshots (two queries), its schedule, the forms, and
+    whether its region snapshots at all (read from the provider's class, never asked)."""
+    if instance.status == Instance.Status.RELEASED:
+        return {"snapshots": [], "snapshots_supported": False}
+    rows = list(instance.snapshots.filter(status__in=Snapshot.LIVE).select_related("created_by"))
+    schedule = SnapshotSchedule.objects.filter(instance=instance).first()
+    return {
+        "snapshots": rows,
+        "snapshots_busy": any(row.busy for row in rows),
+        "snapshots_supported": services.snapshots_supported(instance),
+        "snapshot_schedule": schedule,
+        "snapshot_form": SnapshotCreateForm(),
+        "snapshot_schedule_form": SnapshotScheduleForm(
+            initial={"every_hours": schedule.every_hours, "keep": schedule.keep} if schedule else {"every_hours": 0}
+        ),
+        "snapshot_price_fen": settings.INSTANCES_SNAPSHOT_PRICE_FEN_PER_GB_DAY,
+        "clone_form": CloneForm(initial={"name": f"{instance.name}-clone"[:64]}),
+    }
+
+
+@instance_form_change(
+    form=lambda request, instance: SnapshotCreateForm(request.POST),
+    invalid=gettext_lazy("A snapshot's name is at most 64 characters."),
+)
+def instance_snapshot_create(request: HttpRequest, instance: Instance, data: dict) -> str:
+    """The instance page's "Take a snapshot": the same service as ``POST …/snapshots/`` in the API."""
+    snapshot = services.snapshot_create(instance=instance, actor=request.user, label=data["name"])
+    return _("Taking snapshot %(name)s: its progress shows below.") % {"name": snapshot.label}
+
+
+@instance_form_change(
+    form=lambda request, instance: SnapshotScheduleForm(request.POST),
+    invalid=gettext_lazy("Every 0 to 168 hours, keeping 1 or more."),
+)
+def instance_snapshot_schedule(request: HttpRequest, instance: Instance, data: dict) -> str:
+    schedule = services.snapshot_schedule_set(instance=instance, every_hours=data["every_hours"], keep=data["keep"])
+    if schedule is None:
+        return _("Scheduled snapshots are off.")
+    return _("A snapshot every %(hours)d hours, keeping the last %(keep)d.") % {
+        "hours": schedule.every_hours,
+        "keep": schedule.keep,
+    }
+
+
+@login_required
+@require_POST
+def instance_clone(request: HttpRequest, pk) -> HttpResponse:
+    """The instance page's "Clone": the same service as ``POST …/clone/`` in the API; opens the new one."""
+    instance = _operable(request, pk)
+    if isinstance(instance, HttpResponse):
+        return instance
+    form = CloneForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, _("A name is at most 64 characters."))
+        return redirect("instance_detail", pk=instance.pk)
+    try:
+        require_launch(request)
+        snapshot = None
+        if form.cleaned_data["snapshot"]:
+            snapshot = instance.snapshots.filter(slug=form.cleaned_data["snapshot"]).first()
+            if snapshot is None:
+                raise Http404
+        clone = services.instance_clone(
+            instance=instance, actor=request.user, name=form.cleaned_data["name"], snapshot=snapshot
+        )
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    except errors.InstanceError as exc:
+        messages.error(request, exc.message)
+        return redirect("instance_detail", pk=instance.pk)
+    messages.success(request, _("Cloning %(name)s: its disk is copied, then it boots.") % {"name": instance.name})
+    return redirect("instance_detail", pk=clone.pk)
+
+
+@login_required
+@require_POST
+def snapshot_change(request: HttpRequest, slug: str, action: str) -> HttpResponse:
+    """Restore or delete a snapshot from its instance's page: the API's services."""
+    principal, _membership = acting(request)
+    try:
+        require_view(request)
+    except errors.NotPermitted:
+        raise Http404 from None
+    visible = selectors.instance_list_for(user=principal, include_released=True).values("pk")
+    snapshot = get_object_or_404(
+        Snapshot.objects.select_related("instance").filter(
+            owner=principal, instance__in=visible, status__in=Snapshot.LIVE
+        ),
+        slug=slug,
+    )
+    try:
+        require_operate(request, snapshot.instance)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    try:
+        if action == "restore":
+            services.snapshot_restore(snapshot=snapshot, actor=request.user)
+            messages.success(
+                request, _("Restoring %(name)s: start the instance once it is done.") % {"name": snapshot.label}
+            )
+        else:
+            services.snapshot_delete(snapshot=snapshot)
+            messages.success(request, _("Snapshot %(name)s deleted.") % {"name": snapshot.label})
+    except errors.InstanceError as exc:
+        messages.error(request, exc.message)
+    return redirect(f"{reverse('instance_detail', args=[snapshot.instance_id])}#snapshots")

@@ -194,6 +194,10 @@ class InstanceSpec:
     # The owner's secrets chosen for this machine, decrypted for this boot (``SecretValue``). Left out of
     # the repr, so a logged spec shows no value.
     secrets: tuple[SecretValue, ...] = field(default=(), repr=False)
+    # A clone's disk: ``{"key": source machine's key, "snapshot": the snapshot's name, "state": what
+    # ``snapshot_create`` returned}``; ``create`` makes the new machine's disk a copy of that snapshot
+    # (SnapshotsCapability). None: a new, empty disk.
+    disk_from: dict | None = None
     # The owner's login to the registry of an image they imported, when they saved one for its host.
     image_login: RegistryLogin | None = field(default=None, repr=False)
 
@@ -345,6 +349,7 @@ class ProvisioningBackend:
     requeues_preempted: bool = False
     supports_cluster_resize: bool = False  # ClusterResizeCapability
     supports_image_save: bool = False  # ImagesCapability
+    supports_snapshots: bool = False  # SnapshotsCapability
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
         self.alias = alias
@@ -444,6 +449,16 @@ class ProvisioningBackend:
         """Without ImagesCapability: a machine cannot be saved as an image here (the console refuses
         before asking, ``image_save_not_supported``)."""
         raise PermanentBackendError("This provider cannot save a machine as an image.")
+
+    def snapshot_create(self, *, key: str, state: dict, snapshot: str, progress=None) -> dict:
+        """Without SnapshotsCapability: the console refuses before asking (``snapshots_not_supported``)."""
+        raise PermanentBackendError("This provider cannot snapshot a machine's disk.")
+
+    def snapshot_restore(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        raise PermanentBackendError("This provider cannot snapshot a machine's disk.")
+
+    def snapshot_delete(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        raise PermanentBackendError("This provider cannot snapshot a machine's disk.")
 
     # Without EntryPointsCapability: nothing to reach.
 
@@ -599,4 +614,32 @@ class ImagesCapability:
 
     def image_save(self, *, key: str, state: dict, repository: str, tag: str) -> dict:
         """Commit machine ``key`` and push it to ``repository:tag`` (see the class's docstring)."""
+        raise NotImplementedError
+
+
+class SnapshotsCapability:
+    """Snapshots of a machine's disk (``/home/user``): taken, restored into the same machine, deleted,
+    and copied into a new machine (a clone: ``InstanceSpec.disk_from`` at ``create``).
+
+    - ``snapshot_create`` copies machine ``key``'s disk (running or stopped) under the name
+      ``snapshot`` (chosen by the console, unique); a running machine's disk is made consistent first
+      (frozen for the copy, or the engine's own crash-consistent snapshot). ``progress``, when given, is
+      called with a percentage (0 … 100) now and then. Returns ``{"size_bytes": n, …}``: what the copy
+      takes (billed), plus anything the provider needs later (the console hands it back as
+      ``snapshot_state``). Repeats are harmless: a snapshot that exists answers its figures again.
+    - ``snapshot_restore`` replaces the disk of stopped machine ``key`` with the snapshot's content;
+      a running machine is a ``PermanentBackendError`` (the console stops it first or refuses).
+    - ``snapshot_delete`` removes the copy; already gone is done. Releasing the machine removes its
+      snapshots with it.
+    """
+
+    supports_snapshots: bool = True
+
+    def snapshot_create(self, *, key: str, state: dict, snapshot: str, progress=None) -> dict:
+        raise NotImplementedError
+
+    def snapshot_restore(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        raise NotImplementedError
+
+    def snapshot_delete(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
         raise NotImplementedError

@@ -343,6 +343,14 @@ INSTANCES_IMAGE_SAVE_DEADLINE_S = int(os.environ.get("INSTANCES_IMAGE_SAVE_DEADL
 INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY = int(
     os.environ.get("INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY", str(INSTANCES_DISK_PRICE_FEN_PER_GB_DAY))
 )
+# A snapshot of an instance's disk, per GB-day (GiB, rounded up) while it exists: a disk's price by default.
+INSTANCES_SNAPSHOT_PRICE_FEN_PER_GB_DAY = int(
+    os.environ.get("INSTANCES_SNAPSHOT_PRICE_FEN_PER_GB_DAY", str(INSTANCES_DISK_PRICE_FEN_PER_GB_DAY))
+)
+# A snapshot or restore whose task vanished fails after this long (the owner takes or restores it again).
+INSTANCES_SNAPSHOT_DEADLINE_S = int(os.environ.get("INSTANCES_SNAPSHOT_DEADLINE_S", "3600"))
+# The most snapshots one instance keeps (manual and scheduled together).
+INSTANCES_SNAPSHOTS_MAX = int(os.environ.get("INSTANCES_SNAPSHOTS_MAX", "20"))
 # Bring your own image: the registries (hosts, with their port) an account may import images from, and
 # pull them from at launch; empty: the console's own registry alone. Those on plain HTTP (no TLS): the
 # console's own when CONSOLE_REGISTRY_TLS_VERIFY is off, and these. An import reads the image's manifest
@@ -380,6 +388,11 @@ INSTANCES_QUOTA_REVIEW_SLA_MIN = int(os.environ.get("INSTANCES_QUOTA_REVIEW_SLA_
 INSTANCES_AUTO_STOP_WARNING_S = int(os.environ.get("INSTANCES_AUTO_STOP_WARNING_S", "600"))
 CELERY_BEAT_SCHEDULE.update(
     {
+        # Scheduled snapshots that are due, and retention (idempotent: a schedule's next time moves by CAS).
+        "instances-snapshots-scheduled": {
+            "task": "instances.tasks.snapshots_scheduled_task",
+            "schedule": 300.0,
+        },
         "instances-reconcile": {
             "task": "instances.tasks.instances_reconcile_task",
             "schedule": float(INSTANCES_RECONCILE_INTERVAL_S),

@@ -69,6 +69,7 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
     "POST /api/v1/secrets/": ({"name", "value"}, _SECRET),
     "PUT /api/v1/secrets/{name}/": ({"value"}, _SECRET),
     "PUT /api/v1/instances/{id}/secrets/": ({"secrets"}, _ROWS + " (the names of your secrets)"),
+    "POST /api/v1/instances/{id}/clone/": ({"snapshot"}, _ROWS + " (snapshot: a ready snapshot of this instance)"),
     "POST /api/v1/images/import/": (
         {"reference", "name", "tag", "note"},
         "an image reference on a registry the operator allows; a name and tag as a saved image's",

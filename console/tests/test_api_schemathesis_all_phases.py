@@ -62,6 +62,7 @@ VALID_MAY_BE_REFUSED: dict[str, str] = {
     "POST /api/v1/secrets/": _SECRET,
     "PUT /api/v1/secrets/{name}/": _SECRET,
     "PUT /api/v1/instances/{id}/secrets/": _ROWS + " (the names of your secrets)",
+    "POST /api/v1/instances/{id}/clone/": _ROWS + " (snapshot: a ready snapshot of this instance)",
 }
 
 

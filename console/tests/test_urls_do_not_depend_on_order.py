@@ -34,8 +34,8 @@ PROJECT_APPS = {
     "teams",
 }
 # A sample value for a converter: the first of these its regex takes whole (a verb for the instance
-# actions' and the saved images' converters, a slug for the others).
-CANDIDATES = (str(uuid.UUID(int=7)), "7", "sample-slug", "stop", "share", "a/b")
+# actions', the saved images' and the snapshots' converters, a slug for the others).
+CANDIDATES = (str(uuid.UUID(int=7)), "7", "sample-slug", "stop", "share", "delete", "a/b")
 CONVERTER = re.compile(r"<(?:[^>:]+:)?(?P<name>[^>]+)>")
 
 

@@ -19,13 +19,16 @@ One module per job, importing one way (``common`` at the bottom, so the split ha
 - ``operations``: stop, start, restart, release, rename;
 - ``autostop``: stop at a time or after idle minutes, with a warning first;
 - ``images``: save an instance as an image of its account, rename, share and delete it;
-- ``image_import``: bring your own image (inspected in a registry the operator allows).
+- ``image_import``: bring your own image (inspected in a registry the operator allows);
+- ``snapshots``: snapshots of an instance's disk (by hand, on a schedule), restore, delete;
+- ``clone``: a new instance with another's image and a copy of its disk.
 
 This package re-exports their public verbs, so callers (and tasks named by dotted path, such as
 ``instances.services.instance_operation_fail``) import from ``instances.services`` as before.
 """
 
 from instances.services.autostop import instance_auto_stop_set, instance_auto_stop_snooze, instances_auto_stop
+from instances.services.clone import instance_clone
 from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
 from instances.services.image_import import image_import, image_reference_parse, images_allowed_registries
@@ -50,6 +53,18 @@ from instances.services.operations import (
     instance_stop,
     instances_stop_for_funds,
 )
+from instances.services.snapshots import (
+    snapshot_create,
+    snapshot_create_execute,
+    snapshot_delete,
+    snapshot_delete_execute,
+    snapshot_fail,
+    snapshot_restore,
+    snapshot_restore_execute,
+    snapshot_schedule_set,
+    snapshots_scheduled,
+    snapshots_supported,
+)
 from instances.services.sync import instance_abandon, instance_operation_fail, instance_sync
 
 __all__ = [
@@ -71,6 +86,7 @@ __all__ = [
     "instance_abandon",
     "instance_auto_stop_set",
     "instance_auto_stop_snooze",
+    "instance_clone",
     "instance_hourly_price",
     "instance_launch",
     "instance_operation_execute",
@@ -89,4 +105,14 @@ __all__ = [
     "nodes_ensure",
     "nodes_sync",
     "region_nodes_sync",
+    "snapshot_create",
+    "snapshot_create_execute",
+    "snapshot_delete",
+    "snapshot_delete_execute",
+    "snapshot_fail",
+    "snapshot_restore",
+    "snapshot_restore_execute",
+    "snapshot_schedule_set",
+    "snapshots_scheduled",
+    "snapshots_supported",
 ]

@@ -24,7 +24,7 @@ from instances.errors import LaunchInvalid, RealNameMissing
 from instances.hooks import volume_hooks
 from instances.lifecycle import ALLOWED, instance_events_write, instance_notify
 from instances.members import member_limits_check
-from instances.models import GpuModel, Image, Instance, Region
+from instances.models import GpuModel, Image, Instance, InstanceClone, Region, Snapshot
 from instances.quota import quota_check
 from instances.services.common import (
     S,
@@ -39,7 +39,7 @@ from instances.services.common import (
 from instances.services.fleet import _nodes_ensure
 from instances.services.placement import _gpus_reserve_for, _gpus_reserve_nodes_for
 from instances.services.sync import _launch_fail, instance_sync
-from providers import AppLaunch, Observed, PermanentBackendError, backend_aliases, get_backend
+from providers import AppLaunch, Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 from teams.models import TeamEvent
 from teams.services import team_event_record
 
@@ -285,7 +285,11 @@ def instance_provision(*, instance_id) -> bool:
         return True
     backend = get_backend(instance.backend_alias)
     try:
-        state = backend.create(key=instance.key, spec=_spec(instance))
+        spec = _spec(instance)
+        disk_from = clone_disk_from(instance=instance)
+        if disk_from is not None:
+            spec = dataclasses.replace(spec, disk_from=disk_from)
+        state = backend.create(key=instance.key, spec=spec)
     except PermanentBackendError as exc:
         _launch_fail(instance=instance, reason=str(exc))
         return False
@@ -298,3 +302,18 @@ def instance_provision(*, instance_id) -> bool:
         instance.backend_state = state
         return instance_sync(instance_id=instance.pk, instance=instance, observation=observation)
     return instance_sync(instance_id=instance.pk)
+
+
+def clone_disk_from(*, instance: Instance) -> dict | None:
+    """The ``InstanceSpec.disk_from`` of a clone being created (None for any other instance). Raises
+    ``TransientBackendError`` while its snapshot is being made (the provision task retries) and
+    ``PermanentBackendError`` when it failed or was deleted (the launch fails, nothing billed)."""
+    source = InstanceClone.objects.select_related("snapshot__instance").filter(instance_id=instance.pk).first()
+    if source is None:
+        return None
+    snapshot = source.snapshot
+    if snapshot.status == Snapshot.Status.CREATING:
+        raise TransientBackendError("The snapshot to clone from is still being made.")
+    if snapshot.status not in (Snapshot.Status.READY, Snapshot.Status.RESTORING):
+        raise PermanentBackendError("The snapshot to clone from failed or was deleted.")
+    return {"key": snapshot.instance.key, "snapshot": snapshot.slug, "state": snapshot.provider_state}

@@ -27,6 +27,7 @@ from instances.services.common import (
 )
 from instances.services.fleet import _nodes_ensure
 from instances.services.placement import _instance_place
+from instances.services.snapshots import snapshot_restoring, snapshots_end_with_instance
 from instances.services.sync import instance_sync
 from providers import PermanentBackendError, get_backend
 from teams.models import TeamEvent
@@ -134,6 +135,8 @@ def instance_start(*, instance: Instance, reason: str = "", actor=None, no_gpu: 
         if instance.no_gpu and instance.status in (S.STARTING, S.RUNNING):
             return instance  # asked twice: already under way, or done
         _refuse(instance, _("Only a stopped instance can start without GPU; this one is %(status)s."))
+    if instance.status in (S.STOPPED, S.PREEMPTED) and snapshot_restoring(instance=instance):
+        _refuse(instance, _("A snapshot is being restored into this instance: start it once the restore is done."))
     return _operation_request(OPERATIONS["start"], instance=instance, reason=reason, actor=actor, no_gpu=no_gpu)
 
 
@@ -143,8 +146,13 @@ def instance_restart(*, instance: Instance, reason: str = "", actor=None) -> Ins
 
 
 def instance_release(*, instance: Instance, reason: str = "", actor=None) -> Instance:
-    """Destroy the instance and its disk; billing closes now. Releasing twice is harmless."""
-    return _operation_request(OPERATIONS["release"], instance=instance, reason=reason, actor=actor)
+    """Destroy the instance and its disk, its snapshots with it; billing closes now. Releasing twice is
+    harmless."""
+    with transaction.atomic():
+        released = _operation_request(OPERATIONS["release"], instance=instance, reason=reason, actor=actor)
+        if released.status in (S.RELEASING, S.RELEASED):
+            snapshots_end_with_instance(instance_id=instance.pk)
+    return released
 
 
 def instance_rename(*, instance: Instance, name: str) -> Instance:

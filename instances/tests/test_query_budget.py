@@ -101,11 +101,12 @@ def test_a_list_of_deployments_takes_as_many_queries_for_25_as_for_5(alice, alic
     assert few <= 6
 
 
-@pytest.mark.parametrize(("page", "budget"), [("/instances/{pk}/", 13), ("/api/v1/instances/{pk}/", 5)])
+@pytest.mark.parametrize(("page", "budget"), [("/instances/{pk}/", 15), ("/api/v1/instances/{pk}/", 5)])
 def test_an_instance_page_takes_a_fixed_few_queries(alice, alice_client, catalogue, page, budget):
     # The page: the session, the user, the instance, its events, volumes, keys, cap, owed and balance,
     # the owner's secrets with the instance's choice (one, since secrets: was 11), the images saved from
-    # it (one); the header: the teams switcher's memberships and the bell's unread count.
+    # it (one), its snapshots and its snapshot schedule (two, since snapshots: was 13); the header: the
+    # teams switcher's memberships and the bell's unread count.
     (instance,) = _make(alice, 1)
     assert _queries(alice_client, page.format(pk=instance.pk)) <= budget
 
@@ -127,7 +128,7 @@ def test_a_launch_takes_a_fixed_few_queries_in_the_request_and_in_the_worker(ric
     # region's nodes are known, the quota (its lock, then grant and usage), the funds, the spending guard
     # (a hard-capped budget: instances.hooks.spend_guard), the cards, the instance and its events, and a
     # savepoint around them. The worker: the instance and its boot spec
-    # (keys, volumes), the simulated cloud's machine, the state, the poll, and the move to RUNNING with
-    # its event, price and meter.
+    # (keys, volumes), whether it is a clone (its disk's snapshot: one, since snapshots: was 17), the
+    # simulated cloud's machine, the state, the poll, and the move to RUNNING with its event, price and meter.
     assert len(request) <= 15
-    assert len(worker) <= 17
+    assert len(worker) <= 18

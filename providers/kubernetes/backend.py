@@ -34,6 +34,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SnapshotsCapability,
     SshTarget,
     TransientBackendError,
     VolumesCapability,
@@ -73,6 +74,7 @@ from providers.kubernetes.observation import (
     observe_pod,
     pod_ready,
 )
+from providers.kubernetes.snapshots import KubeSnapshots
 from providers.kubernetes.volumes import KubeVolumes
 
 logger = logging.getLogger(__name__)
@@ -83,10 +85,12 @@ CODE_SERVER_COOKIE = "code-server-session"
 class KubernetesBackend(
     KubeClusters,
     KubeVolumes,
+    KubeSnapshots,
     ClustersCapability,
     VolumesCapability,
     EntryPointsCapability,
     GpuMetricsCapability,
+    SnapshotsCapability,
     ProvisioningBackend,
 ):
     """A namespace of a Kubernetes cluster: one machine is a StatefulSet of one pod with its disk.
@@ -370,6 +374,8 @@ class KubernetesBackend(
         self._delete(self.core.delete_namespaced_secret, f"{name}-secrets", namespace=ns)
         self._delete(self.core.delete_namespaced_secret, f"{name}-user-secrets", namespace=ns)
         self._delete(self.core.delete_namespaced_persistent_volume_claim, f"{name}-home", namespace=ns)
+        if self.supports_snapshots:
+            self.snapshots_destroy(key=key, ns=ns)  # its snapshots go with it
 
     def poll(self, *, key: str, state: dict) -> Observation:
         if state.get("cluster"):

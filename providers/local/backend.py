@@ -53,6 +53,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SnapshotsCapability,
     SshTarget,
     TransientBackendError,
     VolumesCapability,
@@ -100,7 +101,12 @@ _OVERALL = {
 
 
 class LocalBackend(
-    VolumesCapability, EntryPointsCapability, GpuMetricsCapability, ImagesCapability, ProvisioningBackend
+    VolumesCapability,
+    EntryPointsCapability,
+    GpuMetricsCapability,
+    ImagesCapability,
+    SnapshotsCapability,
+    ProvisioningBackend,
 ):
     # No ClustersCapability: one host is one node, so the console refuses a multi-node cluster here.
     supports_shared_write = True  # one host, one filesystem: every instance sees the same directory
@@ -237,6 +243,9 @@ class LocalBackend(
                 "memory_gb": spec.memory_gb,
                 "disk_gb": spec.disk_gb,
             }
+        if spec.disk_from and self._meta(key) is None:  # a clone: its disk starts as the snapshot's copy
+            source_key, snapshot = str(spec.disk_from["key"]), str(spec.disk_from["snapshot"])
+            self._call(lambda k: self.runtime.disk_seed(k, source_key=source_key, snapshot=snapshot), key)
         return self._start(
             key,
             owner_ref=spec.owner_ref,
@@ -325,6 +334,19 @@ class LocalBackend(
         runtime = self.runtime
         saved = self._call(lambda k: runtime.image_save(k, repository=repository, tag=tag, auth_file=auth_file), key)
         return {"digest": saved["digest"], "size_bytes": int(saved["size_bytes"])}
+
+    # --- snapshots of the disk (SnapshotsCapability) ----------------------------------------------------
+
+    def snapshot_create(self, *, key: str, state: dict, snapshot: str, progress=None) -> dict:
+        """A copy of ``home.img`` (containers; sparse, frozen while it runs) or of ``home/`` (processes)."""
+        size = self._call(lambda k: self.runtime.snapshot_create(k, snapshot, progress), key)
+        return {"size_bytes": int(size)}
+
+    def snapshot_restore(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        self._call(lambda k: self.runtime.snapshot_restore(k, snapshot), key)
+
+    def snapshot_delete(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        self._call(lambda k: self.runtime.snapshot_delete(k, snapshot), key)
 
     def poll(self, *, key: str, state: dict) -> Observation:
         try:

@@ -34,6 +34,8 @@ a machine that does not fit; a lost node takes its machines with it. Faults are 
         "FAIL_PULL": 0.0,              # share of pulls that fail half-way (the boot fails: nothing billed)
         "IMAGE_SAVE_CHANGE_BYTES": 268435456,  # what a saved image adds to the one its machine booted
         "FAIL_IMAGE_SAVE": 0.0,        # share of saves as image refused for good
+        "DISK_USED_BYTES": 1073741824, # what a machine's disk holds, so what a snapshot of it takes
+        "FAIL_SNAPSHOT": 0.0,          # share of snapshots refused for good
     }
 
 A boot goes through the contract's stages (``BOOT_STAGES``) as a container host's would: placed,
@@ -86,6 +88,7 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SnapshotsCapability,
     SshTarget,
     TransientBackendError,
     VolumeMount,
@@ -113,6 +116,7 @@ class SimulatedBackend(
     VolumesCapability,
     GpuMetricsCapability,
     ImagesCapability,
+    SnapshotsCapability,
     ProvisioningBackend,
 ):
     """The simulated cloud (see the module's docstring); no entry points: there is nothing to log in to."""
@@ -389,6 +393,7 @@ class SimulatedBackend(
                         "volumes": _mounts_json(spec.volumes),
                         "nodes": spec.nodes,
                         "peers": list(peers),
+                        **({"cloned_from": dict(spec.disk_from)} if spec.disk_from else {}),
                     },
                     ready_at=None if self._roll("HANG_CREATE") else ready_at,
                 )
@@ -553,6 +558,55 @@ class SimulatedBackend(
             machine.spec = {**machine.spec, "saved_images": saved}
             machine.save(update_fields=["spec"])
         return {"digest": digest, "size_bytes": size}
+
+    # --- snapshots: recorded on the machine's spec (``snapshots``, ``restored_from``) -------------------
+
+    def _disk_machine(self, key: str):
+        machine = self._machines().select_for_update(of=("self",)).select_related("node").filter(key=key).first()
+        if machine is None or (machine.node is not None and self._is_lost(machine.node)):
+            raise PermanentBackendError("The machine no longer exists.")
+        return machine
+
+    def snapshot_create(self, *, key: str, state: dict, snapshot: str, progress=None) -> dict:
+        """A simulated snapshot: it takes what the disk holds (``DISK_USED_BYTES``); nothing is copied."""
+        self._bug("snapshot_create")
+        self._reachable()
+        if self._roll("FAIL_SNAPSHOT"):
+            raise PermanentBackendError("The disk could not be snapshotted.")
+        with transaction.atomic():
+            machine = self._disk_machine(key)
+            snapshots = dict((machine.spec or {}).get("snapshots") or {})
+            if snapshot not in snapshots:
+                size = int(self.options.get("DISK_USED_BYTES", 2**30))
+                snapshots[snapshot] = {"size_bytes": size}
+                machine.spec = {**machine.spec, "snapshots": snapshots}
+                machine.save(update_fields=["spec"])
+        if progress:
+            progress(100)
+        return {"size_bytes": int(snapshots[snapshot]["size_bytes"])}
+
+    def snapshot_restore(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        self._bug("snapshot_restore")
+        self._reachable()
+        with transaction.atomic():
+            machine = self._disk_machine(key)
+            if machine.power == "on":
+                raise PermanentBackendError("The machine is running: stop it before restoring a snapshot.")
+            if snapshot not in ((machine.spec or {}).get("snapshots") or {}):
+                raise PermanentBackendError("This snapshot no longer exists.")
+            machine.spec = {**machine.spec, "restored_from": snapshot}
+            machine.save(update_fields=["spec"])
+
+    def snapshot_delete(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        self._reachable()
+        with transaction.atomic():
+            machine = self._machines().select_for_update(of=("self",)).filter(key=key).first()
+            if machine is None:
+                return  # its machine is gone, and its snapshots with it
+            snapshots = dict((machine.spec or {}).get("snapshots") or {})
+            if snapshots.pop(snapshot, None) is not None:
+                machine.spec = {**machine.spec, "snapshots": snapshots}
+                machine.save(update_fields=["spec"])
 
     def ssh_target(self, *, key: str) -> SshTarget | None:
         """A running simulated machine has no sshd: the SSH gateway answers for it as a built-in shell."""

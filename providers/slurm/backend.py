@@ -110,10 +110,13 @@ from providers.base import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SnapshotsCapability,
     SshTarget,
     Tenant,
     TransientBackendError,
 )
+from providers.local.runtime.base import LocalRuntimeError
+from providers.local.runtime.disk_snapshots import DiskSnapshots
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
 from providers.slurm.cli import SlurmCli
 from providers.slurm.records import (
@@ -157,7 +160,14 @@ __all__ = [
 # --- The backend -------------------------------------------------------------------------------------------
 
 
-class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMetricsCapability, ProvisioningBackend):
+class SlurmBackend(
+    JobReports,
+    ClustersCapability,
+    EntryPointsCapability,
+    GpuMetricsCapability,
+    SnapshotsCapability,
+    ProvisioningBackend,
+):
     # The instance's directory (its disk) is on the filesystem every node shares: a job lost with its
     # node is submitted again elsewhere on the same directory.
     disk_follows_node_loss = True
@@ -377,6 +387,16 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
                 "interruptible": spec.interruptible,
                 "restarts": slurm_count(existing.get("restart_cnt")),
             }
+        if spec.disk_from and not (self._dir(key) / "home").exists():  # a clone: its disk is the snapshot's copy
+            snapshots = self._disk_snapshots()
+            source = snapshots.path(str(spec.disk_from["key"]), str(spec.disk_from["snapshot"]))
+            if not source.exists():
+                raise PermanentBackendError("The snapshot to clone from is no longer on the cluster.")
+            self.root.joinpath(".snapshots").mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                snapshots.copy_in(key, source)
+            except LocalRuntimeError as exc:
+                raise PermanentBackendError(str(exc)) from exc
         return self._submit(key, spec, nodes=spec.nodes)
 
     def start(self, *, key: str, state: dict, node: str, spec: InstanceSpec | None = None) -> dict:
@@ -492,6 +512,48 @@ class SlurmBackend(JobReports, ClustersCapability, EntryPointsCapability, GpuMet
         self.stop(key=key, state=state)
         self._wait_ended(key)
         shutil.rmtree(self._dir(key), ignore_errors=True)
+        shutil.rmtree(self._snapshots_dir(key), ignore_errors=True)  # its snapshots go with it
+
+    # --- snapshots of the disk (SnapshotsCapability) ------------------------------------------------------
+
+    def _snapshots_dir(self, key: str) -> Path:
+        """``ROOT/.snapshots/<key>``: the console's (root, 0700), beside the tenants' folders and out of
+        their reach, on the same shared filesystem (a restore is a rename, never a copy across)."""
+        self._dir(key)  # the key's checks
+        return self.root / ".snapshots" / key
+
+    def _disk_snapshots(self) -> DiskSnapshots:
+        return DiskSnapshots(
+            disk=lambda key: self._dir(key) / "home",
+            mountpoint=lambda key: None,
+            root=self.root,
+            folder=self._snapshots_dir,
+        )
+
+    def snapshot_create(self, *, key: str, state: dict, snapshot: str, progress=None) -> dict:
+        """A copy of the instance's ``home`` folder (owners and modes kept). A running job keeps writing
+        while it is copied: the copy is what each file held when it was read, as a running machine's
+        backup is; stop the instance first for a copy of one moment."""
+        if not (self._dir(key) / "home").is_dir():
+            raise PermanentBackendError("This machine's disk no longer exists on the cluster.")
+        self.root.joinpath(".snapshots").mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            size = self._disk_snapshots().create(key, snapshot, progress)
+        except LocalRuntimeError as exc:
+            raise PermanentBackendError(str(exc)) from exc
+        return {"size_bytes": int(size)}
+
+    def snapshot_restore(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        """Put the snapshot's copy in place of ``home``: only while no job of the instance runs."""
+        if self._active_job(key, self.api.jobs()) is not None:
+            raise PermanentBackendError("The machine is running: stop it before restoring a snapshot.")
+        try:
+            self._disk_snapshots().restore(key, snapshot, progress=None)
+        except LocalRuntimeError as exc:
+            raise PermanentBackendError(str(exc)) from exc
+
+    def snapshot_delete(self, *, key: str, state: dict, snapshot: str, snapshot_state: dict) -> None:
+        self._disk_snapshots().delete(key, snapshot)
 
     def poll(self, *, key: str, state: dict) -> Observation:
         try:

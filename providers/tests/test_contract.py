@@ -41,6 +41,7 @@ from providers import (
     Observed,
     PermanentBackendError,
     ProvisioningBackend,
+    SnapshotsCapability,
     TransientBackendError,
     VolumesCapability,
 )
@@ -357,6 +358,25 @@ def test_saving_a_machine_that_is_gone_as_an_image_is_a_permanent_error(world):
         world.backend.image_save(key=world.key(), state={}, repository="registry.invalid/users/u1/x", tag="v1")
 
 
+def test_a_snapshot_is_taken_running_repeated_harmlessly_restored_stopped_and_deleted_twice(world):
+    if not world.backend.supports_snapshots:
+        pytest.skip("no SnapshotsCapability (or not on this cluster)")
+    key, state, _spec = running(world)
+    answer = world.backend.snapshot_create(key=key, state=state, snapshot="snap-contract")
+    assert answer["size_bytes"] >= 0
+    assert (
+        world.backend.snapshot_create(key=key, state=state, snapshot="snap-contract")["size_bytes"]
+        == (answer["size_bytes"])
+    )
+    with pytest.raises(PermanentBackendError):  # a running machine's disk is not swapped under it
+        world.backend.snapshot_restore(key=key, state=state, snapshot="snap-contract", snapshot_state=answer)
+    state = world.backend.stop(key=key, state=state)
+    _observation, state = wait_for(world, key, state, Observed.STOPPED)
+    world.backend.snapshot_restore(key=key, state=state, snapshot="snap-contract", snapshot_state=answer)
+    world.backend.snapshot_delete(key=key, state=state, snapshot="snap-contract", snapshot_state=answer)
+    world.backend.snapshot_delete(key=key, state=state, snapshot="snap-contract", snapshot_state=answer)
+
+
 def test_start_and_restart_of_a_machine_that_is_gone_are_permanent_errors(world):
     spec = world.spec()
     with pytest.raises(PermanentBackendError):
@@ -433,6 +453,13 @@ def test_each_capability_is_declared_by_its_mixin_and_implemented(world):
         assert not backend.supports_image_save
         with pytest.raises(PermanentBackendError):
             backend.image_save(key=world.key(), state={}, repository="registry.invalid/users/u1/x", tag="v1")
+    if isinstance(backend, SnapshotsCapability):
+        for name in ("snapshot_create", "snapshot_restore", "snapshot_delete"):
+            assert getattr(cls, name) is not getattr(SnapshotsCapability, name), f"{cls.__name__}.{name} is missing"
+    else:
+        assert not backend.supports_snapshots
+        with pytest.raises(PermanentBackendError):
+            backend.snapshot_create(key=world.key(), state={}, snapshot="snap-0")
     if isinstance(backend, GpuMetricsCapability):
         assert backend.supports_gpu_samples
         assert cls.gpu_samples is not GpuMetricsCapability.gpu_samples, f"{cls.__name__}.gpu_samples is missing"

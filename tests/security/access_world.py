@@ -28,7 +28,7 @@ from billing.payments import topup_order_create
 from instances.capacity.reservations import reservation_create
 from instances.models import GpuModel, Region
 from instances.quota import quota_request_create
-from instances.services import image_save
+from instances.services import image_save, snapshot_create
 from instances.tests.conftest import committed, fund, launch
 from notifications.models import Kind
 from notifications.services import Message, notify, webhook_endpoint_create
@@ -102,6 +102,9 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
     with committed():
         saved_image = image_save(instance=instance, actor=actor, name=f"env-{mark}")
     saved_image.refresh_from_db()
+    with committed():
+        snapshot = snapshot_create(instance=instance, actor=actor, label=f"snap-{mark}")
+    snapshot.refresh_from_db()
     attachment = volume_attach(user=account, actor=actor, volume=volume, instance=instance, mount_path="/data")
     port = port_declare(instance=instance, port=8080, name=f"web-{mark}")
     share = share_create(port=port, label=f"link-{mark}", actor=actor)
@@ -128,6 +131,7 @@ def _fill(context: Context, *, person, actor, staff, mark: str) -> None:
         instance=instance,
         volume=volume,
         saved_image=saved_image,
+        snapshot=snapshot,
         attachment=attachment,
         deployment=deployment,
         port=port,

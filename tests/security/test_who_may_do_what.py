@@ -107,6 +107,9 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-release": Route("instance", INST),
     "api-instance-rename": Route("instance", INST),
     "api-instance-save-image": Route("instance", INST),
+    "api-instance-snapshots": Route("instance", INST),
+    "api-instance-snapshot-schedule": Route("instance", INST),
+    "api-instance-clone": Route("instance", INST),
     "api-instance-secrets": Route("instance", INST),
     "api-instance-resize": Route("instance", INST),
     "api-instance-restart": Route("instance", INST),
@@ -128,6 +131,9 @@ API_ROUTES: dict[str, Route] = {
     "api-image-detail": Route("saved_image", {"pk": "saved_image"}),
     "api-image-rename": Route("saved_image", {"pk": "saved_image"}),
     "api-image-share": Route("saved_image", {"pk": "saved_image"}),
+    # Snapshots of an instance's disk: as their instance (a member sees a colleague's, operates none)
+    "api-snapshot-detail": Route("snapshot", {"pk": "snapshot"}),
+    "api-snapshot-restore": Route("snapshot", {"pk": "snapshot"}),
     "api-image-import": Route("resources", {}),
     # Volumes
     "api-volume-list": Route("resources", {}),
@@ -376,6 +382,7 @@ POLICY["reservation"] = POLICY["quota_request"]
 POLICY["secret"] = POLICY["volume"]  # a member sees a colleague's names, changes only their own
 POLICY["registry_credential"] = POLICY["secret"]  # a secret too: hosts and user names, as secrets' names
 POLICY["team_audit"] = {"read": POLICY["team_members"]["read"]}
+POLICY["snapshot"] = POLICY["instance"]  # a snapshot is its instance's: seen and operated alike
 
 
 def expected(kind: str, action: str, context: str, principal: str) -> str:
@@ -398,6 +405,10 @@ PAGE_ROUTES: dict[str, Route] = {
     "instance_detail": Route("instance", IP, "GET"),
     "instance_rename": Route("instance", IP, "POST"),
     "instance_save_image": Route("instance", IP, "POST"),
+    "instance_snapshot_create": Route("instance", IP, "POST"),
+    "instance_snapshot_schedule": Route("instance", IP, "POST"),
+    "instance_clone": Route("instance", IP, "POST"),
+    "snapshot_change": Route("snapshot", {"slug": "snapshot", "action": "=delete"}, "POST"),
     "image_change": Route("saved_image", {"slug": "saved_image", "action": "=share"}, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
@@ -517,6 +528,7 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
         "write": {**_MINE, "team_a": "404    log    log    log      404    log     ok     ok     404    404"}
     },
     "instance_files": {"read": _OPERATE},
+    "snapshot": {"write": _OPERATE},
     "instance_parts": {"read": _MINE, "write": _OPERATE},
     "volume": {"read": _MINE, "write": _OPERATE},
     "volume_attach": {"write": _MINE},
@@ -616,6 +628,7 @@ BODIES = {
     },
     ("api-instance-rename", "POST"): {"name": "renamed"},
     ("api-instance-save-image", "POST"): {"name": "saved", "tag": "v9"},
+    ("api-instance-snapshot-schedule", "POST"): {"every_hours": 6, "keep": 2},
     ("api-image-rename", "POST"): {"name": "renamed"},
     ("api-image-share", "POST"): {"shared": True},
     ("api-image-import", "POST"): {"reference": "registry.example.com/team/image:1"},
@@ -640,7 +653,7 @@ def _value(world, context: str, what: str):
     obj = world.contexts[context].objects.get(what)
     if obj is None:
         return None
-    if what in ("team", "saved_image"):
+    if what in ("team", "saved_image", "snapshot"):
         return obj.slug
     return obj.name if what == "secret" else obj.pk
 

@@ -615,13 +615,18 @@ def user_secret_manifest(opts: KubeOptions, *, alias: str, key: str, spec: Insta
     }
 
 
-def home_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec) -> dict:
+def home_pvc_manifest(opts: KubeOptions, *, alias: str, key: str, spec: InstanceSpec, from_snapshot: str = "") -> dict:
+    """The instance's disk; ``from_snapshot``: a VolumeSnapshot of its namespace it starts as a copy of
+    (a restore, or a clone's disk: ``spec.disk_from``)."""
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": f"{spec.disk_gb}Gi"}},
     }
     if opts.storage_class:
         pvc_spec["storageClassName"] = opts.storage_class
+    snapshot = from_snapshot or str((spec.disk_from or {}).get("snapshot") or "")
+    if snapshot:
+        pvc_spec["dataSource"] = {"name": snapshot, "kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io"}
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",

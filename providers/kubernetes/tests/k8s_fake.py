@@ -71,6 +71,33 @@ RESOURCES = {
     "statefulsets": ("apps", "v1", "StatefulSet", True),
     "jobs": ("batch", "v1", "Job", True),
     "podgroups": ("scheduling.x-k8s.io", "v1alpha1", "PodGroup", True),
+    # The CSI snapshot CRD: served only while ``FakeCluster.snapshot_api`` (a cluster may not have it).
+    "volumesnapshots": ("snapshot.storage.k8s.io", "v1", "VolumeSnapshot", True),
+}
+VOLUME_SNAPSHOT_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "snapshot.storage.k8s.io/v1"},
+        "kind": {"const": "VolumeSnapshot"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["source"],
+            "properties": {
+                "volumeSnapshotClassName": {"type": "string"},
+                "source": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "persistentVolumeClaimName": {"type": "string"},
+                        "volumeSnapshotContentName": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
 }
 # The scheduler-plugins CRD (kubernetes-validate knows only built-in kinds): its spec as JSON schema.
 POD_GROUP_SCHEMA = {
@@ -103,9 +130,9 @@ GPU = "nvidia.com/gpu"
 
 def validate_manifest(obj: dict) -> None:
     """Raise ``ValueError`` with the reason when ``obj`` is not a valid object of its kind."""
-    if obj.get("kind") == "PodGroup":
+    if obj.get("kind") in ("PodGroup", "VolumeSnapshot"):
         try:
-            jsonschema.validate(obj, POD_GROUP_SCHEMA)
+            jsonschema.validate(obj, POD_GROUP_SCHEMA if obj["kind"] == "PodGroup" else VOLUME_SNAPSHOT_SCHEMA)
         except jsonschema.ValidationError as exc:
             raise ValueError(exc.message) from exc
     else:
@@ -317,6 +344,7 @@ class FakeCluster:
         self.unready_containers: set[str] = set()
         self.gang_schedulers: set[str] = set()  # schedulerName values that honour PodGroups
         self.volume_usage: dict[str, int] = {}  # claim name -> used bytes (the kubelet's stats)
+        self.snapshot_api = True  # serves snapshot.storage.k8s.io/v1 (False: a cluster without the CRDs)
         self.dcgm_texts: dict[str, str] = {}  # node -> what its DCGM exporter serves (add_dcgm_exporter)
         self.events_kept = 1000
         self.stopped = threading.Event()
@@ -388,8 +416,26 @@ class FakeCluster:
             self._reconcile()
 
     def advance(self) -> None:
-        """The kubelets: every bound pending pod starts (ready, unready or crash-looping)."""
+        """The kubelets: every bound pending pod starts (ready, unready or crash-looping); the snapshot
+        controller: every VolumeSnapshot becomes ready, as large as its claim."""
         with self.lock:
+            for (plural, namespace, _name), snap in list(self.objects.items()):
+                if plural != "volumesnapshots" or (snap.get("status") or {}).get("readyToUse"):
+                    continue
+                claim = self.objects.get(
+                    ("persistentvolumeclaims", namespace, snap["spec"]["source"].get("persistentVolumeClaimName", ""))
+                )
+                snap = copy.deepcopy(snap)
+                snap["status"] = {
+                    "readyToUse": claim is not None,
+                    "restoreSize": (claim or {})
+                    .get("spec", {})
+                    .get("resources", {})
+                    .get("requests", {})
+                    .get("storage", "0"),
+                    **({} if claim else {"error": {"message": "the source claim does not exist"}}),
+                }
+                self._put("volumesnapshots", namespace, snap, "MODIFIED")
             for pod in self._pods(lambda p: p["status"].get("phase") == "Pending" and p["spec"].get("nodeName")):
                 pod = copy.deepcopy(pod)
                 statuses = []
@@ -782,6 +828,8 @@ class FakeCluster:
         if route is None:
             return 404, _status(404, "NotFound", "the server could not find the requested resource")
         plural, namespace, name, sub = route
+        if plural == "volumesnapshots" and not self.snapshot_api:
+            return 404, _status(404, "NotFound", "the server could not find the requested resource")
         group, version, kind, namespaced = RESOURCES[plural]
         verb = {"GET": "get" if name else "list", "POST": "create", "PATCH": "patch", "DELETE": "delete"}[method]
         if verb == "list" and query.get("watch", [""])[0].lower() in ("true", "1"):

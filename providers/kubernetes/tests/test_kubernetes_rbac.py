@@ -3,6 +3,7 @@ by the fake API server over a whole life: instance, app, volume, cluster, nodes,
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from providers.base import AppLaunch, InstanceSpec, VolumeMount
+from providers.base import AppLaunch, InstanceSpec, TransientBackendError, VolumeMount
 from providers.kubernetes import KubernetesBackend
 from providers.kubernetes.tests.k8s_fake import IMAGES, fake_api_server, validate_manifest
 
@@ -82,7 +83,12 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         api.cluster.add_node("gpu-b", gpus=8)
         backend = KubernetesBackend(
             alias="k8s",
-            options={"KUBECONFIG": str(api.kubeconfig), "GANG_SCHEDULING": "coscheduling", "IMAGES": IMAGES},
+            options={
+                "KUBECONFIG": str(api.kubeconfig),
+                "GANG_SCHEDULING": "coscheduling",
+                "IMAGES": IMAGES,
+                "VOLUME_SNAPSHOT_CLASS": "csi-snapclass",
+            },
         )
         key = "6f1c2a9b-03de-4f00-9000-000000000001"
         volume = backend.volume_create(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", size_gb=10, owner_ref="user-1")
@@ -111,8 +117,15 @@ def test_the_rules_cover_every_request_the_backend_makes(tmp_path):
         backend.gpu_samples(machines=[(key, state)], at=datetime.now(UTC))
         list(backend.watch_pods(timeout_s=1))  # wall-clock: only the verb is checked, not what it hears
         backend.restart(key=key, state=state, spec=spec)
+        with contextlib.suppress(TransientBackendError):  # not ready at once: the task would retry
+            backend.snapshot_create(key=key, state=state, snapshot="snap-1")
+        api.cluster.advance()
+        snapshot = backend.snapshot_create(key=key, state=state, snapshot="snap-1")
         backend.stop(key=key, state=state)
+        api.cluster.advance()
+        backend.snapshot_restore(key=key, state=state, snapshot="snap-1", snapshot_state=snapshot)
         backend.start(key=key, state=state, node="gpu-b", spec=spec)
+        backend.snapshot_delete(key=key, state=state, snapshot="snap-1", snapshot_state=snapshot)
         backend.destroy(key=key, state=state)
         read_only = (VolumeMount(key="0b7e0000-aaaa-4bbb-8ccc-000000000001", path="/data", read_only=True),)
         cluster_spec = replace(spec, node="", nodes=2, volumes=read_only)

@@ -296,6 +296,59 @@ class RuntimeBase(abc.ABC):
     def destroy(self, key: str) -> None:
         """Stop the instance and delete it, its disk included (never a volume's files). Already gone is done."""
 
+    # --- snapshots of the disk (providers.local.runtime.disk_snapshots) ----------------------------
+
+    def disk_path(self, key: str) -> Path:
+        """Where ``key``'s disk lives: the process runtime's is its ``home/`` folder."""
+        return self.paths(key).home
+
+    def disk_mountpoint(self, key: str) -> Path | None:
+        """Where ``key``'s disk is mounted while it runs (None: a plain folder, never mounted)."""
+        return None
+
+    def _disk_in_use(self, key: str, meta: dict) -> bool:
+        """Whether the instance runs (any server up), so its disk may not be swapped."""
+        return self.status(key).overall not in ("stopped", "gone")
+
+    def _disk_snapshots(self):
+        from providers.local.runtime.disk_snapshots import DiskSnapshots  # the module imports this one
+
+        return DiskSnapshots(disk=self.disk_path, mountpoint=self.disk_mountpoint, root=self.root)
+
+    def snapshot_create(self, key: str, name: str, progress=None) -> int:
+        """Copy ``key``'s disk (running or stopped) to snapshot ``name``; returns its size in bytes."""
+        if self.meta(key) is None:
+            raise LocalRuntimeError(f"no instance {key!r} on this host")
+        with self._lock(key):
+            return self._disk_snapshots().create(key, name, progress)
+
+    def snapshot_restore(self, key: str, name: str, progress=None) -> None:
+        """Replace stopped ``key``'s disk with snapshot ``name``; a running instance is refused."""
+        with self._lock(key):
+            meta = self.meta(key)
+            if meta is None:
+                raise LocalRuntimeError(f"no instance {key!r} on this host")
+            if self._disk_in_use(key, meta):
+                raise LocalRuntimeError("the instance is running: stop it before restoring a snapshot")
+            self._disk_snapshots().restore(key, name, progress)
+
+    def snapshot_delete(self, key: str, name: str) -> None:
+        """Remove snapshot ``name`` of ``key``; already gone (the instance too) is done."""
+        with self._lock(key):
+            self._disk_snapshots().delete(key, name)
+
+    def disk_seed(self, key: str, *, source_key: str, snapshot: str) -> None:
+        """Make new instance ``key``'s disk a copy of ``source_key``'s snapshot (a clone), before its first
+        start; a disk already there is kept (a repeat)."""
+        snapshots = self._disk_snapshots()
+        source = snapshots.path(source_key, snapshot)
+        if not source.exists():
+            raise LocalRuntimeError("the snapshot to clone from is no longer on this host")
+        with self._lock(key):
+            if not self.disk_path(key).exists():
+                self.paths(key).base.mkdir(mode=0o700, parents=True, exist_ok=True)
+                snapshots.copy_in(key, source)
+
     # --- volumes: directories under <root>/volumes ------------------------------------------------
 
     @property

@@ -885,6 +885,19 @@ class ContainerRuntime(RuntimeBase):
             shutil.rmtree(paths.base, ignore_errors=True)
         (self.root / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 
+    # --- snapshots: the disk is home.img, mounted at home/ while it runs -------------------------------
+
+    def disk_path(self, key: str) -> Path:
+        return self.paths(key).home_image
+
+    def disk_mountpoint(self, key: str) -> Path | None:
+        return self.paths(key).home
+
+    def _disk_in_use(self, key: str, meta: dict) -> bool:
+        # Started and not stopped since (a stop writes should_run false and unmounts the disk, which the
+        # copy checks as well): asking podman is not needed to know.
+        return bool(meta.get("should_run"))
+
     # --- save as image ------------------------------------------------------------------------------
 
     def image_save(self, key: str, *, repository: str, tag: str, auth_file: str = "") -> dict:

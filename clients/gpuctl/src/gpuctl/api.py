@@ -353,11 +353,37 @@ class Client(Transport):
     def instances_restart(self, id: str, *, idempotency_key: str | None = None) -> m.Instance:
         """Restart in place."""
 
+    @operation("v1_instances_clone_create", "POST", "/instances/{id}/clone/")
+    def instances_clone(
+        self, id: str, body: m.CloneRequest | None = None, *, idempotency_key: str | None = None
+    ) -> m.Instance:
+        """Clone: a new instance with this one's image and a copy of its disk (from ``snapshot``, or one taken now)."""
+
     @operation("v1_instances_save_image_create", "POST", "/instances/{id}/save-image/")
     def instances_save_image(
         self, id: str, body: m.ImageSaveRequest, *, idempotency_key: str | None = None
     ) -> m.SavedImage:
         """Save as image (answered at once: the image is "saving", then "ready")."""
+
+    @operation("v1_instances_snapshot_schedule_retrieve", "GET", "/instances/{id}/snapshot-schedule/")
+    def instances_snapshot_schedule_get(self, id: str) -> m.SnapshotSchedule:
+        """The instance's snapshot schedule (``every_hours`` None: none)."""
+
+    @operation("v1_instances_snapshot_schedule_create", "POST", "/instances/{id}/snapshot-schedule/")
+    def instances_snapshot_schedule_set(
+        self, id: str, body: m.SnapshotScheduleRequest, *, idempotency_key: str | None = None
+    ) -> m.SnapshotSchedule:
+        """Set (every N hours, keep the last K) or clear (``every_hours`` 0) the snapshot schedule."""
+
+    @operation("v1_instances_snapshots_list", "GET", "/instances/{id}/snapshots/")
+    def instances_snapshots_list(self, id: str) -> list[m.Snapshot]:
+        """The instance's snapshots, newest first."""
+
+    @operation("v1_instances_snapshots_create", "POST", "/instances/{id}/snapshots/")
+    def instances_snapshots_create(
+        self, id: str, body: m.SnapshotCreateRequest | None = None, *, idempotency_key: str | None = None
+    ) -> m.Snapshot:
+        """Snapshot the instance's disk (answered at once: "creating", then "ready")."""
 
     @operation("v1_instances_secrets_list", "GET", "/instances/{id}/secrets/")
     def instances_secrets_list(self, id: str) -> list[m.InstanceSecretChoice]:
@@ -611,6 +637,18 @@ class Client(Transport):
         self, slug: str, body: m.MoneyMoveRequest, *, idempotency_key: str | None = None
     ) -> m.MoneyMoved:
         """Move paid money into or out of a team."""
+
+    @operation("v1_snapshots_retrieve", "GET", "/snapshots/{id}/")
+    def snapshots_get(self, id: str) -> m.Snapshot:
+        """Get one snapshot (its state and progress)."""
+
+    @operation("v1_snapshots_destroy", "DELETE", "/snapshots/{id}/")
+    def snapshots_delete(self, id: str) -> None:
+        """Delete a snapshot (its bill stops)."""
+
+    @operation("v1_snapshots_restore_create", "POST", "/snapshots/{id}/restore/")
+    def snapshots_restore(self, id: str, *, idempotency_key: str | None = None) -> m.Snapshot:
+        """Restore a snapshot into its stopped instance (answered at once: "restoring", then "ready")."""
 
     @operation("v1_volumes_list", "GET", "/volumes/", paginated=True)
     def volumes_list(self) -> Iterator[m.Volume]:

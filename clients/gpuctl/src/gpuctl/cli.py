@@ -19,7 +19,7 @@ import click
 from click.shell_completion import get_completion_class
 from rich.table import Table
 
-from gpuctl import cli_files, cli_secrets, cli_ssh, config  # noqa: F401  (their commands register on cli)
+from gpuctl import cli_files, cli_secrets, cli_snapshots, cli_ssh, config  # noqa: F401  (their commands register on cli)
 from gpuctl.api import Client
 from gpuctl.cli_base import (
     EXIT_AUTH,

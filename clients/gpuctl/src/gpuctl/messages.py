@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 
 ZH = {
+    "{status}: {percent} %": "{status}：{percent} %",
+    "No snapshots. Take one with `gpuctl snapshots create INSTANCE`.": "没有快照。可用 `gpuctl snapshots create 实例` 创建。",
+    "Restore {id}? What was written since it was taken is lost.": "恢复 {id}？此后写入的内容将丢失。",
+    "Scheduled snapshots are off.": "定时快照已关闭。",
+    "Every {hours} h, keeping {keep}; next at {at}.": "每 {hours} 小时一次，保留 {keep} 个；下次于 {at}。",
+    "Cloned {source} as {name} ({id}), {price}/h while it runs.": "已克隆 {source} 为 {name}（{id}），运行时每小时 {price}。",
     "Logged in to {url} as {email}.": "已登录 {url}，账号 {email}。",
     "Not logged in: run `gpuctl login --url URL --token TOKEN` (or set GPUCTL_URL and GPUCTL_TOKEN).": "尚未登录：请运行 `gpuctl login --url URL --token TOKEN`（或设置 GPUCTL_URL 和 GPUCTL_TOKEN）。",
     "Launched {name} ({id}); waiting for it to run…": "已创建 {name}（{id}），等待运行…",

@@ -150,6 +150,10 @@ SecurityEventActionEnum = Literal[
     "second_factor_failed",
 ]
 
+SnapshotKindEnum = Literal["manual", "scheduled"]
+
+SnapshotStatusEnum = Literal["creating", "ready", "restoring", "failed", "deleting", "deleted"]
+
 SourceEnum = Literal["huggingface", "modelscope"]
 
 StageEnum = Literal["queued", "placed", "pulling", "image_ready", "container_started", "servers_answering"]
@@ -352,6 +356,11 @@ class Catalogue(TypedDict):
     gpu_models: list[GpuModel]
     images: list[Image]
     regions: list[Region]
+
+
+class CloneRequest(TypedDict):
+    name: NotRequired[str]
+    snapshot: NotRequired[str]
 
 
 class CpuVariant(TypedDict):
@@ -1173,6 +1182,39 @@ class ShareCreateRequest(TypedDict):
     expires_at: NotRequired[str | None]
 
 
+class Snapshot(TypedDict):
+    """A snapshot of an instance's disk: its state, how far the copy has got, what it takes and bills."""
+
+    id: str
+    name: str
+    instance: str
+    kind: SnapshotKindEnum
+    status: SnapshotStatusEnum
+    status_reason: str
+    progress: int
+    size_bytes: int
+    billed_gb: int
+    taken_by: str
+    created_at: str
+    ready_at: str | None
+    restored_at: str | None
+
+
+class SnapshotCreateRequest(TypedDict):
+    name: NotRequired[str]
+
+
+class SnapshotSchedule(TypedDict):
+    every_hours: int | None
+    keep: NotRequired[int]
+    next_at: str | None
+
+
+class SnapshotScheduleRequest(TypedDict):
+    every_hours: int | None
+    keep: NotRequired[int]
+
+
 class StaffQuotaApproveRequest(TypedDict):
     cards: NotRequired[int]
     days: NotRequired[int]
@@ -1432,6 +1474,7 @@ __all__ = [
     "CardSeries",
     "Catalogue",
     "CategoryEnum",
+    "CloneRequest",
     "CpuVariant",
     "DatasetEntry",
     "DatasetEntryTaskEnum",
@@ -1552,6 +1595,12 @@ __all__ = [
     "Series",
     "Share",
     "ShareCreateRequest",
+    "Snapshot",
+    "SnapshotCreateRequest",
+    "SnapshotKindEnum",
+    "SnapshotSchedule",
+    "SnapshotScheduleRequest",
+    "SnapshotStatusEnum",
     "SourceEnum",
     "StaffQuotaApproveRequest",
     "StaffQuotaDenyRequest",
