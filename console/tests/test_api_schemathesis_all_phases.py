@@ -43,6 +43,10 @@ _SECRET = (
     "a name not reserved for the machine's own settings (PATH, LD_*, CONSOLE_*…); a value of at most "
     "VAULT_VALUE_MAX_BYTES bytes as UTF-8 (the schema counts characters), without NUL"
 )
+_LOGIN = (
+    "a registry's host name with an optional port; a user name without a colon; a password of at most 8192 "
+    "bytes as UTF-8 (the schema counts characters), without NUL"
+)
 # Operations whose schema-valid input may still be refused with a 400, because validity depends on rows
 # or content the schema cannot state: "schema-valid data is accepted" is waived for them (and only that
 # check; every other check still runs on their answers).
@@ -63,6 +67,9 @@ VALID_MAY_BE_REFUSED: dict[str, str] = {
     "PUT /api/v1/secrets/{name}/": _SECRET,
     "PUT /api/v1/instances/{id}/secrets/": _ROWS + " (the names of your secrets)",
     "POST /api/v1/instances/{id}/clone/": _ROWS + " (snapshot: a ready snapshot of this instance)",
+    "POST /api/v1/images/import/": "an image reference on a registry the operator allows; a name and tag as a saved image's",
+    "POST /api/v1/registry-credentials/": _LOGIN,
+    "PUT /api/v1/registry-credentials/{id}/": _LOGIN,
 }
 
 
