@@ -74,6 +74,7 @@ def registry_running(root: Path, *, username: str = "", password: str = "") -> I
         deadline = time.monotonic() + 30
         while True:
             try:
+                # wall-clock: one probe of a starting registry; the 30 s deadline above is the wait
                 httpx.get(f"http://127.0.0.1:{port}/v2/", timeout=1)
                 break
             except httpx.HTTPError:

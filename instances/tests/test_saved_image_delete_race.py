@@ -15,6 +15,7 @@ from instances.models import Image, Instance
 from instances.services import image_save
 from instances.services.images import image_delete
 from instances.tests.conftest import committed, fund, launch, running
+from providers.local.tests.local_helpers import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,6 +33,14 @@ def image(settings, django_user_model):
     saved.refresh_from_db()
     assert saved.status == Image.Status.READY
     return saved
+
+
+def _a_statement_waits_for_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0
 
 
 def _in_thread(work) -> dict:
@@ -66,7 +75,7 @@ def test_a_delete_waits_for_a_launch_holding_the_image_then_is_refused(image, mo
     launcher = _in_thread(lambda: launch(image.owner, image=image.slug))
     assert locked.wait(30)
     deleter = _in_thread(lambda: image_delete(image=Image.objects.get(pk=image.pk)))
-    deleter["thread"].join(1.0)
+    wait_until(_a_statement_waits_for_a_lock, timeout=30, interval=0.05, what="the delete to wait for the lock")
     assert deleter["thread"].is_alive()  # it waits for the launch's commit
 
     go.set()

@@ -15,6 +15,7 @@ from providers.slurm.tests.slurm_fake import FakeSlurm, FakeTenantAccounts, spec
 def slurm(tmp_path):
     backend = SlurmBackend(
         alias="slurm",
+        # wall-clock: the fake ends jobs at once; END_WAIT_S only bounds a wait that never happens here
         options={"ROOT": str(tmp_path / "slurm"), "SERVICES": [], "GPU_TYPES": {"h200": "h200"}, "END_WAIT_S": 1},
     )
     fake = FakeSlurm(prefix=backend.prefix, nodes=("gpu01", "gpu02"))
