@@ -17,9 +17,11 @@ register.filter("duration", duration)
 
 
 @register.simple_tag(takes_context=True)
-def nav_active(context, prefix: str) -> str:
+def nav_active(context, prefix: str, unless: str = "") -> str:
+    """ "active" on the sidebar link of the page's section; ``unless``: a subsection with a link of its
+    own (Images under /instances/), where only that link is."""
     request = context.get("request")
-    if request is not None and request.path.startswith(prefix):
+    if request is not None and request.path.startswith(prefix) and not (unless and request.path.startswith(unless)):
         return "active"
     return ""
 

@@ -5,6 +5,8 @@ is a 404."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -79,3 +81,9 @@ def test_charlie_cannot_delete_alices_login(alice, charlie_client):
     assert charlie_client.post(reverse("registry_credential_delete", args=[credential.pk])).status_code == 404
     assert "r.example.com" not in charlie_client.get(reverse("secrets")).content.decode()
     assert RegistryCredential.objects.filter(pk=credential.pk).exists()
+
+
+def test_the_sidebar_marks_images_alone_on_the_images_page(alice_client):
+    page = alice_client.get(reverse("images")).content.decode()
+    active = re.findall(r'<a class="active" href="([^"]+)"', page)
+    assert active == [reverse("images")]
