@@ -46,7 +46,8 @@ def instances_auto_stop(*, now: datetime | None = None) -> int:
     Use is judged twice, and any sign of it counts (the shorter idle time wins): by the provider
     (GPU work, and on this host also notebooks, SSH and VS Code sessions) and by the GPU samples the
     console stored (``hooks.gpu_metrics``), which is what makes idle stop work on engines
-    whose provider reports no use (Kubernetes, Slurm). Neither knowing: not stopped."""
+    whose provider reports no use (Kubernetes). A Slurm job reports its servers' last use in its report,
+    so a run there without GPU samples (no-GPU mode) is judged too. Neither knowing: not stopped."""
     now = now or timezone.now()
     stopped = 0
     due = Instance.objects.select_related("owner").filter(status=S.RUNNING, auto_stop_at__lte=now)
