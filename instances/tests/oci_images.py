@@ -136,3 +136,19 @@ def push(registry: TestRegistry, scratch: Path, repository: str, tag: str, **ima
         argv.append(f"--dest-creds={registry.username}:{registry.password}")
     subprocess.run([*argv, source, f"docker://{registry.address}/{repository}:{tag}"], check=True)
     return digest_file.read_text().strip()
+
+
+@contextlib.contextmanager
+def open_and_private_registries(tmp_path: Path, settings, *, password: str):
+    """An open registry (the console's own) and a private one (user "ci", ``password``), both allowed
+    for imports, both plain HTTP: what the import tests, pages and browser run against."""
+    with (
+        registry_running(tmp_path / "open") as open_registry,
+        registry_running(tmp_path / "private", username="ci", password=password) as private,
+    ):
+        settings.CONSOLE_REGISTRY = open_registry.address
+        settings.CONSOLE_REGISTRY_TLS_VERIFY = False
+        settings.IMAGES_ALLOWED_REGISTRIES = [open_registry.address, private.address]
+        settings.IMAGES_INSECURE_REGISTRIES = [private.address]
+        settings.IMAGES_IMPORT_TIMEOUT_S = 5
+        yield open_registry, private

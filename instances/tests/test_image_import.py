@@ -30,16 +30,8 @@ IMPORT = "api-image-import"
 @pytest.fixture
 def registries(tmp_path, settings):
     """An open registry (the console's own) and a private one, both allowed, both plain HTTP."""
-    with (
-        oci_images.registry_running(tmp_path / "open") as open_registry,
-        oci_images.registry_running(tmp_path / "private", username="ci", password="s3cret") as private,
-    ):
-        settings.CONSOLE_REGISTRY = open_registry.address
-        settings.CONSOLE_REGISTRY_TLS_VERIFY = False
-        settings.IMAGES_ALLOWED_REGISTRIES = [open_registry.address, private.address]
-        settings.IMAGES_INSECURE_REGISTRIES = [private.address]
-        settings.IMAGES_IMPORT_TIMEOUT_S = 5
-        yield open_registry, private
+    with oci_images.open_and_private_registries(tmp_path, settings, password="s3cret") as both:
+        yield both
 
 
 def _import(client, reference: str, **body):
