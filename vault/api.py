@@ -53,6 +53,49 @@ def _may_save(request) -> None:
 _refused = OpenApiResponse(description="secret_exists or secrets_limit")
 
 
+class _VaultViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
+    """The write actions secrets and registry credentials share: a create that refuses a key already
+    saved (the PUT replaces), a replace of the saved one's value(s), and a delete; each needs a role
+    that may launch (``_may_save``). A subclass names its serializers, its two services and ``key``,
+    the field that names one (kept from the saved row on a replace)."""
+
+    create_serializer: type
+    update_serializer: type
+    key: str
+
+    def _set(self, **fields):
+        raise NotImplementedError
+
+    def _delete(self, obj, actor) -> None:
+        raise NotImplementedError
+
+    def _save(self, request, fields: dict, *, created: bool) -> Response:
+        try:
+            obj, _created = self._set(owner=request_acting(request)[0], actor=request.user, **fields)
+        except Refusal as exc:
+            _raise(exc)
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(self.serializer_class(obj).data, status=code)
+
+    def create(self, request, *args, **kwargs):
+        _may_save(request)
+        body = self.create_serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._save(request, {**body.validated_data, "create_only": True}, created=True)
+
+    def update(self, request, *args, **kwargs):
+        _may_save(request)
+        saved = self.get_object(operate=True)  # 404 for one the acting account has not saved
+        body = self.update_serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._save(request, {**body.validated_data, self.key: getattr(saved, self.key)}, created=False)
+
+    def destroy(self, request, *args, **kwargs):
+        _may_save(request)
+        self._delete(self.get_object(operate=True), request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
 # No Idempotency-Key on the create: the idempotency table keeps a digest of each body, and a digest of a
 # low-entropy value can be checked against guesses. A repeated create is harmless anyway: the second one
 # is a 409 ``secret_exists`` and changes nothing.
@@ -69,8 +112,11 @@ _refused = OpenApiResponse(description="secret_exists or secrets_limit")
         summary="Delete a secret", tags=["secrets"], responses={204: OpenApiResponse(description="Deleted")}
     ),
 )
-class SecretViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
+class SecretViewSet(_VaultViewSet):
     serializer_class = SecretSerializer
+    create_serializer = SecretCreateSerializer
+    update_serializer = SecretValueSerializer
+    key = "name"
     lookup_field = "name"
     lookup_value_regex = "[^/]+"  # a name no secret can have is a JSON 404 from the view, as a missing one
     change_refused = gettext_lazy("Only the secret's creator or a team admin can change it.")
@@ -83,17 +129,11 @@ class SecretViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
             raise Http404  # no secret has such a name (and a NUL never reaches the database)
         return super().get_object(operate=operate)
 
-    def create(self, request, *args, **kwargs):
-        _may_save(request)
-        body = SecretCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            secret, _created = services.secret_set(
-                owner=request_acting(request)[0], actor=request.user, create_only=True, **body.validated_data
-            )
-        except Refusal as exc:
-            _raise(exc)
-        return Response(SecretSerializer(secret).data, status=status.HTTP_201_CREATED)
+    def _set(self, **fields):
+        return services.secret_set(**fields)
+
+    def _delete(self, obj, actor) -> None:
+        services.secret_delete(secret=obj, actor=actor)
 
     @extend_schema(
         summary="Replace a secret's value",
@@ -102,26 +142,7 @@ class SecretViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
         responses={200: SecretSerializer, 400: OpenApiResponse(description="Invalid value")},
     )
     def update(self, request, *args, **kwargs):
-        _may_save(request)
-        secret = self.get_object(operate=True)  # 404 for a name the acting account has not saved
-        body = SecretValueSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            secret, _created = services.secret_set(
-                owner=request_acting(request)[0],
-                actor=request.user,
-                name=secret.name,
-                value=body.validated_data["value"],
-            )
-        except Refusal as exc:
-            _raise(exc)
-        return Response(SecretSerializer(secret).data)
-
-    def destroy(self, request, *args, **kwargs):
-        _may_save(request)
-        secret = self.get_object(operate=True)
-        services.secret_delete(secret=secret, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        return super().update(request, *args, **kwargs)
 
 
 @extend_schema_view(
@@ -143,28 +164,25 @@ class SecretViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
         summary="Delete a registry credential", tags=["images"], responses={204: OpenApiResponse(description="Deleted")}
     ),
 )
-class RegistryCredentialViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
+class RegistryCredentialViewSet(_VaultViewSet):
     # The acting account's logins to private registries (``/api/v1/registry-credentials/``), for
     # importing and pulling its own images: host and user name shown, the password never. Another
     # account's is a 404 whatever the credential; saving needs a role that may launch, and replacing or
     # deleting another member's needs an admin (a 403).
     serializer_class = RegistryCredentialSerializer
+    create_serializer = RegistryCredentialCreateSerializer
+    update_serializer = RegistryCredentialUpdateSerializer
+    key = "host"
     change_refused = gettext_lazy("Only the credential's creator or a team admin can change it.")
 
     def resources_for(self, principal):
         return selectors.registry_credential_list_for(owner=principal)
 
-    def create(self, request, *args, **kwargs):
-        _may_save(request)
-        body = RegistryCredentialCreateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            credential, _created = services.registry_credential_set(
-                owner=request_acting(request)[0], actor=request.user, create_only=True, **body.validated_data
-            )
-        except Refusal as exc:
-            _raise(exc)
-        return Response(RegistryCredentialSerializer(credential).data, status=status.HTTP_201_CREATED)
+    def _set(self, **fields):
+        return services.registry_credential_set(**fields)
+
+    def _delete(self, obj, actor) -> None:
+        services.registry_credential_delete(credential=obj, actor=actor)
 
     @extend_schema(
         summary="Replace a registry credential's user name and password",
@@ -176,20 +194,4 @@ class RegistryCredentialViewSet(mixins.DestroyModelMixin, TeamResourceViewSet):
         },
     )
     def update(self, request, *args, **kwargs):
-        _may_save(request)
-        credential = self.get_object(operate=True)
-        body = RegistryCredentialUpdateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            credential, _created = services.registry_credential_set(
-                owner=request_acting(request)[0], actor=request.user, host=credential.host, **body.validated_data
-            )
-        except Refusal as exc:
-            _raise(exc)
-        return Response(RegistryCredentialSerializer(credential).data)
-
-    def destroy(self, request, *args, **kwargs):
-        _may_save(request)
-        credential = self.get_object(operate=True)
-        services.registry_credential_delete(credential=credential, actor=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        return super().update(request, *args, **kwargs)

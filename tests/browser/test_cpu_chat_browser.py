@@ -22,7 +22,7 @@ from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from instances.tests.conftest import this_host  # noqa: F401 (the local backend, its instances destroyed after)
 from providers.local.tests.local_helpers import asgi_server
-from tests.browser.test_local_backend_browser import Worker, _context
+from tests.browser.local_flow import Worker, browser_context
 
 pytestmark = [
     pytest.mark.local,
@@ -94,7 +94,7 @@ def test_deploy_the_cpu_chat_ask_it_in_its_ui_and_by_api_then_stop_it_and_see_it
     worker.start()
     try:
         with asgi_server() as base_url:
-            page = _context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
+            page = browser_context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
             page.goto(f"{base_url}/apps/")
             card = page.locator("a.app-card", has_text="SmolLM2 chat")
             expect(card.locator("[data-runs-on]")).to_have_text("Runs on CPU or GPU")

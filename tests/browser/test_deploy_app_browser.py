@@ -11,7 +11,7 @@ from apps_marketplace.proxy_targets import deployment_proxy_target
 from console.hooks import proxy_target
 from console.tests.conftest import session_cookie
 from providers.local.tests.local_helpers import asgi_server, local_backends
-from tests.browser.test_local_backend_browser import Worker, _context
+from tests.browser.local_flow import Worker, browser_context
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -49,7 +49,7 @@ def test_deploy_tensorboard_then_open_its_webui_for_the_owner_only(this_host_app
     worker.start()
     try:
         with asgi_server() as base_url:
-            page = _context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
+            page = browser_context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
             page.goto(f"{base_url}/apps/tensorboard/")
             form = page.locator("#deploy-form")
             form.get_by_label("Region").select_option(label="This host")
@@ -70,7 +70,7 @@ def test_deploy_tensorboard_then_open_its_webui_for_the_owner_only(this_host_app
             webui_url = webui.url
             assert "/app/" in webui_url
 
-            stranger = _context(browser, base_url, session_cookie(charlie)["sessionid"]).new_page()
+            stranger = browser_context(browser, base_url, session_cookie(charlie)["sessionid"]).new_page()
             assert stranger.goto(webui_url).status == 404
             assert stranger.goto(page.url).status == 404  # the deployment page too
     finally:

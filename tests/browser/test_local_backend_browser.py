@@ -4,9 +4,6 @@ its workbench; charlie, opening the same URLs, gets 404 over HTTP and WebSocket.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import httpx
 import pytest
 from playwright.sync_api import expect
@@ -16,6 +13,7 @@ from console.tests.conftest import session_cookie
 from console.tests.test_proxy_websocket import _refusal
 from instances.proxy_targets import instance_proxy_target
 from providers.local.tests.local_helpers import asgi_server, local_backends
+from tests.browser.local_flow import Worker, browser_context
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,35 +36,6 @@ def this_host_backend(settings, tmp_path, hooks_override):
         backend.runtime.destroy(key)
 
 
-class Worker(threading.Thread):
-    """The Celery worker's poll, in a thread of its own (the test's thread runs Playwright's loop)."""
-
-    def __init__(self, user) -> None:
-        super().__init__(daemon=True)
-        self.user, self.done = user, threading.Event()
-
-    def run(self) -> None:
-        from django.db import connection
-
-        from instances.models import Instance
-        from instances.services import instance_sync
-
-        try:
-            while not self.done.is_set():
-                for pk in Instance.objects.filter(owner=self.user, status="provisioning").values_list("pk", flat=True):
-                    instance_sync(instance_id=pk)
-                time.sleep(0.2)
-        finally:
-            connection.close()
-
-
-def _context(browser, base_url: str, cookie: str):
-    context = browser.new_context()
-    context.add_cookies([{"name": "sessionid", "value": cookie, "url": base_url}])
-    context.set_default_timeout(60_000)
-    return context
-
-
 def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this_host_backend, browser, screenshot_dir):
     from accounts.tests.factories import UserFactory
     from instances.tests.conftest import fund
@@ -78,7 +47,7 @@ def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this
     worker.start()
     try:
         with asgi_server() as base_url:
-            page = _context(browser, base_url, alice_cookie).new_page()
+            page = browser_context(browser, base_url, alice_cookie).new_page()
             page.goto(f"{base_url}/instances/launch/")
             page.get_by_label("This host").check()
             page.locator("#launch-form input[name=name]").fill("on-this-host")
@@ -110,7 +79,7 @@ def test_launch_on_this_host_then_jupyterlab_and_vs_code_for_the_owner_only(this
             code_url = code.url
             assert "/code/" in code_url and "login" not in code_url
 
-            stranger = _context(browser, base_url, charlie_cookie).new_page()
+            stranger = browser_context(browser, base_url, charlie_cookie).new_page()
             for url in (instance_url, lab_url, code_url):
                 assert stranger.goto(url).status == 404, url
             kernels = httpx.get(f"{base_url}/i/{instance_id}/lab/api/kernels", cookies={"sessionid": alice_cookie})

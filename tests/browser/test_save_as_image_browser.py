@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from console.tests.conftest import session_cookie
 from providers.local.tests.local_helpers import asgi_server
 from providers.local.tests.test_local_containers import MINIMAL, container_images, registry  # noqa: F401 (fixtures)
-from tests.browser.test_local_backend_browser import Worker, _context
+from tests.browser.local_flow import Worker, browser_context, launch_here, run_cell
 
 pytestmark = [pytest.mark.local, pytest.mark.containers, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -45,29 +45,6 @@ def in_a_container(settings, tmp_path, hooks_override, container_images):  # noq
         backend.runtime.destroy(key)
 
 
-def _run_cell(page, code: str) -> str:
-    with page.context.expect_page() as opened:
-        page.get_by_role("link", name="Open JupyterLab").click()
-    lab = opened.value
-    lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
-    lab.get_by_text("Python 3 (ipykernel) | Idle").wait_for()
-    lab.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
-    lab.keyboard.type(code)
-    lab.keyboard.press("Shift+Enter")
-    output = lab.locator(".jp-OutputArea-output").first
-    output.wait_for()
-    text = output.inner_text().strip()
-    lab.close()
-    return text
-
-
-def _launch_here(page, name: str) -> None:
-    page.get_by_label("This host").check()
-    page.locator("#launch-form input[name=name]").fill(name)
-    page.locator("#launch-button").click()
-    expect(page.locator("#instance-body h1 .badge")).to_have_text("Running", timeout=120_000)
-
-
 def test_save_as_image_then_launch_from_it_and_see_the_change(
     in_a_container,
     registry,  # noqa: F811
@@ -85,11 +62,11 @@ def test_save_as_image_then_launch_from_it_and_see_the_change(
     worker.start()
     try:
         with asgi_server() as base_url:
-            page = _context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
+            page = browser_context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
             page.goto(f"{base_url}/instances/launch/")
-            _launch_here(page, "set-up")
+            launch_here(page, "set-up")
             # /var/tmp is in the container's own layer (not the disk, not a tmpfs): what a saved image keeps.
-            written = _run_cell(
+            written = run_cell(
                 page, f"open('/var/tmp/change.txt', 'w').write({CHANGE!r}); print(open('/var/tmp/change.txt').read())"
             )
             assert written == CHANGE
@@ -107,9 +84,9 @@ def test_save_as_image_then_launch_from_it_and_see_the_change(
             expect(page.locator("#image-table")).to_contain_text("my-env:v1")
             page.get_by_role("link", name="Launch from it").first.click()
             expect(page.locator("#image-field input[name=image]:checked")).to_have_count(1)
-            _launch_here(page, "from-image")
+            launch_here(page, "from-image")
             page.screenshot(path=str(screenshot_dir / "launched-from-saved-image.png"), full_page=True)
-            assert _run_cell(page, "print(open('/var/tmp/change.txt').read())") == CHANGE
+            assert run_cell(page, "print(open('/var/tmp/change.txt').read())") == CHANGE
     finally:
         worker.done.set()
         worker.join(timeout=10)

@@ -5,16 +5,13 @@ old content back in JupyterLab. The instance page fits a 390 px phone without sc
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 from playwright.sync_api import expect
 
 from console.tests.conftest import session_cookie
 from providers.local.tests.local_helpers import asgi_server
-from tests.browser.test_local_backend_browser import _context, this_host_backend  # noqa: F401 (a fixture)
-from tests.browser.test_save_as_image_browser import _launch_here
+from tests.browser.local_flow import Worker, browser_context, launch_here, run_cell, status_badge
+from tests.browser.test_local_backend_browser import this_host_backend  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.local, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -22,53 +19,6 @@ NO_SIDEWAYS_SCROLL = "document.documentElement.scrollWidth <= document.documentE
 # What sticks out, when something does: the elements wider than the page, innermost last.
 WIDE = """[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right >
     document.documentElement.clientWidth + 1).slice(-8).map(e => e.tagName + '#' + e.id + '.' + e.className)"""
-
-
-class Worker(threading.Thread):
-    """The Celery worker's poll of what boots or starts, in a thread of its own."""
-
-    def __init__(self, user) -> None:
-        super().__init__(daemon=True)
-        self.user, self.done = user, threading.Event()
-
-    def run(self) -> None:
-        from django.db import connection
-
-        from instances.models import Instance
-        from instances.services import instance_sync
-
-        try:
-            while not self.done.is_set():
-                busy = Instance.objects.filter(owner=self.user, status__in=("provisioning", "starting", "stopping"))
-                for pk in busy.values_list("pk", flat=True):
-                    instance_sync(instance_id=pk)
-                time.sleep(0.2)
-        finally:
-            connection.close()
-
-
-def _run_cell(page, code: str) -> str:
-    """Run ``code`` in a new notebook of the instance's JupyterLab. Its workspace is reset first: a lab
-    opened before reopens its last notebook instead of the launcher."""
-    with page.context.expect_page() as opened:
-        page.get_by_role("link", name="Open JupyterLab").click()
-    lab = opened.value
-    lab.wait_for_load_state()
-    lab.goto(lab.url.split("?", 1)[0] + "?reset")
-    lab.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
-    lab.get_by_text("Python 3 (ipykernel) | Idle").wait_for()
-    lab.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
-    lab.keyboard.type(code)
-    lab.keyboard.press("Shift+Enter")
-    output = lab.locator(".jp-OutputArea-output").first
-    output.wait_for()
-    text = output.inner_text().strip()
-    lab.close()
-    return text
-
-
-def _badge(page):
-    return page.locator("#instance-body h1 .badge")
 
 
 def test_snapshot_change_stop_restore_start_and_read_the_old_content(
@@ -85,10 +35,10 @@ def test_snapshot_change_stop_restore_start_and_read_the_old_content(
     worker.start()
     try:
         with asgi_server() as base_url:
-            page = _context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
+            page = browser_context(browser, base_url, session_cookie(alice)["sessionid"]).new_page()
             page.goto(f"{base_url}/instances/launch/")
-            _launch_here(page, "snap-me")
-            assert _run_cell(page, "open('notes.txt', 'w').write('version one'); print(open('notes.txt').read())") == (
+            launch_here(page, "snap-me")
+            assert run_cell(page, "open('notes.txt', 'w').write('version one'); print(open('notes.txt').read())") == (
                 "version one"
             )
 
@@ -103,12 +53,12 @@ def test_snapshot_change_stop_restore_start_and_read_the_old_content(
             expect(row.get_by_role("button", name="Restore")).to_be_disabled()  # running: stop first
             page.screenshot(path=str(screenshot_dir / "snapshot-ready.png"), full_page=True)
 
-            assert _run_cell(page, "open('notes.txt', 'w').write('version two'); print(open('notes.txt').read())") == (
+            assert run_cell(page, "open('notes.txt', 'w').write('version two'); print(open('notes.txt').read())") == (
                 "version two"
             )
 
             page.locator("#instance-body").get_by_role("button", name="Stop", exact=True).click()
-            expect(_badge(page)).to_have_text("Stopped", timeout=60_000)
+            expect(status_badge(page)).to_have_text("Stopped", timeout=60_000)
             page.reload()
             row = page.locator("#snapshot-list li", has_text="before-edit")
             page.once("dialog", lambda dialog: dialog.accept())  # "what was written since … is lost"
@@ -128,8 +78,8 @@ def test_snapshot_change_stop_restore_start_and_read_the_old_content(
             page.set_viewport_size({"width": 1366, "height": 768})
 
             page.locator("#instance-body").get_by_role("button", name="Start", exact=True).click()
-            expect(_badge(page)).to_have_text("Running", timeout=60_000)
-            assert _run_cell(page, "print(open('notes.txt').read())") == "version one"
+            expect(status_badge(page)).to_have_text("Running", timeout=60_000)
+            assert run_cell(page, "print(open('notes.txt').read())") == "version one"
     finally:
         worker.done.set()
         worker.join(timeout=10)
