@@ -685,7 +685,7 @@ class SavedImageViewSet(
         principal, membership = acting(self.request)
         return images_saved_for(principal=principal, membership=membership, user=self.request.user)
 
-    def _changed(self, verb, body_class=None):
+    def _changed(self, verb, body_class=None, **extra):
         """The image (404 for one the person does not see), a 403 for one they only see, then the body."""
         image = self.get_object()
         _principal, membership = acting(self.request)
@@ -699,7 +699,7 @@ class SavedImageViewSet(
                 body = body_class(data=self.request.data)
                 body.is_valid(raise_exception=True)
                 kwargs = body.validated_data
-            return verb(image=image, **kwargs)
+            return verb(image=image, **kwargs, **extra)
         except errors.InstanceError as exc:
             raise_as_api_error(exc)
 
@@ -722,11 +722,11 @@ class SavedImageViewSet(
     )
     @action(detail=True, methods=["post"])
     def share(self, request, pk=None):
-        image = self._changed(services.image_share, ImageShareSerializer)
+        image = self._changed(services.image_share, ImageShareSerializer, actor=request.user)
         return Response(SavedImageSerializer(image).data)
 
     def destroy(self, request, *args, **kwargs):
-        self._changed(services.image_delete)
+        self._changed(services.image_delete, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
@@ -818,5 +818,5 @@ class SnapshotViewSet(mixins.RetrieveModelMixin, mixins.DestroyModelMixin, views
         return Response(SnapshotSerializer(snapshot).data, status=status.HTTP_202_ACCEPTED)
 
     def destroy(self, request, *args, **kwargs):
-        self._changed(services.snapshot_delete)
+        self._changed(services.snapshot_delete, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -598,12 +598,12 @@ def image_change(request: HttpRequest, slug: str, action: str) -> HttpResponse:
             services.image_rename(image=image, **form.cleaned_data)
             messages.success(request, _("Saved."))
         elif action in ("share", "unshare"):
-            services.image_share(image=image, shared=action == "share")
+            services.image_share(image=image, shared=action == "share", actor=request.user)
             messages.success(
                 request, _("Shared with the team.") if action == "share" else _("No longer shared with the team.")
             )
         else:
-            services.image_delete(image=image)
+            services.image_delete(image=image, actor=request.user)
             messages.success(request, _("%(name)s:%(tag)s was deleted.") % {"name": image.name, "tag": image.tag})
     except errors.InstanceError as exc:
         messages.error(request, exc.message)
@@ -717,7 +717,7 @@ def snapshot_change(request: HttpRequest, slug: str, action: str) -> HttpRespons
                 request, _("Restoring %(name)s: start the instance once it is done.") % {"name": snapshot.label}
             )
         else:
-            services.snapshot_delete(snapshot=snapshot)
+            services.snapshot_delete(snapshot=snapshot, actor=request.user)
             messages.success(request, _("Snapshot %(name)s deleted.") % {"name": snapshot.label})
     except errors.InstanceError as exc:
         messages.error(request, exc.message)

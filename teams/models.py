@@ -188,6 +188,13 @@ class TeamEvent(AppendOnlyModel):
         APP_REMOVED = "app_removed", _("Deployment deleted")
         SECRET_SAVED = "secret_saved", _("Secret saved")
         SECRET_DELETED = "secret_deleted", _("Secret deleted")
+        IMAGE_SAVED = "image_saved", _("Image saved")
+        IMAGE_IMPORTED = "image_imported", _("Image imported")
+        IMAGE_SHARED = "image_shared", _("Image shared or unshared")
+        IMAGE_DELETED = "image_deleted", _("Image deleted")
+        SNAPSHOT_TAKEN = "snapshot_taken", _("Snapshot taken")
+        SNAPSHOT_RESTORED = "snapshot_restored", _("Snapshot restored")
+        SNAPSHOT_DELETED = "snapshot_deleted", _("Snapshot deleted")
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="events")
     # PROTECT, as the ledger's: a cascade's SET_NULL would edit history (and the append-only guard refuses it).

@@ -49,6 +49,8 @@ from instances.registry import (
     RegistryUnreachable,
 )
 from instances.services.images import NAME_RE, TAG_RE
+from teams.models import TeamEvent
+from teams.services import team_event_record
 from vault.selectors import registry_login_for
 
 # The image contract's label (images/contract/README.md; providers' CONTRACT_LABEL): "1" when it follows it.
@@ -221,6 +223,13 @@ def image_import(*, owner, actor, reference: str, name: str = "", tag: str = "",
     try:
         with transaction.atomic():
             image.save(force_insert=True)
+            team_event_record(
+                account=owner,
+                actor=actor,
+                action=TeamEvent.Action.IMAGE_IMPORTED,
+                target=f"{name}:{tag}",
+                details={"image": image.slug, "from": str(ref)[:300]},
+            )
     except IntegrityError as exc:
         raise ImageExists(
             _("You already have an image %(name)s:%(tag)s: choose another name or tag, or delete that one.")

@@ -35,7 +35,8 @@ from instances.errors import ImageExists, ImageInUse, ImageSaveNotSupported, Lau
 from instances.models import Image, Instance
 from instances.registry import Registry, RegistryError
 from providers import PermanentBackendError, get_backend
-from teams.models import Team
+from teams.models import Team, TeamEvent
+from teams.services import team_event_record
 
 NAME_RE = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -131,6 +132,13 @@ def image_save(*, instance: Instance, actor, name: str, tag: str = "latest", not
     try:
         with transaction.atomic():
             image.save(force_insert=True)
+            team_event_record(
+                account=instance.owner_id,
+                actor=actor,
+                action=TeamEvent.Action.IMAGE_SAVED,
+                target=f"{name}:{tag}",
+                details={"image": image.slug, "instance": str(instance.pk)},
+            )
     except IntegrityError as exc:
         raise ImageExists(
             _("You already have an image %(name)s:%(tag)s: choose another name or tag, or delete that one.")
@@ -254,19 +262,29 @@ def image_rename(*, image: Image, name: str | None = None, note: str | None = No
     return image
 
 
-def image_share(*, image: Image, shared: bool) -> Image:
+def image_share(*, image: Image, shared: bool, actor=None) -> Image:
     """Show ``image`` to every member of its team (who may then launch from it), or only to the member
-    who saved it and the team's admins again. On a personal account it changes nothing anyone sees."""
+    who saved it and the team's admins again. On a personal account it changes nothing anyone sees.
+    ``actor``: who asked, for the team's audit log."""
     if image.status == Image.Status.DELETED:
         raise OperationNotAllowed(_("This image was deleted."))
-    Image.objects.filter(pk=image.pk).update(shared=shared)
+    with transaction.atomic():
+        if Image.objects.filter(pk=image.pk).exclude(shared=shared).update(shared=shared) and actor is not None:
+            team_event_record(
+                account=image.owner_id,
+                actor=actor,
+                action=TeamEvent.Action.IMAGE_SHARED,
+                target=f"{image.name}:{image.tag}",
+                details={"image": image.slug, "shared": shared},
+            )
     image.shared = shared
     return image
 
 
-def image_delete(*, image: Image) -> Image:
+def image_delete(*, image: Image, actor=None) -> Image:
     """Delete ``image``: refused while any instance that may still run uses it (409 ``image_in_use``) or
-    while it is being saved. Its meter closes; the row stays (instances that ran it point at it)."""
+    while it is being saved. Its meter closes; the row stays (instances that ran it point at it).
+    ``actor``: who asked, for the team's audit log."""
     if image.owner_id is None:
         raise OperationNotAllowed(_("Catalogue images are not deleted here."))
     if image.status == Image.Status.SAVING:
@@ -288,6 +306,14 @@ def image_delete(*, image: Image) -> Image:
         )
         if moved:
             meter_stop(ref=image_meter_ref(image.pk))
+            if actor is not None:
+                team_event_record(
+                    account=image.owner_id,
+                    actor=actor,
+                    action=TeamEvent.Action.IMAGE_DELETED,
+                    target=f"{image.name}:{image.tag}",
+                    details={"image": image.slug},
+                )
             enqueue_on_commit("instances.tasks.image_registry_delete_task", image.pk)
     image.status = Image.Status.DELETED
     return image

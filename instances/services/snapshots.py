@@ -33,6 +33,8 @@ from core.tasks import enqueue_on_commit
 from instances.errors import LaunchInvalid, OperationNotAllowed, SnapshotLimitReached, SnapshotsNotSupported
 from instances.models import Instance, Snapshot, SnapshotSchedule
 from providers import PermanentBackendError, get_backend
+from teams.models import TeamEvent
+from teams.services import team_event_record
 
 logger = logging.getLogger(__name__)
 SNAPSHOT_SKU_CODE = "snapshot.gb"
@@ -81,6 +83,17 @@ def _check_supported(instance: Instance) -> None:
         )
 
 
+def _audit(snapshot: Snapshot, actor, action: str) -> None:
+    """The team's audit event of a person's snapshot operation (a no-op on a personal account)."""
+    team_event_record(
+        account=snapshot.owner_id,
+        actor=actor,
+        action=action,
+        target=snapshot.label,
+        details={"snapshot": snapshot.slug, "instance": str(snapshot.instance_id)},
+    )
+
+
 def snapshot_create(*, instance: Instance, actor=None, label: str = "", kind: str = Snapshot.Kind.MANUAL) -> Snapshot:
     """Start a snapshot of ``instance``'s disk (running or stopped); the worker copies it
     (``snapshot_create_execute``). Refused in any other status, on a provider without snapshots, while
@@ -110,6 +123,8 @@ def snapshot_create(*, instance: Instance, actor=None, label: str = "", kind: st
             created_by=actor,
             kind=kind,
         )
+        if actor is not None:  # a scheduled one is the console's own
+            _audit(snapshot, actor, TeamEvent.Action.SNAPSHOT_TAKEN)
         enqueue_on_commit("instances.tasks.snapshot_create_task", snapshot.pk)
     return snapshot
 
@@ -194,6 +209,8 @@ def snapshot_restore(*, snapshot: Snapshot, actor=None) -> Snapshot:
             status=S.RESTORING, progress=0, status_reason=""
         )
         if moved:
+            if actor is not None:
+                _audit(snapshot, actor, TeamEvent.Action.SNAPSHOT_RESTORED)
             enqueue_on_commit("instances.tasks.snapshot_restore_task", snapshot.pk)
     snapshot.refresh_from_db()
     return snapshot
@@ -221,15 +238,17 @@ def snapshot_restore_execute(*, snapshot_id: int) -> None:
     )
 
 
-def snapshot_delete(*, snapshot: Snapshot) -> Snapshot:
+def snapshot_delete(*, snapshot: Snapshot, actor=None) -> Snapshot:
     """Delete ``snapshot``: its meter closes now, the worker removes the copy. Refused while it is being
-    made or restored; deleting twice is harmless."""
+    made or restored; deleting twice is harmless. ``actor``: who asked (None: the schedule's retention)."""
     if snapshot.status in (S.CREATING, S.RESTORING):
         raise OperationNotAllowed(_("The snapshot is busy: delete it once it is ready or failed."))
     with transaction.atomic():
         moved = Snapshot.objects.filter(pk=snapshot.pk, status__in=(S.READY, S.FAILED)).update(status=S.DELETING)
         if moved:
             meter_stop(ref=snapshot_meter_ref(snapshot.pk))
+            if actor is not None:
+                _audit(snapshot, actor, TeamEvent.Action.SNAPSHOT_DELETED)
             enqueue_on_commit("instances.tasks.snapshot_delete_task", snapshot.pk)
     snapshot.refresh_from_db()
     return snapshot
