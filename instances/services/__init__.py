@@ -32,6 +32,7 @@ from instances.services.clone import instance_clone
 from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
 from instances.services.image_build import (
+    build_limits,
     image_build,
     image_build_execute,
     image_build_fail,
@@ -79,6 +80,7 @@ __all__ = [
     "LaunchRequest",
     "Operation",
     "app_launch_from",
+    "build_limits",
     "image_build",
     "image_build_execute",
     "image_build_fail",
