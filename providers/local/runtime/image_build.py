@@ -135,7 +135,9 @@ def image_build(
             tls_verify=not insecure,
             auth_file=auth_file,
         )
-        process = podman.popen(argv, log=log, tmpdir=scratch / "tmp")
+        # podman's own TMPDIR (/var/tmp), not one under ``scratch``: the build's steps run in the owner's
+        # uid range, which must reach the rootfs buildah mounts there (a folder under root's 0700 one cannot).
+        process = podman.popen(argv, log=log)
         deadline = time.monotonic() + float(limits["timeout_s"])
         said = ""
         while process.poll() is None:
