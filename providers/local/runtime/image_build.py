@@ -14,7 +14,9 @@ The recipe is the owner's, so hostile: the console has already refused what it m
   namespace of a holder container on the owner's own instance network, behind the firewall its
   instances have (``firewall.py``: not this host's services, not the cloud's metadata), so ``apt-get``
   and ``pip`` reach the mirrors an instance of theirs reaches. ``podman build --network`` takes no
-  named network in podman 4.3, hence the holder.
+  named network in podman 4.3, hence the holder. The steps then see this host's ``/sys`` read-only: a
+  build's user namespace does not own the holder's network namespace, so runc may not mount a sysfs
+  of its own (``operation not permitted``), as with ``podman run --network=host`` in a user namespace.
 
 ``podman build --layers=false`` commits one layer on top of the base for the whole recipe, so the
 result is the base plus one layer, like a save.
@@ -80,6 +82,7 @@ def build_argv(
         f"--memory-swap={memory}",
         f"--ulimit=nproc={int(limits['pids'])}:{int(limits['pids'])}",
         f"--network={network}",
+        *(["--volume=/sys:/sys:ro"] if network.startswith("ns:") else []),
         "--no-cache",
         "-f",
         str(containerfile),

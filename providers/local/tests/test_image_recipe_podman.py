@@ -117,3 +117,34 @@ def test_a_saved_images_recipe_edited_and_built_holds_its_changes(
     assert look("cat /opt/edited; stat -c %u /opt/edited; cat /opt/built-as").split() == ["edited", "0", "0"]
     # No host uid of the owner's range in the image: every file is the image's own (0 … 65535).
     assert look("find / -xdev -uid +65535 2>/dev/null | head -3").strip() == ""
+
+
+@pytest.mark.parametrize("network", ["none", "tenant"])
+def test_a_builds_steps_get_the_network_the_settings_give(
+    in_containers,  # noqa: F811
+    rich_alice,
+    registry,  # noqa: F811
+    settings,
+    network,
+):
+    """``none``: a step sees no interface but loopback. ``tenant``: it joins a holder on the owner's own
+    instance network (behind its firewall), so it has one more; the holder is gone after the build."""
+    settings.CONSOLE_REGISTRY, settings.CONSOLE_REGISTRY_TLS_VERIFY = registry, False
+    settings.INSTANCES_IMAGE_BUILD_BACKEND = "local"
+    settings.INSTANCES_IMAGE_BUILD_NETWORK = network
+    backend = in_containers(services=("lab",))
+    base = Image.objects.get(slug=_pinned_catalogue_image(backend.runtime, registry))
+    recipe = f"FROM {base.pinned_ref}\nRUN tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort > /opt/ifaces\n"
+    with committed():
+        built = image_build(principal=rich_alice, membership=None, actor=rich_alice, recipe=recipe, name="net")
+    built.refresh_from_db()
+    assert built.status == Image.Status.READY, built.build_log
+    podman = backend.runtime.podman
+    podman.run("pull", "--tls-verify=false", built.pinned_ref, timeout=300)
+    seen = podman.run("run", "--rm", "--entrypoint", "cat", built.pinned_ref, "/opt/ifaces", timeout=120).stdout.split()
+    if network == "none":
+        assert seen == ["lo"]
+    else:
+        assert "lo" in seen and len(seen) == 2, seen
+    holders = podman.run("ps", "-a", "--filter", "name=console-build-", "--format", "{{.Names}}").stdout.split()
+    assert holders == []
