@@ -198,6 +198,7 @@ def image_build(*, principal, membership, actor, recipe: str, name: str, tag: st
     """Start building ``recipe`` as image ``name:tag`` of account ``principal``: checked first
     (``recipe_check``), then an Image BUILDING that the worker builds (``image_build_execute``)."""
     name, tag, note = (name or "").strip(), (tag or "latest").strip(), (note or "").strip()
+    recipe = recipe.replace("\r\n", "\n")  # a browser's textarea sends CRLF
     _check_name_tag(name, tag)
     if len(note) > 500:
         raise LaunchInvalid(_("The note is at most 500 characters."), field="note")
