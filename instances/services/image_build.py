@@ -177,10 +177,10 @@ def recipe_check(recipe: str, *, principal, membership, user) -> Image:
 def _builder():
     """The provider that builds: ``INSTANCES_IMAGE_BUILD_BACKEND``, else the first that can."""
     alias = settings.INSTANCES_IMAGE_BUILD_BACKEND
-    for name in [alias] if alias else backend_aliases():
-        backend = get_backend(name)
-        if backend.supports_image_build:
-            return backend
+    found = [get_backend(name) for name in ([alias] if alias else backend_aliases())]
+    # A real builder before the simulated cloud's, which pushes nothing (a console running both).
+    for backend in sorted((b for b in found if b.supports_image_build), key=lambda b: bool(b.simulated)):
+        return backend
     raise ImageBuildNotSupported(_("This console has no image builder: its operator runs one on a podman host."))
 
 

@@ -999,12 +999,18 @@ class ContainerRuntime(RuntimeBase):
         try:
             with open(layer, "rb") as data:
                 contents = layer_read(data)
+            return recipe_derive(
+                contents,
+                base_ref=base_ref,
+                saved_ref=saved_ref,
+                base_status=base_status,
+                header={"Saved as": saved_ref},
+            ).text
         except (OSError, tarfile.TarError) as exc:
             logger.warning("no recipe for %s: %s", saved_ref, exc)
-            return ""
-        return recipe_derive(
-            contents, base_ref=base_ref, saved_ref=saved_ref, base_status=base_status, header={"Saved as": saved_ref}
-        ).text
+        except Exception:
+            logger.exception("no recipe for %s", saved_ref)
+        return ""
 
     def _secret_values(self, key: str, meta: dict) -> list[str]:
         """What a saved image must never hold: the servers' tokens, and the owner's secrets as this run

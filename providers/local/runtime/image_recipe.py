@@ -50,6 +50,8 @@ NOT_COPIED_PREFIXES = (
 )
 GLOB_CHARS = re.compile(r"[*?\[\]\\]")
 MAX_COPIED_FILES = 5000  # more than this and the recipe would be a file list, not a recipe
+# The COPY lines' budget: the recipe must stay under what the builder accepts (1 MiB by default).
+MAX_COPY_BYTES = 768 << 10
 MAX_STATUS_BYTES = 32 << 20  # a dpkg status of 32 MiB is tens of thousands of packages
 
 
@@ -307,8 +309,15 @@ def recipe_derive(
             continue
         links.append((path, target))
     copied = sum(len(v) for v in copies.values())
+    copy_bytes = sum(len(saved_ref) + 30 + sum(len(p) + 4 for p in paths) for paths in copies.values())
     if copied > max_copied:
         left_out.append(f"{copied} changed files: more than {max_copied}, so none are copied (copy what you need)")
+        copies, copied = {}, 0
+    elif copy_bytes > MAX_COPY_BYTES:
+        left_out.append(
+            f"{copied} changed files: their COPY lines would take {copy_bytes >> 10} KiB, more than "
+            f"{MAX_COPY_BYTES >> 10} KiB, so none are copied (copy what you need)"
+        )
         copies, copied = {}, 0
 
     removed = sorted(

@@ -194,3 +194,13 @@ def test_too_many_changed_files_are_left_out_and_said_so():
     assert recipe.copied == 0
     assert not any(s.startswith("COPY") for s in _steps(recipe.text))
     assert "12 changed files: more than 10" in recipe.text
+
+
+def test_copy_lines_over_their_budget_are_left_out_and_said_so(monkeypatch):
+    from providers.local.runtime import image_recipe
+
+    monkeypatch.setattr(image_recipe, "MAX_COPY_BYTES", 2048)
+    layer = layer_read(_tar([(f"opt/long/{'x' * 80}-{i}.txt", b"x") for i in range(40)]))
+    recipe = recipe_derive(layer, base_ref=BASE_REF, saved_ref=SAVED_REF)
+    assert recipe.copied == 0 and not any(s.startswith("COPY") for s in _steps(recipe.text))
+    assert "40 changed files: their COPY lines would take" in recipe.text
