@@ -685,7 +685,9 @@ class SavedImageViewSet(
         except errors.NotPermitted as exc:
             raise_as_api_error(exc)
         principal, membership = acting(self.request)
-        return images_saved_for(principal=principal, membership=membership, user=self.request.user)
+        images = images_saved_for(principal=principal, membership=membership, user=self.request.user)
+        # A recipe (up to a MiB) and a build log are read by their own endpoints, never by a list.
+        return images.defer("recipe", "build_log") if self.action not in ("recipe", "build_log") else images
 
     def _changed(self, verb, body_class=None):
         """The image (404 for one the person does not see), a 403 for one they only see, then the body."""

@@ -506,7 +506,9 @@ def _saved_from(request: HttpRequest, instance: Instance) -> list[Image]:
 
 def _images_page(request: HttpRequest, *, import_form: ImageImportForm | None = None, status: int = 200):
     principal, membership = acting(request)
-    images = list(images_saved_for(principal=principal, membership=membership, user=request.user).defer("build_log"))
+    images = list(
+        images_saved_for(principal=principal, membership=membership, user=request.user).defer("recipe", "build_log")
+    )
     for image in images:
         image.operable = image_access(image=image, membership=membership, user=request.user) == Access.OPERATE
     context = {
