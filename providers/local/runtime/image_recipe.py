@@ -328,7 +328,17 @@ def recipe_derive(
         and not _under(p, set(layer.removed_dist_infos))
         and not p.startswith(NOT_COPIED_PREFIXES)
     )
-    cleared = sorted(p for p in layer.opaque if not _left_out_by_save(p))
+    # An opaque folder hid what the base had in it (overlay marks a folder made anew so, too): cleared
+    # before anything is installed, unless a package above owns it (installing it makes it again).
+    cleared = sorted(
+        p
+        for p in layer.opaque
+        if not _left_out_by_save(p)
+        and p not in owned
+        and not _under(p, pip_folders)
+        and not p.startswith(NOT_COPIED_PREFIXES)
+        and not _under(p, set(removed))
+    )
 
     lines = ["# syntax: a Containerfile; the console's builder builds it (Images → Build)."]
     for key, value in (header or {}).items():
@@ -357,6 +367,17 @@ def recipe_derive(
     if len(left_out) > 50:
         lines.append(f"# Left out: {len(left_out) - 50} more")
     lines += ["", f"FROM {base_ref}", ""]
+    # The layer's deletions apply to the base: first, so nothing installed below is deleted again.
+    if removed or cleared:
+        words = [_q(p) for p in removed]
+        commands = []
+        if words:
+            commands.append(_wrap("rm -rf --", words).removeprefix("RUN "))
+        for folder in cleared:
+            commands.append(
+                f"[ ! -d {_q(folder)} ] || find {_q(folder)} -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} +"
+            )
+        lines += ["RUN " + " \\\n && ".join(commands), ""]
     if apt_install or apt_purge:
         steps = ["apt-get update"]
         if apt_install:
@@ -371,14 +392,6 @@ def recipe_derive(
         lines += [_wrap(_pip_uninstall(root), names), ""]
     for root, names in sorted(pip_install.items()):
         lines += [_wrap(_pip_command(root), names), ""]
-    if removed or cleared:
-        words = [_q(p) for p in removed]
-        commands = []
-        if words:
-            commands.append(_wrap("rm -rf --", words).removeprefix("RUN "))
-        for folder in cleared:
-            commands.append(f"find {_q(folder)} -mindepth 1 -maxdepth 1 -exec rm -rf -- {{}} +")
-        lines += ["RUN " + " \\\n && ".join(commands), ""]
     for (folder, uid, gid), paths in sorted(copies.items()):
         chown = f" --chown={uid}:{gid}" if (uid, gid) != (0, 0) else ""
         sources = [f"/{p}" for p in paths]

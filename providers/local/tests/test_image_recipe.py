@@ -204,3 +204,21 @@ def test_copy_lines_over_their_budget_are_left_out_and_said_so(monkeypatch):
     recipe = recipe_derive(layer, base_ref=BASE_REF, saved_ref=SAVED_REF)
     assert recipe.copied == 0 and not any(s.startswith("COPY") for s in _steps(recipe.text))
     assert "40 changed files: their COPY lines would take" in recipe.text
+
+
+def test_deletions_come_first_and_a_packages_own_folder_is_not_cleared():
+    layer = layer_read(
+        _tar(
+            [
+                ("etc/.wh.issue", b""),
+                ("usr/share/jq/.wh..wh..opq", b""),  # overlay marks a folder made anew opaque
+                ("usr/share/jq/README", b"jq"),
+                ("var/lib/dpkg/status", _status_with(("jq", "1.6-2.1"))),
+                ("var/lib/dpkg/info/jq.list", b"/usr/share/jq\n/usr/share/jq/README\n"),
+            ]
+        )
+    )
+    steps = _steps(recipe_derive(layer, base_ref=BASE_REF, saved_ref=SAVED_REF, base_status=BASE_STATUS).text)
+    assert steps[1].startswith("RUN rm -rf --") and "/etc/issue" in steps[1]
+    assert "apt-get install" in steps[2]
+    assert not any("/usr/share/jq" in step for step in steps)  # jq's: installing it makes it again

@@ -74,7 +74,12 @@ def test_a_saved_images_recipe_edited_and_built_holds_its_changes(
         "exec", container, "sh", "-c",
         f"/opt/venv/bin/pip install --no-index --no-deps -q /opt/{wheel.name} && rm /opt/{wheel.name} "
         "&& echo recipe-change > /opt/recipe-change && chown 1000:1000 /opt/recipe-change "
-        "&& ln -s /opt/recipe-change /usr/local/bin/recipe-link && rm /etc/debian_version",
+        "&& ln -s /opt/recipe-change /usr/local/bin/recipe-link && rm /etc/debian_version "
+        # A Debian package made and installed here (no mirror needed): the recipe reads it off dpkg's status.
+        "&& mkdir -p /var/tmp/pkg/DEBIAN /var/tmp/pkg/usr/share/recipe-pkg && echo hi > /var/tmp/pkg/usr/share/recipe-pkg/hi "
+        "&& printf 'Package: recipe-pkg\\nVersion: 1.2-3\\nArchitecture: all\\nMaintainer: t <t@t>\\nDescription: t\\n' "
+        "> /var/tmp/pkg/DEBIAN/control && dpkg-deb -b /var/tmp/pkg /var/tmp/recipe-pkg.deb >/dev/null "
+        "&& dpkg -i /var/tmp/recipe-pkg.deb >/dev/null && rm -rf /var/tmp/pkg /var/tmp/recipe-pkg.deb",
         check=False, timeout=120,
     )  # fmt: skip
     assert changed.returncode == 0, changed.stderr
@@ -92,9 +97,16 @@ def test_a_saved_images_recipe_edited_and_built_holds_its_changes(
     steps = recipe.replace("\\\n", " ").splitlines()
     assert any(step.startswith("RUN rm -rf --") and "/etc/debian_version" in step for step in steps)
     assert any("ln -sfn /opt/recipe-change /usr/local/bin/recipe-link" in step for step in steps)
+    # The package by version, read against the base's status (only it: the base's packages are not listed),
+    # and its files not copied.
+    apt = [" ".join(step.split()) for step in steps if "apt-get install" in step]
+    assert len(apt) == 1 and apt[0].endswith("--no-install-recommends recipe-pkg=1.2-3 && rm -rf /var/lib/apt/lists/*")
+    assert "/usr/share/recipe-pkg/hi" not in recipe
     assert "/etc/ssh/ssh_host_" not in recipe and "/run/" not in recipe.split("FROM", 1)[1]
 
-    edited = recipe + "RUN echo edited > /opt/edited && id -u > /opt/built-as\n"
+    # No mirror has recipe-pkg (and the build has no network): the edit drops that step, adds one of its own.
+    apt_step = recipe[recipe.index("RUN apt-get update") :].split("\n\n", 1)[0]
+    edited = recipe.replace(apt_step, "") + "RUN echo edited > /opt/edited && id -u > /opt/built-as\n"
     with committed():
         built = image_build(
             principal=rich_alice, membership=None, actor=rich_alice, recipe=edited, name="my-env", tag="v2"
