@@ -8,10 +8,11 @@ business refusal is a 409 whose ``code`` says which (``no_capacity``, ``quota_ex
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.utils.translation import gettext_lazy as _
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -38,6 +39,7 @@ from instances.serializers import (
     CloneSerializer,
     EventSerializer,
     GpuModelSerializer,
+    ImageBuildSerializer,
     ImageImportSerializer,
     ImageRenameSerializer,
     ImageSaveSerializer,
@@ -683,7 +685,9 @@ class SavedImageViewSet(
         except errors.NotPermitted as exc:
             raise_as_api_error(exc)
         principal, membership = acting(self.request)
-        return images_saved_for(principal=principal, membership=membership, user=self.request.user)
+        images = images_saved_for(principal=principal, membership=membership, user=self.request.user)
+        # A recipe (up to a MiB) and a build log are read by their own endpoints, never by a list.
+        return images.defer("recipe", "build_log") if self.action not in ("recipe", "build_log") else images
 
     def _changed(self, verb, body_class=None, **extra):
         """The image (404 for one the person does not see), a 403 for one they only see, then the body."""
@@ -728,6 +732,74 @@ class SavedImageViewSet(
     def destroy(self, request, *args, **kwargs):
         self._changed(services.image_delete, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="A saved image's recipe",
+        description=(
+            "The Containerfile that rebuilds the image, as plain text: read off its layer when it was saved "
+            "(its base by digest, the Debian and Python packages it added by version, the files it deleted, "
+            "the other files copied from the image itself), or the recipe it was built from. Edit it and "
+            "POST it to /api/v1/images/build/. 409 no_recipe for an image the console could not read one off."
+        ),
+        tags=["images"],
+        responses={
+            (200, "text/plain"): OpenApiTypes.STR,
+            409: OpenApiResponse(description="no_recipe"),
+        },
+    )
+    @action(detail=True, methods=["get"])
+    def recipe(self, request, pk=None):
+        image = self.get_object()
+        if not image.recipe:
+            raise ServiceError(detail=_("The console could not read a recipe off this image."), code="no_recipe")
+        response = HttpResponse(image.recipe, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = 'inline; filename="Containerfile"'
+        return response
+
+    @extend_schema(
+        summary="A built image's build log",
+        description="The tail of the builder's log as plain text, while it builds and after (empty for saves).",
+        tags=["images"],
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"], url_path="build-log", url_name="build-log")
+    def build_log(self, request, pk=None):
+        return HttpResponse(self.get_object().build_log, content_type="text/plain; charset=utf-8")
+
+    @extend_schema(
+        summary="Build an image from a recipe",
+        description=(
+            "Build a new image of the acting account from a recipe (a Containerfile; start from a saved "
+            "image's, GET /api/v1/images/{id}/recipe/). It is checked first: one FROM of the console's registry "
+            "that you may use (your saved images, your team's shared ones, the catalogue's), COPY only "
+            "--from such images (there is no build context), no ADD, ONBUILD or RUN options; anything else is a "
+            "400 naming the line. Answers 202 with the image `building`; it becomes `ready` (billed per GB-day as "
+            "a saved image) or `failed` with the log's tail (nothing billed). Its log: .../build-log/."
+        ),
+        tags=["images"],
+        request=ImageBuildSerializer,
+        responses={
+            202: SavedImageSerializer,
+            400: OpenApiResponse(description="invalid (the recipe, the name or the tag)"),
+            409: OpenApiResponse(description="image_exists, image_build_not_supported"),
+        },
+    )
+    # No Idempotency-Key: a repeat is a 409 ``image_exists`` (the same name and tag), and nothing is billed
+    # before the build is ready.
+    @action(detail=False, methods=["post"], url_path="build", url_name="build")
+    def build(self, request):
+        try:
+            require_view(request)
+            require_launch(request)
+            body = ImageBuildSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            principal, membership = acting(request)
+            image = services.image_build(
+                principal=principal, membership=membership, actor=request.user, **body.validated_data
+            )
+        except errors.InstanceError as exc:
+            raise_as_api_error(exc)
+        return Response(SavedImageSerializer(image).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         summary="Bring your own image",

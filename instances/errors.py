@@ -112,6 +112,12 @@ class ImageSaveNotSupported(InstanceError):
     code = "image_save_not_supported"
 
 
+class ImageBuildNotSupported(InstanceError):
+    """The console has no image builder (no provider that builds) or no registry to push builds to."""
+
+    code = "image_build_not_supported"
+
+
 class SnapshotsNotSupported(InstanceError):
     """The instance's provider cannot snapshot disks (a Kubernetes cluster without the snapshot API)."""
 

@@ -285,6 +285,17 @@ class ImageImportForm(forms.Form):
     tag = forms.CharField(label=_("Tag"), max_length=128, required=False)
 
 
+class ImageBuildForm(forms.Form):
+    recipe = forms.CharField(
+        label=_("Recipe (Containerfile)"),
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 18, "class": "mono", "spellcheck": "false", "autocomplete": "off"}),
+    )
+    name = forms.CharField(label=_("New image name"), max_length=64)
+    tag = forms.CharField(label=_("Tag"), max_length=128, required=False, initial="latest")
+    note = forms.CharField(label=_("Note"), max_length=500, required=False)
+
+
 class ImageRenameForm(forms.Form):
     name = forms.CharField(label=_("Image name"), max_length=64)
     note = forms.CharField(label=_("Note"), max_length=500, required=False)

@@ -85,6 +85,7 @@ class Image(models.Model):
 
     class Status(models.TextChoices):
         SAVING = "saving", _("Saving")  # the machine is being committed and pushed
+        BUILDING = "building", _("Building")  # the console's builder is building it from a recipe
         READY = "ready", _("Ready")  # in the registry: launchable, billed
         FAILED = "failed", _("Failed")  # the save did not finish: ``status_reason`` says why; not billed
         DELETED = "deleted", _("Deleted")  # gone from the owner's list and the bill
@@ -144,6 +145,12 @@ class Image(models.Model):
     imported_from = models.CharField(_("imported from"), max_length=300, blank=True)
     platform = models.CharField(_("platform"), max_length=64, blank=True)
     follows_contract = models.BooleanField(_("follows the image contract"), null=True, blank=True)
+    # The Containerfile that rebuilds it (``providers.local.runtime.image_recipe``): read off the saved
+    # layer at a save, or the recipe it was built from (``instances.services.image_build``). Empty where
+    # the provider could not read one.
+    recipe = models.TextField(_("recipe"), blank=True)
+    # A build's log as it goes (its tail, ``INSTANCES_IMAGE_BUILD_LOG_BYTES`` at most); empty for saves.
+    build_log = models.TextField(_("build log"), blank=True)
     created_at = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:

@@ -16,7 +16,7 @@ from instances.capacity.start_queue import instances_start_queued
 from instances.entry_points import instances_entry_points_refresh
 from instances.lifecycle import deadline_s, overdue_reason
 from instances.models import Instance, InstanceEvent, Node, Region, StrayMachine
-from instances.services import images_saving_repair, instance_abandon, instance_sync, nodes_sync
+from instances.services import images_building_repair, images_saving_repair, instance_abandon, instance_sync, nodes_sync
 from providers import Observed, PermanentBackendError, TransientBackendError, backend_aliases, get_backend
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,7 @@ def instances_reconcile() -> dict:
     report["requeued"] = instances_requeue()
     report["started_from_line"] = instances_start_queued()  # after the preempted: they had the cards first
     report.update(images_saving_repair(now=now))  # saves whose task vanished
+    report.update(images_building_repair(now=now))  # builds whose worker vanished
     report["regions"] = _reconcile_regions_report(
         since=now, unreachable=set(report["unreachable"]), synced=synced_by_region
     )

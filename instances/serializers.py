@@ -703,6 +703,18 @@ class ImageImportSerializer(StrictJsonTypes, serializers.Serializer):
     note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
 
 
+class ImageBuildSerializer(StrictJsonTypes, serializers.Serializer):
+    recipe = serializers.CharField(
+        max_length=settings.INSTANCES_IMAGE_BUILD_RECIPE_MAX_BYTES,
+        trim_whitespace=False,
+        help_text="A Containerfile: one FROM of the console's registry you may use (your saved images, your "
+        "team's shared ones, the catalogue's), COPY only --from such images, no ADD or RUN options",
+    )
+    name = serializers.CharField(max_length=64, help_text="the new image's name")
+    tag = serializers.CharField(max_length=128, required=False, allow_blank=True, default="latest")
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
 class ImageRenameSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, required=False)
     note = serializers.CharField(max_length=500, required=False, allow_blank=True)

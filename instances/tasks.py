@@ -102,6 +102,17 @@ def image_save_task(image_id: int) -> None:
     services.image_save_execute(image_id=image_id)
 
 
+@shared_task(
+    base=OperationTask,
+    fails="instances.services.image_build_fail",
+    fails_during=(Image.Status.BUILDING,),
+    **RETRY,
+)
+def image_build_task(image_id: int) -> None:
+    """Build an image from its recipe and push it (``image_build_execute``); a final failure fails it."""
+    services.image_build_execute(image_id=image_id)
+
+
 @shared_task(acks_late=True)
 def image_registry_delete_task(image_id: int) -> bool:
     """A deleted image's manifest out of the registry (best effort: ``image_registry_delete``)."""

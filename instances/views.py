@@ -38,6 +38,7 @@ from instances.capacity import resize, start_queue
 from instances.forms import (
     AutoStopForm,
     CloneForm,
+    ImageBuildForm,
     ImageImportForm,
     ImageRenameForm,
     ImageSaveForm,
@@ -505,12 +506,14 @@ def _saved_from(request: HttpRequest, instance: Instance) -> list[Image]:
 
 def _images_page(request: HttpRequest, *, import_form: ImageImportForm | None = None, status: int = 200):
     principal, membership = acting(request)
-    images = list(images_saved_for(principal=principal, membership=membership, user=request.user))
+    images = list(
+        images_saved_for(principal=principal, membership=membership, user=request.user).defer("recipe", "build_log")
+    )
     for image in images:
         image.operable = image_access(image=image, membership=membership, user=request.user) == Access.OPERATE
     context = {
         "images": images,
-        "saving": any(image.status == Image.Status.SAVING for image in images),
+        "saving": any(image.status in (Image.Status.SAVING, Image.Status.BUILDING) for image in images),
         "in_team": membership is not None,
         "price_fen": settings.INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY,
         "may_import": acting_can(request, Permission.RESOURCES_LAUNCH),
@@ -568,6 +571,77 @@ def image_import(request: HttpRequest) -> HttpResponse:
         )
     messages.success(request, message)
     return redirect("images")
+
+
+def _image_seen(request: HttpRequest, slug: str) -> Image:
+    """A saved image this person sees in the acting context, else a 404 (a role that shows no images
+    sees none)."""
+    try:
+        require_view(request)
+    except errors.NotPermitted:
+        raise Http404 from None
+    principal, membership = acting(request)
+    return get_object_or_404(images_saved_for(principal=principal, membership=membership, user=request.user), slug=slug)
+
+
+def _recipe_page(request: HttpRequest, image: Image, *, form: ImageBuildForm | None = None, status: int = 200):
+    context = {
+        "image": image,
+        "building": image.status == Image.Status.BUILDING,
+        "may_build": acting_can(request, Permission.RESOURCES_LAUNCH),
+        "build_form": form
+        or ImageBuildForm(initial={"recipe": image.recipe, "name": image.name, "tag": _next_tag(image.tag)}),
+        "build_limits": services.build_limits(),
+    }
+    if request.GET.get("partial") == "status":
+        return render(request, "instances/_image_build_status.html", context)
+    return render(request, "instances/image_recipe.html", context, status=status)
+
+
+def _next_tag(tag: str) -> str:
+    """A tag to offer for a rebuild: ``v2`` after ``v1``, else ``<tag>-rebuilt``."""
+    head, digits = tag.rstrip("0123456789"), tag[len(tag.rstrip("0123456789")) :]
+    return f"{head}{int(digits) + 1}" if digits else f"{tag}-rebuilt"[:128]
+
+
+@login_required
+def image_recipe(request: HttpRequest, slug: str) -> HttpResponse:
+    """A saved image's recipe (read-only, or downloaded as ``Containerfile`` with ``?download=1``), its build
+    log when it was built here, and the Build form that takes an edited recipe; for htmx while it builds,
+    its status and log alone (``?partial=status``)."""
+    image = _image_seen(request, slug)
+    if request.GET.get("download"):
+        if not image.recipe:
+            raise Http404
+        response = HttpResponse(image.recipe, content_type="text/plain; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="Containerfile"'
+        return response
+    return _recipe_page(request, image)
+
+
+@login_required
+@require_POST
+def image_build(request: HttpRequest, slug: str) -> HttpResponse:
+    """Build a new image from the recipe edited on ``slug``'s recipe page: the API's service; a refusal is
+    shown with the form (400 or 409), a build started goes to the new image's page."""
+    image = _image_seen(request, slug)
+    try:
+        require_launch(request)
+    except errors.NotPermitted as exc:
+        return _forbidden(request, exc)
+    form = ImageBuildForm(request.POST)
+    if not form.is_valid():
+        return _recipe_page(request, image, form=form, status=400)
+    principal, membership = acting(request)
+    try:
+        built = services.image_build(
+            principal=principal, membership=membership, actor=request.user, **form.cleaned_data
+        )
+    except errors.InstanceError as exc:
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        return _recipe_page(request, image, form=form, status=409 if isinstance(exc, errors.ImageExists) else 400)
+    messages.success(request, _("Building %(name)s:%(tag)s.") % {"name": built.name, "tag": built.tag})
+    return redirect("image_recipe", slug=built.slug)
 
 
 IMAGE_ACTIONS = ("rename", "share", "unshare", "delete")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from providers.base import (
     AppLaunch,
     BackendError,
+    BuildLimits,
     ClusterResizeCapability,
     ClustersCapability,
     EntryPoints,
@@ -38,6 +39,7 @@ from providers.base import (
     GpuMetricsCapability,
     GpuProcess,
     GpuSample,
+    ImageBuildCapability,
     ImagesCapability,
     InstanceSpec,
     MachineInfo,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AppLaunch",
     "BackendError",
+    "BuildLimits",
     "ClusterResizeCapability",
     "ClustersCapability",
     "EntryPoints",
@@ -68,6 +71,7 @@ __all__ = [
     "GpuMetricsCapability",
     "GpuProcess",
     "GpuSample",
+    "ImageBuildCapability",
     "ImagesCapability",
     "InstanceSpec",
     "MachineInfo",

@@ -349,6 +349,7 @@ class ProvisioningBackend:
     requeues_preempted: bool = False
     supports_cluster_resize: bool = False  # ClusterResizeCapability
     supports_image_save: bool = False  # ImagesCapability
+    supports_image_build: bool = False  # ImageBuildCapability
     supports_snapshots: bool = False  # SnapshotsCapability
 
     def __init__(self, *, alias: str, options: dict | None = None) -> None:
@@ -449,6 +450,12 @@ class ProvisioningBackend:
         """Without ImagesCapability: a machine cannot be saved as an image here (the console refuses
         before asking, ``image_save_not_supported``)."""
         raise PermanentBackendError("This provider cannot save a machine as an image.")
+
+    def image_build(
+        self, *, recipe: str, repository: str, tag: str, tenant: Tenant, limits: BuildLimits, progress=None
+    ) -> dict:
+        """Without ImageBuildCapability: the console builds nowhere here (it picks a provider that can)."""
+        raise PermanentBackendError("This provider cannot build images.")
 
     def snapshot_create(self, *, key: str, state: dict, snapshot: str, progress=None) -> dict:
         """Without SnapshotsCapability: the console refuses before asking (``snapshots_not_supported``)."""
@@ -600,7 +607,9 @@ class ImagesCapability:
     - ``image_save`` commits machine ``key`` (running or stopped) and pushes the result to
       ``repository:tag`` (``repository`` is a full reference on the console's registry,
       ``host:port/users/42/my-env``, chosen by the console). Returns ``{"digest": "sha256:…",
-      "size_bytes": n}``: the manifest digest the registry serves and what a pull fetches.
+      "size_bytes": n}``: the manifest digest the registry serves and what a pull fetches, and, where the
+      provider can read the saved layer, ``"recipe"``: a Containerfile that rebuilds it
+      (``providers.local.runtime.image_recipe``).
     - What goes in is the machine's own filesystem (installed packages, files outside its disk and
       volumes); never the console's secrets, keys or host keys (mounted from outside, or on a tmpfs),
       nor the console's labels. Ownership is the image's own (uid 0 … 65535), whatever tenant range
@@ -614,6 +623,39 @@ class ImagesCapability:
 
     def image_save(self, *, key: str, state: dict, repository: str, tag: str) -> dict:
         """Commit machine ``key`` and push it to ``repository:tag`` (see the class's docstring)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BuildLimits:
+    """What one image build may use (``INSTANCES_IMAGE_BUILD_*``): CPUs, memory, processes, seconds,
+    and the network its steps get (``none``, or ``tenant``: the owner's own instance network and its
+    firewall, where the provider has one)."""
+
+    cpus: float = 2.0
+    memory_gb: float = 4.0
+    pids: int = 1024
+    timeout_s: int = 1800
+    network: str = "none"
+
+
+class ImageBuildCapability:
+    """Build an image from a recipe (a Containerfile) and push it to the console's registry.
+
+    - ``image_build`` builds ``recipe`` (already checked by the console: one ``FROM`` of the console's
+      registry the owner may use, ``COPY`` only ``--from`` such images, no ``ADD``, no ``RUN --mount``)
+      with no build context, isolated in ``tenant``'s uid range, held to ``limits``, and pushes the
+      result to ``repository:tag``. ``progress``, when given, is called with the log's text so far
+      now and then. Returns ``{"digest", "size_bytes", "log"}``.
+    - A build that fails or runs past ``limits.timeout_s`` is a ``PermanentBackendError`` whose message
+      ends with the log's tail; a registry that does not answer is a ``TransientBackendError``.
+    """
+
+    supports_image_build: bool = True
+
+    def image_build(
+        self, *, recipe: str, repository: str, tag: str, tenant: Tenant, limits: BuildLimits, progress=None
+    ) -> dict:
         raise NotImplementedError
 
 

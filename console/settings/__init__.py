@@ -340,6 +340,18 @@ INSTANCES_DISK_PRICE_FEN_PER_GB_DAY = int(os.environ.get("INSTANCES_DISK_PRICE_F
 # A save as image whose task vanished is enqueued again after this long, and fails after the deadline.
 INSTANCES_IMAGE_SAVE_REDRIVE_S = int(os.environ.get("INSTANCES_IMAGE_SAVE_REDRIVE_S", "600"))
 INSTANCES_IMAGE_SAVE_DEADLINE_S = int(os.environ.get("INSTANCES_IMAGE_SAVE_DEADLINE_S", "3600"))
+# The console's image builder (Images → Build, instances/services/image_build.py): what one build may use,
+# the network its steps get ("none", or "tenant": the owner's instance network behind its firewall), the
+# provider that builds (empty: the first that can), the largest recipe, and the log's tail kept.
+INSTANCES_IMAGE_BUILD_CPUS = float(os.environ.get("INSTANCES_IMAGE_BUILD_CPUS", "2"))
+INSTANCES_IMAGE_BUILD_MEMORY_GB = float(os.environ.get("INSTANCES_IMAGE_BUILD_MEMORY_GB", "4"))
+INSTANCES_IMAGE_BUILD_PIDS = int(os.environ.get("INSTANCES_IMAGE_BUILD_PIDS", "1024"))
+INSTANCES_IMAGE_BUILD_TIMEOUT_S = int(os.environ.get("INSTANCES_IMAGE_BUILD_TIMEOUT_S", "1800"))
+INSTANCES_IMAGE_BUILD_GRACE_S = int(os.environ.get("INSTANCES_IMAGE_BUILD_GRACE_S", "600"))
+INSTANCES_IMAGE_BUILD_NETWORK = os.environ.get("INSTANCES_IMAGE_BUILD_NETWORK", "none")
+INSTANCES_IMAGE_BUILD_BACKEND = os.environ.get("INSTANCES_IMAGE_BUILD_BACKEND", "")
+INSTANCES_IMAGE_BUILD_RECIPE_MAX_BYTES = int(os.environ.get("INSTANCES_IMAGE_BUILD_RECIPE_MAX_BYTES", str(1 << 20)))
+INSTANCES_IMAGE_BUILD_LOG_BYTES = int(os.environ.get("INSTANCES_IMAGE_BUILD_LOG_BYTES", str(64 << 10)))
 INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY = int(
     os.environ.get("INSTANCES_IMAGE_PRICE_FEN_PER_GB_DAY", str(INSTANCES_DISK_PRICE_FEN_PER_GB_DAY))
 )

@@ -74,6 +74,11 @@ STATE_DEPENDENT: dict[str, tuple[set[str], str]] = {
         {"reference", "name", "tag", "note"},
         "an image reference on a registry the operator allows; a name and tag as a saved image's",
     ),
+    "POST /api/v1/images/build/": (
+        {"recipe", "name", "tag", "note"},
+        "a recipe that starts FROM an image of the console's registry you may use, with no instruction the builder "
+        "refuses; a name and tag as a saved image's",
+    ),
     "POST /api/v1/registry-credentials/": ({"host", "username", "password"}, _LOGIN),
     "PUT /api/v1/registry-credentials/{id}/": ({"username", "password"}, _LOGIN),
 }

@@ -68,6 +68,7 @@ VALID_MAY_BE_REFUSED: dict[str, str] = {
     "PUT /api/v1/instances/{id}/secrets/": _ROWS + " (the names of your secrets)",
     "POST /api/v1/instances/{id}/clone/": _ROWS + " (snapshot: a ready snapshot of this instance)",
     "POST /api/v1/images/import/": "an image reference on a registry the operator allows; a name and tag as a saved image's",
+    "POST /api/v1/images/build/": "a recipe FROM an image of the console's registry you may use; a name and tag as a saved image's",
     "POST /api/v1/registry-credentials/": _LOGIN,
     "PUT /api/v1/registry-credentials/{id}/": _LOGIN,
 }

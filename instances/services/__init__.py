@@ -31,6 +31,14 @@ from instances.services.autostop import instance_auto_stop_set, instance_auto_st
 from instances.services.clone import instance_clone
 from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
+from instances.services.image_build import (
+    build_limits,
+    image_build,
+    image_build_execute,
+    image_build_fail,
+    images_building_repair,
+    recipe_check,
+)
 from instances.services.image_import import image_import, image_reference_parse, images_allowed_registries
 from instances.services.images import (
     image_delete,
@@ -72,6 +80,10 @@ __all__ = [
     "LaunchRequest",
     "Operation",
     "app_launch_from",
+    "build_limits",
+    "image_build",
+    "image_build_execute",
+    "image_build_fail",
     "image_delete",
     "image_import",
     "image_reference_parse",
@@ -82,6 +94,7 @@ __all__ = [
     "image_save_fail",
     "image_share",
     "images_allowed_registries",
+    "images_building_repair",
     "images_saving_repair",
     "instance_abandon",
     "instance_auto_stop_set",
@@ -104,6 +117,7 @@ __all__ = [
     "node_count_choices",
     "nodes_ensure",
     "nodes_sync",
+    "recipe_check",
     "region_nodes_sync",
     "snapshot_create",
     "snapshot_create_execute",

@@ -167,21 +167,34 @@ def image_save_execute(*, image_id: int) -> None:
     except PermanentBackendError as exc:
         image_save_fail(image_id=image_id, error=str(exc))
         return
-    digest, size = str(saved["digest"]), int(saved["size_bytes"])
-    now = timezone.now()
+    image_ready_bill(
+        image=image,
+        digest=str(saved["digest"]),
+        size=int(saved["size_bytes"]),
+        status=Image.Status.SAVING,
+        recipe=str(saved.get("recipe") or ""),
+    )
+
+
+def image_ready_bill(*, image: Image, digest: str, size: int, status: str, recipe: str | None = None) -> bool:
+    """Mark ``image`` READY with its digest and size (a compare-and-set from ``status``: SAVING or
+    BUILDING) and open its meter, in one transaction; ``recipe``, when given, is stored with it. Returns
+    whether this call moved it (a repeat does nothing)."""
+    fields = {"status": Image.Status.READY, "digest": digest, "size_bytes": size, "status_reason": ""}
+    if recipe is not None:
+        fields["recipe"] = recipe
     with transaction.atomic():
-        moved = Image.objects.filter(pk=image_id, status=Image.Status.SAVING).update(
-            status=Image.Status.READY, digest=digest, size_bytes=size, status_reason=""
-        )
+        moved = Image.objects.filter(pk=image.pk, status=status).update(**fields)
         if moved:
             meter_open(
                 user=image.owner,
                 sku=image_sku_upsert(),
                 quantity=image_billed_gb(size),
-                ref=image_meter_ref(image_id),
-                description=f"Image {image.name}:{tag} ({image_billed_gb(size)} GB)",
-                at=now,
+                ref=image_meter_ref(image.pk),
+                description=f"Image {image.name}:{image.tag} ({image_billed_gb(size)} GB)",
+                at=timezone.now(),
             )
+    return bool(moved)
 
 
 def image_save_fail(*, image_id: int, error: str, statuses: tuple = ()) -> None:
@@ -289,6 +302,8 @@ def image_delete(*, image: Image, actor=None) -> Image:
         raise OperationNotAllowed(_("Catalogue images are not deleted here."))
     if image.status == Image.Status.SAVING:
         raise OperationNotAllowed(_("The image is still being saved: delete it once it is ready or failed."))
+    if image.status == Image.Status.BUILDING:
+        raise OperationNotAllowed(_("The image is still being built: delete it once it is ready or failed."))
     with transaction.atomic():
         # Locked first, counted after: a launch of it holds the row until it commits its instance
         # (``instances.services.launch``), so no launch slips in between the count and the delete.

@@ -40,11 +40,13 @@ from core.user_content import ProxyTarget
 from providers.base import (
     BOOT_FAILED,
     AppLaunch,
+    BuildLimits,
     EntryPoints,
     EntryPointsCapability,
     GpuMetricsCapability,
     GpuProcess,
     GpuSample,
+    ImageBuildCapability,
     ImagesCapability,
     InstanceSpec,
     MachineInfo,
@@ -55,12 +57,14 @@ from providers.base import (
     ProvisioningBackend,
     SnapshotsCapability,
     SshTarget,
+    Tenant,
     TransientBackendError,
     VolumesCapability,
 )
 from providers.local.runtime import registry
 from providers.local.runtime.containers import ContainerRuntime
 from providers.local.runtime.gpus import GpuDiscoveryError, GpuInventory, NotEnoughGpus, gpu_discover, gpu_read
+from providers.local.runtime.image_build import image_build
 from providers.local.runtime.podman import PodmanError
 from providers.local.runtime.ports import NoFreePort
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
@@ -105,6 +109,7 @@ class LocalBackend(
     EntryPointsCapability,
     GpuMetricsCapability,
     ImagesCapability,
+    ImageBuildCapability,
     SnapshotsCapability,
     ProvisioningBackend,
 ):
@@ -333,7 +338,35 @@ class LocalBackend(
         auth_file = str(self.options.get("REGISTRY_AUTH_FILE") or "")
         runtime = self.runtime
         saved = self._call(lambda k: runtime.image_save(k, repository=repository, tag=tag, auth_file=auth_file), key)
-        return {"digest": saved["digest"], "size_bytes": int(saved["size_bytes"])}
+        return {"digest": saved["digest"], "size_bytes": int(saved["size_bytes"]), "recipe": saved.get("recipe", "")}
+
+    @property
+    def supports_image_build(self) -> bool:  # type: ignore[override]
+        return self.containers  # podman builds; a process runtime has none
+
+    def image_build(
+        self, *, recipe: str, repository: str, tag: str, tenant: Tenant, limits: BuildLimits, progress=None
+    ) -> dict:
+        """Build ``recipe`` with podman on this host and push it (``runtime.image_build``): in the tenant's
+        uid range, held to ``limits``; ``REGISTRY_AUTH_FILE`` as for a save."""
+        if not self.containers:
+            raise PermanentBackendError("This host runs instances as processes: it has no image builder.")
+        auth_file = str(self.options.get("REGISTRY_AUTH_FILE") or "")
+        runtime = self.runtime
+        built = self._call(
+            lambda _key: image_build(
+                runtime,
+                recipe=recipe,
+                repository=repository,
+                tag=tag,
+                tenant=asdict(tenant),
+                limits=asdict(limits),
+                auth_file=auth_file,
+                progress=progress,
+            ),
+            "",
+        )
+        return {"digest": built["digest"], "size_bytes": int(built["size_bytes"]), "log": built["log"]}
 
     # --- snapshots of the disk (SnapshotsCapability) ----------------------------------------------------
 

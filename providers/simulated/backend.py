@@ -76,10 +76,12 @@ from django.utils import timezone
 
 from providers.base import (
     BOOT_FAILED,
+    BuildLimits,
     ClusterResizeCapability,
     ClustersCapability,
     GpuMetricsCapability,
     GpuSample,
+    ImageBuildCapability,
     ImagesCapability,
     InstanceSpec,
     MachineInfo,
@@ -90,6 +92,7 @@ from providers.base import (
     ProvisioningBackend,
     SnapshotsCapability,
     SshTarget,
+    Tenant,
     TransientBackendError,
     VolumeMount,
     VolumesCapability,
@@ -116,6 +119,7 @@ class SimulatedBackend(
     VolumesCapability,
     GpuMetricsCapability,
     ImagesCapability,
+    ImageBuildCapability,
     SnapshotsCapability,
     ProvisioningBackend,
 ):
@@ -557,7 +561,28 @@ class SimulatedBackend(
             saved.append({"repository": repository, "tag": tag, "digest": digest, "size_bytes": size})
             machine.spec = {**machine.spec, "saved_images": saved}
             machine.save(update_fields=["spec"])
-        return {"digest": digest, "size_bytes": size}
+            base = (machine.spec or {}).get("image_ref") or ""
+        # No layer to read: the recipe names the base and says so (a real save lists the changes).
+        recipe = f"# Saved as: {repository}@{digest}\n# The simulated cloud keeps no layer to read changes off.\n"
+        return {"digest": digest, "size_bytes": size, "recipe": recipe + (f"\nFROM {base}\n" if base else "")}
+
+    def image_build(
+        self, *, recipe: str, repository: str, tag: str, tenant: Tenant, limits: BuildLimits, progress=None
+    ) -> dict:
+        """A simulated build: a line of log per step of ``recipe``; a step ``RUN false`` (or the option
+        ``FAIL_IMAGE_BUILD``) fails it with the log; the digest follows from the recipe, repository and
+        tag, the size from ``IMAGE_BYTES`` plus ``IMAGE_SAVE_CHANGE_BYTES``."""
+        self._bug("image_build")
+        self._reachable()
+        steps = [line.strip() for line in recipe.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        log = "".join(f"STEP {n}/{len(steps)}: {step}\n" for n, step in enumerate(steps, 1))
+        if progress is not None:
+            progress(log)
+        if self._roll("FAIL_IMAGE_BUILD") or any(step == "RUN false" for step in steps):
+            raise PermanentBackendError('The build failed: error building at STEP "RUN false": exit status 1')
+        digest = "sha256:" + hashlib.sha256(f"{recipe}|{repository}|{tag}".encode()).hexdigest()
+        size = int(self.options.get("IMAGE_BYTES") or 0) + int(self.options.get("IMAGE_SAVE_CHANGE_BYTES", 268435456))
+        return {"digest": digest, "size_bytes": size, "log": log + f"COMMIT {repository}:{tag}\n"}
 
     # --- snapshots: recorded on the machine's spec (``snapshots``, ``restored_from``) -------------------
 

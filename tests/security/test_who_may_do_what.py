@@ -131,10 +131,13 @@ API_ROUTES: dict[str, Route] = {
     "api-image-detail": Route("saved_image", {"pk": "saved_image"}),
     "api-image-rename": Route("saved_image", {"pk": "saved_image"}),
     "api-image-share": Route("saved_image", {"pk": "saved_image"}),
+    "api-image-recipe": Route("saved_image", {"pk": "saved_image"}),
+    "api-image-build-log": Route("saved_image", {"pk": "saved_image"}),
     # Snapshots of an instance's disk: as their instance (a member sees a colleague's, operates none)
     "api-snapshot-detail": Route("snapshot", {"pk": "snapshot"}),
     "api-snapshot-restore": Route("snapshot", {"pk": "snapshot"}),
     "api-image-import": Route("resources", {}),
+    "api-image-build": Route("resources", {}),
     # Volumes
     "api-volume-list": Route("resources", {}),
     "api-volume-detail": Route("volume", VOL),
@@ -410,6 +413,8 @@ PAGE_ROUTES: dict[str, Route] = {
     "instance_clone": Route("instance", IP, "POST"),
     "snapshot_change": Route("snapshot", {"slug": "snapshot", "action": "=delete"}, "POST"),
     "image_change": Route("saved_image", {"slug": "saved_image", "action": "=share"}, "POST"),
+    "image_recipe": Route("saved_image", {"slug": "saved_image"}, "GET"),
+    "image_build": Route("saved_image", {"slug": "saved_image"}, "POST"),
     "instance_auto_stop": Route("instance", IP, "POST"),
     "instance_resize": Route("instance", IP, "POST"),
     "instance_secrets": Route("instance", IP, "POST"),
@@ -525,7 +530,8 @@ PAGE_POLICY: dict[str, dict[str, dict[str, str]]] = {
     "instance": {"read": _MINE, "write": _OPERATE},
     # An unshared image of team A's (saved by alice): a member does not see it.
     "saved_image": {
-        "write": {**_MINE, "team_a": "404    log    log    log      404    log     ok     ok     404    404"}
+        "read": {**_MINE, "team_a": "404    log    log    log      404    log     ok     ok     404    404"},
+        "write": {**_MINE, "team_a": "404    log    log    log      404    log     ok     ok     404    404"},
     },
     "instance_files": {"read": _OPERATE},
     "snapshot": {"write": _OPERATE},
@@ -632,6 +638,7 @@ BODIES = {
     ("api-image-rename", "POST"): {"name": "renamed"},
     ("api-image-share", "POST"): {"shared": True},
     ("api-image-import", "POST"): {"reference": "registry.example.com/team/image:1"},
+    ("api-image-build", "POST"): {"recipe": "FROM registry.example.com/team/image:1\n", "name": "built"},
     ("api-instance-resize", "POST"): {"node_count": 2},
     ("api-team-wallet-transfers", "POST"): {"direction": "in", "amount_fen": 100},
     ("api-quota-request-list", "POST"): {"gpu_model": "h800", "cards": 64, "duration_days": 7, "reason": "a run"},

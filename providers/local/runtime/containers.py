@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import http.client
 import json
+import logging
 import os
 import re
 import secrets
@@ -40,6 +41,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import tarfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -90,6 +92,7 @@ from providers.local.runtime.container_spec import (
     run_argv,
     uid_map_check,
 )
+from providers.local.runtime.image_recipe import layer_read, recipe_derive
 from providers.local.runtime.image_save import (
     ImageSaveError,
     layout_fix,
@@ -102,6 +105,7 @@ from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, la
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 
 STATE_VERSION = 2
+logger = logging.getLogger(__name__)
 BOOT_FAILED = "failed"  # providers.base.BOOT_FAILED: a boot that cannot succeed
 
 
@@ -958,6 +962,13 @@ class ContainerRuntime(RuntimeBase):
                 if auth_file:
                     inspect += ["--authfile", auth_file]
                 raw = self._skopeo([*inspect, f"docker://{repository}@{digest}"], timeout=120)
+                top = json.loads((layout / "manifest.json").read_text())["layers"][-1]["digest"]
+                recipe = self._recipe(
+                    self.podman.inspect("container", name) or {},
+                    layout / top.split(":", 1)[1],
+                    base_ref=meta["image"],
+                    saved_ref=f"{repository}@{digest}",
+                )
             except ImageSaveError as exc:
                 raise LocalRuntimeError(str(exc)) from exc
             finally:
@@ -970,7 +981,36 @@ class ContainerRuntime(RuntimeBase):
                 "shifted": report.shifted,
                 "dropped": report.dropped[:20],
                 "timings": {k: round(v, 2) for k, v in timings.items()},
+                "recipe": recipe,
             }
+
+    def _recipe(self, info: Mapping, layer: Path, *, base_ref: str, saved_ref: str) -> str:
+        """The saved image's recipe (``image_recipe``), read off its pushed top ``layer``; dpkg's status of
+        the base is read from the container's lower layers (the topmost that has one). Best effort: a
+        layer it cannot read gives no recipe (the save itself stands), with the reason logged."""
+        lower = ((info.get("GraphDriver") or {}).get("Data") or {}).get("LowerDir") or ""
+        base_status = None
+        for folder in [f for f in lower.split(":") if f]:
+            status = Path(folder) / "var/lib/dpkg/status"
+            with contextlib.suppress(OSError):
+                if status.is_file() and status.stat().st_size <= 32 << 20:
+                    base_status = status.read_text(errors="replace")
+                    break
+        try:
+            with open(layer, "rb") as data:
+                contents = layer_read(data)
+            return recipe_derive(
+                contents,
+                base_ref=base_ref,
+                saved_ref=saved_ref,
+                base_status=base_status,
+                header={"Saved as": saved_ref},
+            ).text
+        except (OSError, tarfile.TarError) as exc:
+            logger.warning("no recipe for %s: %s", saved_ref, exc)
+        except Exception:
+            logger.exception("no recipe for %s", saved_ref)
+        return ""
 
     def _secret_values(self, key: str, meta: dict) -> list[str]:
         """What a saved image must never hold: the servers' tokens, and the owner's secrets as this run
@@ -1044,7 +1084,9 @@ class ContainerRuntime(RuntimeBase):
                 registry.upload(path, layer_digest, layer)
                 registry.upload(path, new_manifest["config"]["digest"], config_bytes)
                 digest, length = registry.put_manifest(path, tag, new_manifest)
-                timings["push_s"] = time.monotonic() - clock
+                timings["push_s"], clock = time.monotonic() - clock, time.monotonic()
+                recipe = self._recipe(info, layer, base_ref=meta["image"], saved_ref=f"{repository}@{digest}")
+                timings["recipe_s"] = time.monotonic() - clock
         except PushUnsupported:
             return None  # the commit path says what is wrong, if anything is
         except ImageSaveError as exc:
@@ -1060,6 +1102,7 @@ class ContainerRuntime(RuntimeBase):
             "dropped": report.dropped[:20],
             "timings": {k: round(v, 2) for k, v in timings.items()},
             "path": "direct",
+            "recipe": recipe,
         }
 
     def _skopeo(self, argv: list[str], *, timeout: float) -> str:

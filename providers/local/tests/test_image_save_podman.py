@@ -67,6 +67,21 @@ def test_podman_still_commits_host_uids_so_the_shift_is_still_needed(container_i
     assert probe.uid == PROBE_BASE, f"an unexpected uid {probe.uid} for a file made by the container's root"
 
 
+def _pinned_catalogue_image(runtime, address: str, slug: str = "pytorch-2.5-cu124") -> str:
+    """Push the minimal image to ``address`` and pin catalogue image ``slug`` to it, as ``images_publish``
+    does: launches of it then run ``repository@digest``. Returns the slug."""
+    podman = runtime.podman
+    podman.run("push", "--tls-verify=false", MINIMAL, f"{address}/console/minimal:v1", timeout=300)
+    digest = json.loads(
+        subprocess.run(
+            ["skopeo", "inspect", "--tls-verify=false", f"docker://{address}/console/minimal:v1"],
+            capture_output=True, text=True, check=True, env=podman.env(),
+        ).stdout
+    )["Digest"]  # fmt: skip
+    Image.objects.filter(slug=slug).update(repository=f"{address}/console/minimal", digest=digest, tag="v1")
+    return slug
+
+
 @pytest.mark.parametrize("base", ["local", "pinned"])
 def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved_image(
     in_containers,  # noqa: F811
@@ -82,15 +97,7 @@ def test_a_file_changed_in_an_instance_is_in_an_instance_launched_from_its_saved
     backend = in_containers(services=("lab",))
     catalogue_image = "pytorch-2.5-cu124"
     if base == "pinned":
-        podman = backend.runtime.podman
-        podman.run("push", "--tls-verify=false", MINIMAL, f"{registry}/console/minimal:v1", timeout=300)
-        digest = json.loads(
-            subprocess.run(
-                ["skopeo", "inspect", "--tls-verify=false", f"docker://{registry}/console/minimal:v1"],
-                capture_output=True, text=True, check=True, env=podman.env(),
-            ).stdout
-        )["Digest"]  # fmt: skip
-        Image.objects.filter(slug=catalogue_image).update(repository=f"{registry}/console/minimal", digest=digest)
+        _pinned_catalogue_image(backend.runtime, registry)
     with committed():
         first = launch(rich_alice, gpu="h200", region="local", disk_gb=20, image=catalogue_image)
     wait_running(first, timeout=BOOT_S)

@@ -232,6 +232,18 @@ class Client(Transport):
     def images_share(self, id: str, body: m.ImageShareRequest, *, idempotency_key: str | None = None) -> m.SavedImage:
         """Share a saved image with the team, or stop sharing it."""
 
+    @operation("v1_images_recipe_retrieve", "GET", "/images/{id}/recipe/", stream=True)
+    def images_recipe(self, id: str) -> Iterator[bytes]:
+        """A saved image's recipe: the Containerfile that rebuilds it (plain text)."""
+
+    @operation("v1_images_build_log_retrieve", "GET", "/images/{id}/build-log/", stream=True)
+    def images_build_log(self, id: str) -> Iterator[bytes]:
+        """A built image's build log (its tail, plain text)."""
+
+    @operation("v1_images_build_create", "POST", "/images/build/")
+    def images_build(self, body: m.ImageBuildRequest) -> m.SavedImage:
+        """Build a new image from a recipe: checked first (a 400 names the line), then built by the console."""
+
     @operation("v1_images_import_create", "POST", "/images/import/")
     def images_import(self, body: m.ImageImportRequest) -> m.SavedImage:
         """Bring your own image: inspected in its registry (an allowed one), recorded ready and pinned."""

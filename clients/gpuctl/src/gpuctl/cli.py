@@ -14,6 +14,7 @@ import platform
 import shlex
 import time
 import webbrowser
+from pathlib import Path
 
 import click
 from click.shell_completion import get_completion_class
@@ -451,8 +452,8 @@ def volumes(ctx: Context) -> None:
 @cli.group(cls=Group, invoke_without_command=True)
 @click.pass_context
 def images(click_ctx) -> None:
-    """Images saved from your instances or imported: list (the default), save, import, rename, share,
-    delete. Launch from one with `gpuctl launch --image <its id>`."""
+    """Images saved from your instances, built or imported: list (the default), save, recipe, build, import,
+    rename, share, delete. Launch from one with `gpuctl launch --image <its id>`."""
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(images_list)
 
@@ -537,6 +538,50 @@ def images_import(ctx: Context, reference: str, name: str, tag: str, note: str) 
             )
 
     ctx.emit(image, render)
+
+
+@images.command(name="recipe")
+@click.argument("image_id")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write it to this file.")
+@pass_ctx
+def images_recipe(ctx: Context, image_id: str, output: str | None) -> None:
+    """Print the recipe (a Containerfile) that rebuilds image IMAGE_ID, or write it to a file: edit it and
+    build a new image with `gpuctl images build -f Containerfile NAME:TAG`."""
+    text = b"".join(ctx.client.images_recipe(image_id)).decode()
+    if output:
+        Path(output).write_text(text)
+    if ctx.as_json:
+        ctx.emit({"id": image_id, "recipe": text}, lambda: None)
+    elif not output:
+        click.echo(text, nl=False)
+
+
+@images.command(name="build")
+@click.argument("name_tag", metavar="NAME[:TAG]")
+@click.option(
+    "-f", "--file", "path", required=True, type=click.Path(exists=True, dir_okay=False), help="The recipe to build."
+)
+@click.option("--note", default="", help="What is in it, for you and your team.")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait until it is ready (or failed).")
+@pass_ctx
+def images_build(ctx: Context, name_tag: str, path: str, note: str, wait: bool) -> None:
+    """Build image NAME[:TAG] from a recipe (a Containerfile: start from `gpuctl images recipe ID`) with the
+    console's builder. It starts FROM one of your images, your team's shared ones or the catalogue's, and
+    copies files only --from such images. Billed per GB-day like a saved image once ready; a failed build
+    shows its log's tail and bills nothing."""
+    name, _colon, tag = name_tag.partition(":")
+    body = {"recipe": Path(path).read_text(), "name": name, "tag": tag or "latest", "note": note}
+    image = ctx.client.images_build(body)
+    if not ctx.as_json:
+        out.print(
+            t("Building {name}:{tag} ({id})…", name=image["name"], tag=image["tag"], id=image["id"]), highlight=False
+        )
+    while wait and image["status"] == "building":
+        time.sleep(float(os.environ.get("GPUCTL_POLL_S", 2)))
+        image = ctx.client.images_get(image["id"])
+    if image["status"] == "failed":
+        _fail(EXIT_FAILED, image.get("status_reason") or image["status"], "image_build_failed", ctx.as_json)
+    ctx.emit(image, lambda: out.print(_image_line(image), highlight=False))
 
 
 @images.command(name="rename")

@@ -126,7 +126,7 @@ ReservationStatusEnum = Literal["active", "expired", "cancelled"]
 
 RoleEnum = Literal["owner", "admin", "member", "billing"]
 
-SavedImageStatusEnum = Literal["saving", "ready", "failed", "deleted"]
+SavedImageStatusEnum = Literal["saving", "building", "ready", "failed", "deleted"]
 
 ScopeEnum = Literal["full", "read"]
 
@@ -552,6 +552,13 @@ class Image(TypedDict):
     digest: NotRequired[str]
     size_bytes: NotRequired[int]
     contents: NotRequired[Any]
+
+
+class ImageBuildRequest(TypedDict):
+    recipe: str
+    name: str
+    tag: NotRequired[str]
+    note: NotRequired[str]
 
 
 class ImageImportRequest(TypedDict):
@@ -1497,6 +1504,7 @@ __all__ = [
     "GpuMetricsRangeEnum",
     "GpuModel",
     "Image",
+    "ImageBuildRequest",
     "ImageImportRequest",
     "ImagePull",
     "ImageRenameRequest",
