@@ -38,6 +38,7 @@ from instances.serializers import (
     AutoStopSerializer,
     CloneSerializer,
     EventSerializer,
+    ExperimentRunSerializer,
     GpuModelSerializer,
     ImageBuildSerializer,
     ImageImportSerializer,
@@ -422,6 +423,18 @@ class InstanceViewSet(TeamResourceViewSet):
         return Response(
             InstanceSerializer(clone, context=self.get_serializer_context()).data, status=status.HTTP_201_CREATED
         )
+
+    @extend_schema(
+        summary="The W&B runs a running instance started, newest first",
+        description="Read from what the console's hook in the image records when a program calls "
+        "`wandb.init` (the local backend; other providers answer an empty list). Empty while it does not run.",
+        tags=["instances"],
+        responses=ExperimentRunSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"], url_path="runs", filter_backends=[], pagination_class=None)
+    def runs(self, request, pk=None):
+        instance = self.get_object()  # a stranger's is a 404
+        return Response(ExperimentRunSerializer(selectors.instance_experiment_runs(instance), many=True).data)
 
     @extend_schema(
         summary="Set or clear auto-stop", tags=["instances"], request=AutoStopSerializer, responses=_action_response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -768,3 +768,17 @@ def instance_secrets_offered(*, instance: Instance):
     the instance does not get it, else whether it is also a variable (one query, no ciphertext)."""
     chosen = InstanceSecret.objects.filter(instance_id=instance.pk, secret_id=OuterRef("pk")).values("env")[:1]
     return secret_list_for(owner=instance.owner_id).annotate(chosen_env=Subquery(chosen))
+
+
+def instance_experiment_runs(instance: Instance) -> list[dict]:
+    """The W&B runs a running instance started, newest first, for its page and the API (``{"url",
+    "host", "name", "project", "entity", "id", "at"}``, ``at`` an aware datetime or None): its provider
+    reads what the console's hook in the image recorded (``experiment_runs``). [] while it does not run,
+    and when the provider cannot tell now: a page never fails for a link."""
+    if instance.status != Instance.Status.RUNNING:
+        return []
+    try:
+        runs = get_backend(instance.backend_alias).experiment_runs(key=instance.key, state=instance.backend_state)
+    except (BackendError, ImproperlyConfigured):
+        return []
+    return [{**run, "at": datetime.fromtimestamp(run["at"], tz=UTC) if run.get("at") else None} for run in runs]

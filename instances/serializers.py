@@ -762,6 +762,19 @@ class SnapshotSerializer(serializers.ModelSerializer):
         return 0
 
 
+class ExperimentRunSerializer(serializers.Serializer):
+    """A W&B run the instance started, as the console's hook in its image recorded it (an address on the
+    tracking service's host; the rest as the program named it)."""
+
+    url = serializers.URLField()
+    host = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
+    project = serializers.CharField(allow_blank=True)
+    entity = serializers.CharField(allow_blank=True)
+    id = serializers.CharField(allow_blank=True)
+    at = serializers.DateTimeField(allow_null=True)
+
+
 class SnapshotCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 

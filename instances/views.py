@@ -203,6 +203,7 @@ def instance_detail(request: HttpRequest, pk) -> HttpResponse:
         else None,
         "ssh_keys": instance.ssh_keys.all(),
         "entry_points": selectors.instance_entry_points(instance=instance, host=request.get_host()),
+        "experiment_runs": selectors.instance_experiment_runs(instance),
         # The launch timeline and the image pull's progress, as the worker recorded them.
         "boot": boot_timeline(instance=instance),
         "mounts": _mounts(instance),

@@ -475,6 +475,9 @@ class ProvisioningBackend:
     def proxy_target(self, *, key: str, service: str) -> ProxyTarget | None:
         return None
 
+    def experiment_runs(self, *, key: str, state: dict) -> list[dict]:
+        return []
+
     # Without GpuMetricsCapability: no samples.
 
     def gpu_samples(self, *, machines: Sequence[tuple[str, dict]], at: datetime) -> dict[str, list[GpuSample]]:
@@ -579,6 +582,12 @@ class EntryPointsCapability:
         as TensorBoard on 6006), served at "/" (``strip_prefix``); None when the machine is not here now.
         The caller has checked that the port is declared and who may use it."""
         return None
+
+    def experiment_runs(self, *, key: str, state: dict) -> list[dict]:
+        """The experiment-tracking runs (W&B) machine ``key`` started, newest first, as the console's hook
+        in its image recorded them: ``{"url", "host", "name", "project", "entity", "id", "at"}``. Read
+        from the owner's own files, so only addresses, checked, for the owner's page; [] when unknown."""
+        return []
 
 
 class GpuMetricsCapability:

@@ -69,6 +69,7 @@ from providers.local.runtime.podman import PodmanError
 from providers.local.runtime.ports import NoFreePort
 from providers.local.runtime.servers import APP, CODE, LAB, SSH, WEBUI
 from providers.local.runtime.supervisor import LocalRuntime, LocalRuntimeError, Mount
+from providers.local.runtime.wandb_runs import wandb_runs_read
 
 STATE_VERSION = 1
 GPU_BUSY_PCT = 5  # a card at or above this utilisation is in use (auto-stop's idle check)
@@ -533,6 +534,11 @@ class LocalBackend(
 
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         return self._call(self.runtime.volume_usage, key)
+
+    def experiment_runs(self, *, key: str, state: dict) -> list[dict]:
+        """Read off the machine's disk while it is mounted here (``wandb_runs``); [] otherwise."""
+        home = self.runtime.paths(key).home
+        return wandb_runs_read(home) if home.is_dir() else []
 
     def volume_files_dir(self, *, key: str, state: dict) -> Path | None:
         """The volume's directory on this host (the console runs here), when it exists."""

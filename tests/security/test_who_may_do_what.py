@@ -102,6 +102,7 @@ API_ROUTES: dict[str, Route] = {
     "api-instance-detail": Route("instance", INST),
     "api-instance-auto-stop": Route("instance", INST),
     "api-instance-events": Route("instance", INST),
+    "api-instance-runs": Route("instance", INST),
     "api-instance-keep-running": Route("instance", INST),
     "api-instance-leave-queue": Route("instance", INST),
     "api-instance-release": Route("instance", INST),

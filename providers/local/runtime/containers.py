@@ -386,7 +386,10 @@ class ContainerRuntime(RuntimeBase):
         return hashlib.sha256(what.encode()).hexdigest()[:16]
 
     def _tools(self) -> dict[str, str]:
-        tools = {"console-start": str(PROJECT_ROOT / "images/contract/console-start")}
+        tools = {
+            "console-start": str(PROJECT_ROOT / "images/contract/console-start"),
+            "python": str(PROJECT_ROOT / "images/contract/python"),  # the hook that links W&B runs
+        }
         tini = shutil.which("tini-static")
         if tini:
             tools["tini"] = tini

@@ -401,6 +401,10 @@ class Client(Transport):
     def instances_secrets_list(self, id: str) -> list[m.InstanceSecretChoice]:
         """The secrets the instance gets at boot: names, and whether each is also a variable."""
 
+    @operation("v1_instances_runs_list", "GET", "/instances/{id}/runs/")
+    def instances_runs_list(self, id: str) -> list[m.ExperimentRun]:
+        """The W&B runs a running instance started, newest first (addresses as its programs recorded them)."""
+
     @operation("v1_instances_secrets_update", "PUT", "/instances/{id}/secrets/")
     def instances_secrets_set(self, id: str, body: m.InstanceSecretsRequest) -> list[m.InstanceSecretChoice]:
         """Choose the secrets the instance gets, from its next start or restart (replaces the choice)."""

@@ -408,6 +408,24 @@ def events(ctx: Context, ref: str) -> None:
 
 
 @cli.command()
+@click.argument("ref")
+@pass_ctx
+def runs(ctx: Context, ref: str) -> None:
+    """The W&B runs instance REF started (wandb.init in it), newest first, with their links."""
+    rows = ctx.client.instances_runs_list(_resolve(ctx, ref)["id"])
+
+    def render() -> None:
+        if not rows:
+            out.print(t("No W&B runs recorded: a program that calls wandb.init on a running instance shows here."))
+            return
+        for row in rows:
+            where = "/".join(part for part in (row["entity"], row["project"]) if part)
+            out.print(f"{row['name'] or row['id']}  {where}  {row['url']}", highlight=False, soft_wrap=True)
+
+    ctx.emit(rows, render)
+
+
+@cli.command()
 @click.argument("app")
 @click.option("--gpu", "gpu_model", required=True)
 @click.option("--count", "gpu_count", default=1, show_default=True, type=int)

@@ -7,6 +7,7 @@ import os
 ZH = {
     "{status}: {percent} %": "{status}：{percent} %",
     "No snapshots. Take one with `gpuctl snapshots create INSTANCE`.": "没有快照。可用 `gpuctl snapshots create 实例` 创建。",
+    "No W&B runs recorded: a program that calls wandb.init on a running instance shows here.": "没有 W&B 运行记录：运行中的实例里调用 wandb.init 的程序会显示在这里。",
     "Restore {id}? What was written since it was taken is lost.": "恢复 {id}？此后写入的内容将丢失。",
     "Scheduled snapshots are off.": "定时快照已关闭。",
     "Every {hours} h, keeping {keep}; next at {at}.": "每 {hours} 小时一次，保留 {keep} 个；下次于 {at}。",

@@ -188,6 +188,13 @@ TeamEventActionEnum = Literal[
     "app_removed",
     "secret_saved",
     "secret_deleted",
+    "image_saved",
+    "image_imported",
+    "image_shared",
+    "image_deleted",
+    "snapshot_taken",
+    "snapshot_restored",
+    "snapshot_deleted",
 ]
 
 TopUpOrderStatusEnum = Literal["pending", "paid", "failed", "expired", "refunded", "partially_refunded"]
@@ -487,6 +494,18 @@ class Event(TypedDict):
     new: str
     reason: str
     created_at: NotRequired[str]
+
+
+class ExperimentRun(TypedDict):
+    """A W&B run the instance started, as the console's hook in its image recorded it (an address on the"""
+
+    url: str
+    host: str
+    name: str
+    project: str
+    entity: str
+    id: str
+    at: str | None
 
 
 class Fit(TypedDict):
@@ -1496,6 +1515,7 @@ __all__ = [
     "Error",
     "Event",
     "EventKindEnum",
+    "ExperimentRun",
     "Fit",
     "FitEstimate",
     "FitRow",
