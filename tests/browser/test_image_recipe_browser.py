@@ -49,5 +49,11 @@ def test_view_edit_build_and_see_ready(live_server, page: Page, alice, sign_in, 
     expect(page.locator("[data-build-log]")).to_contain_text("RUN echo edited > /etc/motd")
     expect(page.locator("[data-recipe]")).to_contain_text("RUN echo edited > /etc/motd")
     page.screenshot(path=str(screenshot_dir / "image-built-from-recipe.png"), full_page=True)
+    # On a phone the long FROM line scrolls inside its box; the page itself does not scroll sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(page.locator("[data-recipe]")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    page.screenshot(path=str(screenshot_dir / "image-recipe-390.png"), full_page=True)
     built = Image.objects.get(owner=alice, name="my-env", tag="v2")
     assert built.status == Image.Status.READY and built.recipe == edited
