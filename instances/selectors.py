@@ -78,7 +78,9 @@ class StartOutlook:
     node. ``waiting``: instances in that region and model's line for cards. ``frees_at``: the earliest
     auto-stop already set on a running instance of that model in the region: cards known to free up
     then (other stops are not known in advance). ``quota``/``quota_used``/``cards``: its owner's quota
-    of the model, the cards they hold, and what the start needs."""
+    of the model, the cards they hold, and what the start needs. ``disk_moves``: its disk lives on the
+    region's shared storage (``disk_follows_node_loss``), so a start takes cards on whichever node has
+    them: there is no node to move it from, and the page says so."""
 
     fits: bool
     free: int
@@ -88,6 +90,7 @@ class StartOutlook:
     quota: int
     quota_used: int
     cards: int
+    disk_moves: bool = False
 
     @property
     def over_quota(self) -> bool:
@@ -132,7 +135,15 @@ def instance_start_outlook(instance: Instance) -> StartOutlook | None:
         quota=quota_effective(user=instance.owner, gpu_model=instance.gpu_model),
         quota_used=quota_usage(user=instance.owner, gpu_model=instance.gpu_model),
         cards=count * nodes,
+        disk_moves=_disk_moves(instance),
     )
+
+
+def _disk_moves(instance: Instance) -> bool:
+    try:
+        return bool(get_backend(instance.backend_alias).disk_follows_node_loss)
+    except (BackendError, ImproperlyConfigured):
+        return False
 
 
 def regions_offered() -> QuerySet[Region]:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from instances.models import Instance
 from instances.services import instance_stop
-from instances.tests.conftest import committed, fund, running
+from instances.tests.conftest import backends, committed, fund, running
 
 
 @pytest.fixture
@@ -135,3 +135,14 @@ def test_a_stopped_instance_whose_cards_are_free_says_a_start_should_get_them(ri
 def test_the_outlook_is_not_shown_while_it_waits_in_line(stopped, alice_client):
     _act(alice_client, stopped, "wait-in-line")
     assert 'id="start-outlook"' not in _page(alice_client, stopped)
+
+
+def test_where_the_disk_is_on_shared_storage_the_outlook_says_any_node_will_do(rich_alice, alice_client, settings):
+    instance = running(rich_alice, gpu="h800", count=4)
+    with committed():
+        instance_stop(instance=instance)
+    moves = "a start takes cards on whichever node has them, with nothing to move"
+    assert moves not in _page(alice_client, instance)  # node-local disks: not said
+
+    settings.PROVISIONING_BACKENDS = backends(DISK_FOLLOWS=True)
+    assert moves in _page(alice_client, instance)
