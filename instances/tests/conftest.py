@@ -150,3 +150,14 @@ def this_host(settings, tmp_path, db, hooks_override):
     for backend in made:
         for key in backend.runtime.instance_keys():
             backend.runtime.destroy(key)
+
+
+def acting_client(client, user, team):
+    """``client`` signed in as ``user`` and acting in ``team`` (the session's team context)."""
+    from teams.context import SESSION_KEY
+
+    client.force_login(user)
+    session = client.session
+    session[SESSION_KEY] = team.pk
+    session.save()
+    return client

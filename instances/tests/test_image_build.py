@@ -11,7 +11,7 @@ from django.urls import reverse
 from billing.models import Meter
 from instances.models import Image
 from instances.services.images import image_meter_ref
-from instances.tests.conftest import committed, running, simulate
+from instances.tests.conftest import acting_client, committed, running, simulate
 
 pytestmark = pytest.mark.django_db
 
@@ -151,7 +151,6 @@ def test_without_a_registry_a_build_is_refused(saved, alice_client, settings):
 def test_a_team_member_builds_from_a_colleagues_image_only_once_it_is_shared(alice, catalogue, client):
     from accounts.tests.factories import UserFactory
     from instances.tests.conftest import fund
-    from teams.context import SESSION_KEY
     from teams.models import Membership, Role
     from teams.services import team_create
 
@@ -161,21 +160,16 @@ def test_a_team_member_builds_from_a_colleagues_image_only_once_it_is_shared(ali
     Membership.objects.create(team=team, user=mia, role=Role.MEMBER)
     instance = running(team.account, actor=alice)
 
-    def acting_as(user):
-        client.force_login(user)
-        session = client.session
-        session[SESSION_KEY] = team.pk
-        session.save()
-        return client
-
     with committed():
-        acting_as(alice).post(reverse("instance_save_image", args=[instance.pk]), {"name": "team-env", "tag": "v1"})
+        acting_client(client, alice, team).post(
+            reverse("instance_save_image", args=[instance.pk]), {"name": "team-env", "tag": "v1"}
+        )
     image = Image.objects.get(owner=team.account)
     recipe = f"FROM {image.pinned_ref}\n"
-    refused = _build(acting_as(mia), recipe, name="mine")
+    refused = _build(acting_client(client, mia, team), recipe, name="mine")
     assert refused.status_code == 400 and "that you may use" in str(refused.json())
-    acting_as(alice).post(reverse("image_change", args=[image.slug, "share"]))
-    built = _build(acting_as(mia), recipe, name="mine")
+    acting_client(client, alice, team).post(reverse("image_change", args=[image.slug, "share"]))
+    built = _build(acting_client(client, mia, team), recipe, name="mine")
     assert built.status_code == 202, built.content
     made = Image.objects.get(slug=built.json()["id"])
     assert made.owner == team.account and made.created_by == mia and made.status == Image.Status.READY

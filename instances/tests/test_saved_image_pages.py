@@ -9,8 +9,7 @@ from django.urls import reverse
 
 from accounts.tests.factories import UserFactory
 from instances.models import Image, Instance
-from instances.tests.conftest import committed, fund, running
-from teams.context import SESSION_KEY
+from instances.tests.conftest import acting_client, committed, fund, running
 from teams.models import Membership, Role
 from teams.services import team_create
 
@@ -82,21 +81,14 @@ def test_a_team_member_sees_a_colleagues_image_once_it_is_shared(alice, catalogu
     Membership.objects.create(team=team, user=mia, role=Role.MEMBER)
     instance = running(team.account, actor=alice)
 
-    def acting_as(user):
-        client.force_login(user)
-        session = client.session
-        session[SESSION_KEY] = team.pk
-        session.save()
-        return client
-
-    _save_on_the_page(acting_as(alice), instance, name="team-env")
+    _save_on_the_page(acting_client(client, alice, team), instance, name="team-env")
     image = Image.objects.get(owner=team.account)
     assert image.repository.endswith("/teams/lab/team-env")
-    assert f'data-image="{image.slug}"' not in acting_as(mia).get(reverse("images")).content.decode()
+    assert f'data-image="{image.slug}"' not in acting_client(client, mia, team).get(reverse("images")).content.decode()
     launch_page = client.get(reverse("instance_launch") + f"?image={image.slug}").content.decode()
     assert f'name="image" value="{image.pk}"' not in launch_page
-    acting_as(alice).post(reverse("image_change", args=[image.slug, "share"]))
-    listed = acting_as(mia).get(reverse("images")).content.decode()
+    acting_client(client, alice, team).post(reverse("image_change", args=[image.slug, "share"]))
+    listed = acting_client(client, mia, team).get(reverse("images")).content.decode()
     assert f'data-image="{image.slug}"' in listed and f"?image={image.slug}" in listed
     # She may launch from it, not change it.
     assert client.post(reverse("image_change", args=[image.slug, "delete"])).status_code == 403

@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from instances.models import Image, Instance, Snapshot
 from instances.services import instance_stop, snapshot_create
-from instances.tests.conftest import committed, running
-from instances.tests.test_team_instances import acting_client, lab  # noqa: F401 (a fixture)
+from instances.tests.conftest import acting_client, committed, running
+from instances.tests.test_team_instances import lab  # noqa: F401 (a fixture)
 from teams.models import TeamEvent
 
 pytestmark = pytest.mark.django_db

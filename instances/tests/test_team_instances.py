@@ -13,21 +13,12 @@ from instances import services
 from instances.errors import MemberLimitReached, NotPermitted
 from instances.models import GpuModel, Instance, QuotaRequest
 from instances.proxy_targets import instance_proxy_target
-from instances.tests.conftest import committed, fund, launch, running
+from instances.tests.conftest import acting_client, committed, fund, launch, running
 from providers import get_backend
-from teams.context import SESSION_KEY
 from teams.models import Membership, Role, TeamEvent
 from teams.services import membership_remove, team_create
 
 pytestmark = pytest.mark.django_db
-
-
-def acting_client(client, user, team):
-    client.force_login(user)
-    session = client.session
-    session[SESSION_KEY] = team.pk
-    session.save()
-    return client
 
 
 @pytest.fixture

@@ -429,6 +429,19 @@ class ContainerRuntime(RuntimeBase):
             raise LocalRuntimeError(f"the container's limits could not be set, so it was stopped: {exc}") from exc
         meta["limits_now"] = wanted
 
+    def network_subnets(self, network: str) -> list[firewall_rules.Subnet]:
+        """The IPv4 subnets of podman network ``network``, which the firewall fences; a network without
+        one cannot be fenced, so nothing runs on it."""
+        info = self.podman.inspect("network", network) or {}
+        subnets = [
+            firewall_rules.Subnet(cidr=s["subnet"], gateway=s["gateway"])
+            for s in info.get("subnets") or []
+            if s.get("subnet") and s.get("gateway") and ":" not in s["subnet"]
+        ]
+        if not subnets:
+            raise LocalRuntimeError(f"the tenant's network {network} has no IPv4 subnet to fence")
+        return subnets
+
     def _fence(self, tenant: Mapping, paths: ContainerPaths, meta: dict) -> None:
         """The firewall's rules for the tenant's network (``firewall.py``), before its container runs:
         a container that could reach this host's services or the cloud's metadata never starts."""
@@ -437,14 +450,7 @@ class ContainerRuntime(RuntimeBase):
         network = _network_name(tenant)
         subnets = [firewall_rules.Subnet(**s) for s in meta.get("subnets", [])]
         if not subnets or meta.get("subnets_of") != network:
-            info = self.podman.inspect("network", network) or {}
-            subnets = [
-                firewall_rules.Subnet(cidr=s["subnet"], gateway=s["gateway"])
-                for s in info.get("subnets") or []
-                if s.get("subnet") and s.get("gateway") and ":" not in s["subnet"]
-            ]
-            if not subnets:
-                raise LocalRuntimeError(f"the tenant's network {network} has no IPv4 subnet to fence")
+            subnets = self.network_subnets(network)
             meta.update(subnets=[{"cidr": s.cidr, "gateway": s.gateway} for s in subnets], subnets_of=network)
             self._save_meta(paths, meta)
         try:

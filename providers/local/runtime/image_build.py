@@ -207,14 +207,7 @@ def _holder_network(runtime, holder: str, *, recipe: str, tenant: Mapping, insec
     runtime._network_ensure(tenant)
     network = _network_name(tenant)
     if runtime.firewall:
-        info = runtime.podman.inspect("network", network) or {}
-        subnets = [
-            firewall_rules.Subnet(cidr=s["subnet"], gateway=s["gateway"])
-            for s in info.get("subnets") or []
-            if s.get("subnet") and s.get("gateway") and ":" not in s["subnet"]
-        ]
-        if not subnets:
-            raise LocalRuntimeError(f"the tenant's network {network} has no IPv4 subnet to fence")
+        subnets = runtime.network_subnets(network)
         try:
             firewall_rules.ensure(subnets, deny=runtime.egress_deny)
         except (firewall_rules.FirewallError, OSError, subprocess.SubprocessError) as exc:
