@@ -410,7 +410,7 @@ class Job:
         """Stop everything this run started (its cgroup's processes and its descendants: never the new
         run's, whose servers share the disk's runtime files) and record it for the console."""
         own = os.getpid()
-        if isinstance(self.runtime, PodRuntime):  # the container's root is a uid of the tenant's range
+        if isinstance(getattr(self, "runtime", None), PodRuntime):  # its root is a uid of the tenant's range
             with contextlib.suppress(Exception):
                 self.runtime.stop(self.key)
         for pid in sorted(_own_processes(own), reverse=True):
