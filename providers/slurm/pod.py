@@ -31,6 +31,7 @@ import contextlib
 import http.client
 import json
 import os
+import pwd
 import shutil
 import socket
 import stat
@@ -180,7 +181,9 @@ class PodRuntime:
         self.registries_insecure = tuple(registries_insecure)
         self.code_server_dir = code_server_dir or str(PROJECT_ROOT / "var/local-deps/code-server")
         self.node_bin = node_bin or shutil.which("node") or ""
-        self.home = Path(home or os.path.expanduser("~"))
+        # The tenant's own home, from the user database: the job's environment is its submitter's
+        # (``sbatch --uid`` as root exports root's HOME).
+        self.home = Path(home or pwd.getpwuid(os.getuid()).pw_dir)
         self.stop_timeout = stop_timeout
         self.podman = Podman(conf_dir=self.home / ".config/containers")
         self.ports = None  # the job gives it the node's port registry
@@ -228,6 +231,9 @@ class PodRuntime:
         podman_config_write(self.home, uid=uid)
         runtime = runtime_dir_ensure(uid)
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+        os.environ["HOME"] = str(self.home)  # podman's per-user files (registries.conf, auth) are the tenant's
+        for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+            os.environ.pop(name, None)
         for folder in ("tmp", "cwd"):
             (self.podman.conf_dir / folder).mkdir(exist_ok=True)
 
