@@ -250,6 +250,8 @@ class PodRuntime:
         ports = self.ports.allocate(key, list(self.services))
         self._secrets_write(key, paths, meta, gpus=gpus, ssh_public_keys=ssh_public_keys)
         name = self.container_name(key)
+        if ((self.podman.inspect("container", name) or {}).get("State") or {}).get("Status") == "running":
+            return {"ports": ports}  # a repair after an OOM kill inside: the container itself runs on
         argv = run_argv(
             name=name,
             image=image,
