@@ -65,7 +65,9 @@ from providers.local.runtime.servers import ALL_SERVICES, CODE, LAB, SSH, Paths
 
 ENGINES = ("podman", "process")
 # The container's uid 1000 is the tenant's own uid; the rest of the container's uids its subordinate range.
-USERNS = ("--userns", f"keep-id:uid={CONTAINER_UID},gid={CONTAINER_UID}")
+# keep-id would also make uid 1000 the container's user: the contract's tini and start script run as its
+# root (a uid of the range), which hands the servers to uid 1000.
+USERNS = ("--userns", f"keep-id:uid={CONTAINER_UID},gid={CONTAINER_UID}", "--user", "0:0")
 PULL_TIMEOUT_S = 1800
 
 
