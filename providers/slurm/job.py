@@ -564,7 +564,8 @@ class Job:
                 if self.check_activity() or sampled or (state, detail, ports) != last:
                     self.report(state, ports=ports, detail=detail)
                     last = (state, detail, ports)
-                time.sleep(0.25)
+                # While the servers start, look often (the launch waits on it); once they run, calmly.
+                time.sleep(0.25 if state == "running" else 0.05)
         except Exception as exc:
             self.report("failed", detail=str(exc)[:500])
             raise

@@ -147,6 +147,11 @@ def runtime_dir_ensure(uid: int, *, owner: int | None = None) -> Path:
     return path
 
 
+def _follows_contract(info: dict) -> bool:
+    labels = (info.get("Config") or {}).get("Labels") or info.get("Labels") or {}
+    return labels.get(CONTRACT_LABEL) == "1"
+
+
 class PodPaths(Paths):
     """The instance's directory as the Slurm backend lays it out, and the contract's secrets folder."""
 
@@ -248,11 +253,11 @@ class PodRuntime:
         image = str(meta.get("image") or "")
         if not image:
             raise LocalRuntimeError("the instance names no image to run")
-        self._image_ready(paths, image)
+        info = self._image_ready(paths, image)
         ports = self.ports.allocate(key, list(self.services))
         self._secrets_write(key, paths, meta, gpus=gpus, ssh_public_keys=ssh_public_keys)
         name = self.container_name(key)
-        if ((self.podman.inspect("container", name) or {}).get("State") or {}).get("Status") == "running":
+        if self.started and (self.podman.inspect("container", name) or {}).get("State", {}).get("Status") == "running":
             return {"ports": ports}  # a repair after an OOM kill inside: the container itself runs on
         argv = run_argv(
             name=name,
@@ -265,7 +270,7 @@ class PodRuntime:
             mounts=[Mount(**m) for m in meta.get("mounts", [])],
             public_mounts={path: src for path, src in self.public_mounts.items() if Path(src).is_dir()},
             tools=self._tools(),
-            contract=self._follows_contract(image),
+            contract=_follows_contract(info),
             bind=self.bind,
             labels={INSTANCE_LABEL: key},
             userns=list(USERNS),
@@ -278,9 +283,11 @@ class PodRuntime:
         self.started = time.time()
         return {"ports": ports}
 
-    def _image_ready(self, paths: PodPaths, image: str) -> None:
-        if self.podman.image_exists(image):
-            return
+    def _image_ready(self, paths: PodPaths, image: str) -> dict:
+        """The image's description from the tenant's store, pulled there first when it is not in it."""
+        info = self.podman.inspect("image", image)
+        if info is not None:
+            return info
         if "/" not in image.split("@")[0] or _registry_of(image) == "localhost":
             raise LocalRuntimeError(f"the image {image} names no registry this node can pull it from")
         args = ["pull", "--quiet"]
@@ -304,11 +311,7 @@ class PodRuntime:
         if returncode != 0:
             said = last_words(log.read_text(errors="replace")) if log.exists() else ""
             raise LocalRuntimeError(f"the image {image} could not be pulled: {said or 'podman pull failed'}")
-
-    def _follows_contract(self, image: str) -> bool:
-        info = self.podman.inspect("image", image) or {}
-        labels = (info.get("Config") or {}).get("Labels") or info.get("Labels") or {}
-        return labels.get(CONTRACT_LABEL) == "1"
+        return self.podman.inspect("image", image) or {}
 
     def _tools(self) -> dict[str, str]:
         tools = {"console-start": str(PROJECT_ROOT / "images/contract/console-start")}
