@@ -258,6 +258,8 @@ class Job:
         )
         # Slurm allocates the cards; the runtime's own card registry is the job's alone.
         self.runtime.gpus = GpuRegistry(ports_dir / f"gpus-{os.getuid()}.json")
+        if isinstance(self.runtime, PodRuntime):
+            self.runtime.node_gpus = list(self.node_gpus) if self.gpus else []
         self.paths = self.runtime.paths(self.key)
         self.stopping = False
         self.terms: list[float] = []  # when each SIGTERM came (monotonic)

@@ -49,6 +49,7 @@ from providers.local.runtime.base import (
     Upstream,
     jupyter_activity,
 )
+from providers.local.runtime.cdi import CdiError, cdi_devices
 from providers.local.runtime.container_files import secrets_folder_write
 from providers.local.runtime.container_spec import (
     CONTAINER_PORTS,
@@ -196,6 +197,9 @@ class PodRuntime:
         self.ports = None  # the job gives it the node's port registry
         self.gpus = None
         self.started = 0.0
+        # The node's own indices of the job's cards (``SLURM_STEP_GPUS``), which a CDI spec names.
+        self.node_gpus: list[str] = []
+        self.cdi_spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")
 
     # --- the same surface as the process runtime, where the job uses it ------------------------------
 
@@ -253,6 +257,13 @@ class PodRuntime:
         image = str(meta.get("image") or "")
         if not image:
             raise LocalRuntimeError("the instance names no image to run")
+        try:
+            # The job's cards through CDI, where the node has NVIDIA's spec (none: simulated cards).
+            devices = cdi_devices(self.node_gpus or list(gpus), spec_dirs=self.cdi_spec_dirs)
+        except CdiError as exc:
+            raise LocalRuntimeError(str(exc)) from exc
+        if devices:
+            gpus = [str(i) for i in range(len(devices))]  # the container numbers its cards from 0
         info = self._image_ready(paths, image)
         ports = self.ports.allocate(key, list(self.services))
         self._secrets_write(key, paths, meta, gpus=gpus, ssh_public_keys=ssh_public_keys)
@@ -269,6 +280,7 @@ class PodRuntime:
             home_dir=str(paths.home),
             mounts=[Mount(**m) for m in meta.get("mounts", [])],
             public_mounts={path: src for path, src in self.public_mounts.items() if Path(src).is_dir()},
+            gpu_devices=devices,
             tools=self._tools(),
             contract=_follows_contract(info),
             bind=self.bind,
