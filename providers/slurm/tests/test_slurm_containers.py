@@ -2,7 +2,8 @@
 podman under the image contract: two tenants' instances run the images they chose and cannot reach each
 other's files, processes, ports or secrets; a process over the job's memory is killed by Slurm's cgroup
 and the instance says so; cancelling the job leaves no process and no container behind; an image the
-node cannot pull fails the launch with that reason.
+node cannot pull fails the launch with that reason; a launch through the console runs the digest it
+pinned and the kill is on the instance's timeline.
 
 The images are the project's own (``make images``: ``minimal`` and its variant ``minimal-alt``), pushed to
 a registry of the test's on 127.0.0.1 and launched by digest, as the console pins them."""
@@ -18,12 +19,15 @@ from pathlib import Path
 import psutil
 import pytest
 
+from instances.models import Image, InstanceEvent
+from instances.services import instance_sync
+from instances.tests.conftest import committed, launch
 from instances.tests.oci_images import installed as registry_installed
 from instances.tests.oci_images import registry_running
 from providers import InstanceSpec, Observed
 from providers.base import BOOT_FAILED
 from providers.local.runtime.podman import Podman
-from providers.local.tests.local_helpers import wait_until
+from providers.local.tests.local_helpers import wait_running, wait_until
 from providers.slurm.pod import runtime_dir_default
 from providers.slurm.tests.slurm_helpers import tenant
 
@@ -229,3 +233,29 @@ def test_the_tenants_podman_settings_are_provisioned_idempotently(on_slurm, slur
     ranges_again = [line for line in Path("/etc/subuid").read_text().splitlines() if line.startswith(f"{owner.name}:")]
     assert ranges_again == ranges
     assert shutil.which("newuidmap")
+
+
+def test_a_launch_through_the_console_runs_the_digest_it_pinned_and_reports_a_kill(
+    on_slurm, slurm_cluster, pinned_images, rich_alice
+):
+    backend = on_slurm(services=("lab",), ENGINE="podman", MAX_CPUS=2, MAX_MEMORY_GB=1)
+    repository, digest = pinned_images["alt"].split("@")
+    Image.objects.filter(slug="pytorch-2.5-cu124").update(repository=repository, digest=digest)
+    with committed():
+        instance = launch(rich_alice, gpu="h200", count=1, region="slurm-local", image="pytorch-2.5-cu124")
+    wait_running(instance, timeout=BOOT_S)
+    assert instance.image_ref == pinned_images["alt"]
+    assert "Console minimal-alt" in _inside(backend, instance.key, instance.backend_state, "cat /etc/os-release")
+
+    backend.checkpoint(
+        key=instance.key,
+        state=instance.backend_state,
+        command="python3 -c 'x = bytearray(1536 << 20)'",
+        grace_s=5,
+    )
+
+    def reported() -> bool:
+        instance_sync(instance_id=instance.pk)
+        return InstanceEvent.objects.filter(instance=instance, reason__contains="Out of memory").exists()
+
+    wait_until(reported, timeout=60, interval=0.3, what="the instance to report the kill on its timeline")
