@@ -311,7 +311,7 @@ class SlurmBackend(
         shown to the tenant only, as the launch's reason, and trusted for nothing else."""
         path = report_path(self._dir(key) / "run", 0)
         uid = (state.get("tenant") or {}).get("uid")
-        if uid is None or not self.tenants.owns(path, int(uid)):
+        if uid is None or not path.is_file() or not self.tenants.owns(path, int(uid)):
             return ""
         report = claim_read(path) or {}
         if report.get("state") != "failed" or str(report.get("job_id")) != str(state.get("job_id")):
