@@ -1,6 +1,7 @@
 """Spawn latency: launch → JupyterLab answering through the console's proxy, p50 over N runs.
 
     .venv/bin/python bench/spawn.py [--runs 10] [--engine podman|process] [--jupyterhub]
+    .venv/bin/python bench/spawn.py --slurm [--runs 10] [--engine podman|process] [--image REF]
 
 Ours: the local runtime starts an instance (``--engine podman``, the default: a container of the
 minimal image, cached, in a tenant's uid range, with its disk made and mounted; ``process``: the
@@ -9,6 +10,13 @@ servers as host processes, as Slurm jobs run them), JupyterLab and sshd in it, a
 The last line is JSON whose keys carry their units (``spawn_p50_s``).
 The proxy runs with a bench resolver that skips the session lookup (one indexed query, about a
 millisecond), so no user is written to any database.
+
+Slurm (``--slurm``, as root, on the cluster ``make slurm`` runs on this host): the Slurm backend submits
+the instance's job (``sbatch --uid`` as a bench tenant), and we time from the submission until
+JupyterLab answers through the same proxy (``poll`` verifies the job's report first, as the console's
+worker does). With ``--engine podman`` the job runs ``--image`` (default: the minimal image, pushed by
+digest to a registry the bench starts on 127.0.0.1); one run first, not counted, caches it in the
+tenant's store, so the figure is "with a cached image".
 
 JupyterHub (``--jupyterhub``, when ``jupyterhub`` and ``configurable-http-proxy`` are installed):
 DummyAuthenticator + SimpleLocalProcessSpawner, timing ``POST /hub/api/users/<u>/server`` until
@@ -52,7 +60,128 @@ class _BenchUser:
 def bench_resolver(*, instance_id, service, user):
     from providers.local.runtime import registry
 
+    if SLURM_BACKEND:
+        return SLURM_BACKEND[0].proxy_target(key=instance_id, service=service)
     return registry.proxy_target(registry.get_runtime(), key=instance_id, service=service)
+
+
+SLURM_BACKEND: list = []  # the Slurm backend the bench's resolver asks (``--slurm``)
+
+
+def _proxy_server(proxy, uvicorn) -> tuple[object, int]:
+    async def app(scope, receive, send):
+        scope = dict(scope, user=_BenchUser())
+        await proxy._proxy_app(scope, receive, send)
+
+    with __import__("socket").socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    threading.Thread(target=server.run, daemon=True).start()
+    _wait(lambda: server.started)
+    return server, port
+
+
+def _registry_with(image: str, work: Path) -> tuple[subprocess.Popen, str]:
+    """A docker-registry on 127.0.0.1 holding ``image`` (from the console's podman store): the process
+    and the image's pinned reference there."""
+    import httpx
+
+    from providers.local.runtime.podman import Podman
+
+    with __import__("socket").socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (work / "registry.yml").write_text(
+        f"version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {work}/data\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    process = subprocess.Popen(
+        ["docker-registry", "serve", str(work / "registry.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _wait(lambda: _ok(httpx, f"http://127.0.0.1:{port}/v2/", {}), timeout=30)
+    podman = Podman()
+    target = f"127.0.0.1:{port}/bench/minimal:bench"
+    podman.run("push", "--tls-verify=false", image, target, timeout=600)
+    inspect = subprocess.run(
+        ["skopeo", "inspect", "--tls-verify=false", f"docker://{target}"],
+        capture_output=True, text=True, check=True, env=podman.env(),
+    )  # fmt: skip
+    return process, f"127.0.0.1:{port}/bench/minimal@{json.loads(inspect.stdout)['Digest']}"
+
+
+def on_slurm(runs: int, engine: str = "podman", image: str = "") -> list[float]:
+    import django
+
+    django.setup()
+    import httpx
+    import uvicorn
+
+    from console import reverse_proxy as proxy
+    from console.hooks import proxy_target
+    from instances.models import TenantRange
+    from instances.tenancy import tenant_from_range
+    from providers.base import InstanceSpec, Observed
+    from providers.slurm.backend import SlurmBackend
+
+    slurm_dir = ROOT / "var/slurm"
+    if not (slurm_dir / "etc/slurm.conf").exists():
+        raise SystemExit("no local Slurm cluster: start it with `make slurm`")
+    work = Path(tempfile.mkdtemp(prefix="bench-slurm-", dir=slurm_dir))
+    os.chmod(work, 0o711)  # noqa: S103 (the tenant's job passes through to its own folder)
+    registry = None
+    if engine == "podman" and not image:
+        registry, image = _registry_with("localhost/console/minimal:latest", work)
+    options = {
+        "ROOT": str(work / "instances"),
+        "SLURM_CONF": str(slurm_dir / "etc/slurm.conf"),
+        "JOB_PREFIX": "console-bench-",
+        "SERVICES": ["lab"],
+        "GPU_TYPES": {"h200": "h200"},
+        "TENANT_USERS": "create",
+        "TENANT_HOME_ROOT": str(slurm_dir / "tenants"),
+        "ENGINE": engine,
+        "MAX_CPUS": 2,
+        "MAX_MEMORY_GB": 2,
+    }
+    for name, path in (("PYTHON", "venvs/console/bin/python3"), ("JUPYTER_BIN", "venvs/jupyter/bin/jupyter")):
+        if (slurm_dir / path).exists():
+            options[name] = str(slurm_dir / path)
+    backend = SlurmBackend(alias="slurm", options=options)
+    SLURM_BACKEND[:] = [backend]
+    overriding = proxy_target.override(bench_resolver)
+    overriding.__enter__()
+    server, port = _proxy_server(proxy, uvicorn)
+    owner = tenant_from_range(TenantRange(pk=9990))
+    times = []
+    try:
+        for run in range(runs + (1 if engine == "podman" else 0)):  # the first one pulls the image
+            key = f"bench-{uuid.uuid4().hex[:12]}"
+            url = f"http://127.0.0.1:{port}/i/{key}/lab/api/status"
+            spec = InstanceSpec(
+                node="", gpu_model="h200", gpu_count=1, image="minimal", image_ref=image, disk_gb=20, tenant=owner
+            )
+            seen = {}
+
+            def answers(key=key, url=url, spec=spec, seen=seen):
+                observation = backend.poll(key=key, state=seen["state"])
+                seen["state"] = observation.backend_state or seen["state"]
+                if observation.stage == "failed":
+                    raise SystemExit(observation.detail)
+                return observation.state == Observed.RUNNING and _ok(httpx, url, {})
+
+            started = time.perf_counter()
+            seen["state"] = backend.create(key=key, spec=spec)
+            _wait(answers, timeout=600, interval=0.05)
+            if run or engine != "podman":
+                times.append(time.perf_counter() - started)
+            backend.destroy(key=key, state=seen["state"])
+    finally:
+        server.should_exit = True
+        if registry is not None:
+            registry.terminate()
+        shutil.rmtree(work, ignore_errors=True)
+    return times
 
 
 BENCH_TENANT = {"name": "bench", "uid": 69999, "uid_base": (1 << 24) + 4000 * 65536, "uid_count": 65536}
@@ -214,11 +343,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--engine", choices=("podman", "process"), default="podman")
     parser.add_argument("--jupyterhub", action="store_true", help="also measure JupyterHub side by side")
+    parser.add_argument("--slurm", action="store_true", help="the Slurm backend on this host's test cluster")
+    parser.add_argument("--image", default="", help="--slurm: the pinned image to run (default: minimal, pushed)")
     args = parser.parse_args()
-    mine = ours(args.runs, args.engine)
-    print(_summary(f"console local runtime ({args.engine}) + proxy", mine))
+    if args.slurm:
+        mine = on_slurm(args.runs, args.engine, args.image)
+        print(_summary(f"console Slurm job ({args.engine}) + proxy", mine))
+    else:
+        mine = ours(args.runs, args.engine)
+        print(_summary(f"console local runtime ({args.engine}) + proxy", mine))
     figures = {
-        "bench": "spawn",
+        "bench": "spawn_slurm" if args.slurm else "spawn",
         "engine": args.engine,
         "runs": args.runs,
         "spawn_p50_s": round(statistics.median(mine), 3),

@@ -442,15 +442,20 @@ job_pids() {
   done 2>/dev/null | sort -un || true
 }
 
-# The tenants' users (gpuc-t<N>, made by the console's Slurm backend): whatever still runs as them
-# once the daemons are gone is a straggler of a job (one that escaped while its node's slurmd was
-# dead, say), killed by process id as a last resort.
+# The tenants' users (gpuc-t<N>, made by the console's Slurm backend): whatever still runs as them,
+# or as a uid of their subordinate ranges (/etc/subuid: their rootless containers' root and other
+# users), once the daemons are gone is a straggler of a job (one that escaped while its node's slurmd
+# was dead, say), killed by process id as a last resort.
 tenant_pids() {
   local uids
   uids="$(getent passwd || true) "
   uids="$(printf '%s\n' "$uids" | awk -F: -v p="$TENANT_PREFIX" 'index($1, p) == 1 && $1 ~ /[0-9]$/ { print $3 }' | paste -sd, -)"
   [[ -n "$uids" ]] || return 0
   ps -o pid= -u "$uids" 2>/dev/null | tr -d ' ' || true # ps says 1 when none is left
+  [[ -r /etc/subuid ]] || return 0
+  ps -eo pid=,uid= 2>/dev/null | awk -v p="$TENANT_PREFIX" '
+    FNR == NR { split($0, f, ":"); if (index(f[1], p) == 1 && f[1] ~ /[0-9]$/) { low[++n] = f[2]; high[n] = f[2] + f[3] }; next }
+    { for (i = 1; i <= n; i++) if ($2 >= low[i] && $2 < high[i]) { print $1; break } }' /etc/subuid - || true
 }
 
 cancel_jobs() {

@@ -65,6 +65,15 @@ signs what passes for its proxy and gateway (the threat model: ``providers.slurm
             "PYTHON": "/shared/console/.venv/bin/python",
             "CONSOLE_DIR": "/shared/console",
             "SERVICES": ["lab", "code", "ssh"],
+            # How the job runs the instance: "podman" (the default, as on the local backend) runs the
+            # image the owner chose (its pinned digest, else IMAGES[slug], else DEFAULT_IMAGE) with the
+            # tenant's rootless podman under the image contract (``providers.slurm.pod``); "process"
+            # runs the servers as the tenant's processes from PYTHON's environment (no image: only
+            # where the region's settings ask for it).
+            "ENGINE": "podman",
+            "IMAGES": {"pytorch-2.5-cu124": "registry.example:5000/console/pytorch:2.5"},
+            "DEFAULT_IMAGE": "",                 # default: localhost/console/minimal:latest
+            "REGISTRIES_INSECURE": ["127.0.0.1", "localhost"],  # pulled over plain HTTP
             "BIND": "127.0.0.1",                 # where the servers listen (a node address on a real cluster)
             # A real fabric, for multi-node jobs only. With the topology plugin configured
             # (TopologyPlugin=topology/tree), ask for at most this many leaf switches (``--switches``),
@@ -99,6 +108,7 @@ from django.conf import settings
 
 from core.user_content import ProxyTarget
 from providers.base import (
+    BOOT_FAILED,
     ClustersCapability,
     EntryPoints,
     EntryPointsCapability,
@@ -116,9 +126,11 @@ from providers.base import (
     TransientBackendError,
 )
 from providers.local.runtime.base import LocalRuntimeError
+from providers.local.runtime.container_spec import DEFAULT_IMAGE
 from providers.local.runtime.disk_snapshots import DiskSnapshots
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
 from providers.slurm.cli import SlurmCli
+from providers.slurm.job import claim_read, report_path
 from providers.slurm.records import (
     ACTIVE,
     NODE_LOST,
@@ -134,7 +146,7 @@ from providers.slurm.records import (
 )
 from providers.slurm.reports import GPU_SAMPLE_MAX_AGE_S, JobReports, _processes, report_idle_seconds
 from providers.slurm.rest import SlurmRest
-from providers.slurm.script import job_script, nccl_env
+from providers.slurm.script import engine, job_script, nccl_env
 from providers.slurm.tenants import TenantAccounts, check_tenant, refuse_root_user
 
 STATE_VERSION = 1
@@ -185,6 +197,7 @@ class SlurmBackend(
         self.gpu_types: dict[str, str] = dict(o.get("GPU_TYPES") or {})
         self.services = tuple(o.get("SERVICES", DEFAULT_SERVICES))  # () is allowed: a job that only holds cards
         self.secret = str(o.get("SECRET") or settings.SECRET_KEY)
+        self.engine = engine(o)
         timeout = float(o.get("TIMEOUT_S", 15))
         # Each tenant's jobs run as its own Unix user (``providers.slurm.tenants``): made by the console
         # ("create", on a cluster whose nodes read this host's users) or by the site ("site": LDAP/SSSD).
@@ -265,6 +278,8 @@ class SlurmBackend(
                 interruptible=spec.interruptible,
                 checkpoint_command=spec.checkpoint_command,
             )
+            if self.engine == "podman":
+                meta["image"] = self.image_for(spec)
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=1))
         self.tenants.hand_over(tmp, tenant, mode=0o600)
@@ -276,6 +291,32 @@ class SlurmBackend(
             # A previous job's reports: the new job writes its own. Its claim on the disk stays: a run
             # left on a dead node stops when the new job claims the disk (``providers.slurm.job``).
             old.unlink(missing_ok=True)
+
+    def image_for(self, spec: InstanceSpec) -> str:
+        """The image the job runs: the digest the console pinned at launch, else the catalogue slug's
+        mapping (``IMAGES``), else ``DEFAULT_IMAGE`` (as on the local backend). One the node cannot
+        pull fails the launch with that reason (``_boot_failure``)."""
+        images = dict(self.options.get("IMAGES") or {})
+        return str(
+            spec.image_ref
+            or images.get(spec.image)
+            or images.get("default")
+            or self.options.get("DEFAULT_IMAGE")
+            or DEFAULT_IMAGE
+        )
+
+    def _boot_failure(self, key: str, state: dict) -> str:
+        """Why the instance's current job could not boot it (its image not pulled, podman missing on
+        the node), from the job's own report; "" when it did not say so. The tenant wrote it: it is
+        shown to the tenant only, as the launch's reason, and trusted for nothing else."""
+        path = report_path(self._dir(key) / "run", 0)
+        uid = (state.get("tenant") or {}).get("uid")
+        if uid is None or not path.is_file() or not self.tenants.owns(path, int(uid)):
+            return ""
+        report = claim_read(path) or {}
+        if report.get("state") != "failed" or str(report.get("job_id")) != str(state.get("job_id")):
+            return ""
+        return str(report.get("detail") or "the job could not start the instance")[:500]
 
     def _nccl_env(self) -> dict[str, str]:
         return nccl_env(self.options)
@@ -567,6 +608,9 @@ class SlurmBackend(
             self._verified_clear(key)
             if not base.is_dir():
                 return Observation(Observed.GONE)
+            failure = "" if state.get("stopped") else self._boot_failure(key, state)
+            if failure:
+                return Observation(Observed.GONE, stage=BOOT_FAILED, detail=failure)
             if status in NODE_LOST and not state.get("stopped"):
                 return Observation(
                     Observed.GONE,
@@ -616,6 +660,9 @@ class SlurmBackend(
             self._verified_clear(key)
         head = reports.get(0)
         where = job.get("nodes") or "?"
+        failure = self._boot_failure(key, state)
+        if failure:
+            return Observation(Observed.PENDING, stage=BOOT_FAILED, detail=failure)
         if head is None or head.get("state") == "starting":
             return Observation(Observed.PENDING, detail=f"Starting on {where}")
         new_state = self._placement(state, reports)

@@ -1,11 +1,14 @@
 """The program a Slurm job of the console runs on each of its nodes: ``python -m providers.slurm.job``.
 
 The Slurm backend (``providers.slurm.backend``) submits a batch script that runs this once per
-allocated node (``srun --ntasks-per-node=1``). On the first node (Slurm's rank 0) it starts the
-instance's user servers with the local backend's runtime (``providers.local.runtime.supervisor.LocalRuntime``:
+allocated node (``srun --ntasks-per-node=1``). On the first node (Slurm's rank 0) it runs the
+instance's image in a rootless podman container under the image contract (``--engine=podman``, the
+default: ``providers.slurm.pod``), or, where the backend's ``ENGINE`` is "process", starts the user
+servers as processes with the local backend's runtime (``providers.local.runtime.supervisor.LocalRuntime``:
 JupyterLab, code-server, sshd, the same commands, secrets and clean environment as on the local
 backend) plus the instance's app when it has one, with ``CUDA_VISIBLE_DEVICES`` as Slurm set it for
-the allocation. Every node then reports where it runs and which cards it got, and waits; on
+the allocation. A node without podman, or an image that cannot be pulled, fails the launch with that
+reason: the job never falls back to host processes for a container image. Every node then reports where it runs and which cards it got, and waits; on
 ``scancel`` (SIGTERM) it stops everything it started and exits, leaving the instance's directory.
 
 How the console learns where the servers listen: a *report* in the instance's directory, which lives
@@ -59,6 +62,7 @@ from pathlib import Path
 from providers.local.runtime.gpus import GpuDiscoveryError, GpuReading, GpuRegistry, gpu_read
 from providers.local.runtime.ports import PortRegistry
 from providers.local.runtime.supervisor import LocalRuntime
+from providers.slurm.pod import PodRuntime
 
 REPORT_VERSION = 1
 # How long a checkpoint command may run when the console asks for one (Slurm's own preemption
@@ -213,18 +217,33 @@ class Job:
         # allocated cards in SLURM_STEP_GPUS.
         physical = os.environ.get("SLURM_STEP_GPUS") or os.environ.get("SLURM_JOB_GPUS") or ""
         self.node_gpus = [g for g in physical.split(",") if g] or self.gpus
-        self.runtime = NodeRuntime(
-            root=args.root,
-            services=[s for s in args.services.split(",") if s],
-            port_low=args.port_low,
-            port_high=args.port_high,
-            url_prefix=args.url_prefix,
-            jupyter_bin=args.jupyter_bin,
-            code_server_entry=args.code_server_entry,
-            stop_timeout=3.0,
-            bind=args.bind,
-            public_mounts=dict(item.split("=", 1) for item in args.public_mount),
-        )
+        services = [s for s in args.services.split(",") if s]
+        public_mounts = dict(item.split("=", 1) for item in args.public_mount)
+        # The instance's image in a rootless container (``providers.slurm.pod``), or, only where the
+        # backend's ENGINE asks for it, its servers as the tenant's processes from the console's code.
+        self.runtime: NodeRuntime | PodRuntime
+        if args.engine == "podman":
+            self.runtime = PodRuntime(
+                root=args.root,
+                services=services,
+                url_prefix=args.url_prefix,
+                bind=args.bind,
+                public_mounts=public_mounts,
+                registries_insecure=[r for r in args.registries_insecure.split(",") if r],
+            )
+        else:
+            self.runtime = NodeRuntime(
+                root=args.root,
+                services=services,
+                port_low=args.port_low,
+                port_high=args.port_high,
+                url_prefix=args.url_prefix,
+                jupyter_bin=args.jupyter_bin,
+                code_server_entry=args.code_server_entry,
+                stop_timeout=3.0,
+                bind=args.bind,
+                public_mounts=public_mounts,
+            )
         # Ports are per host, not per instance root: every job on this host (several Slurm nodes may
         # share one host, as in the test cluster) takes its ports from registries on local disk.
         # Each tenant's job runs as its own user: one registry file per user in a sticky directory
@@ -239,6 +258,8 @@ class Job:
         )
         # Slurm allocates the cards; the runtime's own card registry is the job's alone.
         self.runtime.gpus = GpuRegistry(ports_dir / f"gpus-{os.getuid()}.json")
+        if isinstance(self.runtime, PodRuntime):
+            self.runtime.node_gpus = list(self.node_gpus) if self.gpus else []
         self.paths = self.runtime.paths(self.key)
         self.stopping = False
         self.terms: list[float] = []  # when each SIGTERM came (monotonic)
@@ -284,18 +305,22 @@ class Job:
         command = str(meta.get("checkpoint_command") or "").strip()
         if not command:
             return None
-        try:
-            env = self.runtime._environment(self.key, self.paths, meta)
-        except (KeyError, TypeError):  # the servers never started: a plainer environment
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.paths.home), "LANG": "C.UTF-8"}
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
+        argv = ["/bin/bash", "-c", command]
+        if isinstance(self.runtime, PodRuntime):  # in the instance's container, as its user
+            argv, env = self.runtime.exec_argv(self.key, command), self.runtime.podman.env()
+        else:
+            try:
+                env = self.runtime._environment(self.key, self.paths, meta)
+            except (KeyError, TypeError):  # the servers never started: a plainer environment
+                env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.paths.home), "LANG": "C.UTF-8"}
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
         log = self.paths.run / "checkpoint.log"
         with open(log, "a") as out:
             out.write(f"--- checkpoint at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: {command}\n")
             out.flush()
             try:
                 done = subprocess.run(  # noqa: S603 (the owner's own command, in the owner's instance)
-                    ["/bin/bash", "-c", command],
+                    argv,
                     cwd=self.paths.home,
                     env=env,
                     stdout=out,
@@ -387,6 +412,9 @@ class Job:
         """Stop everything this run started (its cgroup's processes and its descendants: never the new
         run's, whose servers share the disk's runtime files) and record it for the console."""
         own = os.getpid()
+        if isinstance(getattr(self, "runtime", None), PodRuntime):  # its root is a uid of the tenant's range
+            with contextlib.suppress(Exception):
+                self.runtime.stop(self.key)
         for pid in sorted(_own_processes(own), reverse=True):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -415,7 +443,7 @@ class Job:
                 "state": state,
                 "detail": detail,
                 "ports": ports or {},
-                "login_user": meta.get("login_user", ""),
+                "login_user": meta.get("login_user") or getattr(self.runtime, "login_user", ""),
                 "at": time.time(),
                 "gpu_samples": self.gpu_samples,
                 "gpu_at": self.gpu_at,
@@ -538,7 +566,8 @@ class Job:
                 if self.check_activity() or sampled or (state, detail, ports) != last:
                     self.report(state, ports=ports, detail=detail)
                     last = (state, detail, ports)
-                time.sleep(0.25)
+                # While the servers start, look often (the launch waits on it); once they run, calmly.
+                time.sleep(0.25 if state == "running" else 0.05)
         except Exception as exc:
             self.report("failed", detail=str(exc)[:500])
             raise
@@ -629,6 +658,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--root", required=True, help="the instances' directory on the shared filesystem")
     parser.add_argument("--key", required=True)
     parser.add_argument("--services", default="lab,code,ssh")
+    parser.add_argument(
+        "--engine", choices=("podman", "process"), default="process", help="the backend's ENGINE (the script says)"
+    )
+    parser.add_argument("--registries-insecure", default="127.0.0.1,localhost", help="pulled over plain HTTP")
     parser.add_argument("--bind", default="127.0.0.1", help="the address the servers listen on")
     parser.add_argument("--url-prefix", default="/i/")
     parser.add_argument("--port-low", type=int, default=20000)

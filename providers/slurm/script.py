@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from providers.base import PermanentBackendError, Tenant
+from providers.slurm.pod import ENGINES
 
 
 def nccl_env(options: dict) -> dict[str, str]:
@@ -26,6 +28,15 @@ def nccl_env(options: dict) -> dict[str, str]:
     if bad:
         raise PermanentBackendError(f"NCCL_ENV names must be environment variable names, not {', '.join(bad)}.")
     return env
+
+
+def engine(options: dict) -> str:
+    """``ENGINE``: "podman" (the default, as on the local backend: the instance's image in a rootless
+    container) or "process" (the servers as the tenant's processes: only where the region asks for it)."""
+    value = str(options.get("ENGINE") or "podman")
+    if value not in ENGINES:
+        raise ImproperlyConfigured(f"The Slurm backend's ENGINE must be one of {', '.join(ENGINES)}, not {value!r}.")
+    return value
 
 
 def job_script(*, options: dict, root: Path, key: str, services: Sequence[str], tenant: Tenant, nodes: int = 1) -> str:
@@ -42,12 +53,15 @@ def job_script(*, options: dict, root: Path, key: str, services: Sequence[str], 
         f"--root={root}",
         f"--key={key}",
         f"--services={','.join(services)}",
+        f"--engine={engine(o)}",
         f"--url-prefix={getattr(settings, 'CONSOLE_PROXY_PREFIX', '/i/')}",
         f"--bind={o.get('BIND', '127.0.0.1')}",
         f"--port-low={o.get('PORT_LOW', 20000)}",
         f"--port-high={o.get('PORT_HIGH', 29999)}",
         f"--ports-dir={o.get('PORTS_DIR', '/tmp/console-slurm-ports')}",  # noqa: S108 (node-local on purpose)
     ]
+    if o.get("REGISTRIES_INSECURE") is not None:
+        args.append(f"--registries-insecure={','.join(o['REGISTRIES_INSECURE'])}")
     if o.get("JUPYTER_BIN"):
         args.append(f"--jupyter-bin={o['JUPYTER_BIN']}")
     if o.get("CODE_SERVER_ENTRY"):

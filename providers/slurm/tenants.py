@@ -10,8 +10,11 @@ Two ways a tenant's user comes to exist on the nodes (the backend's ``TENANT_USE
 - ``"create"``: the console creates them itself, on the host it runs on, which must be the host whose
   ``/etc/passwd`` the nodes read (the test cluster of ``scripts/slurm-cluster.sh``, where every node
   is a ``slurmd`` on this host). ``groupadd``/``useradd`` with the tenant's uid as uid and gid, the
-  tenant's subordinate uid and gid range (rootless podman's user namespace), and a home of mode 0700
-  under ``TENANT_HOME_ROOT``. Idempotent: a user that exists with the right uid is left as it is; one
+  tenant's subordinate uid and gid range (rootless podman's user namespace: the console's allocation,
+  ``instances.tenancy``, and no other: useradd's own default range would overlap another tenant's,
+  so it is never handed out), a home of mode 0700 under ``TENANT_HOME_ROOT`` with the tenant's own
+  podman settings (``providers.slurm.pod.podman_config``: its image store, runc, cgroupfs), and its
+  podman runtime folder on this host. Idempotent: a user that exists with the right uid is left as it is; one
   that exists with another uid is refused, never changed.
 
 Both refuse uid 0 and any name the host resolves to uid 0: a job of the console never runs as root.
@@ -38,6 +41,8 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from providers.base import PermanentBackendError, Tenant, TransientBackendError
+from providers.local.runtime.base import LocalRuntimeError
+from providers.slurm.pod import podman_config_write, runtime_dir_ensure
 
 MODES = ("site", "create")
 # Below this a uid belongs to the system (Debian's UID_MIN): never a tenant's.
@@ -140,6 +145,11 @@ class TenantAccounts:
             _run(
                 [
                     "useradd",
+                    # No subordinate range of useradd's own choosing: only the console's, below.
+                    "-K",
+                    "SUB_UID_COUNT=0",
+                    "-K",
+                    "SUB_GID_COUNT=0",
                     "--uid",
                     str(tenant.uid),
                     "--gid",
@@ -156,17 +166,29 @@ class TenantAccounts:
                 ok_if="already exists",
             )
         last = tenant.uid_base + tenant.uid_count - 1
-        for option, table in (("--add-subuids", "/etc/subuid"), ("--add-subgids", "/etc/subgid")):
+        for kind, table in (("subuids", "/etc/subuid"), ("subgids", "/etc/subgid")):
             line = f"{tenant.name}:{tenant.uid_base}:{tenant.uid_count}"
             try:
-                present = line in Path(table).read_text().splitlines()
+                lines = Path(table).read_text().splitlines()
             except OSError:
-                present = False
-            if not present:
-                _run(["usermod", option, f"{tenant.uid_base}-{last}", tenant.name])
+                lines = []
+            if line not in lines:
+                _run(["usermod", f"--add-{kind}", f"{tenant.uid_base}-{last}", tenant.name])
+            # Any other range of the user (useradd's default, from before the console asked for none)
+            # may overlap another tenant's: rootless podman would map them all.
+            for other in lines:
+                name, _, rest = other.partition(":")
+                start, _, count = rest.partition(":")
+                if name == tenant.name and other != line and start.isdigit() and count.isdigit():
+                    _run(["usermod", f"--del-{kind}", f"{start}-{int(start) + int(count) - 1}", tenant.name])
         home.mkdir(exist_ok=True)
         os.chown(home, tenant.uid, tenant.uid)
         os.chmod(home, 0o700)
+        podman_config_write(home, uid=tenant.uid, owner=tenant.uid)
+        try:
+            runtime_dir_ensure(tenant.uid, owner=tenant.uid)
+        except LocalRuntimeError as exc:
+            raise PermanentBackendError(str(exc)) from exc
 
 
 def _run(argv: list[str], *, ok_if: str = "") -> None:

@@ -114,7 +114,8 @@ def secrets_folder_write(
     if not keep_user_secrets:
         stale |= {name for name in os.listdir(folder) if _is_user_secret(name)} - set(files)
     os.chmod(folder, 0o700)
-    os.chown(folder, 0, 0)
+    if os.geteuid() == 0:  # rootful: root's while it changes; a rootless caller (a Slurm job) owns it already
+        os.chown(folder, 0, 0)
     for name in stale:  # an app no longer run, a secret no longer chosen
         with contextlib.suppress(FileNotFoundError):
             (folder / name).unlink()

@@ -104,7 +104,7 @@ def run_argv(
     name: str,
     image: str,
     tenant: Mapping,
-    limits: Limits,
+    limits: Limits | None,
     ports: Mapping[str, int],
     secrets_dir: str,
     home_dir: str,
@@ -117,33 +117,44 @@ def run_argv(
     network: str = "",
     bind: str = "127.0.0.1",
     labels: Mapping[str, str] | None = None,
+    userns: Sequence[str] | None = None,
+    lifetime: Sequence[str] = (),
 ) -> list[str]:
     """The ``podman run`` arguments of one instance (pure, so a test reads exactly what would run).
 
     ``tools``: host paths mounted read-only under /opt/console (``console-start``, ``code-server``,
     ``node``, ``tini``). ``contract``: the image follows the contract; otherwise the console's start
-    script is the entrypoint, under the host's static tini."""
-    uid_base, uid_count = int(tenant["uid_base"]), int(tenant["uid_count"])
-    memory = f"{int(limits.memory_gb * 1024)}m"
+    script is the entrypoint, under the host's static tini. ``userns``: the user namespace's arguments
+    in place of the tenant's range (rootless podman maps the caller's own subordinate range: a Slurm
+    job). ``limits`` None: podman sets none, the caller's cgroup holds them (rootless podman on cgroup
+    v1 cannot set any: Slurm's job cgroup does). ``lifetime``: ``--rm --replace`` for a container that
+    lives and dies with its caller."""
+    if userns is None:
+        uid_base, uid_count = int(tenant["uid_base"]), int(tenant["uid_count"])
+        userns = ["--uidmap", f"0:{uid_base}:{uid_count}", "--gidmap", f"0:{uid_base}:{uid_count}"]
     argv = [
         "run",
         "-d",
+        *lifetime,
         "--name",
         name,
         "--hostname",
         name.removeprefix("console-")[:12] or "instance",
-        "--uidmap",
-        f"0:{uid_base}:{uid_count}",
-        "--gidmap",
-        f"0:{uid_base}:{uid_count}",
-        "--cpus",
-        f"{limits.cpus:g}",
-        "--memory",
-        memory,
-        "--memory-swap",
-        memory,  # no swap beyond the limit: an allocation over it is killed, not paged out
-        "--pids-limit",
-        str(limits.pids),
+        *userns,
+    ]
+    if limits is not None:
+        memory = f"{int(limits.memory_gb * 1024)}m"
+        argv += [
+            "--cpus",
+            f"{limits.cpus:g}",
+            "--memory",
+            memory,
+            "--memory-swap",
+            memory,  # no swap beyond the limit: an allocation over it is killed, not paged out
+            "--pids-limit",
+            str(limits.pids),
+        ]
+    argv += [
         "--cap-drop",
         ",".join(CAP_DROP),
         "--security-opt",

@@ -162,6 +162,9 @@ def slurm_backends(root: Path, *, rest: bool = False, services=("lab",), **optio
         "PORTS_DIR": "/tmp/console-test-slurm-ports",  # noqa: S108 (node-local, one file per tenant)
         "TENANT_USERS": "create",
         "TENANT_HOME_ROOT": str(TENANT_HOMES),
+        # The servers as the tenants' processes: what most of these tests exercise. The container
+        # engine's tests (test_slurm_containers) ask for ENGINE="podman".
+        "ENGINE": "process",
         # This host's nodes are small: the catalogue's CPU and RAM per card are capped.
         "MAX_CPUS": 2,
         "MAX_MEMORY_GB": 2,
