@@ -278,7 +278,8 @@ class SlurmBackend(
                 interruptible=spec.interruptible,
                 checkpoint_command=spec.checkpoint_command,
             )
-            if self.engine == "podman":
+            if self.engine == "podman" and (spec.image_ref or spec.image or not meta.get("image")):
+                # A start without its spec (``_spec_from_state``) names no image: it keeps the one it ran.
                 meta["image"] = self.image_for(spec)
         tmp = meta_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=1))

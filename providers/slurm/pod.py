@@ -59,6 +59,7 @@ from providers.local.runtime.container_spec import (
     INSTANCE_LABEL,
     LOGIN_USER,
     _registry_of,
+    contract_tools,
     run_argv,
 )
 from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
@@ -278,6 +279,7 @@ class PodRuntime:
             ports=ports,
             secrets_dir=str(paths.secrets),
             home_dir=str(paths.home),
+            hostkeys_dir=self._hostkeys(key, paths) if SSH in self.services else "",
             mounts=[Mount(**m) for m in meta.get("mounts", [])],
             public_mounts={path: src for path, src in self.public_mounts.items() if Path(src).is_dir()},
             gpu_devices=devices,
@@ -294,6 +296,32 @@ class PodRuntime:
             raise LocalRuntimeError(f"the container could not start: {exc}") from exc
         self.started = time.time()
         return {"ports": ports}
+
+    def _hostkeys(self, key: str, paths: PodPaths) -> str:
+        """The sshd's host key, made once per instance beside its disk and then handed to the container's
+        root (``podman unshare chown`` to 1:1, the container's uid 0 under ``keep-id``): the same key after
+        every start, so the SSH gateway's pin holds, and out of reach of uid 1000 inside, which is this
+        tenant's own uid (the local backend does the same as root: ``container_files.hostkey_ensure``)."""
+        folder = paths.base / "hostkeys"
+        if folder.is_dir() and folder.stat().st_uid != os.getuid():
+            return str(folder)  # made and handed over at an earlier start
+        folder.mkdir(mode=0o700, exist_ok=True)
+        private = folder / "ssh_host_ed25519_key"
+        if not private.exists():
+            made = subprocess.run(  # noqa: S603
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"instance-{key}", "-f", str(private)],  # noqa: S607
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if made.returncode != 0:
+                raise LocalRuntimeError(f"the instance's SSH host key could not be made: {last_words(made.stderr)}")
+        os.chmod(private, 0o400)
+        try:
+            self.podman.run("unshare", "chown", "-R", "1:1", str(folder), timeout=60)
+        except PodmanError as exc:
+            raise LocalRuntimeError(f"the SSH host key could not be handed to the container: {exc}") from exc
+        return str(folder)
 
     def _image_ready(self, paths: PodPaths, image: str) -> dict:
         """The image's description from the tenant's store, pulled there first when it is not in it."""
@@ -326,14 +354,7 @@ class PodRuntime:
         return self.podman.inspect("image", image) or {}
 
     def _tools(self) -> dict[str, str]:
-        tools = {"console-start": str(PROJECT_ROOT / "images/contract/console-start")}
-        tini = shutil.which("tini-static")
-        if tini:
-            tools["tini"] = tini
-        if CODE in self.services and Path(self.code_server_dir).is_dir() and self.node_bin:
-            tools["code-server"] = self.code_server_dir
-            tools["node"] = self.node_bin
-        return tools
+        return contract_tools(services=self.services, code_server_dir=self.code_server_dir, node_bin=self.node_bin)
 
     def _secrets_write(self, key: str, paths: PodPaths, meta: dict, *, gpus: Sequence[str], ssh_public_keys) -> None:
         """The contract's read-only folder, owned by the tenant's uid (the container's uid 1000)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -18,6 +19,7 @@ from providers.local.runtime.base import (
     Mount,
 )
 from providers.local.runtime.cdi import CdiError, cdi_devices
+from providers.local.runtime.podman import PROJECT_ROOT
 from providers.local.runtime.servers import CODE, LAB, SSH
 
 CONTAINER_PORTS = {LAB: 8888, CODE: 8080, SSH: 2222}
@@ -97,6 +99,23 @@ def limits_for(*, cpus: float, memory_gb: float, options: Mapping) -> Limits:
         memory_gb=round(max(0.25, min(want_memory, max_memory)), 2),
         pids=int(options.get("PIDS_LIMIT") or 1024),
     )
+
+
+def contract_tools(*, services: Sequence[str], code_server_dir: str, node_bin: str) -> dict[str, str]:
+    """What the console mounts read-only under /opt/console for every image (``run_argv``'s ``tools``):
+    the contract's start script, the Python hook that links W&B runs, the host's static tini when it
+    has one, and code-server with its node when the instance serves VS Code."""
+    tools = {
+        "console-start": str(PROJECT_ROOT / "images/contract/console-start"),
+        "python": str(PROJECT_ROOT / "images/contract/python"),
+    }
+    tini = shutil.which("tini-static")
+    if tini:
+        tools["tini"] = tini
+    if CODE in services and Path(code_server_dir).is_dir() and node_bin:
+        tools["code-server"] = code_server_dir
+        tools["node"] = node_bin
+    return tools
 
 
 def run_argv(

@@ -87,6 +87,7 @@ from providers.local.runtime.container_spec import (
     _gpu_devices,
     _network_name,
     _registry_of,
+    contract_tools,
     limits_for,
     pull_progress,
     run_argv,
@@ -386,17 +387,7 @@ class ContainerRuntime(RuntimeBase):
         return hashlib.sha256(what.encode()).hexdigest()[:16]
 
     def _tools(self) -> dict[str, str]:
-        tools = {
-            "console-start": str(PROJECT_ROOT / "images/contract/console-start"),
-            "python": str(PROJECT_ROOT / "images/contract/python"),  # the hook that links W&B runs
-        }
-        tini = shutil.which("tini-static")
-        if tini:
-            tools["tini"] = tini
-        if CODE in self.services and Path(self.code_server_dir).is_dir() and self.node_bin:
-            tools["code-server"] = self.code_server_dir
-            tools["node"] = self.node_bin
-        return tools
+        return contract_tools(services=self.services, code_server_dir=self.code_server_dir, node_bin=self.node_bin)
 
     def _follows_contract(self, image: str) -> bool:
         info = self.podman.inspect("image", image) or {}

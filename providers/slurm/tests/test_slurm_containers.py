@@ -259,3 +259,41 @@ def test_a_launch_through_the_console_runs_the_digest_it_pinned_and_reports_a_ki
         return InstanceEvent.objects.filter(instance=instance, reason__contains="Out of memory").exists()
 
     wait_until(reported, timeout=60, interval=0.3, what="the instance to report the kill on its timeline")
+
+
+def _host_key(state: dict) -> str:
+    """The ed25519 key the instance's sshd shows, as the SSH gateway sees it on first use."""
+    port = state["ports"]["ssh"]
+    scan = subprocess.run(
+        ["ssh-keyscan", "-T", "5", "-t", "ed25519", "-p", str(port), "127.0.0.1"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    keys = [line.split(None, 1)[1] for line in scan.stdout.splitlines() if line and not line.startswith("#")]
+    assert keys, scan.stderr
+    return keys[0]
+
+
+def test_the_sshd_keeps_its_host_key_across_a_stop_and_start_and_the_user_cannot_read_it(
+    on_slurm, slurm_cluster, pinned_images
+):
+    if not shutil.which("ssh-keyscan"):
+        pytest.skip("ssh-keyscan is not installed")
+    backend = on_slurm(services=("lab", "ssh"), ENGINE="podman")
+    owner = tenant(9301)
+    state = _running(backend, "pod-ssh", _spec(owner, pinned_images["minimal"]))
+    first = wait_until(lambda: _host_key(state), timeout=30, interval=0.5, what="sshd to answer")
+    seen = _inside(backend, "pod-ssh", state, "id -u; cat /run/console-hostkeys/ssh_host_ed25519_key 2>&1 | head -1")
+    assert "\n1000\n" in f"\n{seen}" and "Permission denied" in seen and "PRIVATE KEY" not in seen
+
+    stopped = backend.stop(key="pod-ssh", state=state)
+    wait_until(lambda: slurm_cluster.active(f"{backend.prefix}pod-ssh") == [], timeout=30, what="the job to end")
+    seen_state = {"state": backend.start(key="pod-ssh", state=stopped, node="")}
+
+    def running() -> bool:
+        observation = backend.poll(key="pod-ssh", state=seen_state["state"])
+        assert observation.stage != BOOT_FAILED, observation.detail
+        seen_state["state"] = observation.backend_state or seen_state["state"]
+        return observation.state == Observed.RUNNING
+
+    wait_until(running, timeout=BOOT_S, interval=0.5, what="pod-ssh to run again")
+    assert wait_until(lambda: _host_key(seen_state["state"]), timeout=30, interval=0.5, what="sshd") == first
