@@ -129,6 +129,7 @@ from providers.local.runtime.base import LocalRuntimeError
 from providers.local.runtime.container_spec import DEFAULT_IMAGE
 from providers.local.runtime.disk_snapshots import DiskSnapshots
 from providers.local.runtime.servers import CODE_SERVER_COOKIE
+from providers.local.runtime.wandb_runs import wandb_runs_read
 from providers.slurm.cli import SlurmCli
 from providers.slurm.job import claim_read, report_path
 from providers.slurm.records import (
@@ -762,6 +763,12 @@ class SlurmBackend(
         if head is None:
             return None
         return ProxyTarget(host=head.get("host") or "127.0.0.1", port=int(port), strip_prefix=True)
+
+    def experiment_runs(self, *, key: str, state: dict) -> list[dict]:
+        """What the console's hook in the container recorded on the instance's disk, read on the shared
+        filesystem as the tenant's data (``wandb_runs``); [] with the process engine, which runs no hook."""
+        home = self._dir(key) / "home"
+        return wandb_runs_read(home) if home.is_dir() else []
 
     def ssh_target(self, *, key: str) -> SshTarget | None:
         """The head node's sshd, where the job's report says it listens."""

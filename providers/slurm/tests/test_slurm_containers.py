@@ -297,3 +297,21 @@ def test_the_sshd_keeps_its_host_key_across_a_stop_and_start_and_the_user_cannot
 
     wait_until(running, timeout=BOOT_S, interval=0.5, what="pod-ssh to run again")
     assert wait_until(lambda: _host_key(seen_state["state"]), timeout=30, interval=0.5, what="sshd") == first
+
+
+def test_a_wandb_run_started_in_the_container_is_read_back_from_the_shared_disk(on_slurm, slurm_cluster, pinned_images):
+    from providers.local.tests.test_local_container_secrets_live import FAKE_WANDB, RUN_URL
+
+    backend = on_slurm(services=("lab",), ENGINE="podman")
+    state = _running(backend, "pod-wandb", _spec(tenant(9301), pinned_images["minimal"]))
+    assert backend.experiment_runs(key="pod-wandb", state=state) == []
+    script = FAKE_WANDB.replace("'", "'\\''")
+    said = _inside(
+        backend,
+        "pod-wandb",
+        state,
+        f"python3 -c '{script}' && bash -lc 'PYTHONPATH=$PYTHONPATH:$HOME/pkgs python3 $HOME/train.py'",
+    )
+    assert "lucky-run" in said, said
+    runs = backend.experiment_runs(key="pod-wandb", state=state)
+    assert [(r["url"], r["name"], r["project"]) for r in runs] == [(RUN_URL, "lucky-run", "demo")]
