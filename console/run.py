@@ -9,7 +9,8 @@
 2. Schema and demo data: ``migrate`` and ``seed_demo``.
    A private OCI registry (``docker-registry``, storage in ``var/registry``) for the catalogue's
    images starts with the processes below, supervised like them, unless ``CONSOLE_REGISTRY`` names one.
-3. Web (uvicorn), worker, notify (the worker of the webhook and mail queues) and beat (Celery) and
+3. Web (uvicorn), worker, notify (the worker of the webhook and mail queues), images (the worker of
+   image saves, builds and disk snapshots) and beat (Celery) and
    the SSH gateway (``python -m gateway``, on
    ``GATEWAY_PORT``, 2222 unless set; left out when ``GATEWAY_ENABLED=0``), supervised: a process that exits on its own is started
    again after a short back-off, and the log says so (``worker exited with code -9; restarting it``).
@@ -453,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
         # their own worker: a user's slow receivers can fill it, never the worker that runs machines.
         notify_queues = ",".join((env.get("CELERY_WEBHOOKS_QUEUE", "webhooks"), env.get("CELERY_MAIL_QUEUE", "mail")))
         supervisor.add("notify", _celery_worker(bin_dir, concurrency=2, extra=("-Q", notify_queues, "-n", "notify@%h")))
+        # Image saves, builds and disk snapshots (minutes each) on a queue and worker of their own, likewise.
+        images_queue = env.get("CELERY_IMAGES_QUEUE", "images")
+        supervisor.add("images", _celery_worker(bin_dir, concurrency=1, extra=("-Q", images_queue, "-n", "images@%h")))
         supervisor.add("beat", [str(bin_dir / "celery"), "-A", "console", "beat", "--loglevel", "INFO"])
         gateway_port = int(env.get("GATEWAY_PORT", "2222"))
         gateway = env.get("GATEWAY_ENABLED", "1").strip().lower() in {"1", "true", "yes", "on"}

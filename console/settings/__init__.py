@@ -425,9 +425,21 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery"
 # never the one that launches, stops and bills machines.
 CELERY_WEBHOOKS_QUEUE = os.environ.get("CELERY_WEBHOOKS_QUEUE", "webhooks")
 CELERY_MAIL_QUEUE = os.environ.get("CELERY_MAIL_QUEUE", "mail")
+# Saving, building and snapshotting images and disks copy gigabytes for minutes (a build up to
+# INSTANCES_IMAGE_BUILD_TIMEOUT_S): a queue and a worker of their own, so a user's builds never hold the
+# worker that launches, stops and bills machines, and time limits that fit the copy.
+CELERY_IMAGES_QUEUE = os.environ.get("CELERY_IMAGES_QUEUE", "images")
+INSTANCES_DISK_COPY_TIME_LIMIT_S = int(os.environ.get("INSTANCES_DISK_COPY_TIME_LIMIT_S", "3600"))
+_IMAGE_TASKS = (
+    "instances.tasks.image_save_task",
+    "instances.tasks.image_build_task",
+    "instances.tasks.snapshot_create_task",
+    "instances.tasks.snapshot_restore_task",
+)
 CELERY_TASK_ROUTES = {
     "notifications.tasks.webhook_deliver_task": {"queue": CELERY_WEBHOOKS_QUEUE},
     "notifications.tasks.email_send_task": {"queue": CELERY_MAIL_QUEUE},
+    **{name: {"queue": CELERY_IMAGES_QUEUE} for name in _IMAGE_TASKS},
 }
 # Every task has a time limit: the soft one raises SoftTimeLimitExceeded in the task (it may clean up),
 # the hard one kills the worker process running it, so nothing holds a worker forever. Tasks that
@@ -449,6 +461,16 @@ CELERY_TASK_ANNOTATIONS = {
     "instances.tasks.instances_reconcile_task": _LONG_SWEEP,
     "metrics.tasks.metrics_maintain_task": _LONG_SWEEP,
     "storage.tasks.volumes_refresh_task": _LONG_SWEEP,
+    # The builder stops its own build at the timeout; the grace covers the push after it.
+    "instances.tasks.image_build_task": {
+        "soft_time_limit": INSTANCES_IMAGE_BUILD_TIMEOUT_S + INSTANCES_IMAGE_BUILD_GRACE_S,
+        "time_limit": INSTANCES_IMAGE_BUILD_TIMEOUT_S + INSTANCES_IMAGE_BUILD_GRACE_S + 60,
+    },
+    **{
+        name: {"soft_time_limit": INSTANCES_DISK_COPY_TIME_LIMIT_S, "time_limit": INSTANCES_DISK_COPY_TIME_LIMIT_S + 60}
+        for name in _IMAGE_TASKS
+        if name != "instances.tasks.image_build_task"
+    },
 }
 # Name the "status" enums in the API schema: with instances and quota requests beside top-up orders,
 # one field name has several choice sets, which drf-spectacular would otherwise name by hash.

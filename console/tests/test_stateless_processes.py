@@ -72,6 +72,7 @@ def console_processes(transactional_db):
         # Webhooks and mail to the same private queue: these workers serve them, no one else's do.
         "CELERY_WEBHOOKS_QUEUE": queue,
         "CELERY_MAIL_QUEUE": queue,
+        "CELERY_IMAGES_QUEUE": queue,
         "SIMULATED_BOOT_DELAY_S": "0",
         "LOG_LEVEL": "WARNING",
     }

@@ -91,6 +91,21 @@ def production(clone, tmp_path_factory):
                 "--loglevel",
                 "INFO",
             ],
+            # Image saves, builds and disk snapshots on a queue and worker of their own, likewise.
+            "images": [
+                str(venv / "bin/celery"),
+                "-A",
+                "console",
+                "worker",
+                "-Q",
+                "images",
+                "-n",
+                "images@%h",
+                "--concurrency",
+                "1",
+                "--loglevel",
+                "INFO",
+            ],
             "beat": [
                 str(venv / "bin/celery"),
                 "-A",

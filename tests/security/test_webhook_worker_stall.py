@@ -76,9 +76,28 @@ def _queue_of(task_name: str) -> str:
 def test_webhook_and_mail_tasks_go_to_queues_of_their_own(settings):
     assert _queue_of(services.DELIVER_TASK) == settings.CELERY_WEBHOOKS_QUEUE == "webhooks"
     assert _queue_of(services.EMAIL_TASK) == settings.CELERY_MAIL_QUEUE == "mail"
-    # Everything else stays on the default queue, which the notify worker never serves.
+    # Everything else stays on the default queue, which the notify and images workers never serve.
     assert _queue_of("instances.tasks.instance_provision_task") == settings.CELERY_TASK_DEFAULT_QUEUE
     assert settings.CELERY_TASK_DEFAULT_QUEUE not in {"webhooks", "mail"}
+
+
+def test_image_and_disk_copies_go_to_a_queue_of_their_own_with_time_limits_that_fit(settings):
+    copies = (
+        "instances.tasks.image_save_task",
+        "instances.tasks.image_build_task",
+        "instances.tasks.snapshot_create_task",
+        "instances.tasks.snapshot_restore_task",
+    )
+    for name in copies:
+        assert _queue_of(name) == settings.CELERY_IMAGES_QUEUE == "images", name
+    assert settings.CELERY_TASK_DEFAULT_QUEUE != "images"
+    app.loader.import_default_modules()
+    build = app.tasks["instances.tasks.image_build_task"]
+    # The builder stops a build at its timeout: the task outlives it, and the push after it, unkilled.
+    assert build.soft_time_limit >= settings.INSTANCES_IMAGE_BUILD_TIMEOUT_S + settings.INSTANCES_IMAGE_BUILD_GRACE_S
+    assert build.soft_time_limit > app.conf.task_time_limit
+    for name in copies[:1] + copies[2:]:
+        assert app.tasks[name].soft_time_limit == settings.INSTANCES_DISK_COPY_TIME_LIMIT_S > app.conf.task_time_limit
 
 
 def test_every_task_has_a_soft_and_a_hard_time_limit():
