@@ -372,6 +372,9 @@ class Instance(StatusDisplayMixin, models.Model):
     # allowance, ``INSTANCES_NO_GPU_PRICE_FEN_PER_HOUR``): set by a no-GPU start, cleared by a normal one.
     # ``gpu_count`` stays what the next GPU start takes; ``cards_held`` is what this run holds.
     no_gpu = models.BooleanField(_("without GPU"), default=False)
+    # The W&B runs its programs started, newest first, as the worker last read them off its disk
+    # (``instances_experiment_runs_refresh``): pages and the API read this, never the provider.
+    experiment_runs = models.JSONField(_("W&B runs"), default=list, blank=True)
     # The price per hour when running, fixed at launch for display (billing keeps its own copy).
     hourly_price_fen = models.PositiveIntegerField(_("price per hour (fen)"))
     tier = models.CharField(_("tier"), max_length=16, choices=Tier.choices, default=Tier.ON_DEMAND)

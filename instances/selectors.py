@@ -782,14 +782,13 @@ def instance_secrets_offered(*, instance: Instance):
 
 
 def instance_experiment_runs(instance: Instance) -> list[dict]:
-    """The W&B runs a running instance started, newest first, for its page and the API (``{"url",
-    "host", "name", "project", "entity", "id", "at"}``, ``at`` an aware datetime or None): its provider
-    reads what the console's hook in the image recorded (``experiment_runs``). [] while it does not run,
-    and when the provider cannot tell now: a page never fails for a link."""
-    if instance.status != Instance.Status.RUNNING:
+    """The W&B runs the instance's programs started, newest first, as the worker last saved them
+    (``instances_experiment_runs_refresh``; no provider is asked): ``{"url", "host", "name", "project",
+    "entity", "id", "at"}``, ``at`` an aware datetime or None. Kept after a stop; gone with a release."""
+    if instance.status == Instance.Status.RELEASED:
         return []
-    try:
-        runs = get_backend(instance.backend_alias).experiment_runs(key=instance.key, state=instance.backend_state)
-    except (BackendError, ImproperlyConfigured):
-        return []
-    return [{**run, "at": datetime.fromtimestamp(run["at"], tz=UTC) if run.get("at") else None} for run in runs]
+    return [
+        {**run, "at": datetime.fromtimestamp(run["at"], tz=UTC) if isinstance(run.get("at"), int) else None}
+        for run in instance.experiment_runs or []
+        if isinstance(run, dict) and run.get("url")
+    ]

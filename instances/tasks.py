@@ -210,6 +210,12 @@ def instances_auto_stop_task() -> int:
 
 
 @shared_task(acks_late=True)
+def instances_experiment_runs_task() -> int:
+    """Save running instances' W&B runs where pages read them (``instances_experiment_runs_refresh``)."""
+    return services.instances_experiment_runs_refresh()
+
+
+@shared_task(acks_late=True)
 def quota_grants_expire_task() -> int:
     return quota.quota_grants_expire()
 

@@ -349,6 +349,8 @@ class ProvisioningBackend:
     requeues_preempted: bool = False
     supports_cluster_resize: bool = False  # ClusterResizeCapability
     supports_image_save: bool = False  # ImagesCapability
+    # ``experiment_runs`` reads what the console's hook recorded (configuration: the worker asks only these).
+    reads_experiment_runs: bool = False
     supports_image_build: bool = False  # ImageBuildCapability
     supports_snapshots: bool = False  # SnapshotsCapability
 

@@ -410,6 +410,8 @@ CELERY_BEAT_SCHEDULE.update(
             "schedule": float(INSTANCES_RECONCILE_INTERVAL_S),
         },
         "instances-auto-stop": {"task": "instances.tasks.instances_auto_stop_task", "schedule": 30.0},
+        # The W&B runs a running instance's programs started, read off its disk for its page.
+        "instances-experiment-runs": {"task": "instances.tasks.instances_experiment_runs_task", "schedule": 60.0},
         "instances-quota-expire": {"task": "instances.tasks.quota_grants_expire_task", "schedule": 300.0},
         # Reserved capacity whose window ended (placement already ignores it): marked expired.
         "instances-reservations-expire": {"task": "instances.tasks.reservations_expire_task", "schedule": 60.0},

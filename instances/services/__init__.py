@@ -27,7 +27,12 @@ This package re-exports their public verbs, so callers (and tasks named by dotte
 ``instances.services.instance_operation_fail``) import from ``instances.services`` as before.
 """
 
-from instances.services.autostop import instance_auto_stop_set, instance_auto_stop_snooze, instances_auto_stop
+from instances.services.autostop import (
+    instance_auto_stop_set,
+    instance_auto_stop_snooze,
+    instances_auto_stop,
+    instances_experiment_runs_refresh,
+)
 from instances.services.clone import instance_clone
 from instances.services.common import OPERATIONS, Operation, app_launch_from, instance_hourly_price, node_count_choices
 from instances.services.fleet import nodes_ensure, nodes_sync, region_nodes_sync
@@ -113,6 +118,7 @@ __all__ = [
     "instance_stop",
     "instance_sync",
     "instances_auto_stop",
+    "instances_experiment_runs_refresh",
     "instances_stop_for_funds",
     "node_count_choices",
     "nodes_ensure",

@@ -21,7 +21,29 @@ from instances.services.common import S, _refuse
 from instances.services.operations import instance_stop
 from notifications.models import Kind
 from notifications.services import Message, notify
-from providers import get_backend
+from providers import BackendError, backend_aliases, get_backend
+
+
+def instances_experiment_runs_refresh() -> int:
+    """Save each running instance's W&B runs as its provider reads them off its disk (``experiment_runs``),
+    where the page and the API read them. Only providers that read them are asked (``reads_experiment_runs``:
+    this host, Slurm), and a row is written only when its runs changed. Returns how many changed.
+
+    Here beside idle auto-stop: both are the worker's periodic look at what a running machine does."""
+    changed = 0
+    for alias in backend_aliases():
+        backend = get_backend(alias)
+        if not backend.reads_experiment_runs:
+            continue
+        running = Instance.objects.filter(status=Instance.Status.RUNNING, backend_alias=alias).order_by()
+        for pk, state, saved in running.values_list("pk", "backend_state", "experiment_runs"):
+            try:
+                runs = backend.experiment_runs(key=str(pk), state=state)  # the provider's name: ``Instance.key``
+            except BackendError:
+                continue  # asked again at the next pass
+            if runs != saved:
+                changed += Instance.objects.filter(pk=pk).update(experiment_runs=runs)
+    return changed
 
 
 def instance_auto_stop_set(

@@ -535,6 +535,8 @@ class LocalBackend(
     def volume_usage(self, *, key: str, state: dict) -> int | None:
         return self._call(self.runtime.volume_usage, key)
 
+    reads_experiment_runs = True
+
     def experiment_runs(self, *, key: str, state: dict) -> list[dict]:
         """Read off the machine's disk while it is mounted here (``wandb_runs``); [] otherwise."""
         home = self.runtime.paths(key).home

@@ -764,6 +764,8 @@ class SlurmBackend(
             return None
         return ProxyTarget(host=head.get("host") or "127.0.0.1", port=int(port), strip_prefix=True)
 
+    reads_experiment_runs = True
+
     def experiment_runs(self, *, key: str, state: dict) -> list[dict]:
         """What the console's hook in the container recorded on the instance's disk, read on the shared
         filesystem as the tenant's data (``wandb_runs``); [] with the process engine, which runs no hook."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from instances.services import instances_experiment_runs_refresh
 from providers.simulated.backend import SimulatedBackend
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,7 +21,9 @@ def test_runs_lists_the_links_and_says_so_when_there_are_none(console, gpuctl, m
     assert none.code == 0 and "No W&B runs recorded" in none.stdout, none.stdout + none.stderr
 
     run = {"url": URL, "host": "wandb.ai", "name": "lucky-run", "project": "demo", "entity": "lab", "id": "abc123"}
+    monkeypatch.setattr(SimulatedBackend, "reads_experiment_runs", True)
     monkeypatch.setattr(SimulatedBackend, "experiment_runs", lambda self, *, key, state: [{**run, "at": None}])
+    assert instances_experiment_runs_refresh() == 1  # the worker's periodic pass
     shown = gpuctl("runs", "train")
     assert shown.code == 0 and "lucky-run  lab/demo  " + URL in shown.stdout, shown.stdout
     assert [r["url"] for r in gpuctl("--json", "runs", "train").json()] == [URL]

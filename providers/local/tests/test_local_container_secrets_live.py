@@ -10,7 +10,7 @@ import json
 import pytest
 
 from instances.models import GpuModel, Image, Region
-from instances.services import LaunchRequest, instance_launch, instance_stop
+from instances.services import LaunchRequest, instance_launch, instance_stop, instances_experiment_runs_refresh
 from instances.tests.conftest import committed
 from providers.local.tests.local_helpers import wait_running
 from providers.local.tests.test_local_containers import (  # noqa: F401  (fixtures)
@@ -116,6 +116,7 @@ def test_files_variables_and_nothing_in_the_containers_configuration(in_containe
     assert trained.stdout.strip() == "lucky-run", (trained.stdout, trained.stderr)
     runs = backend.experiment_runs(key=key, state=instance.backend_state)
     assert [(r["url"], r["name"], r["project"]) for r in runs] == [(RUN_URL, "lucky-run", "demo")]
+    assert instances_experiment_runs_refresh() == 1  # the worker's periodic pass saves them for the page
     client.force_login(rich_alice)
     page = client.get(f"/instances/{instance.pk}/").content.decode()
     assert f'href="{RUN_URL}"' in page and "lucky-run" in page
