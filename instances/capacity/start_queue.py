@@ -96,14 +96,14 @@ def _claim(instance_id) -> bool:
 
 
 def _start_from_line(instance: Instance) -> bool | None:
-    """Start one queued instance: True when this pass started it, None when its cards are not free
-    (it stays in line), False when it was not ours to start or was taken out of the line."""
+    """Start one queued instance: True when this pass started it, None when its line must wait in this
+    pass (its cards are not free, or another pass is starting it right now: an instance behind it must
+    not take the cards first), False when it is no longer in line (started, or taken out of it)."""
     with transaction.atomic():
+        if not _claim(instance.pk):
+            return None
         # After the lock, a fresh read: a pass that started it before us has committed by now.
-        if (
-            not _claim(instance.pk)
-            or not Instance.objects.filter(pk=instance.pk, status=S.STOPPED, start_queued_at__isnull=False).exists()
-        ):
+        if not Instance.objects.filter(pk=instance.pk, status=S.STOPPED, start_queued_at__isnull=False).exists():
             return False
         try:
             instance_start(instance=instance, reason=stored(gettext_noop("Cards free: started from the line")))
