@@ -28,12 +28,10 @@ This module must not import Django: it runs on compute nodes (see ``providers.sl
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import pwd
 import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -61,6 +59,7 @@ from providers.local.runtime.container_spec import (
     _registry_of,
     contract_tools,
     run_argv,
+    server_answers,
 )
 from providers.local.runtime.podman import PROJECT_ROOT, Podman, PodmanError, last_words
 from providers.local.runtime.servers import ALL_SERVICES, CODE, LAB, SSH, Paths
@@ -398,28 +397,8 @@ class PodRuntime:
 
     def _answers(self, key: str, service: str, port: int, meta: dict) -> bool:
         host = "127.0.0.1" if self.bind in ("0.0.0.0", "::") else self.bind  # noqa: S104 (a comparison)
-        if service == LAB:
-            connection = http.client.HTTPConnection(host, port, timeout=2)
-            try:
-                token = (meta.get("secrets") or {}).get(LAB, "")
-                connection.request(
-                    "GET",
-                    f"{self.base_url(key, LAB)}api/status",
-                    headers={"Authorization": f"token {token}", "User-Agent": "console-readiness"},
-                )
-                return connection.getresponse().status == 200
-            except (OSError, http.client.HTTPException):
-                return False
-            finally:
-                connection.close()
-        try:
-            with socket.create_connection((host, port), timeout=1) as sock:
-                if service == SSH:
-                    sock.settimeout(2)
-                    return sock.recv(4).startswith(b"SSH-")
-                return True
-        except OSError:
-            return False
+        token = (meta.get("secrets") or {}).get(LAB, "")
+        return server_answers(service=service, host=host, port=port, lab_url=self.base_url(key, LAB), lab_token=token)
 
     def logs(self, key: str, lines: int = 20) -> str:
         result = self.podman.run("logs", "--tail", str(lines), self.container_name(key), check=False)

@@ -7,8 +7,10 @@ so the tests check every argument without a container (the download folder's siz
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import shutil
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -99,6 +101,32 @@ def limits_for(*, cpus: float, memory_gb: float, options: Mapping) -> Limits:
         memory_gb=round(max(0.25, min(want_memory, max_memory)), 2),
         pids=int(options.get("PIDS_LIMIT") or 1024),
     )
+
+
+def server_answers(*, service: str, host: str, port: int, lab_url: str, lab_token: str) -> bool:
+    """Whether a contract server published at ``host:port`` answers as itself: JupyterLab's status with
+    its token (``lab_url`` is its base URL), sshd's banner, or any server accepting a connection."""
+    if service == LAB:
+        connection = http.client.HTTPConnection(host, port, timeout=2)
+        try:
+            connection.request(
+                "GET",
+                f"{lab_url}api/status",
+                headers={"Authorization": f"token {lab_token}", "User-Agent": "console-readiness"},
+            )
+            return connection.getresponse().status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            connection.close()
+    try:
+        with socket.create_connection((host, port), timeout=1) as sock:
+            if service == SSH:
+                sock.settimeout(2)
+                return sock.recv(4).startswith(b"SSH-")
+            return True
+    except OSError:
+        return False
 
 
 def contract_tools(*, services: Sequence[str], code_server_dir: str, node_bin: str) -> dict[str, str]:

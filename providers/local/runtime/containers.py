@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import http.client
 import json
 import logging
 import os
@@ -39,7 +38,6 @@ import re
 import secrets
 import shlex
 import shutil
-import socket
 import subprocess
 import tarfile
 import time
@@ -91,6 +89,7 @@ from providers.local.runtime.container_spec import (
     limits_for,
     pull_progress,
     run_argv,
+    server_answers,
     uid_map_check,
 )
 from providers.local.runtime.image_recipe import layer_read, recipe_derive
@@ -720,27 +719,9 @@ class ContainerRuntime(RuntimeBase):
             base = self.base_url(key, service).rstrip("/") if part.get("serves_base_path", True) else ""
             address = self.address(key)
             return bool(address) and _answers(port, base + (part.get("health_path") or "/"), host=address)
-        if service == LAB:
-            connection = http.client.HTTPConnection(host, port, timeout=2)
-            try:
-                connection.request(
-                    "GET",
-                    f"{self.base_url(key, LAB)}api/status",
-                    headers={"Authorization": f"token {meta['secrets'][LAB]}", "User-Agent": "console-readiness"},
-                )
-                return connection.getresponse().status == 200
-            except (OSError, http.client.HTTPException):
-                return False
-            finally:
-                connection.close()
-        try:
-            with socket.create_connection((host, port), timeout=1) as sock:
-                if service == SSH:
-                    sock.settimeout(2)
-                    return sock.recv(4).startswith(b"SSH-")
-                return True
-        except OSError:
-            return False
+        return server_answers(
+            service=service, host=host, port=port, lab_url=self.base_url(key, LAB), lab_token=meta["secrets"][LAB]
+        )
 
     def out_of_memory(self, key: str) -> int:
         """Processes killed for want of memory since the last start or acknowledgement."""
