@@ -165,6 +165,10 @@ class TenantAccounts:
                 ],
                 ok_if="already exists",
             )
+        elif _home_of(tenant.name) != str(home):
+            # Made under another home root (the console's folder moved): the job's podman reads its
+            # settings and image store from the home the user database names.
+            _run(["usermod", "--home", str(home), tenant.name])
         last = tenant.uid_base + tenant.uid_count - 1
         for kind, table in (("subuids", "/etc/subuid"), ("subgids", "/etc/subgid")):
             line = f"{tenant.name}:{tenant.uid_base}:{tenant.uid_count}"
@@ -217,3 +221,11 @@ def jwt_mint(*, key: bytes, user: str, lifespan: int, now: float | None = None) 
     payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
     signature = hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest()
     return f"{header}.{payload}.{_b64(signature)}"
+
+
+def _home_of(name: str) -> str:
+    """The home the user database names for ``name`` ("" when it names none)."""
+    try:
+        return pwd.getpwnam(name).pw_dir
+    except KeyError:
+        return ""

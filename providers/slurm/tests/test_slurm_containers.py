@@ -315,3 +315,21 @@ def test_a_wandb_run_started_in_the_container_is_read_back_from_the_shared_disk(
     assert "lucky-run" in said, said
     runs = backend.experiment_runs(key="pod-wandb", state=state)
     assert [(r["url"], r["name"], r["project"]) for r in runs] == [(RUN_URL, "lucky-run", "demo")]
+
+
+def test_a_tenant_made_under_another_home_root_is_moved_to_the_current_one(tmp_path):
+    import os
+    import pwd
+
+    from providers.slurm.tenants import TenantAccounts
+
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("creating tenant users needs root and useradd")
+    owner = tenant(9305)
+    old_root, new_root = tmp_path / "old", tmp_path / "new"
+    TenantAccounts(mode="create", home_root=old_root).ensure(owner)
+    assert pwd.getpwnam(owner.name).pw_dir == str(old_root / owner.name)
+    TenantAccounts(mode="create", home_root=new_root).ensure(owner)  # the console's folder moved
+    assert pwd.getpwnam(owner.name).pw_dir == str(new_root / owner.name)
+    storage = (new_root / owner.name / ".config/containers/storage.conf").read_text()
+    assert f'graphroot = "{new_root / owner.name}/.local/share/containers/storage"' in storage
